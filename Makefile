@@ -1,0 +1,35 @@
+# Every target creates (or reuses) the local virtualenv .venv, so a fresh
+# machine needs nothing but Python 3.11 and make.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test check bench format clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)  ## load ego-Facebook into ./data/demo and answer a few questions
+	$(BIN)/assocdb demo data/demo
+
+test: $(STAMP)  ## the whole test suite (MySQL/Redis tests skip unless their env vars are set)
+	$(BIN)/python -m pytest -q $(ARGS)
+
+check: $(STAMP)  ## formatting, lint, strict typing
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy src
+
+bench: $(STAMP)  ## the benchmarks of bench/, ratios against bare SQL in the same run
+	$(BIN)/python -m bench
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,79 @@
+"""The one exception tree of assocdb.
+
+    AssocdbError                  base of everything assocdb raises
+    ├── InvalidRequest            bad input; nothing was changed        (HTTP 400)
+    │   ├── UnknownType           an association or object type that is not defined
+    │   ├── DataTooLarge          data over its size limit              (HTTP 413)
+    │   ├── InvalidCursor         a malformed cursor, or one from another list
+    │   └── SchemaError           a definition that conflicts with the schema
+    ├── NotFound                  no such object or association         (HTTP 404)
+    ├── Conflict                  the id is taken by a different object (HTTP 409)
+    └── Unavailable               a backend is down or too slow; retry  (HTTP 503)
+
+Lower-level errors (sqlite3, MySQLdb, …) are translated in one function per
+backend and never reach a user. Every error has a stable `code` (the HTTP layer
+sends it) and optional `details` with the offending values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class AssocdbError(Exception):
+    """Base class of every error assocdb raises."""
+
+    code: ClassVar[str] = "error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class InvalidRequest(AssocdbError):
+    """The request is malformed or out of range; the store was not changed."""
+
+    code = "invalid_request"
+
+
+class UnknownType(InvalidRequest):
+    """The association or object type is not defined in the schema."""
+
+    code = "unknown_type"
+
+
+class DataTooLarge(InvalidRequest):
+    """The data is larger than its limit (objects 1 MiB, associations 64 KiB)."""
+
+    code = "data_too_large"
+
+
+class InvalidCursor(InvalidRequest):
+    """The cursor is malformed, or was issued for another list or query."""
+
+    code = "invalid_cursor"
+
+
+class SchemaError(InvalidRequest):
+    """A type definition conflicts with the schema already stored."""
+
+    code = "schema_error"
+
+
+class NotFound(AssocdbError):
+    """The object or association does not exist."""
+
+    code = "not_found"
+
+
+class Conflict(AssocdbError):
+    """The id is already used by a different object."""
+
+    code = "conflict"
+
+
+class Unavailable(AssocdbError):
+    """A backend is down, locked or too slow. The request may be retried."""
+
+    code = "unavailable"

@@ -1,0 +1,129 @@
+"""The merge rule: every stored row is a last-writer-wins register.
+
+Each edge `(id1, atype, id2)` and each object `id` holds one value. A write
+carries a whole new value, stamped with `updated_at` (a hybrid logical clock,
+µs) when it entered the system. The stored value changes only if the written
+value *ranks* higher:
+
+1. the later `updated_at` wins;
+2. on an equal `updated_at`, the stronger state wins:
+   removed > archived > negative > normal (a delete beats a concurrent add);
+3. then a fixed total order on the remaining fields (time, then data for
+   edges; version, type, then data for objects), so that even two different
+   writes with the same timestamp and state resolve the same way everywhere.
+
+Because `rank` is a total order on values and the stored value is the maximum
+of all values written, applying any set of writes in any order, any number of
+times, leaves the same rows: merge is commutative, associative and idempotent.
+Counts per `(id1, atype, state)` are derived from the row transitions that
+merge reports, so they are exact under every order too.
+
+Deletes are writes of a `removed` value (a tombstone), never row deletions: a
+tombstone must stay to beat a late-arriving older add.
+
+Everything here is pure (plain tuples in and out). Every backend and the cache
+call these functions; none re-implements the rule in SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import IntEnum
+from typing import NamedTuple
+
+
+class State(IntEnum):
+    """Edge (and object) states; the integer is the state's strength in a merge."""
+
+    NORMAL = 0
+    NEGATIVE = 1
+    ARCHIVED = 2
+    REMOVED = 3
+
+
+EdgeKey = tuple[int, int, int]  # (id1, atype id, id2)
+#: An edge as written and merged: (id1, atype, id2, state, time, updated_at, data).
+#: Plain tuples, so a bulk load builds and ships millions of them cheaply.
+EdgeTuple = tuple[int, int, int, int, int, int, bytes | None]
+CountKey = tuple[int, int, int]  # (id1, atype id, state)
+
+
+class EdgeRow(NamedTuple):
+    """One stored edge, in the column order of every backend's edge table (an EdgeTuple)."""
+
+    id1: int
+    atype: int
+    id2: int
+    state: int
+    time: int
+    updated_at: int
+    data: bytes | None
+
+
+class ObjRow(NamedTuple):
+    """One stored object, in the column order of every backend's object table."""
+
+    id: int
+    otype: int
+    state: int
+    version: int
+    updated_at: int
+    data: bytes
+
+
+def edge_rank(row: EdgeTuple) -> tuple[int, int, int, bool, bytes]:
+    """The sort key of the merge rule for edges: higher wins."""
+    data = row[6]
+    return (row[5], row[3], row[4], data is not None, data or b"")
+
+
+def obj_rank(row: ObjRow) -> tuple[int, int, int, int, bytes]:
+    """The sort key of the merge rule for objects: higher wins."""
+    return (row[4], row[2], row[3], row[1], row[5])
+
+
+def merge_edges(
+    current: Mapping[EdgeKey, EdgeTuple], writes: Iterable[EdgeTuple]
+) -> tuple[list[EdgeTuple], dict[CountKey, int]]:
+    """Fold `writes` into the `current` rows of their keys.
+
+    Returns the rows to store (only those that changed) and the count deltas
+    per (id1, atype, state) that storing them implies (zeros left out).
+    `current` must hold the stored row of every written key that exists.
+    """
+    # The winner among the writes first (max is associative), then against
+    # the stored row: each key is compared with its stored row only once.
+    winners: dict[EdgeKey, EdgeTuple] = {}
+    for row in writes:
+        key = row[:3]
+        best = winners.get(key)
+        if best is None or edge_rank(row) > edge_rank(best):
+            winners[key] = row
+    changed: list[EdgeTuple] = []
+    deltas: dict[CountKey, int] = {}
+    get = deltas.get
+    for key, row in winners.items():
+        old = current.get(key)
+        if old is None:
+            new = (key[0], key[1], row[3])
+            deltas[new] = get(new, 0) + 1
+        elif edge_rank(row) <= edge_rank(old):
+            continue
+        elif old[3] != row[3]:
+            new, gone = (key[0], key[1], row[3]), (key[0], key[1], old[3])
+            deltas[gone] = get(gone, 0) - 1
+            deltas[new] = get(new, 0) + 1
+        changed.append(row)
+    return changed, {key: n for key, n in deltas.items() if n}
+
+
+def merge_objects(current: Mapping[int, ObjRow], writes: Iterable[ObjRow]) -> list[ObjRow]:
+    """Fold object `writes` into the `current` rows; return the rows that changed."""
+    winners: dict[int, ObjRow] = {}
+    for row in writes:
+        best = winners.get(row[0])
+        if best is None:
+            best = current.get(row[0])
+        if best is None or obj_rank(row) > obj_rank(best):
+            winners[row[0]] = row
+    return list(winners.values())

@@ -1,0 +1,227 @@
+"""The schema: association types (with inverses and limits) and object types.
+
+A Schema is immutable; `define_assoc` and `define_object` return a new one or
+raise SchemaError. Rows store small integer type ids, not names, so a schema
+is persisted with the data (as JSON, by the backend) and ids never change.
+Defining what is already defined is a no-op, so the same TOML file can be
+applied at every start:
+
+    [assoc.follows]
+    inverse = "followed_by"    # writing follows(a, b) also writes followed_by(b, a)
+    limit = 6000               # the most items one query returns (default 6000)
+
+    [assoc.friend]
+    symmetric = true           # friend(a, b) also writes friend(b, a)
+
+    [object.user]
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from ._errors import SchemaError, UnknownType
+
+DEFAULT_LIMIT = 6000
+MAX_LIMIT = 1_000_000
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}\Z")
+
+
+class AssocType(msgspec.Struct, frozen=True):
+    """An association type. `inverse` names the type written the other way."""
+
+    name: str
+    id: int
+    inverse: str | None = None
+    symmetric: bool = False
+    limit: int = DEFAULT_LIMIT
+
+
+class ObjectType(msgspec.Struct, frozen=True):
+    """An object type."""
+
+    name: str
+    id: int
+
+
+class _Stored(msgspec.Struct):
+    assoc: list[AssocType]
+    object: list[ObjectType]
+
+
+class Schema:
+    """The defined types, looked up by name or by stored id."""
+
+    def __init__(self, assoc: Iterable[AssocType] = (), objects: Iterable[ObjectType] = ()) -> None:
+        self._assoc = {t.name: t for t in assoc}
+        self._assoc_ids = {t.id: t for t in self._assoc.values()}
+        self._objects = {t.name: t for t in objects}
+        self._object_ids = {t.id: t for t in self._objects.values()}
+
+    # -- lookups --------------------------------------------------------------
+
+    def assoc_type(self, name: object) -> AssocType:
+        """The association type called `name`, or UnknownType."""
+        found = self._assoc.get(name) if isinstance(name, str) else None
+        if found is None:
+            raise _unknown("association", name, self._assoc)
+        return found
+
+    def assoc_by_id(self, id: int) -> AssocType:
+        return self._assoc_ids[id]
+
+    def inverse(self, atype: AssocType) -> AssocType | None:
+        """The type written in the other direction, if any (itself if symmetric)."""
+        if atype.symmetric:
+            return atype
+        return self._assoc[atype.inverse] if atype.inverse else None
+
+    def object_type(self, name: object) -> ObjectType:
+        """The object type called `name`, or UnknownType."""
+        found = self._objects.get(name) if isinstance(name, str) else None
+        if found is None:
+            raise _unknown("object", name, self._objects)
+        return found
+
+    def object_by_id(self, id: int) -> ObjectType:
+        return self._object_ids[id]
+
+    @property
+    def assoc_types(self) -> list[AssocType]:
+        return sorted(self._assoc.values(), key=lambda t: t.id)
+
+    @property
+    def object_types(self) -> list[ObjectType]:
+        return sorted(self._objects.values(), key=lambda t: t.id)
+
+    # -- definitions ----------------------------------------------------------
+
+    def define_assoc(
+        self,
+        name: str,
+        *,
+        inverse: str | None = None,
+        symmetric: bool = False,
+        limit: int = DEFAULT_LIMIT,
+    ) -> Schema:
+        """A schema with this association type (and its inverse) defined."""
+        _check_name(name, "association type")
+        if inverse is not None:
+            _check_name(inverse, "inverse type")
+        if type(symmetric) is not bool:
+            raise SchemaError(f"symmetric must be true or false, got {symmetric!r}")
+        if type(limit) is not int or not 0 < limit <= MAX_LIMIT:
+            raise SchemaError(f"limit must be an integer from 1 to {MAX_LIMIT:,}, got {limit!r}")
+        if symmetric and inverse is not None:
+            raise SchemaError(f"{name!r} cannot be symmetric and have an inverse ({inverse!r})")
+        if inverse == name:
+            raise SchemaError(f"{name!r} cannot be its own inverse; use symmetric=True")
+        wanted = [AssocType(name, 0, inverse, symmetric, limit)]
+        if inverse is not None:
+            wanted.append(AssocType(inverse, 0, name, False, limit))
+        assoc = dict(self._assoc)
+        next_id = max(self._assoc_ids, default=0) + 1
+        for want in wanted:
+            have = assoc.get(want.name)
+            if have is None:
+                assoc[want.name] = msgspec.structs.replace(want, id=next_id)
+                next_id += 1
+            elif (have.inverse, have.symmetric) != (want.inverse, want.symmetric):
+                raise SchemaError(
+                    f"{want.name!r} is already defined with {_describe(have)}; "
+                    f"it cannot be redefined with {_describe(want)}",
+                    name=want.name,
+                )
+            else:
+                assoc[want.name] = msgspec.structs.replace(have, limit=limit)
+        return Schema(assoc.values(), self._objects.values())
+
+    def define_object(self, name: str) -> Schema:
+        """A schema with this object type defined."""
+        _check_name(name, "object type")
+        if name in self._objects:
+            return self
+        next_id = max(self._object_ids, default=0) + 1
+        return Schema(self._assoc.values(), [*self._objects.values(), ObjectType(name, next_id)])
+
+    def apply_toml(self, text: str) -> Schema:
+        """A schema with every definition of a TOML document (see the module doc)."""
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise SchemaError(f"schema file is not valid TOML: {exc}") from None
+        unknown = set(doc) - {"assoc", "object"}
+        if unknown:
+            raise SchemaError(
+                f"unknown schema sections {sorted(unknown)}; use [assoc.X], [object.X]"
+            )
+        schema = self
+        for name, options in _tables(doc, "assoc"):
+            extra = set(options) - {"inverse", "symmetric", "limit"}
+            if extra:
+                raise SchemaError(f"[assoc.{name}] has unknown keys {sorted(extra)}")
+            schema = schema.define_assoc(name, **options)
+        for name, options in _tables(doc, "object"):
+            if options:
+                raise SchemaError(f"[object.{name}] has unknown keys {sorted(options)}")
+            schema = schema.define_object(name)
+        return schema
+
+    # -- persistence ----------------------------------------------------------
+
+    def to_json(self) -> bytes:
+        return msgspec.json.encode(_Stored(self.assoc_types, self.object_types))
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> Schema:
+        stored = msgspec.json.decode(raw, type=_Stored)
+        return cls(stored.assoc, stored.object)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Schema):
+            return NotImplemented
+        return self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _tables(doc: dict[str, Any], section: str) -> list[tuple[str, dict[str, Any]]]:
+    tables = doc.get(section, {})
+    if not isinstance(tables, dict):
+        raise SchemaError(f"{section} must be a table of types, like [{section}.name]")
+    for name, options in tables.items():
+        if not isinstance(options, dict):
+            raise SchemaError(f"{section}.{name} must be a table, like [{section}.{name}]")
+    return list(tables.items())
+
+
+def _check_name(name: object, what: str) -> None:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise SchemaError(
+            f"{what} name must be a letter followed by up to 63 letters, digits or "
+            f"underscores, got {name!r}"
+        )
+
+
+def _describe(t: AssocType) -> str:
+    if t.symmetric:
+        return "symmetric=true"
+    return f"inverse={t.inverse!r}" if t.inverse else "no inverse"
+
+
+def _unknown(kind: str, name: object, known: dict[str, Any]) -> UnknownType:
+    message = f"no {kind} type {name!r}"
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    if close:
+        message += f"; did you mean {close[0]!r}?"
+    elif known:
+        message += f"; defined: {', '.join(sorted(known))}"
+    else:
+        message += f"; define it first with define_{'assoc' if kind[0] == 'a' else 'object'}()"
+    return UnknownType(message, type=str(name))
