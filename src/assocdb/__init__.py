@@ -1,0 +1,55 @@
+"""assocdb: a data store for huge social graphs.
+
+Objects and associations (follows, friends, likes), adjacency lists with
+millions of entries, exact counts and cursor paging, on SQLite shards in one
+directory, with no server.
+
+>>> import assocdb
+>>> g = assocdb.open("data/")
+>>> g.define_assoc("follows", inverse="followed_by")
+>>> g.assoc_add(1, "follows", 2)
+>>> g.assoc_page(2, "followed_by").items
+"""
+
+from __future__ import annotations
+
+from ._backend import CountMismatch
+from ._errors import (
+    AssocdbError,
+    Conflict,
+    DataTooLarge,
+    InvalidCursor,
+    InvalidRequest,
+    NotFound,
+    SchemaError,
+    Unavailable,
+    UnknownType,
+)
+from ._graph import Graph
+from ._open import open_graph as open
+from ._records import Assoc, Obj, Page, WriteResult
+from ._schema import AssocType, ObjectType, Schema
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Assoc",
+    "AssocType",
+    "AssocdbError",
+    "Conflict",
+    "CountMismatch",
+    "DataTooLarge",
+    "Graph",
+    "InvalidCursor",
+    "InvalidRequest",
+    "NotFound",
+    "Obj",
+    "ObjectType",
+    "Page",
+    "Schema",
+    "SchemaError",
+    "Unavailable",
+    "UnknownType",
+    "WriteResult",
+    "open",
+]

@@ -1,0 +1,124 @@
+"""The storage interface every backend implements, and what backends share.
+
+A backend stores a fixed number of logical shards. Each method works on one
+shard and is one transaction there; none knows about association types,
+inverses or the schema (the Graph plans those). Writes go through `apply`,
+which reads the current rows of the written keys, folds the writes in with the
+pure merge rule of `_merge`, and stores the changed rows and count deltas in
+the same transaction. So the rule lives in one place and a new backend is
+mostly SQL text.
+
+Every statement a backend runs passes through its one choke point, which maps
+driver errors with `map_driver_error` and reports each statement to the
+tracers (so a test can assert that a read issued no SQL at all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol
+
+from ._cursor import Seek
+from ._errors import AssocdbError, InvalidRequest, Unavailable
+from ._merge import EdgeKey, EdgeRow, EdgeTuple, ObjRow
+
+#: (shard, sql, seconds) for every statement a backend runs.
+Tracer = Callable[[int, str, float], None]
+
+#: A row of an association list: (id2, time, updated_at, data).
+ListRow = tuple[int, int, int, bytes | None]
+
+
+class EdgeScan(NamedTuple):
+    """One index range scan of the list `(id1, atype, state)`, newest first.
+
+    `seek` positions the scan on `(time, id2)`; `high`/`low` bound `time`
+    (inclusive); `offset` skips rows (only assoc_range's `pos` uses it).
+    """
+
+    id1: int
+    atype: int
+    state: int
+    seek: Seek
+    limit: int
+    high: int | None = None
+    low: int | None = None
+    offset: int = 0
+
+
+class CountMismatch(NamedTuple):
+    """A stored count that disagrees with the edge rows it counts."""
+
+    shard: int
+    id1: int
+    atype: int
+    state: int
+    stored: int
+    actual: int
+
+
+class Backend(Protocol):
+    """Storage for `shards` logical shards."""
+
+    shards: int
+    tracers: list[Tracer]
+
+    def apply(self, shard: int, edges: Sequence[EdgeTuple], objects: Sequence[ObjRow]) -> None:
+        """Merge these rows into the shard, with their count deltas, atomically."""
+
+    def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
+        """The rows of one association list range, in the seek's direction."""
+
+    def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
+        """The stored edges `(id1, atype, id2)` for these id2s, in any state."""
+
+    def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
+        """Up to `limit` edges of the shard in key order, starting after `after`."""
+
+    def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
+        """The count of edges per state of the list `(id1, atype)`."""
+
+    def objects(self, shard: int, ids: Sequence[int]) -> list[ObjRow]:
+        """The stored objects with these ids, tombstones included."""
+
+    def allocate(self, shard: int, n: int) -> int:
+        """Reserve `n` id sequence numbers on the shard; return the first."""
+
+    def get_meta(self, key: str) -> bytes | None:
+        """A graph-wide setting (kept on shard 0)."""
+
+    def swap_meta(self, key: str, expected: bytes | None, value: bytes) -> bool:
+        """Set a graph-wide setting if it still equals `expected`."""
+
+    def recount(self, shard: int, repair: bool) -> list[CountMismatch]:
+        """Compare (and optionally fix) every stored count with the edge rows."""
+
+    def spec(self) -> dict[str, Any]:
+        """JSON-able settings that open this backend again (`_open.open_backend`)."""
+
+    def close(self) -> None:
+        """Release every connection."""
+
+
+#: PEP 249 exception class names and what they mean for a caller. Mapping by
+#: name (peewee's trick) works for every driver without importing any of them.
+_DRIVER_ERRORS: dict[str, type[AssocdbError]] = {
+    "OperationalError": Unavailable,  # locked, timed out, connection lost, disk I/O
+    "InterfaceError": Unavailable,  # the connection is gone
+    "InternalError": Unavailable,
+    "DataError": InvalidRequest,
+    "IntegrityError": AssocdbError,  # never expected: writes are merges
+    "ProgrammingError": AssocdbError,  # a bug in assocdb's SQL
+    "NotSupportedError": AssocdbError,
+}
+
+
+def map_driver_error(exc: Exception, where: str) -> AssocdbError:
+    """The assocdb error for a driver exception raised at `where`."""
+    for cls in type(exc).__mro__:
+        kind = _DRIVER_ERRORS.get(cls.__name__)
+        if kind is not None:
+            break
+    else:
+        kind = Unavailable
+    return kind(f"{where}: {type(exc).__name__}: {exc}", backend_error=type(exc).__name__)

@@ -1,0 +1,392 @@
+"""The SQLite backend: one database file per logical shard, in WAL mode.
+
+Tables per shard:
+
+* `edges`, clustered on `(id1, atype, state, time, id2)`, the order lists are
+  read in, so a page of a list is one contiguous range of one B-tree and
+  needs no second lookup; `edges_key`, a unique index on `(id1, atype, id2)`,
+  enforces one edge per pair and serves point lookups.
+* `counts (id1, atype, state) -> n`, changed in the same transaction as edges.
+* `objects (id) -> (otype, state, version, updated_at, data)`.
+* `seq` (the shard's id allocator) and `meta` (graph-wide settings, shard 0).
+
+Durability: WAL with synchronous=NORMAL: a committed transaction survives a
+process crash; the journal (group-committed with full fsync) covers power loss.
+
+Each thread gets its own connection per shard (SQLite connections are not
+shared across threads; WAL lets readers run beside the one writer). Every
+statement goes through `_run`/`_query`, the choke point that maps driver
+errors and reports to tracers.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ._backend import CountMismatch, EdgeScan, ListRow, Tracer, map_driver_error
+from ._errors import InvalidRequest
+from ._merge import EdgeKey, EdgeRow, EdgeTuple, ObjRow, merge_edges, merge_objects
+
+log = logging.getLogger("assocdb.sqlite")
+
+DEFAULT_SHARDS = 16
+MAX_SHARDS = 4096
+SLOW_SECONDS = 0.5
+_IN_CHUNK = 500  # ids per IN (...) list
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS edges (
+    id1 INTEGER NOT NULL, atype INTEGER NOT NULL, id2 INTEGER NOT NULL,
+    state INTEGER NOT NULL, time INTEGER NOT NULL, updated_at INTEGER NOT NULL, data BLOB,
+    PRIMARY KEY (id1, atype, state, time, id2)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS edges_key ON edges (id1, atype, id2);
+CREATE TABLE IF NOT EXISTS counts (
+    id1 INTEGER NOT NULL, atype INTEGER NOT NULL, state INTEGER NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (id1, atype, state)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS objects (
+    id INTEGER PRIMARY KEY, otype INTEGER NOT NULL, state INTEGER NOT NULL,
+    version INTEGER NOT NULL, updated_at INTEGER NOT NULL, data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS seq (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+"""
+
+_EDGE_COLUMNS = "id1, atype, id2, state, time, updated_at, data"
+_SELECT_EDGES = (
+    f"SELECT {_EDGE_COLUMNS} FROM edges INDEXED BY edges_key WHERE id1 = ? AND atype = ?"
+)
+_UPSERT_EDGE = f"INSERT OR REPLACE INTO edges ({_EDGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_ADD_COUNT = (
+    "INSERT INTO counts (id1, atype, state, n) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (id1, atype, state) DO UPDATE SET n = n + excluded.n"
+)
+_OBJ_COLUMNS = "id, otype, state, version, updated_at, data"
+_UPSERT_OBJ = f"INSERT OR REPLACE INTO objects ({_OBJ_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+
+
+class SQLiteBackend:
+    """Shards as SQLite files `shard-NNNN.db` in one directory."""
+
+    def __init__(self, path: Path, shards: int, busy_timeout: float = 5.0) -> None:
+        self.path = path
+        self.shards = shards
+        self.busy_timeout = busy_timeout
+        self.tracers: list[Tracer] = []
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def open(cls, path: str | Path, shards: int | None = None) -> SQLiteBackend:
+        """Open the graph in directory `path`, creating it (with `shards`) if new."""
+        root = Path(path)
+        if shards is not None and (type(shards) is not int or not 0 < shards <= MAX_SHARDS):
+            raise InvalidRequest(
+                f"shards must be an integer from 1 to {MAX_SHARDS}, got {shards!r}"
+            )
+        stored = _stored_shards(root)
+        if stored is not None:
+            if shards is not None and shards != stored:
+                raise InvalidRequest(
+                    f"{root} holds a graph with {stored} shards, not {shards}; the shard "
+                    f"count is fixed when a graph is created (omit shards= to open it)"
+                )
+            return cls(root, stored)
+        root.mkdir(parents=True, exist_ok=True)
+        backend = cls(root, shards or DEFAULT_SHARDS)
+        # The shard count is written last: a crash halfway leaves no graph, not half of one.
+        backend.swap_meta("shards", None, str(backend.shards).encode())
+        return backend
+
+    # -- the choke point --------------------------------------------------------
+
+    def _conn(self, shard: int) -> sqlite3.Connection:
+        conns: list[sqlite3.Connection | None] | None = getattr(self._local, "conns", None)
+        if conns is None:
+            conns = self._local.conns = [None] * self.shards
+        conn = conns[shard]
+        if conn is None:
+            conn = conns[shard] = self._connect(shard)
+        return conn
+
+    def _connect(self, shard: int) -> sqlite3.Connection:
+        if self._closed:
+            raise InvalidRequest("this graph has been closed")
+        file = self.path / f"shard-{shard:04d}.db"
+        try:
+            conn = sqlite3.connect(
+                file, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA page_size = 16384")  # only takes effect on a new file
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA mmap_size = 268435456")
+            conn.execute("PRAGMA cache_size = -16000")
+            conn.executescript(_DDL)
+        except sqlite3.Error as exc:
+            raise map_driver_error(exc, f"opening {file}") from exc
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    def _run(self, shard: int, sql: str, params: Any = (), many: bool = False) -> sqlite3.Cursor:
+        """Execute one statement (or one executemany) on the shard."""
+        conn = self._conn(shard)
+        start = time.perf_counter()
+        try:
+            cursor = conn.executemany(sql, params) if many else conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise map_driver_error(exc, f"shard {shard}") from exc
+        self._report(shard, sql, time.perf_counter() - start, many)
+        return cursor
+
+    def _query(self, shard: int, sql: str, params: Any = ()) -> list[Any]:
+        """Execute one SELECT on the shard and return all its rows."""
+        conn = self._conn(shard)
+        start = time.perf_counter()
+        try:
+            rows = conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise map_driver_error(exc, f"shard {shard}") from exc
+        self._report(shard, sql, time.perf_counter() - start)
+        return rows
+
+    def _report(self, shard: int, sql: str, seconds: float, many: bool = False) -> None:
+        for tracer in self.tracers:
+            tracer(shard, sql, seconds)
+        if seconds > SLOW_SECONDS and not many:  # a bulk executemany is meant to be long
+            log.warning("slow statement on shard %d (%.3f s): %s", shard, seconds, sql)
+
+    @contextmanager
+    def _transaction(self, shard: int) -> Iterator[None]:
+        self._run(shard, "BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn(shard).rollback()
+            raise
+        self._run(shard, "COMMIT")
+
+    # -- writes -----------------------------------------------------------------
+
+    def apply(self, shard: int, edges: Sequence[EdgeTuple], objects: Sequence[ObjRow]) -> None:
+        with self._transaction(shard):
+            if edges:
+                current = self._current_edges(shard, edges)
+                rows, deltas = merge_edges(current, edges)
+                if rows:
+                    self._run(shard, _UPSERT_EDGE, rows, many=True)
+                if deltas:
+                    counts = [(*key, n) for key, n in deltas.items()]
+                    self._run(shard, _ADD_COUNT, counts, many=True)
+            if objects:
+                ids = [row[0] for row in objects]
+                current_objects = {row[0]: row for row in self.objects(shard, ids)}
+                changed = merge_objects(current_objects, objects)
+                if changed:
+                    self._run(shard, _UPSERT_OBJ, changed, many=True)
+
+    def _current_edges(self, shard: int, writes: Sequence[EdgeTuple]) -> dict[EdgeKey, EdgeTuple]:
+        lists = {(row[0], row[1]) for row in writes}
+        if len(lists) > 1:
+            # Every stored edge has a count row, so a list without count rows
+            # has no edges to read: a bulk load into new lists reads nothing.
+            lists &= self._lists_with_counts(shard, list({id1 for id1, _ in lists}))
+        wanted: dict[tuple[int, int], set[int]] = {key: set() for key in lists}
+        for row in writes:
+            id2s = wanted.get((row[0], row[1]))
+            if id2s is not None:
+                id2s.add(row[2])
+        current: dict[EdgeKey, EdgeTuple] = {}
+        for (id1, atype), id2s in wanted.items():
+            for row in self.edges(shard, id1, atype, list(id2s)):
+                current[(row[0], row[1], row[2])] = row
+        return current
+
+    def _lists_with_counts(self, shard: int, id1s: list[int]) -> set[tuple[int, int]]:
+        found: set[tuple[int, int]] = set()
+        for start in range(0, len(id1s), _IN_CHUNK):
+            chunk = id1s[start : start + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT DISTINCT id1, atype FROM counts WHERE id1 IN ({marks})"
+            found.update(self._query(shard, sql, chunk))
+        return found
+
+    def allocate(self, shard: int, n: int) -> int:
+        with self._transaction(shard):
+            self._run(shard, "INSERT OR IGNORE INTO seq (name, value) VALUES ('objects', 0)")
+            (last,) = self._query(
+                shard,
+                "UPDATE seq SET value = value + ? WHERE name = 'objects' RETURNING value",
+                (n,),
+            )[0]
+        return int(last) - n + 1
+
+    # -- reads ------------------------------------------------------------------
+
+    def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
+        seek = query.seek
+        high, low = query.high, query.low
+        if seek.boundary is not None:
+            # A boundary tighter than the time bound must be the one the index
+            # seeks on; otherwise SQLite seeks on time and filters its way down.
+            if seek.forward and high is not None and seek.boundary[0] <= high:
+                high = None
+            if not seek.forward and low is not None and seek.boundary[0] >= low:
+                low = None
+        params: list[Any] = [query.id1, query.atype, query.state]
+        if high is not None:
+            params.append(high)
+        if low is not None:
+            params.append(low)
+        if seek.boundary is not None:
+            params.extend(seek.boundary)
+        params.append(query.limit)
+        if query.offset:
+            params.append(query.offset)
+        sql = _scan_sql(
+            high is not None,
+            low is not None,
+            seek.boundary is not None,
+            seek.forward,
+            seek.inclusive,
+            bool(query.offset),
+        )
+        return self._query(shard, sql, params)
+
+    def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
+        rows: list[EdgeRow] = []
+        for start in range(0, len(id2s), _IN_CHUNK):
+            chunk = id2s[start : start + _IN_CHUNK]
+            if len(chunk) == 1:
+                sql = _SELECT_EDGES + " AND id2 = ?"
+            else:
+                sql = _SELECT_EDGES + f" AND id2 IN ({','.join('?' * len(chunk))})"
+            rows.extend(EdgeRow(*r) for r in self._query(shard, sql, (id1, atype, *chunk)))
+        return rows
+
+    def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
+        sql = f"SELECT {_EDGE_COLUMNS} FROM edges INDEXED BY edges_key"
+        params: tuple[int, ...] = (limit,)
+        if after is not None:
+            sql += " WHERE (id1, atype, id2) > (?, ?, ?)"
+            params = (*after, limit)
+        sql += " ORDER BY id1, atype, id2 LIMIT ?"
+        return [EdgeRow(*r) for r in self._query(shard, sql, params)]
+
+    def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
+        rows = self._query(
+            shard, "SELECT state, n FROM counts WHERE id1 = ? AND atype = ?", (id1, atype)
+        )
+        return dict(rows)
+
+    def objects(self, shard: int, ids: Sequence[int]) -> list[ObjRow]:
+        rows: list[ObjRow] = []
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = ids[start : start + _IN_CHUNK]
+            sql = f"SELECT {_OBJ_COLUMNS} FROM objects WHERE id IN ({','.join('?' * len(chunk))})"
+            rows.extend(ObjRow(*r) for r in self._query(shard, sql, chunk))
+        return rows
+
+    # -- graph-wide settings and maintenance -------------------------------------
+
+    def get_meta(self, key: str) -> bytes | None:
+        rows = self._query(0, "SELECT value FROM meta WHERE key = ?", (key,))
+        return bytes(rows[0][0]) if rows else None
+
+    def swap_meta(self, key: str, expected: bytes | None, value: bytes) -> bool:
+        with self._transaction(0):
+            if self.get_meta(key) != expected:
+                return False
+            self._run(0, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+        return True
+
+    def recount(self, shard: int, repair: bool) -> list[CountMismatch]:
+        with self._transaction(shard):
+            actual = {
+                (id1, atype, state): n
+                for id1, atype, state, n in self._query(
+                    shard, "SELECT id1, atype, state, COUNT(*) FROM edges GROUP BY 1, 2, 3"
+                )
+            }
+            stored = {
+                (id1, atype, state): n
+                for id1, atype, state, n in self._query(
+                    shard, "SELECT id1, atype, state, n FROM counts"
+                )
+            }
+            wrong = [
+                CountMismatch(shard, *key, stored.get(key, 0), actual.get(key, 0))
+                for key in sorted(actual.keys() | stored.keys())
+                if stored.get(key, 0) != actual.get(key, 0)
+            ]
+            if repair and wrong:
+                fixes = [(m.id1, m.atype, m.state, m.actual) for m in wrong]
+                self._run(
+                    shard,
+                    "INSERT OR REPLACE INTO counts (id1, atype, state, n) VALUES (?, ?, ?, ?)",
+                    fixes,
+                    many=True,
+                )
+        return wrong
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "sqlite", "path": str(self.path), "shards": self.shards}
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+def _stored_shards(root: Path) -> int | None:
+    file = root / "shard-0000.db"
+    if not file.exists():
+        return None
+    try:
+        conn = sqlite3.connect(file)
+    except sqlite3.Error as exc:
+        raise map_driver_error(exc, f"opening {file}") from exc
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'shards'").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise map_driver_error(exc, f"reading {file}") from exc
+        row = None  # created, but a crash came before the graph was complete
+    finally:
+        conn.close()
+    return int(row[0]) if row else None
+
+
+@lru_cache(maxsize=64)
+def _scan_sql(
+    high: bool, low: bool, boundary: bool, forward: bool, inclusive: bool, offset: bool
+) -> str:
+    where = "id1 = ? AND atype = ? AND state = ?"
+    if high:
+        where += " AND time <= ?"
+    if low:
+        where += " AND time >= ?"
+    if boundary:
+        op = ("<" if forward else ">") + ("=" if inclusive else "")
+        where += f" AND (time, id2) {op} (?, ?)"
+    order = "DESC" if forward else "ASC"
+    sql = (
+        f"SELECT id2, time, updated_at, data FROM edges WHERE {where} "
+        f"ORDER BY time {order}, id2 {order} LIMIT ?"
+    )
+    return sql + " OFFSET ?" if offset else sql

@@ -1,0 +1,19 @@
+import assocdb
+
+
+def test_all_is_exactly_the_public_names() -> None:
+    public = {name for name in dir(assocdb) if not name.startswith("_")}
+    # Submodules imported by the package itself are not part of the API.
+    public -= {"annotations"}
+    assert set(assocdb.__all__) == public
+    assert assocdb.__all__ == sorted(assocdb.__all__)
+
+
+def test_errors_form_one_tree() -> None:
+    for name in assocdb.__all__:
+        value = getattr(assocdb, name)
+        if isinstance(value, type) and issubclass(value, Exception):
+            assert issubclass(value, assocdb.AssocdbError)
+    assert issubclass(assocdb.UnknownType, assocdb.InvalidRequest)
+    assert issubclass(assocdb.InvalidCursor, assocdb.InvalidRequest)
+    assert issubclass(assocdb.DataTooLarge, assocdb.InvalidRequest)
