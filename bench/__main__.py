@@ -1,0 +1,21 @@
+"""Run every benchmark: `python -m bench` (or `make bench`); `python -m bench NAME` for one."""
+
+from __future__ import annotations
+
+import sys
+
+from . import foundation
+
+BENCHMARKS = {"foundation": foundation.main}
+
+
+def main() -> None:
+    names = sys.argv[1:] or list(BENCHMARKS)
+    for name in names:
+        if name not in BENCHMARKS:
+            sys.exit(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
+        BENCHMARKS[name]()
+
+
+if __name__ == "__main__":
+    main()
