@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from . import foundation
+from . import foundation, journal
 
-BENCHMARKS = {"foundation": foundation.main}
+BENCHMARKS = {"foundation": foundation.main, "journal": journal.main}
 
 
 def main() -> None:

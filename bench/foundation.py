@@ -57,7 +57,6 @@ def bare_insert(directory: Path) -> tuple[float, int]:
     for r in rows:
         counts[r[0]] = counts.get(r[0], 0) + 1
     conn = sqlite3.connect(directory / "bare.db", isolation_level=None)
-    conn.execute("PRAGMA page_size = 16384")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.executescript(_DDL)

@@ -25,3 +25,45 @@ def test_version() -> None:
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0
     assert "assocdb" in result.output
+
+
+def test_queue_commands(tmp_path: Path) -> None:
+    import sqlite3
+
+    import assocdb
+    from assocdb._applier import RetryPolicy
+
+    fast = RetryPolicy(base=0.001, cap=0.01, max_attempts=2)
+    with assocdb.open(tmp_path / "g", shards=2, retry=fast) as g:
+        g.define_assoc("likes")
+
+        def broken(shard: int, sql: str) -> None:
+            if sql.startswith("INSERT OR REPLACE INTO edges"):
+                raise sqlite3.IntegrityError("injected")
+
+        g._backend.faults.append(broken)  # type: ignore[attr-defined]
+        g.assoc_add(1, "likes", 2, time=1, data=1)
+        assert g.drain(timeout=10)
+        g._backend.faults.clear()  # type: ignore[attr-defined]
+    runner = CliRunner()
+    directory = str(tmp_path / "g")
+    stats = runner.invoke(main, ["queue", "stats", directory])
+    assert stats.exit_code == 0, stats.output
+    assert "bad              1" in stats.output
+    bad = runner.invoke(main, ["queue", "bad", directory])
+    assert "IntegrityError: injected" in bad.output
+    job_id = bad.output.splitlines()[1].split()[0]
+    shown = runner.invoke(main, ["queue", "bad", directory, "--show", job_id])
+    assert '"kind": "rows"' in shown.output
+    assert runner.invoke(main, ["queue", "errors", directory]).output.strip() == "no jobs"
+    assert runner.invoke(main, ["queue", "reinject", directory]).exit_code == 2  # nothing named
+    reinjected = runner.invoke(main, ["queue", "reinject", directory, job_id])
+    assert "reinjected 1 jobs" in reinjected.output
+    retried = runner.invoke(main, ["queue", "retry", directory])
+    assert "the queue is empty" in retried.output
+    with assocdb.open(directory) as g:
+        assert [a.id2 for a in g.assoc_range(1, "likes")] == [2]
+        assert g.queue_stats().bad == 0
+    missing = runner.invoke(main, ["queue", "bad", directory, "--show", "999"])
+    assert missing.exit_code == 1
+    assert "no job 999" in missing.output

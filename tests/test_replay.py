@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import assocdb
 from assocdb import Graph
 from assocdb._merge import State
-from assocdb._plan import Leg, edge_legs, edge_rows
+from assocdb._ops import EdgeWrite, Leg, Rows, legs
 
 from .helpers import all_edges
 
@@ -42,12 +42,13 @@ def define(graph: Graph) -> Graph:
 
 
 def plan(graph: Graph, log: list[tuple[Any, ...]]) -> list[Leg]:
-    legs: list[Leg] = []
+    planned: list[Leg] = []
     for id1, atype, id2, state, time, ua, data in log:
         kind = graph.schema.assoc_type(atype)
-        rows = edge_rows(graph.schema, kind, id1, id2, state, time, ua, data)
-        legs += edge_legs(rows, graph.shards)
-    return legs
+        inverse = graph.schema.inverse(kind)
+        write = EdgeWrite(kind.id, inverse and inverse.id, id1, id2, state, ua, time, data)
+        planned += legs(Rows(edges=write.resolve(None)), graph.shards)
+    return planned
 
 
 def visible(graph: Graph) -> dict[tuple[int, str], list[tuple[int, int]]]:

@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from typing import Any
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -23,10 +24,14 @@ datas = st.sampled_from([None, 1, "a", {"k": [1]}])
 
 
 class GraphMachine(RuleBasedStateMachine):
+    """Writes applied before they return (the default, sync mode)."""
+
+    SYNC = True
+
     def __init__(self) -> None:
         super().__init__()
         self.directory = tempfile.mkdtemp(prefix="assocdb-sm-")
-        self.graph = assocdb.open(self.directory, shards=3)
+        self.graph = assocdb.open(self.directory, shards=3, sync=self.SYNC)
         self.graph.define_assoc("follows", inverse="followed_by")
         self.graph.define_assoc("friend", symmetric=True)
         self.graph.define_assoc("likes")
@@ -50,19 +55,32 @@ class GraphMachine(RuleBasedStateMachine):
 
     @rule(id1=nodes, atype=write_types, id2=nodes, new=write_types)
     def change_type(self, id1: int, atype: str, id2: int, new: str) -> None:
-        expected = self.model.live(id1, atype, id2) is not None and atype != new
-        try:
-            self.graph.assoc_change_type(id1, atype, id2, new)
-            changed = True
-        except (NotFound, assocdb.InvalidRequest):
-            changed = False
-        assert changed == expected
+        if atype == new:
+            with pytest.raises(assocdb.InvalidRequest):
+                self.graph.assoc_change_type(id1, atype, id2, new)
+            return
+        if self.SYNC:
+            expected = self.model.live(id1, atype, id2) is not None
+            try:
+                self.graph.assoc_change_type(id1, atype, id2, new)
+                changed = True
+            except NotFound:
+                changed = False
+            assert changed == expected
+        else:  # checked when applied, in order; a refusal becomes a bad job
+            assert self.graph.assoc_change_type(id1, atype, id2, new).status == "queued"
         self.model.change_type(id1, atype, id2, new)
 
     # -- reads --
 
+    def settle(self) -> None:
+        """Background writes are read once applied: wait for them."""
+        if not self.SYNC:
+            assert self.graph.drain(timeout=10)
+
     @rule(id1=nodes, atype=read_types, limit=st.integers(1, 7), pos=st.integers(0, 6))
     def range_and_count(self, id1: int, atype: str, limit: int, pos: int) -> None:
+        self.settle()
         expected = self.model.listing(id1, atype)
         got = self.graph.assoc_range(id1, atype, pos=pos, limit=limit)
         assert [(a.id2, a.time, a.data) for a in got] == expected[pos : pos + limit]
@@ -70,6 +88,7 @@ class GraphMachine(RuleBasedStateMachine):
 
     @rule(id1=nodes, atype=read_types, limit=st.integers(1, 4))
     def page_walk(self, id1: int, atype: str, limit: int) -> None:
+        self.settle()
         expected = [row[0] for row in self.model.listing(id1, atype)]
         seen, cursor = [], None
         while True:
@@ -89,6 +108,7 @@ class GraphMachine(RuleBasedStateMachine):
     def get(
         self, id1: int, atype: str, id2s: list[int], bounds: tuple[int | None, int | None]
     ) -> None:
+        self.settle()
         high, low = bounds
         expected = [
             row[0]
@@ -102,12 +122,14 @@ class GraphMachine(RuleBasedStateMachine):
 
     @rule(id1=nodes, atype=read_types, high=st.integers(0, 4), low=st.integers(0, 4))
     def time_range(self, id1: int, atype: str, high: int, low: int) -> None:
+        self.settle()
         expected = [r[0] for r in self.model.listing(id1, atype) if low <= r[1] <= high]
         got = self.graph.assoc_time_range(id1, atype, high, low, limit=50)
         assert [a.id2 for a in got] == expected
 
     @invariant()
     def every_list_matches_the_model(self) -> None:
+        self.settle()
         for id1 in range(1, 6):
             for atype in ("follows", "followed_by", "friend", "likes"):
                 expected = self.model.listing(id1, atype)
@@ -117,5 +139,15 @@ class GraphMachine(RuleBasedStateMachine):
         assert self.graph.check_counts() == []
 
 
+class AsyncGraphMachine(GraphMachine):
+    """Writes acknowledged once journaled and applied in the background (sync=False)."""
+
+    SYNC = False
+
+
 GraphMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+AsyncGraphMachine.TestCase.settings = settings(
+    max_examples=30, stateful_step_count=30, deadline=None
+)
 TestGraphMachine = GraphMachine.TestCase
+TestAsyncGraphMachine = AsyncGraphMachine.TestCase

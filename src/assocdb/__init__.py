@@ -13,6 +13,7 @@ directory, with no server.
 
 from __future__ import annotations
 
+from ._applier import RetryPolicy
 from ._backend import CountMismatch
 from ._errors import (
     AssocdbError,
@@ -27,7 +28,7 @@ from ._errors import (
 )
 from ._graph import Graph
 from ._open import open_graph as open
-from ._records import Assoc, Obj, Page, WriteResult
+from ._records import Assoc, JobInfo, Obj, Page, QueueStats, WriteResult
 from ._schema import AssocType, ObjectType, Schema
 
 __version__ = "0.1.0"
@@ -42,10 +43,13 @@ __all__ = [
     "Graph",
     "InvalidCursor",
     "InvalidRequest",
+    "JobInfo",
     "NotFound",
     "Obj",
     "ObjectType",
     "Page",
+    "QueueStats",
+    "RetryPolicy",
     "Schema",
     "SchemaError",
     "Unavailable",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import click
+import msgspec
 
 import assocdb
 
@@ -42,6 +43,92 @@ def demo(directory: str) -> None:
         click.echo(f"their 10 newest friends: {[a.id2 for a in page.items]}")
         mutual = mutual_friends(g, person, other)
         click.echo(f"{len(mutual)} mutual friends of {person} and {other}: {mutual[:20]}")
+
+
+@main.group()
+def queue() -> None:
+    """Inspect and steer the write journal: stats, errors, bad jobs, retries."""
+
+
+@queue.command("stats")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+def queue_stats(directory: str) -> None:
+    """Print how many jobs wait, fail or went bad.
+
+    Example: assocdb queue stats data/graph
+    """
+    with assocdb.open(directory) as g:
+        for field, value in msgspec.structs.asdict(g.queue_stats()).items():
+            click.echo(f"{field:<16} {value}")
+
+
+@queue.command("errors")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.option("--limit", default=50, show_default=True, help="How many jobs to list.")
+def queue_errors(directory: str, limit: int) -> None:
+    """List jobs in the error queue, oldest first.
+
+    Example: assocdb queue errors data/graph --limit 20
+    """
+    with assocdb.open(directory) as g:
+        _print_jobs(g.queue_jobs("error", limit=limit))
+
+
+@queue.command("bad")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.option("--limit", default=50, show_default=True, help="How many jobs to list.")
+@click.option("--show", "show", type=int, help="Print this job in full, as JSON.")
+def queue_bad(directory: str, limit: int, show: int | None) -> None:
+    """List bad jobs (failed too often), or show one in full.
+
+    Example: assocdb queue bad data/graph --show 1234
+    """
+    with assocdb.open(directory) as g:
+        if show is None:
+            _print_jobs(g.queue_jobs("bad", limit=limit))
+            return
+        job = g.queue_job(show)
+        if job is None:
+            raise click.ClickException(f"no job {show} in the journal")
+        click.echo(msgspec.json.format(msgspec.json.encode(job)).decode())
+
+
+@queue.command("retry")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+def queue_retry(directory: str) -> None:
+    """Retry every job in the error queue now, then wait for the queue to drain.
+
+    Example: assocdb queue retry data/graph
+    """
+    with assocdb.open(directory) as g:
+        click.echo(f"retrying {g.queue_retry()} jobs")
+        drained = g.drain(timeout=30)
+        click.echo("the queue is empty" if drained else f"still queued: {g.queue_stats().depth}")
+
+
+@queue.command("reinject")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--all", "everything", is_flag=True, help="Reinject every bad job.")
+def queue_reinject(directory: str, ids: tuple[int, ...], everything: bool) -> None:
+    """Move bad jobs (by id, or --all) back to the error queue to be retried.
+
+    Example: assocdb queue reinject data/graph 1234 1240
+    """
+    if not ids and not everything:
+        raise click.UsageError("name the bad jobs to reinject, or pass --all")
+    with assocdb.open(directory) as g:
+        count = g.queue_reinject(None if everything else list(ids))
+        click.echo(f"reinjected {count} jobs")
+
+
+def _print_jobs(jobs: list[assocdb.JobInfo]) -> None:
+    if not jobs:
+        click.echo("no jobs")
+        return
+    click.echo(f"{'id':>8} {'attempts':>8} {'retries':>8}  error")
+    for job in jobs:
+        click.echo(f"{job.id:>8} {job.attempts:>8} {job.retries:>8}  {job.error}")
 
 
 def mutual_friends(g: assocdb.Graph, a: int, b: int) -> list[int]:

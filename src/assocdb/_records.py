@@ -64,3 +64,35 @@ class WriteResult(msgspec.Struct, frozen=True):
 
     status: Literal["applied", "queued"]
     updated_at: int
+
+
+class QueueStats(msgspec.Struct, frozen=True):
+    """The write journal at a glance (what `assocdb queue stats` prints).
+
+    `depth` counts jobs not yet fully applied (`new` plus `errors`); the
+    counters after `bad` are this process's since it opened the graph.
+    """
+
+    depth: int
+    new: int
+    errors: int
+    bad: int
+    applied: int
+    failed_attempts: int
+    retries: int
+    apply_p50_ms: float
+    apply_p99_ms: float
+    down_shards: list[int]
+
+
+class JobInfo(msgspec.Struct, frozen=True):
+    """One journaled job, for inspection: its state, history and operation."""
+
+    id: int
+    state: Literal["new", "error", "bad"]
+    attempts: int
+    retries: int
+    next_at: float
+    created_at: float
+    error: str | None
+    operation: dict[str, Any]

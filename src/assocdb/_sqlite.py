@@ -25,14 +25,14 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ._backend import CountMismatch, EdgeScan, ListRow, Tracer, map_driver_error
-from ._errors import InvalidRequest
+from ._errors import InvalidRequest, Unavailable
 from ._merge import EdgeKey, EdgeRow, EdgeTuple, ObjRow, merge_edges, merge_objects
 
 log = logging.getLogger("assocdb.sqlite")
@@ -77,18 +77,28 @@ _UPSERT_OBJ = f"INSERT OR REPLACE INTO objects ({_OBJ_COLUMNS}) VALUES (?, ?, ?,
 class SQLiteBackend:
     """Shards as SQLite files `shard-NNNN.db` in one directory."""
 
-    def __init__(self, path: Path, shards: int, busy_timeout: float = 5.0) -> None:
+    def __init__(self, path: Path, shards: int, busy_timeout: float = 2.0) -> None:
         self.path = path
         self.shards = shards
         self.busy_timeout = busy_timeout
         self.tracers: list[Tracer] = []
+        #: Called with (shard, sql) before every statement, inside the choke point:
+        #: a fault injector may raise a driver error (it is mapped like a real one)
+        #: or sleep. For chaos tests and drills.
+        self.faults: list[Callable[[int, str], None]] = []
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # One writer per shard at a time in this process. Without it, threads'
+        # connections contend for the file lock through SQLite's busy handler,
+        # which sleeps (1, 2, 5 … 100 ms) instead of queueing.
+        self._writers = [threading.Lock() for _ in range(shards)]
         self._closed = False
 
     @classmethod
-    def open(cls, path: str | Path, shards: int | None = None) -> SQLiteBackend:
+    def open(
+        cls, path: str | Path, shards: int | None = None, busy_timeout: float = 2.0
+    ) -> SQLiteBackend:
         """Open the graph in directory `path`, creating it (with `shards`) if new."""
         root = Path(path)
         if shards is not None and (type(shards) is not int or not 0 < shards <= MAX_SHARDS):
@@ -102,9 +112,9 @@ class SQLiteBackend:
                     f"{root} holds a graph with {stored} shards, not {shards}; the shard "
                     f"count is fixed when a graph is created (omit shards= to open it)"
                 )
-            return cls(root, stored)
+            return cls(root, stored, busy_timeout)
         root.mkdir(parents=True, exist_ok=True)
-        backend = cls(root, shards or DEFAULT_SHARDS)
+        backend = cls(root, shards or DEFAULT_SHARDS, busy_timeout)
         # The shard count is written last: a crash halfway leaves no graph, not half of one.
         backend.swap_meta("shards", None, str(backend.shards).encode())
         return backend
@@ -128,7 +138,6 @@ class SQLiteBackend:
             conn = sqlite3.connect(
                 file, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
             )
-            conn.execute("PRAGMA page_size = 16384")  # only takes effect on a new file
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA mmap_size = 268435456")
@@ -145,6 +154,8 @@ class SQLiteBackend:
         conn = self._conn(shard)
         start = time.perf_counter()
         try:
+            for fault in self.faults:
+                fault(shard, sql)
             cursor = conn.executemany(sql, params) if many else conn.execute(sql, params)
         except sqlite3.Error as exc:
             raise map_driver_error(exc, f"shard {shard}") from exc
@@ -156,6 +167,8 @@ class SQLiteBackend:
         conn = self._conn(shard)
         start = time.perf_counter()
         try:
+            for fault in self.faults:
+                fault(shard, sql)
             rows = conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise map_driver_error(exc, f"shard {shard}") from exc
@@ -164,19 +177,30 @@ class SQLiteBackend:
 
     def _report(self, shard: int, sql: str, seconds: float, many: bool = False) -> None:
         for tracer in self.tracers:
-            tracer(shard, sql, seconds)
+            try:
+                tracer(shard, sql, seconds)
+            except Exception:  # a broken tracer must not break a write that succeeded
+                log.exception("tracer %r failed", tracer)
         if seconds > SLOW_SECONDS and not many:  # a bulk executemany is meant to be long
             log.warning("slow statement on shard %d (%.3f s): %s", shard, seconds, sql)
 
     @contextmanager
     def _transaction(self, shard: int) -> Iterator[None]:
-        self._run(shard, "BEGIN IMMEDIATE")
+        writer = self._writers[shard]
+        if not writer.acquire(timeout=self.busy_timeout):
+            raise Unavailable(f"shard {shard}: no write turn within {self.busy_timeout} s")
         try:
-            yield
-        except BaseException:
-            self._conn(shard).rollback()
-            raise
-        self._run(shard, "COMMIT")
+            self._run(shard, "BEGIN IMMEDIATE")
+            try:
+                yield
+                self._run(shard, "COMMIT")
+            except BaseException:
+                conn = self._conn(shard)
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+        finally:
+            writer.release()
 
     # -- writes -----------------------------------------------------------------
 

@@ -1,0 +1,138 @@
+"""Association reads: each one point lookup or one index range scan on one shard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from . import _cursor, _json
+from ._backend import EdgeScan, ListRow
+from ._core import GraphCore
+from ._errors import InvalidRequest
+from ._ids import check_id, check_int64, shard_of
+from ._merge import State
+from ._records import Assoc, Page
+from ._schema import AssocType
+
+_NORMAL = State.NORMAL
+
+
+class AssocReadsAPI(GraphCore):
+    """assoc_get, assoc_count, assoc_range, assoc_time_range, assoc_page."""
+
+    def assoc_get(
+        self,
+        id1: int,
+        atype: str,
+        id2s: Iterable[int],
+        high: int | None = None,
+        low: int | None = None,
+    ) -> list[Assoc]:
+        """The associations from `id1` to any of `id2s`, with `low <= time <= high`.
+
+        Returns only visible (normal) edges, newest first.
+
+        >>> [a.id2 for a in g.assoc_get(1, "follows", [2, 3, 4])]
+        """
+        id1 = check_id(id1, "id1")
+        kind = self._assoc_type(atype)
+        wanted = _id_list(id2s, kind.limit)
+        high = check_int64(high, "high") if high is not None else None
+        low = check_int64(low, "low") if low is not None else None
+        rows = self._backend.edges(shard_of(id1, self._shards), id1, kind.id, wanted)
+        found = [
+            r
+            for r in rows
+            if r.state == _NORMAL
+            and (high is None or r.time <= high)
+            and (low is None or r.time >= low)
+        ]
+        found.sort(key=lambda r: (r.time, r.id2), reverse=True)
+        return [
+            Assoc(id1, kind.name, r.id2, r.time, "normal", r.updated_at, _data(r.data))
+            for r in found
+        ]
+
+    def assoc_count(self, id1: int, atype: str) -> int:
+        """How many visible (normal) associations `id1` has of this type. Never a COUNT(*)."""
+        id1 = check_id(id1, "id1")
+        kind = self._assoc_type(atype)
+        return self._backend.counts(shard_of(id1, self._shards), id1, kind.id).get(_NORMAL, 0)
+
+    def assoc_range(self, id1: int, atype: str, pos: int = 0, limit: int = 50) -> list[Assoc]:
+        """Up to `limit` associations, newest first, skipping the first `pos`.
+
+        The cost grows with `pos`; page deep lists with `assoc_page` instead.
+        """
+        id1 = check_id(id1, "id1")
+        kind = self._assoc_type(atype)
+        if type(pos) is not int or not 0 <= pos <= 2**62:
+            raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
+        scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, _limit(limit, kind), offset=pos)
+        return self._assocs(id1, kind, self._scan(id1, scan))
+
+    def assoc_time_range(
+        self, id1: int, atype: str, high: int, low: int, limit: int = 50
+    ) -> list[Assoc]:
+        """Up to `limit` associations with `low <= time <= high`, newest first."""
+        id1 = check_id(id1, "id1")
+        kind = self._assoc_type(atype)
+        high, low = check_int64(high, "high"), check_int64(low, "low")
+        scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, _limit(limit, kind), high, low)
+        return self._assocs(id1, kind, self._scan(id1, scan) if low <= high else [])
+
+    def assoc_page(
+        self, id1: int, atype: str, cursor: str | None = None, limit: int = 50
+    ) -> Page[Assoc]:
+        """One page of the list, newest first; pass `next_cursor` back for the next.
+
+        Every page costs what the first costs, and pages stay consistent while
+        items are added (keyset paging on `(time, id2)`).
+
+        >>> page = g.assoc_page(1, "follows", limit=100)
+        >>> older = g.assoc_page(1, "follows", page.next_cursor, limit=100)
+        """
+        id1 = check_id(id1, "id1")
+        kind = self._assoc_type(atype)
+        limit = _limit(limit, kind)
+        scope = b"assoc:%d:%d:%d" % (id1, kind.id, _NORMAL)
+        seek = _cursor.START if cursor is None else _cursor.decode(scope, cursor, 2)
+
+        def scan(seek: _cursor.Seek, n: int) -> list[ListRow]:
+            return self._scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n))
+
+        rows, next_cursor, prev_cursor = _cursor.paginate(scan, _list_key, scope, seek, limit)
+        return Page(self._assocs(id1, kind, rows), next_cursor, prev_cursor)
+
+    def _scan(self, id1: int, query: EdgeScan) -> list[ListRow]:
+        return self._backend.scan(shard_of(id1, self._shards), query)
+
+    def _assocs(self, id1: int, kind: AssocType, rows: list[ListRow]) -> list[Assoc]:
+        name = kind.name
+        return [
+            Assoc(id1, name, id2, time, "normal", ua, None if data is None else _json.decode(data))
+            for id2, time, ua, data in rows
+        ]
+
+
+def _limit(limit: object, kind: AssocType) -> int:
+    if type(limit) is not int or limit <= 0:
+        raise InvalidRequest(f"limit must be a positive integer, got {limit!r}")
+    return min(limit, kind.limit)
+
+
+def _id_list(id2s: Iterable[int], most: int) -> list[int]:
+    if isinstance(id2s, (str, bytes)) or not isinstance(id2s, Iterable):
+        raise InvalidRequest(f"id2s must be a list of ids, got {type(id2s).__name__}")
+    wanted = list(dict.fromkeys(check_id(i, "id2") for i in id2s))
+    if len(wanted) > most:
+        raise InvalidRequest(f"at most {most} id2s per call, got {len(wanted)}")
+    return wanted
+
+
+def _data(raw: bytes | None) -> Any:
+    return None if raw is None else _json.decode(raw)
+
+
+def _list_key(row: ListRow) -> tuple[int, int]:
+    return (row[1], row[0])

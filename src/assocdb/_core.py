@@ -1,0 +1,201 @@
+"""GraphCore: what every part of the Graph API shares.
+
+It owns the backend, the clock, the schema (cached, re-read when an unknown
+type shows up, changed by compare-and-swap) and the write path:
+
+    validate → stamp `updated_at` → operation → resolve against the current
+    row → append to the journal (durable) → apply its legs → answer
+
+An operation that depends on the stored row is resolved when it enters only
+if nothing earlier for that row is still queued in this process and the
+shard answers; otherwise it is journaled as it is and resolved by the
+applier in journal order (see `_applier.Pending`).
+
+`_submit` is that path. In the default synchronous mode the job is applied
+before returning (`applied`), or left in the error queue if a leg failed
+(`queued`); with `sync=False` it is acknowledged once journaled (`queued`)
+and applied by a background thread. Either way the journal holds it until
+every leg has been applied.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from ._applier import Applier, RetryPolicy, encode, replay
+from ._backend import Backend, CountMismatch
+from ._clock import HybridClock
+from ._errors import AssocdbError, UnknownType
+from ._journal import Journal
+from ._ops import Operation, Rows, resolve
+from ._records import WriteResult
+from ._schema import DEFAULT_LIMIT, AssocType, ObjectType, Schema
+
+_SCHEMA_KEY = "schema"
+_SCHEMA_RELOAD_SECONDS = 1.0
+
+
+class GraphCore:
+    """Lifecycle, schema and the write path of a Graph."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        journal: Journal,
+        *,
+        sync: bool = True,
+        retry: RetryPolicy | None = None,
+        clock: HybridClock | None = None,
+    ) -> None:
+        self._backend = backend
+        self._shards = backend.shards
+        self._clock = clock or HybridClock()
+        self._schema = self._read_schema()
+        self._schema_read_at = float("-inf")  # the first unknown type always re-reads
+        self._journal = journal
+        self._sync = sync
+        self._applier = Applier(backend, journal, retry)
+        replay(self._applier, journal)
+        self._applier.start()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Finish background applies (briefly), then close the journal and connections.
+
+        Jobs not yet applied stay in the journal and are applied on the next open.
+        """
+        self._applier.stop()
+        self._journal.close()
+        self._backend.close()
+
+    def __enter__(self) -> GraphCore:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def shards(self) -> int:
+        """The number of logical shards, fixed when the graph was created."""
+        return self._shards
+
+    def trace(self, tracer: Callable[[int, str, float], None]) -> Callable[[], None]:
+        """Call `tracer(shard, sql, seconds)` after every SQL statement; returns an undo."""
+        self._backend.tracers.append(tracer)
+        return lambda: self._backend.tracers.remove(tracer)
+
+    def check_counts(self, *, repair: bool = False) -> list[CountMismatch]:
+        """Compare every stored count with a recount of the edges; optionally fix them."""
+        return [m for shard in range(self._shards) for m in self._backend.recount(shard, repair)]
+
+    # -- schema ----------------------------------------------------------------
+
+    @property
+    def schema(self) -> Schema:
+        """The association and object types defined so far."""
+        return self._schema
+
+    def define_assoc(
+        self,
+        name: str,
+        *,
+        inverse: str | None = None,
+        symmetric: bool = False,
+        limit: int = DEFAULT_LIMIT,
+    ) -> AssocType:
+        """Define an association type (and its inverse); a no-op if already so defined.
+
+        >>> g.define_assoc("follows", inverse="followed_by")
+        >>> g.define_assoc("friend", symmetric=True, limit=5000)
+        """
+        self._change_schema(
+            lambda s: s.define_assoc(name, inverse=inverse, symmetric=symmetric, limit=limit)
+        )
+        return self._schema.assoc_type(name)
+
+    def define_object(self, name: str) -> ObjectType:
+        """Define an object type; a no-op if it exists."""
+        self._change_schema(lambda s: s.define_object(name))
+        return self._schema.object_type(name)
+
+    def load_schema(self, path: str | Path) -> None:
+        """Apply every definition in a TOML schema file (see `_schema`)."""
+        text = Path(path).read_text(encoding="utf-8")
+        self._change_schema(lambda s: s.apply_toml(text))
+
+    def _change_schema(self, change: Callable[[Schema], Schema]) -> None:
+        # Compare-and-swap, so two processes defining types at once cannot
+        # hand out the same type id.
+        while True:
+            raw = self._backend.get_meta(_SCHEMA_KEY)
+            current = Schema.from_json(raw) if raw else Schema()
+            changed = change(current)
+            if changed == current or self._backend.swap_meta(_SCHEMA_KEY, raw, changed.to_json()):
+                self._schema = changed
+                return
+
+    def _read_schema(self) -> Schema:
+        raw = self._backend.get_meta(_SCHEMA_KEY)
+        return Schema.from_json(raw) if raw else Schema()
+
+    def _assoc_type(self, name: object) -> AssocType:
+        try:
+            return self._schema.assoc_type(name)
+        except UnknownType:
+            if not self._refresh_schema():
+                raise
+            return self._schema.assoc_type(name)
+
+    def _object_type(self, name: object) -> ObjectType:
+        try:
+            return self._schema.object_type(name)
+        except UnknownType:
+            if not self._refresh_schema():
+                raise
+            return self._schema.object_type(name)
+
+    def _inverse_id(self, kind: AssocType) -> int | None:
+        inverse = self._schema.inverse(kind)
+        return None if inverse is None else inverse.id
+
+    def _refresh_schema(self) -> bool:
+        """Re-read the schema (another process may have defined a type), at most once a second."""
+        now = _time.monotonic()
+        if now - self._schema_read_at < _SCHEMA_RELOAD_SECONDS:
+            return False
+        self._schema_read_at = now
+        self._schema = self._read_schema()
+        return True
+
+    # -- the write path ------------------------------------------------------------
+
+    def _stamp(self, updated_at: object) -> int:
+        return self._clock.now() if updated_at is None else self._clock.accept(updated_at)
+
+    def _submit(self, op: Operation | Rows, updated_at: int) -> WriteResult:
+        """Resolve, journal and (in sync mode) apply one write."""
+        work: Operation | Rows = op
+        if isinstance(op, Rows) or not op.needs_current:
+            work = op if isinstance(op, Rows) else resolve(op, None)
+        elif self._sync and not self._applier.pending.blocked(op.keys):
+            try:
+                current = self._applier.read_current(op)
+            except AssocdbError:
+                pass  # journaled unresolved, resolved when its shard answers again
+            else:
+                work = resolve(op, current)  # a rejection (NotFound, Conflict) raises here
+        # Otherwise an earlier write to the same row is still queued (or this
+        # graph applies in the background): resolve in journal order, later.
+        job = self._journal.append(encode(work))
+        self._applier.pending.add(job, work.keys)
+        if not self._sync:
+            self._applier.enqueue(job, work)
+            return WriteResult("queued", updated_at)
+        applied = self._applier.run(job, work)
+        return WriteResult("applied" if applied else "queued", updated_at)

@@ -1,0 +1,299 @@
+"""The write journal: a durable local queue of jobs, group-committed.
+
+Every write is appended here, and synced to disk, before it is acknowledged.
+The journal is one SQLite file (WAL, synchronous=FULL) shared by the
+processes that use the same graph directory. A job is in one of three states:
+
+    new ──applied──► (deleted)
+     │
+     └─failed──► error ──retried, applied──► (deleted)
+                   │  ▲
+                   │  └── retried (availability failures: forever)
+                   └─too many other failures──► bad ──reinject──► error
+
+* `new`: appended and not yet known to be applied. On open, every `new` job
+  is replayed: a crash costs redundant work, never lost work. (Another live
+  process's in-flight job may be replayed too; legs are idempotent.)
+* `error`: waiting in the error queue until `next_at`; `done` records which of
+  its legs were applied, so a retry redoes only the rest.
+* `bad`: failed too often for a reason other than availability; kept with its
+  error for a person to inspect and re-inject.
+
+Group commit: appending threads queue their jobs; the first becomes the
+leader and commits everything queued, in one transaction and one fsync,
+while the others wait for it; then the next waiting thread leads. Completions
+and failures are recorded in memory and ride along in the next commit (or a
+periodic flush): losing them in a crash only means replaying an applied job.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import msgspec
+
+from ._backend import map_driver_error
+from ._errors import InvalidRequest, Unavailable
+
+NEW, ERROR, BAD = 0, 1, 2
+STATE_NAMES = {NEW: "new", ERROR: "error", BAD: "bad"}
+StateName = Literal["new", "error", "bad"]
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    state INTEGER NOT NULL DEFAULT 0,
+    body BLOB NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    retries INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, next_at);
+"""
+_COLUMNS = "id, state, body, done, attempts, retries, next_at, created_at, error"
+
+
+class Job(msgspec.Struct, frozen=True):
+    """A journaled job, as stored."""
+
+    id: int
+    state: StateName
+    body: bytes
+    done: int
+    attempts: int
+    retries: int
+    next_at: float
+    created_at: float
+    error: str | None
+
+
+class Failure(NamedTuple):
+    """How a job's attempt ended, for the journal to record."""
+
+    job: int
+    done: int
+    error: str
+    counts: bool  # a non-availability failure: counts towards `bad`
+    next_at: float
+    bad: bool
+
+
+class _Waiter:
+    __slots__ = ("body", "error", "id")
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.id: int | None = None
+        self.error: BaseException | None = None
+
+
+class Journal:
+    """The durable job queue in the SQLite file at `path`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self._conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=10.0
+            )
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = FULL")
+            self._conn.executescript(_DDL)
+        except sqlite3.Error as exc:
+            raise map_driver_error(exc, f"journal {self.path}") from exc
+        self._io = threading.RLock()  # one statement or transaction at a time
+        self._cond = threading.Condition()
+        self._queue: list[_Waiter] = []
+        self._leading = False
+        self._completed: list[int] = []
+        self._failed: list[Failure] = []
+        self.commits = 0  # fsyncs, for the group-commit benchmark and tests
+
+    # -- appending --------------------------------------------------------------
+
+    def append(self, body: bytes) -> int:
+        """Store a job durably and return its id (group-committed with concurrent appends)."""
+        waiter = _Waiter(body)
+        with self._cond:
+            self._queue.append(waiter)
+            while waiter.id is None and waiter.error is None:
+                if self._leading:
+                    self._cond.wait()
+                    continue
+                self._leading = True
+                batch, self._queue = self._queue, []
+                self._cond.release()
+                try:
+                    self._commit(batch)
+                finally:
+                    self._cond.acquire()
+                    self._leading = False
+                    self._cond.notify_all()
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.id is not None
+        return waiter.id
+
+    def _commit(self, batch: list[_Waiter]) -> None:
+        now = time.time()
+        try:
+            with self._transaction():
+                for waiter in batch:
+                    cursor = self._conn.execute(
+                        "INSERT INTO jobs (body, created_at) VALUES (?, ?)", (waiter.body, now)
+                    )
+                    waiter.id = cursor.lastrowid
+                self._write_bookkeeping()
+        except BaseException as exc:
+            error = exc if not isinstance(exc, sqlite3.Error) else map_driver_error(exc, "journal")
+            for waiter in batch:
+                waiter.id, waiter.error = None, error
+            return
+        self.commits += 1
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        with self._io:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._conn.rollback()
+                raise
+            self._conn.execute("COMMIT")
+
+    # -- bookkeeping ------------------------------------------------------------
+
+    def complete(self, job: int) -> None:
+        """Record that every leg of `job` was applied (written with the next commit)."""
+        with self._cond:
+            self._completed.append(job)
+
+    def fail(self, failure: Failure) -> None:
+        """Record a failed attempt now: the retrier reads the error queue from the file."""
+        with self._cond:
+            self._failed.append(failure)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write recorded completions and failures now."""
+        with self._cond:
+            if not self._completed and not self._failed:
+                return
+        try:
+            with self._transaction():
+                self._write_bookkeeping()
+        except sqlite3.Error as exc:
+            raise map_driver_error(exc, "journal") from exc
+
+    def _write_bookkeeping(self) -> None:
+        with self._cond:
+            completed, self._completed = self._completed, []
+            failed, self._failed = self._failed, []
+        if completed:
+            self._conn.executemany("DELETE FROM jobs WHERE id = ?", [(j,) for j in completed])
+        if failed:
+            self._conn.executemany(
+                "UPDATE jobs SET state = ?, done = ?, error = ?, attempts = attempts + ?, "
+                "retries = retries + 1, next_at = ? WHERE id = ?",
+                [
+                    (BAD if f.bad else ERROR, f.done, f.error, int(f.counts), f.next_at, f.job)
+                    for f in failed
+                ],
+            )
+
+    def resolved(self, job: int, body: bytes) -> None:
+        """Replace an unresolved job's body with its resolution, durably."""
+        with self._transaction():
+            self._conn.execute("UPDATE jobs SET body = ? WHERE id = ?", (body, job))
+        self.commits += 1
+
+    # -- reading and claiming -----------------------------------------------------
+
+    def unfinished(self, after: int = 0, limit: int = 1000) -> list[Job]:
+        """`new` jobs with ids above `after`: those a crash may have left unapplied."""
+        return self._select(f"state = {NEW} AND id > ? ORDER BY id LIMIT ?", (after, limit))
+
+    def claim_due(self, now: float, limit: int, hold: float) -> list[Job]:
+        """Take error-queue jobs due by `now`, pushing their next_at `hold` seconds on.
+
+        The push keeps other processes' retriers off a job while this one works
+        on it; if this process dies, the job comes due again.
+        """
+        with self._transaction():
+            jobs = self._select(
+                f"state = {ERROR} AND next_at <= ? ORDER BY next_at LIMIT ?", (now, limit)
+            )
+            if jobs:
+                self._conn.executemany(
+                    "UPDATE jobs SET next_at = ? WHERE id = ?", [(now + hold, j.id) for j in jobs]
+                )
+        return jobs
+
+    def next_due(self) -> float | None:
+        """When the earliest error-queue job comes due, if any."""
+        with self._io:
+            row = self._conn.execute(
+                f"SELECT MIN(next_at) FROM jobs WHERE state = {ERROR}"
+            ).fetchone()
+        return None if row[0] is None else float(row[0])
+
+    def get(self, job: int) -> Job | None:
+        jobs = self._select("id = ?", (job,))
+        return jobs[0] if jobs else None
+
+    def jobs(self, state: StateName, after: int = 0, limit: int = 100) -> list[Job]:
+        """Jobs in `state`, by id, after id `after`."""
+        code = _state_code(state)
+        return self._select(f"state = {code} AND id > ? ORDER BY id LIMIT ?", (after, limit))
+
+    def counts(self) -> dict[StateName, int]:
+        """How many jobs are in each state."""
+        with self._io:
+            rows = self._conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+        found: dict[int, int] = dict(rows)
+        return {"new": found.get(NEW, 0), "error": found.get(ERROR, 0), "bad": found.get(BAD, 0)}
+
+    def _select(self, where: str, params: tuple[object, ...]) -> list[Job]:
+        with self._io:
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM jobs WHERE {where}", params
+            ).fetchall()
+        return [Job(r[0], STATE_NAMES[r[1]], *r[2:]) for r in rows]  # type: ignore[arg-type]
+
+    # -- operator actions -----------------------------------------------------------
+
+    def reinject(self, jobs: list[int] | None = None) -> int:
+        """Move bad jobs (these, or all) back to the error queue, due now, attempts reset."""
+        with self._transaction():
+            sql = f"UPDATE jobs SET state = {ERROR}, attempts = 0, next_at = 0 WHERE state = {BAD}"
+            if jobs is None:
+                return self._conn.execute(sql).rowcount
+            return sum(self._conn.execute(sql + " AND id = ?", (j,)).rowcount for j in jobs)
+
+    def retry_now(self) -> int:
+        """Make every error-queue job due now."""
+        with self._transaction():
+            return self._conn.execute(f"UPDATE jobs SET next_at = 0 WHERE state = {ERROR}").rowcount
+
+    def close(self) -> None:
+        with suppress(Unavailable):  # bookkeeping only: the jobs replay on the next open
+            self.flush()
+        with self._io:
+            self._conn.close()
+
+
+def _state_code(state: str) -> int:
+    for code, name in STATE_NAMES.items():
+        if name == state:
+            return code
+    raise InvalidRequest(f"job state must be one of new, error, bad; got {state!r}")

@@ -1,0 +1,240 @@
+"""Write operations: what a journal job holds, and how it becomes rows.
+
+Every write is first an *operation*, a small value the journal can store. Some
+operations depend on the row stored now: an add without `time` keeps the live
+edge's time (a re-follow does not jump to the top of the list), an object
+update patches the stored data, versions count up. Resolving an operation
+against that current row (`resolve`) turns it into concrete rows: whole
+register values for the merge rule, the forward row and its inverse with
+identical fields. Rows are then grouped into *legs*, one per shard, each
+applied in one transaction and each idempotent.
+
+The Graph resolves an operation when it enters, by reading the current row,
+so the journal normally holds concrete rows and replaying it in any order
+gives the same store. When the shard cannot be read (it is down), the
+operation is journaled unresolved and resolved once, durably, before its
+first leg is applied. Either way, every leg of a job is applied with the same
+concrete values, on every replica.
+
+Everything here is pure: msgspec values in, tuples out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+import msgspec
+
+from . import _json
+from ._errors import AssocdbError, Conflict, NotFound
+from ._ids import shard_of
+from ._merge import EdgeTuple, ObjRow, State
+
+_REMOVED = State.REMOVED
+#: A stored row's identity: (id1, atype, id2) for an edge, (id,) for an object.
+Key = tuple[int, ...]
+MAX_OBJECT_DATA = 1 << 20  # 1 MiB
+MAX_ASSOC_DATA = 64 << 10  # 64 KiB
+
+
+class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
+    """Write the edge `id1 -atype-> id2` (and `id2 -inverse-> id1`) in `state`.
+
+    With `keep`, a missing `time` or `data` is taken from the live edge (one
+    that exists and is not removed); a new edge gets time `updated_at // 1000`
+    and no data.
+    """
+
+    atype: int
+    inverse: int | None
+    id1: int
+    id2: int
+    state: int
+    updated_at: int
+    time: int | None = None
+    data: bytes | None = None
+    keep: bool = False
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.id1, self.atype, self.id2)
+
+    @property
+    def needs_current(self) -> bool:
+        return self.keep and (self.time is None or self.data is None)
+
+    def resolve(self, current: EdgeTuple | None) -> list[EdgeTuple]:
+        time, data = self.time, self.data
+        live = current is not None and current[3] != _REMOVED
+        if self.keep and live:
+            assert current is not None
+            time = current[4] if time is None else time
+            data = current[6] if data is None else data
+        if time is None:
+            time = self.updated_at // 1000
+        return _with_inverse(
+            self.atype, self.inverse, self.id1, self.id2, self.state, time, self.updated_at, data
+        )
+
+    @property
+    def keys(self) -> list[Key]:
+        return _edge_keys(self.atype, self.inverse, self.id1, self.id2)
+
+
+class TypeChange(msgspec.Struct, tag="change", array_like=True, frozen=True):
+    """Move the live edge `id1 -old-> id2` to type `new`, keeping state, time and data."""
+
+    old: int
+    old_inverse: int | None
+    new: int
+    new_inverse: int | None
+    id1: int
+    id2: int
+    updated_at: int
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.id1, self.old, self.id2)
+
+    needs_current = True
+
+    @property
+    def keys(self) -> list[Key]:
+        old = _edge_keys(self.old, self.old_inverse, self.id1, self.id2)
+        return old + _edge_keys(self.new, self.new_inverse, self.id1, self.id2)
+
+    def resolve(self, current: EdgeTuple | None) -> list[EdgeTuple]:
+        if current is None or current[3] == _REMOVED:
+            raise NotFound(f"no association {self.id1} -> {self.id2} of type id {self.old}")
+        ua = self.updated_at
+        rows = _with_inverse(self.old, self.old_inverse, self.id1, self.id2, _REMOVED, 0, ua, None)
+        state, time, data = current[3], current[4], current[6]
+        return rows + _with_inverse(
+            self.new, self.new_inverse, self.id1, self.id2, state, time, ua, data
+        )
+
+
+class ObjectWrite(msgspec.Struct, tag="obj", array_like=True, frozen=True):
+    """Add, update (patch) or delete the object `id`.
+
+    * add: `otype` and `data`; a live object with different data is a Conflict;
+    * update: `patch`, merged into the live object's data (NotFound if none);
+    * delete: `state` removed (NotFound if the object never existed).
+    The version is one more than the stored one.
+    """
+
+    id: int
+    updated_at: int
+    state: int = State.NORMAL
+    otype: int | None = None
+    data: bytes | None = None
+    patch: bytes | None = None
+
+    needs_current = True
+
+    @property
+    def keys(self) -> list[Key]:
+        return [(self.id,)]
+
+    def resolve(self, current: ObjRow | None) -> ObjRow:
+        live = current is not None and current.state != _REMOVED
+        version = current.version + 1 if current is not None else 1
+        if self.state == _REMOVED:
+            if current is None:
+                raise NotFound(f"no object {self.id}", id=self.id)
+            return ObjRow(self.id, current.otype, _REMOVED, version, self.updated_at, b"{}")
+        if self.patch is not None:
+            if not live:
+                raise NotFound(f"no object {self.id}", id=self.id)
+            assert current is not None
+            merged = {**_json.decode(current.data), **_json.decode(self.patch)}
+            raw = _json.encode(merged, MAX_OBJECT_DATA, "object data after the update")
+            return ObjRow(self.id, current.otype, State.NORMAL, version, self.updated_at, raw)
+        assert self.otype is not None
+        assert self.data is not None
+        if live:
+            assert current is not None
+            if (current.otype, current.data) != (self.otype, self.data):
+                raise Conflict(f"object {self.id} already exists", id=self.id)
+            return current  # adding the same object again changes nothing
+        return ObjRow(self.id, self.otype, State.NORMAL, version, self.updated_at, self.data)
+
+
+Operation = EdgeWrite | TypeChange | ObjectWrite
+
+
+class Rows(msgspec.Struct, tag="rows", array_like=True, frozen=True):
+    """Concrete rows: what an operation resolves to."""
+
+    edges: list[EdgeTuple] = []
+    objects: list[ObjRow] = []
+
+    @property
+    def keys(self) -> list[Key]:
+        return [row[:3] for row in self.edges] + [(row[0],) for row in self.objects]
+
+
+class Leg(NamedTuple):
+    """The rows a job stores on one shard, applied there atomically."""
+
+    shard: int
+    edges: list[EdgeTuple]
+    objects: list[ObjRow]
+
+
+def resolve(op: Operation, current: Any) -> Rows:
+    """The rows `op` writes given the stored row of its key (or None)."""
+    if isinstance(op, ObjectWrite):
+        return Rows(objects=[op.resolve(current)])
+    return Rows(edges=op.resolve(current))
+
+
+def legs(rows: Rows, shards: int) -> list[Leg]:
+    """The rows grouped by shard, in shard order (so leg numbers are stable)."""
+    by_shard: dict[int, Leg] = {}
+    for edge in rows.edges:
+        shard = shard_of(edge[0], shards)
+        by_shard.setdefault(shard, Leg(shard, [], [])).edges.append(edge)
+    for obj in rows.objects:
+        shard = shard_of(obj[0], shards)
+        by_shard.setdefault(shard, Leg(shard, [], [])).objects.append(obj)
+    return [by_shard[shard] for shard in sorted(by_shard)]
+
+
+def is_rejection(exc: BaseException) -> bool:
+    """True for errors that say the write cannot apply, whatever is retried."""
+    return isinstance(exc, (NotFound, Conflict)) or (
+        isinstance(exc, AssocdbError) and exc.code in {"invalid_request", "data_too_large"}
+    )
+
+
+def _edge_keys(atype: int, inverse: int | None, id1: int, id2: int) -> list[Key]:
+    keys: list[Key] = [(id1, atype, id2)]
+    if inverse is not None:
+        keys.append((id2, inverse, id1))
+    return keys
+
+
+def _with_inverse(
+    atype: int,
+    inverse: int | None,
+    id1: int,
+    id2: int,
+    state: int,
+    time: int,
+    updated_at: int,
+    data: bytes | None,
+) -> list[EdgeTuple]:
+    rows: list[EdgeTuple] = [(id1, atype, id2, state, time, updated_at, data)]
+    if inverse is not None and not (inverse == atype and id1 == id2):
+        rows.append((id2, inverse, id1, state, time, updated_at, data))
+    return rows
+
+
+def edge_rows(writes: Iterable[EdgeWrite]) -> list[EdgeTuple]:
+    """Rows for concrete edge writes (no `keep`), e.g. for tests and tools."""
+    rows: list[EdgeTuple] = []
+    for write in writes:
+        rows += write.resolve(None)
+    return rows
