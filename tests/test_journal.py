@@ -91,7 +91,7 @@ def test_counting_failures_and_bad_jobs(journal: Journal) -> None:
         2,
         "AssocdbError: boom",
     )
-    assert journal.counts() == {"new": 0, "error": 0, "bad": 1}
+    assert journal.counts() == {"new": 0, "error": 0, "bad": 1, "running": 0}
     assert journal.reinject([job]) == 1
     info = journal.get(job)
     assert info is not None

@@ -120,9 +120,9 @@ def test_a_hanging_inverse_edge_is_completed_on_open(tmp_path: Path) -> None:
         graph.define_assoc("follows", inverse="followed_by")
     journal = Journal(tmp_path / "g" / "journal.db")
     from assocdb._applier import encode
-    from assocdb._ops import EdgeWrite, Rows, legs
+    from assocdb._ops import EdgeWrite, Rows, Stored, legs
 
-    rows = Rows(edges=EdgeWrite(1, 2, 10, 20, 0, 1_000_000, time=7).resolve(None))
+    rows = Rows(edges=EdgeWrite(1, 2, 10, 20, 0, 1_000_000, time=7).resolve(Stored()))
     journal.append(encode(rows))
     backend = assocdb._sqlite.SQLiteBackend.open(tmp_path / "g")
     forward = next(leg for leg in legs(rows, 4) if leg.edges[0][0] == 10)

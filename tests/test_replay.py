@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import assocdb
 from assocdb import Graph
 from assocdb._merge import State
-from assocdb._ops import EdgeWrite, Leg, Rows, legs
+from assocdb._ops import EdgeWrite, Leg, Rows, Stored, legs
 
 from .helpers import all_edges
 
@@ -47,7 +47,7 @@ def plan(graph: Graph, log: list[tuple[Any, ...]]) -> list[Leg]:
         kind = graph.schema.assoc_type(atype)
         inverse = graph.schema.inverse(kind)
         write = EdgeWrite(kind.id, inverse and inverse.id, id1, id2, state, ua, time, data)
-        planned += legs(Rows(edges=write.resolve(None)), graph.shards)
+        planned += legs(Rows(edges=write.resolve(Stored())), graph.shards)
     return planned
 
 

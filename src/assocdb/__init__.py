@@ -28,7 +28,8 @@ from ._errors import (
 )
 from ._graph import Graph
 from ._open import open_graph as open
-from ._records import Assoc, JobInfo, Obj, Page, QueueStats, WriteResult
+from ._query import Query
+from ._records import Assoc, Count, JobInfo, Obj, Page, QueueStats, WriteResult
 from ._schema import AssocType, ObjectType, Schema
 
 __version__ = "0.1.0"
@@ -38,6 +39,7 @@ __all__ = [
     "AssocType",
     "AssocdbError",
     "Conflict",
+    "Count",
     "CountMismatch",
     "DataTooLarge",
     "Graph",
@@ -48,6 +50,7 @@ __all__ = [
     "Obj",
     "ObjectType",
     "Page",
+    "Query",
     "QueueStats",
     "RetryPolicy",
     "Schema",

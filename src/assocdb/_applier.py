@@ -30,25 +30,31 @@ from typing import Any
 
 import msgspec
 
-from ._backend import Backend
+from . import _cursor
+from ._backend import Backend, EdgeScan
 from ._errors import Unavailable
 from ._ids import shard_of
 from ._journal import Failure, Journal
 from ._ops import (
     EdgeWrite,
     Key,
+    NodeJob,
     ObjectWrite,
     Operation,
     Rows,
+    Stored,
     TypeChange,
     is_rejection,
     legs,
+    page_rows,
     resolve,
 )
 
 log = logging.getLogger("assocdb.journal")
 
-Work = Rows | EdgeWrite | TypeChange | ObjectWrite
+Work = Rows | EdgeWrite | TypeChange | ObjectWrite | NodeJob
+NODE_JOB_PAGE = 1000  # edges moved per page of a NodeJob
+NODE_JOB_PAGES = 10  # pages per turn before a NodeJob yields to other work
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[Work] = msgspec.msgpack.Decoder(Work)
 
@@ -230,19 +236,34 @@ class Applier:
 
     # -- one attempt ---------------------------------------------------------------
 
-    def read_current(self, op: Operation) -> Any:
-        """The stored row an operation is resolved against (None if there is none)."""
-        if isinstance(op, ObjectWrite):
-            rows: list[Any] = self.backend.objects(shard_of(op.id, self._shards), [op.id])
-        else:
-            id1, atype, id2 = op.key
-            self.health.check(shard_of(id1, self._shards))
-            rows = self.backend.edges(shard_of(id1, self._shards), id1, atype, [id2])
-        return rows[0] if rows else None
+    def read_current(self, op: Operation) -> Stored:
+        """What resolving `op` needs: its key's stored row and its lists' node state."""
+        row: Any = None
+        if op.needs_row:
+            if isinstance(op, ObjectWrite):
+                shard = shard_of(op.id, self._shards)
+                rows: list[Any] = self.backend.objects(shard, [op.id])
+            else:
+                id1, atype, id2 = op.key
+                shard = shard_of(id1, self._shards)
+                self.health.check(shard)
+                rows = self.backend.edges(shard, id1, atype, [id2])
+            row = rows[0] if rows else None
+        node_state = 0
+        by_shard: dict[int, list[tuple[int, int]]] = {}
+        for node, atype in op.node_lists:
+            by_shard.setdefault(shard_of(node, self._shards), []).append((node, atype))
+        for shard, keys in by_shard.items():
+            self.health.check(shard)
+            for stored in self.backend.node_states(shard, keys).values():
+                node_state = max(node_state, stored.state)
+        return Stored(row, node_state)
 
     def run(self, job: int, work: Work, done: int = 0, attempts: int = 0, retries: int = 0) -> bool:
         """Apply what is left of `job`; True if it is now fully applied."""
         start = time.perf_counter()
+        if isinstance(work, NodeJob):
+            return self._run_node_job(job, work, attempts, retries)
         if not isinstance(work, Rows):
             if self.pending.blocked(work.keys, before=job):
                 waiting = Unavailable("waiting for an earlier write to the same row")
@@ -262,7 +283,7 @@ class Applier:
                 errors.append(exc)
                 continue
             try:
-                self.backend.apply(leg.shard, leg.edges, leg.objects)
+                self.backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
             except Unavailable as exc:
                 self.health.failed(leg.shard)
                 errors.append(exc)
@@ -278,6 +299,49 @@ class Applier:
         self.pending.discard(job)
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
         return True
+
+    def _run_node_job(self, job: int, work: NodeJob, attempts: int, retries: int) -> bool:
+        """Move up to NODE_JOB_PAGES pages of a node's edges, recording progress after each."""
+        start = time.perf_counter()
+        for _ in range(NODE_JOB_PAGES):
+            try:
+                following = self._node_job_page(work)
+            except Exception as exc:
+                return self._failed(job, 0, attempts, retries, start, [exc])
+            if following is None:
+                self.journal.complete(job)
+                self.stats.record(
+                    time.perf_counter() - start, ok=True, retry=retries > 0, bad=False
+                )
+                return True
+            work = following
+            self.journal.progress(job, encode(work))
+        self._wake.set()  # the retrier carries on from here
+        return False
+
+    def _node_job_page(self, work: NodeJob) -> NodeJob | None:
+        """Move the next page of the job's edges; the job as it stands after, or None when done."""
+        list_index, source_index, boundary = 0, 0, None
+        if work.at is not None:
+            list_index, source_index, *last = work.at
+            boundary = (last[0], last[1])
+        shard = shard_of(work.node, self._shards)
+        while list_index < len(work.lists):
+            atype, other, sources = work.lists[list_index]
+            while source_index < len(sources):
+                seek = _cursor.START if boundary is None else _cursor.Seek(True, boundary, False)
+                query = EdgeScan(work.node, atype, sources[source_index], seek, NODE_JOB_PAGE)
+                page = self.backend.scan(shard, query)
+                if page:
+                    rows = page_rows(work, atype, other, [(r[0], r[1], r[3]) for r in page])
+                    sub = self.journal.append(encode(rows))  # its own job: retried on its own
+                    self.pending.add(sub, rows.keys)
+                    self.run(sub, rows)
+                    at = (list_index, source_index, page[-1][1], page[-1][0])
+                    return msgspec.structs.replace(work, at=at)
+                source_index, boundary = source_index + 1, None
+            list_index, source_index = list_index + 1, 0
+        return None
 
     def _failed(
         self,

@@ -10,15 +10,16 @@ from ._backend import EdgeScan, ListRow
 from ._core import GraphCore
 from ._errors import InvalidRequest
 from ._ids import check_id, check_int64, shard_of
-from ._merge import State
-from ._records import Assoc, Page
+from ._merge import EdgeRow, State
+from ._records import STATE_NAMES, Assoc, Page, StateName
 from ._schema import AssocType
 
 _NORMAL = State.NORMAL
 
 
 class AssocReadsAPI(GraphCore):
-    """assoc_get, assoc_count, assoc_range, assoc_time_range, assoc_page."""
+    """assoc_get, assoc_count, assoc_contains, assoc_edge, assoc_range, assoc_time_range,
+    assoc_page."""
 
     def assoc_get(
         self,
@@ -53,11 +54,42 @@ class AssocReadsAPI(GraphCore):
             for r in found
         ]
 
-    def assoc_count(self, id1: int, atype: str) -> int:
-        """How many visible (normal) associations `id1` has of this type. Never a COUNT(*)."""
+    def assoc_count(self, id1: int, atype: str, state: StateName = "normal") -> int:
+        """How many associations `id1` has of this type in `state` (default: visible ones).
+
+        Read from the counts kept with the edges: never a COUNT(*).
+        """
         id1 = check_id(id1, "id1")
         kind = self._assoc_type(atype)
-        return self._backend.counts(shard_of(id1, self._shards), id1, kind.id).get(_NORMAL, 0)
+        code = state_code(state)
+        return self._backend.counts(shard_of(id1, self._shards), id1, kind.id).get(code, 0)
+
+    def assoc_contains(self, id1: int, atype: str, id2: int) -> bool:
+        """True if the association exists and is normal or negative (FlockDB's `contains`)."""
+        edge = self._stored_edge(id1, atype, id2)
+        return edge is not None and edge.state in (State.NORMAL, State.NEGATIVE)
+
+    def assoc_edge(self, id1: int, atype: str, id2: int) -> Assoc | None:
+        """The stored association in whatever state (removed ones included), or None."""
+        edge = self._stored_edge(id1, atype, id2)
+        if edge is None:
+            return None
+        name = self._schema.assoc_by_id(edge.atype).name
+        return Assoc(
+            edge.id1,
+            name,
+            edge.id2,
+            edge.time,
+            STATE_NAMES[edge.state],
+            edge.updated_at,
+            _data(edge.data),
+        )
+
+    def _stored_edge(self, id1: int, atype: str, id2: int) -> EdgeRow | None:
+        id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
+        kind = self._assoc_type(atype)
+        rows = self._backend.edges(shard_of(id1, self._shards), id1, kind.id, [id2])
+        return rows[0] if rows else None
 
     def assoc_range(self, id1: int, atype: str, pos: int = 0, limit: int = 50) -> list[Assoc]:
         """Up to `limit` associations, newest first, skipping the first `pos`.
@@ -113,6 +145,13 @@ class AssocReadsAPI(GraphCore):
             Assoc(id1, name, id2, time, "normal", ua, None if data is None else _json.decode(data))
             for id2, time, ua, data in rows
         ]
+
+
+def state_code(state: object) -> int:
+    """The stored number of a state name, or InvalidRequest."""
+    if state not in STATE_NAMES:
+        raise InvalidRequest(f"state must be one of {', '.join(STATE_NAMES)}; got {state!r}")
+    return STATE_NAMES.index(state)
 
 
 def _limit(limit: object, kind: AssocType) -> int:

@@ -65,6 +65,32 @@ class AssocWritesAPI(GraphCore):
         op = EdgeWrite(kind.id, self._inverse_id(kind), id1, id2, State.REMOVED, ua, time=0)
         return self._submit(op, ua)
 
+    def assoc_archive(
+        self, id1: int, atype: str, id2: int, updated_at: int | None = None
+    ) -> WriteResult:
+        """Archive the association (and its inverse): hidden from lists, kept with its
+        time and data; `assoc_add` restores it.
+
+        >>> g.assoc_archive(1, "follows", 2)
+        """
+        return self._set_state(id1, atype, id2, State.ARCHIVED, updated_at)
+
+    def assoc_negate(
+        self, id1: int, atype: str, id2: int, updated_at: int | None = None
+    ) -> WriteResult:
+        """Mark the association (and its inverse) negative: hidden from lists, but
+        `assoc_contains` still finds it (FlockDB's negative edge); `assoc_add` restores it."""
+        return self._set_state(id1, atype, id2, State.NEGATIVE, updated_at)
+
+    def _set_state(
+        self, id1: int, atype: str, id2: int, state: int, updated_at: int | None
+    ) -> WriteResult:
+        id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
+        kind = self._assoc_type(atype)
+        ua = self._stamp(updated_at)
+        op = EdgeWrite(kind.id, self._inverse_id(kind), id1, id2, state, ua, keep=True)
+        return self._submit(op, ua)
+
     def assoc_change_type(
         self, id1: int, atype: str, id2: int, new_atype: str, updated_at: int | None = None
     ) -> WriteResult:

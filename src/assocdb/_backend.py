@@ -20,13 +20,16 @@ from typing import Any, NamedTuple, Protocol
 
 from ._cursor import Seek
 from ._errors import AssocdbError, InvalidRequest, Unavailable
-from ._merge import EdgeKey, EdgeRow, EdgeTuple, ObjRow
+from ._merge import EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 
 #: (shard, sql, seconds) for every statement a backend runs.
 Tracer = Callable[[int, str, float], None]
 
 #: A row of an association list: (id2, time, updated_at, data).
 ListRow = tuple[int, int, int, bytes | None]
+
+#: A row of a list read in id2 order: (id2, state, time).
+Id2Row = tuple[int, int, int]
 
 
 class EdgeScan(NamedTuple):
@@ -63,7 +66,13 @@ class Backend(Protocol):
     shards: int
     tracers: list[Tracer]
 
-    def apply(self, shard: int, edges: Sequence[EdgeTuple], objects: Sequence[ObjRow]) -> None:
+    def apply(
+        self,
+        shard: int,
+        edges: Sequence[EdgeTuple],
+        objects: Sequence[ObjRow],
+        nodes: Sequence[NodeRow] = (),
+    ) -> None:
         """Merge these rows into the shard, with their count deltas, atomically."""
 
     def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
@@ -71,6 +80,24 @@ class Backend(Protocol):
 
     def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
         """The stored edges `(id1, atype, id2)` for these id2s, in any state."""
+
+    def scan_id2(
+        self,
+        shard: int,
+        id1: int,
+        atype: int,
+        states: Sequence[int],
+        boundary: int | None,
+        forward: bool,
+        limit: int,
+    ) -> list[Id2Row]:
+        """The list `(id1, atype)` in id2 order (descending when `forward`), only
+        edges in `states`, starting past id2 `boundary`: one index range scan."""
+
+    def node_states(
+        self, shard: int, keys: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], NodeRow]:
+        """The stored node states of these lists `(node, atype)`."""
 
     def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
         """Up to `limit` edges of the shard in key order, starting after `after`."""

@@ -30,7 +30,7 @@ from ._backend import Backend, CountMismatch
 from ._clock import HybridClock
 from ._errors import AssocdbError, UnknownType
 from ._journal import Journal
-from ._ops import Operation, Rows, resolve
+from ._ops import NodeJob, Operation, Rows, Stored, resolve
 from ._records import WriteResult
 from ._schema import DEFAULT_LIMIT, AssocType, ObjectType, Schema
 
@@ -182,7 +182,7 @@ class GraphCore:
         """Resolve, journal and (in sync mode) apply one write."""
         work: Operation | Rows = op
         if isinstance(op, Rows) or not op.needs_current:
-            work = op if isinstance(op, Rows) else resolve(op, None)
+            work = op if isinstance(op, Rows) else resolve(op, Stored())
         elif self._sync and not self._applier.pending.blocked(op.keys):
             try:
                 current = self._applier.read_current(op)
@@ -199,3 +199,9 @@ class GraphCore:
             return WriteResult("queued", updated_at)
         applied = self._applier.run(job, work)
         return WriteResult("applied" if applied else "queued", updated_at)
+
+    def _submit_background(self, node_job: NodeJob) -> WriteResult:
+        """Journal a long job and let the background threads work through it."""
+        job = self._journal.append(encode(node_job))
+        self._applier.enqueue(job, node_job)
+        return WriteResult("queued", node_job.updated_at)

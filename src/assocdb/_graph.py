@@ -6,6 +6,8 @@ The API is assembled from one module per concern, all sharing GraphCore
 * `_objects.py`       obj_add, obj_get, obj_update, obj_delete
 * `_assoc_writes.py`  assoc_add, assoc_delete, assoc_change_type, bulk_load
 * `_assoc_reads.py`   assoc_get, assoc_count, assoc_range, assoc_time_range, assoc_page
+* `_nodes.py`         node_archive, node_unarchive, node_negate, node_remove, node_state
+* `_query_exec.py`    select (set arithmetic: `_query.py`)
 * `_queue_admin.py`   queue_stats, queue_jobs, queue_job, queue_retry, queue_reinject, drain
 """
 
@@ -17,11 +19,13 @@ from ._assoc_writes import AssocWritesAPI
 from ._backend import Backend
 from ._clock import HybridClock
 from ._journal import Journal
+from ._nodes import NodesAPI
 from ._objects import ObjectsAPI, _IdBlocks
-from ._queue_admin import QueueAPI
+from ._query_exec import QueryAPI
+from ._queue_admin import QueueAdminAPI
 
 
-class Graph(ObjectsAPI, AssocWritesAPI, AssocReadsAPI, QueueAPI):
+class Graph(ObjectsAPI, AssocWritesAPI, AssocReadsAPI, NodesAPI, QueryAPI, QueueAdminAPI):
     """A graph of objects and associations. Thread-safe; open one per process.
 
     >>> g = assocdb.open("data/")

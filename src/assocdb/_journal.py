@@ -18,6 +18,8 @@ processes that use the same graph directory. A job is in one of three states:
   its legs were applied, so a retry redoes only the rest.
 * `bad`: failed too often for a reason other than availability; kept with its
   error for a person to inspect and re-inject.
+* `running`: a long job (moving all edges of a node) that works a page at a
+  time; its body records how far it got, and the retrier continues it.
 
 Group commit: appending threads queue their jobs; the first becomes the
 leader and commits everything queued, in one transaction and one fsync,
@@ -41,9 +43,9 @@ import msgspec
 from ._backend import map_driver_error
 from ._errors import InvalidRequest, Unavailable
 
-NEW, ERROR, BAD = 0, 1, 2
-STATE_NAMES = {NEW: "new", ERROR: "error", BAD: "bad"}
-StateName = Literal["new", "error", "bad"]
+NEW, ERROR, BAD, RUNNING = 0, 1, 2, 3
+STATE_NAMES = {NEW: "new", ERROR: "error", BAD: "bad", RUNNING: "running"}
+StateName = Literal["new", "error", "bad", "running"]
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -219,6 +221,14 @@ class Journal:
 
     # -- reading and claiming -----------------------------------------------------
 
+    def progress(self, job: int, body: bytes) -> None:
+        """Record how far a long job got; it continues in the background (state running)."""
+        with self._transaction():
+            self._conn.execute(
+                f"UPDATE jobs SET body = ?, state = {RUNNING}, next_at = 0, done = ? WHERE id = ?",
+                (body, _pack(0), job),
+            )
+
     def unfinished(self, after: int = 0, limit: int = 1000) -> list[Job]:
         """`new` jobs with ids above `after`: those a crash may have left unapplied."""
         return self._select(f"state = {NEW} AND id > ? ORDER BY id LIMIT ?", (after, limit))
@@ -231,7 +241,7 @@ class Journal:
         """
         with self._transaction():
             jobs = self._select(
-                f"state = {ERROR} AND next_at <= ? ORDER BY next_at LIMIT ?", (now, limit)
+                f"state IN ({ERROR}, {RUNNING}) AND next_at <= ? ORDER BY id LIMIT ?", (now, limit)
             )
             if jobs:
                 self._conn.executemany(
@@ -243,7 +253,7 @@ class Journal:
         """When the earliest error-queue job comes due, if any."""
         with self._io:
             row = self._conn.execute(
-                f"SELECT MIN(next_at) FROM jobs WHERE state = {ERROR}"
+                f"SELECT MIN(next_at) FROM jobs WHERE state IN ({ERROR}, {RUNNING})"
             ).fetchone()
         return None if row[0] is None else float(row[0])
 
@@ -261,14 +271,17 @@ class Journal:
         with self._io:
             rows = self._conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
         found: dict[int, int] = dict(rows)
-        return {"new": found.get(NEW, 0), "error": found.get(ERROR, 0), "bad": found.get(BAD, 0)}
+        return {name: found.get(code, 0) for code, name in STATE_NAMES.items()}  # type: ignore[misc]
 
     def _select(self, where: str, params: tuple[object, ...]) -> list[Job]:
         with self._io:
             rows = self._conn.execute(
                 f"SELECT {_COLUMNS} FROM jobs WHERE {where}", params
             ).fetchall()
-        return [Job(r[0], STATE_NAMES[r[1]], *r[2:]) for r in rows]  # type: ignore[arg-type]
+        return [
+            Job(r[0], STATE_NAMES[r[1]], r[2], _unpack(r[3]), *r[4:])  # type: ignore[arg-type]
+            for r in rows
+        ]
 
     # -- operator actions -----------------------------------------------------------
 
@@ -292,8 +305,17 @@ class Journal:
             self._conn.close()
 
 
+def _pack(done: int) -> bytes:
+    """A leg bitmask as bytes: a job may have more legs than a 64-bit integer has bits."""
+    return done.to_bytes(max(1, (done.bit_length() + 7) // 8), "big")
+
+
+def _unpack(done: bytes | int) -> int:
+    return done if isinstance(done, int) else int.from_bytes(done, "big")
+
+
 def _state_code(state: str) -> int:
     for code, name in STATE_NAMES.items():
         if name == state:
             return code
-    raise InvalidRequest(f"job state must be one of new, error, bad; got {state!r}")
+    raise InvalidRequest(f"job state must be one of new, error, bad, running; got {state!r}")

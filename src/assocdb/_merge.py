@@ -21,6 +21,9 @@ merge reports, so they are exact under every order too.
 Deletes are writes of a `removed` value (a tombstone), never row deletions: a
 tombstone must stay to beat a late-arriving older add.
 
+Node states (the state of a whole list, `(node, atype)`) are registers too,
+ranked by `(updated_at, state)`.
+
 Everything here is pure (plain tuples in and out). Every backend and the cache
 call these functions; none re-implements the rule in SQL.
 """
@@ -71,6 +74,15 @@ class ObjRow(NamedTuple):
     data: bytes
 
 
+class NodeRow(NamedTuple):
+    """The state of all edges of one list `(node, atype)`, as a register (FlockDB's node state)."""
+
+    node: int
+    atype: int
+    state: int
+    updated_at: int
+
+
 def edge_rank(row: EdgeTuple) -> tuple[int, int, int, bool, bytes]:
     """The sort key of the merge rule for edges: higher wins."""
     data = row[6]
@@ -115,6 +127,21 @@ def merge_edges(
             deltas[new] = get(new, 0) + 1
         changed.append(row)
     return changed, {key: n for key, n in deltas.items() if n}
+
+
+def merge_nodes(
+    current: Mapping[tuple[int, int], NodeRow], writes: Iterable[NodeRow]
+) -> list[NodeRow]:
+    """Fold node-state `writes` into the `current` rows; return the rows that changed."""
+    winners: dict[tuple[int, int], NodeRow] = {}
+    for row in writes:
+        key = (row[0], row[1])
+        best = winners.get(key)
+        if best is None:
+            best = current.get(key)
+        if best is None or (row[3], row[2]) > (best[3], best[2]):
+            winners[key] = row
+    return list(winners.values())
 
 
 def merge_objects(current: Mapping[int, ObjRow], writes: Iterable[ObjRow]) -> list[ObjRow]:

@@ -16,26 +16,40 @@ operation is journaled unresolved and resolved once, durably, before its
 first leg is applied. Either way, every leg of a job is applied with the same
 concrete values, on every replica.
 
+Node states (FlockDB): a list `(node, atype)` may be archived, negated or
+removed as a whole. An edge written while one of its two lists has such a
+state takes the stronger of the two states ("node state dominates"), so an
+edge added to an archived account is written archived. `NodeJob` is the
+background job that moves a list's existing edges, page by page.
+
 Everything here is pure: msgspec values in, tuples out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import msgspec
 
 from . import _json
 from ._errors import AssocdbError, Conflict, NotFound
 from ._ids import shard_of
-from ._merge import EdgeTuple, ObjRow, State
+from ._merge import EdgeTuple, NodeRow, ObjRow, State
 
 _REMOVED = State.REMOVED
 #: A stored row's identity: (id1, atype, id2) for an edge, (id,) for an object.
 Key = tuple[int, ...]
+ListKey = tuple[int, int]  # (node, atype): one association list
 MAX_OBJECT_DATA = 1 << 20  # 1 MiB
 MAX_ASSOC_DATA = 64 << 10  # 64 KiB
+
+
+class Stored(NamedTuple):
+    """What resolving an operation needs from the store."""
+
+    row: Any = None  # the stored edge or object of the operation's key, or None
+    node_state: int = State.NORMAL  # the strongest node state of the lists it writes
 
 
 class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
@@ -61,10 +75,23 @@ class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
         return (self.id1, self.atype, self.id2)
 
     @property
-    def needs_current(self) -> bool:
+    def needs_row(self) -> bool:
         return self.keep and (self.time is None or self.data is None)
 
-    def resolve(self, current: EdgeTuple | None) -> list[EdgeTuple]:
+    @property
+    def needs_current(self) -> bool:
+        return self.state != _REMOVED  # a removal beats any node state: no reads
+
+    @property
+    def node_lists(self) -> list[ListKey]:
+        return _lists(self.atype, self.inverse, self.id1, self.id2)
+
+    @property
+    def keys(self) -> list[Key]:
+        return _edge_keys(self.atype, self.inverse, self.id1, self.id2)
+
+    def resolve(self, stored: Stored) -> list[EdgeTuple]:
+        current: EdgeTuple | None = stored.row
         time, data = self.time, self.data
         live = current is not None and current[3] != _REMOVED
         if self.keep and live:
@@ -73,13 +100,10 @@ class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
             data = current[6] if data is None else data
         if time is None:
             time = self.updated_at // 1000
+        state = max(self.state, stored.node_state)
         return _with_inverse(
-            self.atype, self.inverse, self.id1, self.id2, self.state, time, self.updated_at, data
+            self.atype, self.inverse, self.id1, self.id2, state, time, self.updated_at, data
         )
-
-    @property
-    def keys(self) -> list[Key]:
-        return _edge_keys(self.atype, self.inverse, self.id1, self.id2)
 
 
 class TypeChange(msgspec.Struct, tag="change", array_like=True, frozen=True):
@@ -97,19 +121,25 @@ class TypeChange(msgspec.Struct, tag="change", array_like=True, frozen=True):
     def key(self) -> tuple[int, int, int]:
         return (self.id1, self.old, self.id2)
 
+    needs_row = True
     needs_current = True
+
+    @property
+    def node_lists(self) -> list[ListKey]:
+        return _lists(self.new, self.new_inverse, self.id1, self.id2)
 
     @property
     def keys(self) -> list[Key]:
         old = _edge_keys(self.old, self.old_inverse, self.id1, self.id2)
         return old + _edge_keys(self.new, self.new_inverse, self.id1, self.id2)
 
-    def resolve(self, current: EdgeTuple | None) -> list[EdgeTuple]:
+    def resolve(self, stored: Stored) -> list[EdgeTuple]:
+        current = stored.row
         if current is None or current[3] == _REMOVED:
             raise NotFound(f"no association {self.id1} -> {self.id2} of type id {self.old}")
         ua = self.updated_at
         rows = _with_inverse(self.old, self.old_inverse, self.id1, self.id2, _REMOVED, 0, ua, None)
-        state, time, data = current[3], current[4], current[6]
+        state, time, data = max(current[3], stored.node_state), current[4], current[6]
         return rows + _with_inverse(
             self.new, self.new_inverse, self.id1, self.id2, state, time, ua, data
         )
@@ -131,13 +161,16 @@ class ObjectWrite(msgspec.Struct, tag="obj", array_like=True, frozen=True):
     data: bytes | None = None
     patch: bytes | None = None
 
+    needs_row = True
     needs_current = True
+    node_lists: ClassVar[list[ListKey]] = []
 
     @property
     def keys(self) -> list[Key]:
         return [(self.id,)]
 
-    def resolve(self, current: ObjRow | None) -> ObjRow:
+    def resolve(self, stored: Stored) -> ObjRow:
+        current: ObjRow | None = stored.row
         live = current is not None and current.state != _REMOVED
         version = current.version + 1 if current is not None else 1
         if self.state == _REMOVED:
@@ -169,10 +202,41 @@ class Rows(msgspec.Struct, tag="rows", array_like=True, frozen=True):
 
     edges: list[EdgeTuple] = []
     objects: list[ObjRow] = []
+    nodes: list[NodeRow] = []
 
     @property
     def keys(self) -> list[Key]:
         return [row[:3] for row in self.edges] + [(row[0],) for row in self.objects]
+
+
+class NodeJob(msgspec.Struct, tag="node", array_like=True, frozen=True):
+    """Move every edge of some lists of `node` from their `sources` states to `state`.
+
+    Each list is `(atype, other, sources)`: the list `(node, atype)`, the
+    type of the mirrored rows `(id2, other, node)` (None if there are none),
+    and the states to move out of. Edges keep their time and data and are
+    stamped with the job's `updated_at`, so redoing a page changes nothing.
+    The job runs in the background a page at a time; `at` records where it
+    is, `(list, source, time, id2)` of the last edge moved.
+    """
+
+    node: int
+    lists: list[tuple[int, int | None, list[int]]]
+    state: int
+    updated_at: int
+    at: tuple[int, int, int, int] | None = None
+
+    keys: ClassVar[list[Key]] = []  # its pages are journaled as jobs of their own
+
+
+def page_rows(
+    job: NodeJob, atype: int, other: int | None, page: Iterable[tuple[int, int, bytes | None]]
+) -> Rows:
+    """The rows that move one page `(id2, time, data)` of the list `(job.node, atype)`."""
+    edges: list[EdgeTuple] = []
+    for id2, time, data in page:
+        edges += _with_inverse(atype, other, job.node, id2, job.state, time, job.updated_at, data)
+    return Rows(edges=edges)
 
 
 class Leg(NamedTuple):
@@ -181,24 +245,33 @@ class Leg(NamedTuple):
     shard: int
     edges: list[EdgeTuple]
     objects: list[ObjRow]
+    nodes: list[NodeRow]
 
 
-def resolve(op: Operation, current: Any) -> Rows:
-    """The rows `op` writes given the stored row of its key (or None)."""
+def resolve(op: Operation, stored: Stored) -> Rows:
+    """The rows `op` writes, given what is stored."""
     if isinstance(op, ObjectWrite):
-        return Rows(objects=[op.resolve(current)])
-    return Rows(edges=op.resolve(current))
+        return Rows(objects=[op.resolve(stored)])
+    return Rows(edges=op.resolve(stored))
 
 
 def legs(rows: Rows, shards: int) -> list[Leg]:
     """The rows grouped by shard, in shard order (so leg numbers are stable)."""
     by_shard: dict[int, Leg] = {}
+
+    def leg(key: int) -> Leg:
+        shard = shard_of(key, shards)
+        found = by_shard.get(shard)
+        if found is None:
+            found = by_shard[shard] = Leg(shard, [], [], [])
+        return found
+
     for edge in rows.edges:
-        shard = shard_of(edge[0], shards)
-        by_shard.setdefault(shard, Leg(shard, [], [])).edges.append(edge)
+        leg(edge[0]).edges.append(edge)
     for obj in rows.objects:
-        shard = shard_of(obj[0], shards)
-        by_shard.setdefault(shard, Leg(shard, [], [])).objects.append(obj)
+        leg(obj[0]).objects.append(obj)
+    for node in rows.nodes:
+        leg(node[0]).nodes.append(node)
     return [by_shard[shard] for shard in sorted(by_shard)]
 
 
@@ -216,6 +289,13 @@ def _edge_keys(atype: int, inverse: int | None, id1: int, id2: int) -> list[Key]
     return keys
 
 
+def _lists(atype: int, inverse: int | None, id1: int, id2: int) -> list[ListKey]:
+    lists: list[ListKey] = [(id1, atype)]
+    if inverse is not None:
+        lists.append((id2, inverse))
+    return lists
+
+
 def _with_inverse(
     atype: int,
     inverse: int | None,
@@ -229,12 +309,4 @@ def _with_inverse(
     rows: list[EdgeTuple] = [(id1, atype, id2, state, time, updated_at, data)]
     if inverse is not None and not (inverse == atype and id1 == id2):
         rows.append((id2, inverse, id1, state, time, updated_at, data))
-    return rows
-
-
-def edge_rows(writes: Iterable[EdgeWrite]) -> list[EdgeTuple]:
-    """Rows for concrete edge writes (no `keep`), e.g. for tests and tools."""
-    rows: list[EdgeTuple] = []
-    for write in writes:
-        rows += write.resolve(None)
     return rows

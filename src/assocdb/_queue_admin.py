@@ -18,7 +18,7 @@ from ._ops import Rows
 from ._records import STATE_NAMES, JobInfo, QueueStats
 
 
-class QueueAPI(GraphCore):
+class QueueAdminAPI(GraphCore):
     """queue_stats, queue_jobs, queue_job, queue_retry, queue_reinject, drain."""
 
     def queue_stats(self) -> QueueStats:
@@ -27,10 +27,11 @@ class QueueAPI(GraphCore):
         counts = self._journal.counts()
         stats = self._applier.stats
         return QueueStats(
-            depth=counts["new"] + counts["error"],
+            depth=counts["new"] + counts["error"] + counts["running"],
             new=counts["new"],
             errors=counts["error"],
             bad=counts["bad"],
+            running=counts["running"],
             applied=stats.applied,
             failed_attempts=stats.failed,
             retries=stats.retries,
@@ -84,7 +85,7 @@ class QueueAPI(GraphCore):
             if self._applier.idle():
                 self._journal.flush()
                 counts = self._journal.counts()
-                if counts["new"] + counts["error"] == 0:
+                if counts["new"] + counts["error"] + counts["running"] == 0:
                     return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
@@ -111,6 +112,15 @@ def describe(work: Work) -> dict[str, Any]:
             "kind": "rows",
             "edges": [_edge(row) for row in work.edges],
             "objects": [_object(row) for row in work.objects],
+            "nodes": [
+                {
+                    "node": n.node,
+                    "atype": n.atype,
+                    "state": STATE_NAMES[n.state],
+                    "updated_at": n.updated_at,
+                }
+                for n in work.nodes
+            ],
         }
     fields = msgspec.structs.asdict(work)
     for key in ("data", "patch"):

@@ -69,14 +69,16 @@ class WriteResult(msgspec.Struct, frozen=True):
 class QueueStats(msgspec.Struct, frozen=True):
     """The write journal at a glance (what `assocdb queue stats` prints).
 
-    `depth` counts jobs not yet fully applied (`new` plus `errors`); the
-    counters after `bad` are this process's since it opened the graph.
+    `depth` counts jobs not yet fully applied (`new`, `errors` and long
+    `running` jobs such as archiving a node's edges); the counters after
+    `running` are this process's since it opened the graph.
     """
 
     depth: int
     new: int
     errors: int
     bad: int
+    running: int
     applied: int
     failed_attempts: int
     retries: int
@@ -89,10 +91,17 @@ class JobInfo(msgspec.Struct, frozen=True):
     """One journaled job, for inspection: its state, history and operation."""
 
     id: int
-    state: Literal["new", "error", "bad"]
+    state: Literal["new", "error", "bad", "running"]
     attempts: int
     retries: int
     next_at: float
     created_at: float
     error: str | None
     operation: dict[str, Any]
+
+
+class Count(msgspec.Struct, frozen=True):
+    """The size of a query's result: exact, or an upper bound when counting would be costly."""
+
+    value: int
+    exact: bool

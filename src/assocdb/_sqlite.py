@@ -31,9 +31,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ._backend import CountMismatch, EdgeScan, ListRow, Tracer, map_driver_error
+from ._backend import CountMismatch, EdgeScan, Id2Row, ListRow, Tracer, map_driver_error
 from ._errors import InvalidRequest, Unavailable
-from ._merge import EdgeKey, EdgeRow, EdgeTuple, ObjRow, merge_edges, merge_objects
+from ._merge import (
+    EdgeKey,
+    EdgeRow,
+    EdgeTuple,
+    NodeRow,
+    ObjRow,
+    merge_edges,
+    merge_nodes,
+    merge_objects,
+)
 
 log = logging.getLogger("assocdb.sqlite")
 
@@ -57,6 +66,10 @@ CREATE TABLE IF NOT EXISTS objects (
     id INTEGER PRIMARY KEY, otype INTEGER NOT NULL, state INTEGER NOT NULL,
     version INTEGER NOT NULL, updated_at INTEGER NOT NULL, data BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS node_states (
+    node INTEGER NOT NULL, atype INTEGER NOT NULL, state INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL, PRIMARY KEY (node, atype)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS seq (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 """
@@ -70,6 +83,10 @@ _ADD_COUNT = (
     "INSERT INTO counts (id1, atype, state, n) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (id1, atype, state) DO UPDATE SET n = n + excluded.n"
 )
+_UPSERT_NODE = (
+    "INSERT OR REPLACE INTO node_states (node, atype, state, updated_at) VALUES (?, ?, ?, ?)"
+)
+_SELECT_NODE = "SELECT node, atype, state, updated_at FROM node_states WHERE node = ? AND atype = ?"
 _OBJ_COLUMNS = "id, otype, state, version, updated_at, data"
 _UPSERT_OBJ = f"INSERT OR REPLACE INTO objects ({_OBJ_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
 
@@ -204,8 +221,19 @@ class SQLiteBackend:
 
     # -- writes -----------------------------------------------------------------
 
-    def apply(self, shard: int, edges: Sequence[EdgeTuple], objects: Sequence[ObjRow]) -> None:
+    def apply(
+        self,
+        shard: int,
+        edges: Sequence[EdgeTuple],
+        objects: Sequence[ObjRow],
+        nodes: Sequence[NodeRow] = (),
+    ) -> None:
         with self._transaction(shard):
+            if nodes:
+                stored = self.node_states(shard, [(row[0], row[1]) for row in nodes])
+                changed_nodes = merge_nodes(stored, nodes)
+                if changed_nodes:
+                    self._run(shard, _UPSERT_NODE, changed_nodes, many=True)
             if edges:
                 current = self._current_edges(shard, edges)
                 rows, deltas = merge_edges(current, edges)
@@ -299,6 +327,34 @@ class SQLiteBackend:
                 sql = _SELECT_EDGES + f" AND id2 IN ({','.join('?' * len(chunk))})"
             rows.extend(EdgeRow(*r) for r in self._query(shard, sql, (id1, atype, *chunk)))
         return rows
+
+    def scan_id2(
+        self,
+        shard: int,
+        id1: int,
+        atype: int,
+        states: Sequence[int],
+        boundary: int | None,
+        forward: bool,
+        limit: int,
+    ) -> list[Id2Row]:
+        op, order = ("<", "DESC") if forward else (">", "ASC")
+        sql = "SELECT id2, state, time FROM edges INDEXED BY edges_key WHERE id1 = ? AND atype = ?"
+        params: list[Any] = [id1, atype]
+        if boundary is not None:
+            sql += f" AND id2 {op} ?"
+            params.append(boundary)
+        sql += f" AND state IN ({','.join('?' * len(states))}) ORDER BY id2 {order} LIMIT ?"
+        return self._query(shard, sql, [*params, *states, limit])
+
+    def node_states(
+        self, shard: int, keys: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], NodeRow]:
+        found: dict[tuple[int, int], NodeRow] = {}
+        for key in set(keys):
+            for row in self._query(shard, _SELECT_NODE, key):
+                found[key] = NodeRow(*row)
+        return found
 
     def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
         sql = f"SELECT {_EDGE_COLUMNS} FROM edges INDEXED BY edges_key"
