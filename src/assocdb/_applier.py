@@ -53,7 +53,7 @@ from ._ops import (
 log = logging.getLogger("assocdb.journal")
 
 Work = Rows | EdgeWrite | TypeChange | ObjectWrite | NodeJob
-NODE_JOB_PAGE = 1000  # edges moved per page of a NodeJob
+NODE_JOB_PAGE = 2000  # edges moved per page of a NodeJob
 NODE_JOB_PAGES = 10  # pages per turn before a NodeJob yields to other work
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[Work] = msgspec.msgpack.Decoder(Work)

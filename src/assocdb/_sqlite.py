@@ -250,21 +250,39 @@ class SQLiteBackend:
                     self._run(shard, _UPSERT_OBJ, changed, many=True)
 
     def _current_edges(self, shard: int, writes: Sequence[EdgeTuple]) -> dict[EdgeKey, EdgeTuple]:
-        lists = {(row[0], row[1]) for row in writes}
+        lists: dict[tuple[int, int], set[int]] = {}  # (id1, atype) -> id2s
+        targets: dict[tuple[int, int], set[int]] = {}  # (atype, id2) -> id1s
+        for row in writes:
+            lists.setdefault((row[0], row[1]), set()).add(row[2])
+            targets.setdefault((row[1], row[2]), set()).add(row[0])
+        current: dict[EdgeKey, EdgeTuple] = {}
+        if len(targets) < len(lists):
+            # Many lists, few targets: the mirrored rows of one node's edges
+            # (everyone who follows a celebrity). Look them up by target.
+            for (atype, id2), id1s in targets.items():
+                for row in self._edges_to(shard, atype, id2, list(id1s)):
+                    current[row[:3]] = row
+            return current
         if len(lists) > 1:
             # Every stored edge has a count row, so a list without count rows
             # has no edges to read: a bulk load into new lists reads nothing.
-            lists &= self._lists_with_counts(shard, list({id1 for id1, _ in lists}))
-        wanted: dict[tuple[int, int], set[int]] = {key: set() for key in lists}
-        for row in writes:
-            id2s = wanted.get((row[0], row[1]))
-            if id2s is not None:
-                id2s.add(row[2])
-        current: dict[EdgeKey, EdgeTuple] = {}
-        for (id1, atype), id2s in wanted.items():
+            stored = self._lists_with_counts(shard, list({id1 for id1, _ in lists}))
+            lists = {key: id2s for key, id2s in lists.items() if key in stored}
+        for (id1, atype), id2s in lists.items():
             for row in self.edges(shard, id1, atype, list(id2s)):
-                current[(row[0], row[1], row[2])] = row
+                current[row[:3]] = row
         return current
+
+    def _edges_to(self, shard: int, atype: int, id2: int, id1s: list[int]) -> list[EdgeTuple]:
+        rows: list[EdgeTuple] = []
+        for start in range(0, len(id1s), _IN_CHUNK):
+            chunk = id1s[start : start + _IN_CHUNK]
+            sql = (
+                f"SELECT {_EDGE_COLUMNS} FROM edges INDEXED BY edges_key "
+                f"WHERE id1 IN ({','.join('?' * len(chunk))}) AND atype = ? AND id2 = ?"
+            )
+            rows += self._query(shard, sql, (*chunk, atype, id2))
+        return rows
 
     def _lists_with_counts(self, shard: int, id1s: list[int]) -> set[tuple[int, int]]:
         found: set[tuple[int, int]] = set()
