@@ -369,4 +369,6 @@ def test_bulk_load_refuses_a_bad_edge_by_position(graph: Graph) -> None:
         graph.bulk_load([(1, "nope", 2)])
     with pytest.raises(InvalidRequest, match=r"edge #1 .*an edge is"):
         graph.bulk_load([(1, "likes")])
+    with pytest.raises(InvalidRequest, match=r"edge #2 .*atype must be a type name"):
+        graph.bulk_load([(1, "likes", 2, 3), (1, [], 2, 3)])
     assert all_edges(graph) == []  # nothing of those batches was written

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ._applier import RetryPolicy
 from ._backend import CountMismatch
+from ._client import Batch, Client, Deferred
 from ._errors import (
     AssocdbError,
     Conflict,
@@ -22,7 +23,10 @@ from ._errors import (
     InvalidCursor,
     InvalidRequest,
     NotFound,
+    PermissionDenied,
     SchemaError,
+    Timeout,
+    Unauthenticated,
     Unavailable,
     UnknownType,
 )
@@ -38,10 +42,13 @@ __all__ = [
     "Assoc",
     "AssocType",
     "AssocdbError",
+    "Batch",
+    "Client",
     "Conflict",
     "Count",
     "CountMismatch",
     "DataTooLarge",
+    "Deferred",
     "Graph",
     "InvalidCursor",
     "InvalidRequest",
@@ -50,11 +57,14 @@ __all__ = [
     "Obj",
     "ObjectType",
     "Page",
+    "PermissionDenied",
     "Query",
     "QueueStats",
     "RetryPolicy",
     "Schema",
     "SchemaError",
+    "Timeout",
+    "Unauthenticated",
     "Unavailable",
     "UnknownType",
     "WriteResult",

@@ -32,7 +32,7 @@ def bulk_rows(
     kinds: dict[object, tuple[int, int | None]] = {}
     for position, edge in enumerate(edges, 1):
         kind = None
-        if type(edge) is tuple and len(edge) == 4 and edge[3] is not None:
+        if type(edge) is tuple and len(edge) == 4 and type(edge[1]) is str:
             id1, atype, id2, time = edge
             raw = None
             kind = kinds.get(atype)
@@ -65,6 +65,8 @@ def _unpack(
     if not isinstance(edge, (tuple, list)) or not 3 <= len(edge) <= 5:
         raise InvalidRequest("an edge is (id1, atype, id2[, time[, data]])")
     id1 = check_id(edge[0], "id1")
+    if not isinstance(edge[1], str):
+        raise InvalidRequest(f"atype must be a type name, got {edge[1]!r}")
     id2 = check_id(edge[2], "id2")
     time = check_int64(edge[3], "time") if len(edge) > 3 and edge[3] is not None else default_time
     data = edge[4] if len(edge) > 4 else None

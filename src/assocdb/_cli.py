@@ -45,6 +45,86 @@ def demo(directory: str) -> None:
         click.echo(f"{len(mutual)} mutual friends of {person} and {other}: {mutual[:20]}")
 
 
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=int)
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
+@click.option(
+    "--tokens-file",
+    type=click.Path(dir_okay=False, exists=True),
+    envvar="ASSOCDB_TOKENS_FILE",
+    help="TOML file of bearer tokens and scopes (or set ASSOCDB_TOKENS_FILE / ASSOCDB_TOKEN).",
+)
+@click.option("--background", is_flag=True, help="Acknowledge writes once journaled (sync=False).")
+@click.option("--deadline", default=10.0, show_default=True, help="Seconds a request may run.")
+@click.option("--max-body", default=4 << 20, show_default=True, help="Largest request body, bytes.")
+@click.option("--max-batch", default=200, show_default=True, help="Most reads per /v1/batch.")
+def serve(
+    directory: str,
+    host: str,
+    port: int,
+    workers: int,
+    tokens_file: str | None,
+    background: bool,
+    deadline: float,
+    max_body: int,
+    max_batch: int,
+) -> None:
+    """Serve the graph in DIRECTORY over HTTP (JSON; /docs lists the API).
+
+    Without tokens it listens on loopback only. Tokens never come from the
+    command line: use a tokens file or the environment.
+
+    Example: ASSOCDB_TOKENS_FILE=tokens.toml assocdb serve data/graph --host 0.0.0.0
+    """
+    import os
+    import tempfile
+
+    import uvicorn
+
+    from ._auth import Tokens
+
+    tokens = Tokens.load(tokens_file)
+    if not tokens.enabled and not _is_loopback(host):
+        raise click.UsageError(
+            f"refusing to listen on {host} without tokens: set ASSOCDB_TOKENS_FILE or ASSOCDB_TOKEN"
+        )
+    assocdb.open(directory).close()  # create it, replay what a crash left, fail early if broken
+    config = {
+        "path": directory,
+        "sync": not background,
+        "tokens_file": tokens_file,
+        "deadline": deadline,
+        "max_body": max_body,
+        "max_batch": max_batch,
+    }
+    os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
+    if workers > 1:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="assocdb-metrics-")
+    click.echo(f"serving {directory} on http://{host}:{port} (docs: /docs)", err=True)
+    uvicorn.run(
+        "assocdb._server:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        access_log=False,
+        log_level="warning",
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @main.group()
 def queue() -> None:
     """Inspect and steer the write journal: stats, errors, bad jobs, retries."""

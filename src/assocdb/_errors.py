@@ -6,9 +6,12 @@
     │   ├── DataTooLarge          data over its size limit              (HTTP 413)
     │   ├── InvalidCursor         a malformed cursor, or one from another list
     │   └── SchemaError           a definition that conflicts with the schema
+    ├── Unauthenticated           no or unknown bearer token            (HTTP 401)
+    ├── PermissionDenied          the token lacks the scope needed      (HTTP 403)
     ├── NotFound                  no such object or association         (HTTP 404)
     ├── Conflict                  the id is taken by a different object (HTTP 409)
     └── Unavailable               a backend is down or too slow; retry  (HTTP 503)
+        └── Timeout               the request ran out of time
 
 Lower-level errors (sqlite3, MySQLdb, …) are translated in one function per
 backend and never reach a user. Every error has a stable `code` (the HTTP layer
@@ -61,6 +64,18 @@ class SchemaError(InvalidRequest):
     code = "schema_error"
 
 
+class Unauthenticated(AssocdbError):
+    """The request carried no bearer token, or one the server does not know."""
+
+    code = "unauthenticated"
+
+
+class PermissionDenied(AssocdbError):
+    """The token is known but lacks the scope (read, write, admin) the call needs."""
+
+    code = "permission_denied"
+
+
 class NotFound(AssocdbError):
     """The object or association does not exist."""
 
@@ -77,3 +92,9 @@ class Unavailable(AssocdbError):
     """A backend is down, locked or too slow. The request may be retried."""
 
     code = "unavailable"
+
+
+class Timeout(Unavailable):
+    """The call did not finish within its deadline; it may or may not have taken effect."""
+
+    code = "timeout"

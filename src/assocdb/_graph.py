@@ -21,11 +21,12 @@ from ._clock import HybridClock
 from ._journal import Journal
 from ._nodes import NodesAPI
 from ._objects import ObjectsAPI, _IdBlocks
+from ._pagers import Pagers
 from ._query_exec import QueryAPI
 from ._queue_admin import QueueAdminAPI
 
 
-class Graph(ObjectsAPI, AssocWritesAPI, AssocReadsAPI, NodesAPI, QueryAPI, QueueAdminAPI):
+class Graph(ObjectsAPI, AssocWritesAPI, AssocReadsAPI, NodesAPI, QueryAPI, QueueAdminAPI, Pagers):
     """A graph of objects and associations. Thread-safe; open one per process.
 
     >>> g = assocdb.open("data/")

@@ -45,7 +45,7 @@ from ._errors import InvalidRequest, Unavailable
 
 NEW, ERROR, BAD, RUNNING = 0, 1, 2, 3
 STATE_NAMES = {NEW: "new", ERROR: "error", BAD: "bad", RUNNING: "running"}
-StateName = Literal["new", "error", "bad", "running"]
+JobState = Literal["new", "error", "bad", "running"]
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, next_at);
 """
+STALE_NEW = 30.0  # seconds after which a `new` job is presumed orphaned
 _COLUMNS = "id, state, body, done, attempts, retries, next_at, created_at, error"
 
 
@@ -68,7 +69,7 @@ class Job(msgspec.Struct, frozen=True):
     """A journaled job, as stored."""
 
     id: int
-    state: StateName
+    state: JobState
     body: bytes
     done: int
     attempts: int
@@ -237,11 +238,15 @@ class Journal:
         """Take error-queue jobs due by `now`, pushing their next_at `hold` seconds on.
 
         The push keeps other processes' retriers off a job while this one works
-        on it; if this process dies, the job comes due again.
+        on it; if this process dies, the job comes due again. `new` jobs older
+        than STALE_NEW seconds are taken too: their process most likely died
+        (applying one takes milliseconds), and applying one twice is harmless.
         """
         with self._transaction():
             jobs = self._select(
-                f"state IN ({ERROR}, {RUNNING}) AND next_at <= ? ORDER BY id LIMIT ?", (now, limit)
+                f"(state IN ({ERROR}, {RUNNING}) AND next_at <= ?) "
+                f"OR (state = {NEW} AND created_at < ? AND next_at <= ?) ORDER BY id LIMIT ?",
+                (now, now - STALE_NEW, now, limit),
             )
             if jobs:
                 self._conn.executemany(
@@ -253,7 +258,8 @@ class Journal:
         """When the earliest error-queue job comes due, if any."""
         with self._io:
             row = self._conn.execute(
-                f"SELECT MIN(next_at) FROM jobs WHERE state IN ({ERROR}, {RUNNING})"
+                f"SELECT MIN(MAX(next_at, CASE state WHEN {NEW} THEN created_at + {STALE_NEW} "
+                f"ELSE 0 END)) FROM jobs WHERE state IN ({NEW}, {ERROR}, {RUNNING})"
             ).fetchone()
         return None if row[0] is None else float(row[0])
 
@@ -261,12 +267,12 @@ class Journal:
         jobs = self._select("id = ?", (job,))
         return jobs[0] if jobs else None
 
-    def jobs(self, state: StateName, after: int = 0, limit: int = 100) -> list[Job]:
+    def jobs(self, state: JobState, after: int = 0, limit: int = 100) -> list[Job]:
         """Jobs in `state`, by id, after id `after`."""
         code = _state_code(state)
         return self._select(f"state = {code} AND id > ? ORDER BY id LIMIT ?", (after, limit))
 
-    def counts(self) -> dict[StateName, int]:
+    def counts(self) -> dict[JobState, int]:
         """How many jobs are in each state."""
         with self._io:
             rows = self._conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()

@@ -19,14 +19,14 @@ This module is the pure description; `_query_exec` runs it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
 
 from ._errors import InvalidRequest
-from ._records import Count, Page
+from ._ids import check_id
+from ._records import STATE_NAMES, Count, Page
 
-if TYPE_CHECKING:
-    from ._schema import AssocType
+MAX_ID2S = 10_000
 
 DEFAULT_LIMIT = 50
 
@@ -107,42 +107,45 @@ class Query:
         """A canonical description: cursors are bound to it."""
         raise NotImplementedError
 
-    @property
-    def limit(self) -> int:
-        """The most ids one page returns: the smallest type limit involved."""
-        raise NotImplementedError
-
     def __repr__(self) -> str:
         return self.scope.decode()
 
 
 class Term(Query):
-    """One association list `(node, kind)`, edges in `states`, optionally only `id2s`."""
+    """One association list: what `node` points to by `atype` (or, `incoming`,
+    what points to it), edges in `states`, optionally only `id2s`.
 
-    __slots__ = ("id2s", "kind", "node", "states")
+    A term holds names, not resolved types, so a remote client builds the same
+    values; the graph checks them when the query runs.
+    """
+
+    __slots__ = ("atype", "id2s", "incoming", "node", "states")
 
     def __init__(
         self,
         runner: Runner,
         node: int,
-        kind: AssocType,
-        states: tuple[int, ...],
-        id2s: tuple[int, ...] | None,
+        atype: str,
+        incoming: bool,
+        states: Sequence[str],
+        id2s: Iterable[int] | None,
     ) -> None:
         super().__init__(runner)
-        self.node = node
-        self.kind = kind
-        self.states = states
-        self.id2s = id2s
+        self.node = check_id(node, "node")
+        if not isinstance(atype, str):
+            raise InvalidRequest(f"atype must be a type name, got {atype!r}")
+        if type(incoming) is not bool:
+            raise InvalidRequest(f"incoming must be true or false, got {incoming!r}")
+        self.atype = atype
+        self.incoming = incoming
+        self.states = _states(states)
+        self.id2s = _restriction(id2s)
 
     @property
     def scope(self) -> bytes:
         only = "" if self.id2s is None else f";{','.join(map(str, self.id2s))}"
-        return f"t({self.node},{self.kind.id},{''.join(map(str, self.states))}{only})".encode()
-
-    @property
-    def limit(self) -> int:
-        return self.kind.limit
+        direction = "<" if self.incoming else ">"
+        return f"t({self.node}{direction}{self.atype},{'+'.join(self.states)}{only})".encode()
 
 
 class Compound(Query):
@@ -158,10 +161,6 @@ class Compound(Query):
     @property
     def scope(self) -> bytes:
         return self.symbol.encode() + b"(" + b",".join(p.scope for p in self.parts) + b")"
-
-    @property
-    def limit(self) -> int:
-        return min(part.limit for part in self.parts)
 
 
 class Intersect(Compound):
@@ -188,3 +187,23 @@ class Difference(Compound):
     @property
     def right(self) -> Query:
         return self.parts[1]
+
+
+def _states(states: object) -> tuple[str, ...]:
+    if isinstance(states, str) or not isinstance(states, Sequence) or not states:
+        raise InvalidRequest(f"states must be a non-empty list of state names, got {states!r}")
+    for state in states:
+        if state not in STATE_NAMES:
+            raise InvalidRequest(f"state must be one of {', '.join(STATE_NAMES)}; got {state!r}")
+    return tuple(sorted(set(states), key=STATE_NAMES.index))
+
+
+def _restriction(id2s: object) -> tuple[int, ...] | None:
+    if id2s is None:
+        return None
+    if isinstance(id2s, (str, bytes)) or not isinstance(id2s, Iterable):
+        raise InvalidRequest(f"id2s must be a list of ids, got {type(id2s).__name__}")
+    wanted = tuple(sorted({check_id(i, "id2") for i in id2s}))
+    if len(wanted) > MAX_ID2S:
+        raise InvalidRequest(f"at most {MAX_ID2S:,} id2s in a query term, got {len(wanted):,}")
+    return wanted

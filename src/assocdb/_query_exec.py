@@ -29,9 +29,10 @@ from . import _cursor
 from ._backend import EdgeScan
 from ._core import GraphCore
 from ._errors import InvalidRequest
-from ._ids import check_id, shard_of
+from ._ids import shard_of
 from ._query import Compound, Difference, Intersect, Query, Term, Union
 from ._records import STATE_NAMES, Count, Page, StateName
+from ._schema import AssocType
 
 CHUNK = 500  # ids per index scan and per probe
 EXACT_LIMIT = 10_000  # a compound count walks at most this many ids to be exact
@@ -59,23 +60,15 @@ class QueryAPI(GraphCore):
         >>> mutual = g.select(1, "follows") & g.select(1, "follows", incoming=True)
         >>> mutual.page(limit=20).items
         """
-        node = check_id(node, "node")
-        kind = self._assoc_type(atype)
-        if incoming:
-            inverse = self._schema.inverse(kind)
-            if inverse is None:
-                raise InvalidRequest(
-                    f"{kind.name!r} has no inverse type, so incoming edges are not stored; "
-                    f"define it with inverse= or symmetric=True"
-                )
-            kind = inverse
-        return Term(self, node, kind, _state_codes(states), _restriction(id2s, kind.limit))
+        query = Term(self, node, atype, incoming, states, id2s)
+        _Executor(self).kind(query)  # unknown types and missing inverses are refused now
+        return query
 
     def _query_page(self, query: Query, cursor: str | None, limit: int) -> Page[int]:
         if type(limit) is not int or limit <= 0:
             raise InvalidRequest(f"limit must be a positive integer, got {limit!r}")
-        limit = min(limit, query.limit)
         run = _Executor(self)
+        limit = min(limit, run.limit(query))
         if isinstance(query, Term):
             seek = _cursor.START if cursor is None else _cursor.decode(query.scope, cursor, 2)
             rows, after, before = _cursor.paginate(
@@ -110,9 +103,35 @@ class _Executor:
     """One query run: backend reads, with the counts it looked up remembered."""
 
     def __init__(self, graph: GraphCore) -> None:
+        self._graph = graph
         self._backend = graph._backend
         self._shards = graph._shards
         self._uppers: dict[bytes, int] = {}
+
+    # -- resolving terms against the schema ----------------------------------------
+
+    def kind(self, q: Term) -> AssocType:
+        """The type of the list a term reads (the inverse type when incoming)."""
+        kind = self._graph._assoc_type(q.atype)
+        if not q.incoming:
+            return kind
+        inverse = self._graph._schema.inverse(kind)
+        if inverse is None:
+            raise InvalidRequest(
+                f"{kind.name!r} has no inverse type, so incoming edges are not stored; "
+                f"define it with inverse= or symmetric=True"
+            )
+        return inverse
+
+    def limit(self, q: Query) -> int:
+        """The most ids one page returns: the smallest type limit involved."""
+        if isinstance(q, Term):
+            return self.kind(q).limit
+        assert isinstance(q, Compound)
+        return min(self.limit(part) for part in q.parts)
+
+    def codes(self, q: Term) -> tuple[int, ...]:
+        return tuple(STATE_NAMES.index(state) for state in q.states)
 
     # -- terms -----------------------------------------------------------------------
 
@@ -120,13 +139,10 @@ class _Executor:
         """Up to n `(time, id2)` of a term, in its list's order from `seek`."""
         if q.id2s is not None:
             return self._restricted_in_list_order(q, seek, n)
-        shard = shard_of(q.node, self._shards)
+        shard, atype = shard_of(q.node, self._shards), self.kind(q).id
         runs = [
-            [
-                (r[1], r[0])
-                for r in self._backend.scan(shard, EdgeScan(q.node, q.kind.id, s, seek, n))
-            ]
-            for s in q.states
+            [(r[1], r[0]) for r in self._backend.scan(shard, EdgeScan(q.node, atype, s, seek, n))]
+            for s in self.codes(q)
         ]
         if len(runs) == 1:
             return runs[0]
@@ -137,8 +153,9 @@ class _Executor:
         self, q: Term, seek: _cursor.Seek, n: int
     ) -> list[tuple[int, int]]:
         assert q.id2s is not None
-        rows = self._backend.edges(shard_of(q.node, self._shards), q.node, q.kind.id, list(q.id2s))
-        keys = sorted(((r.time, r.id2) for r in rows if r.state in q.states), reverse=seek.forward)
+        shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+        rows = self._backend.edges(shard, q.node, atype, list(q.id2s))
+        keys = sorted(((r.time, r.id2) for r in rows if r.state in codes), reverse=seek.forward)
         if seek.boundary is not None:
             keys = [k for k in keys if _past(k, seek)]
         return keys[:n]
@@ -151,8 +168,9 @@ class _Executor:
             wanted = ids if q.id2s is None else [i for i in ids if i in q.id2s]
             if not wanted:
                 return set()
-            rows = self._backend.edges(shard_of(q.node, self._shards), q.node, q.kind.id, wanted)
-            return {r.id2 for r in rows if r.state in q.states}
+            shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+            rows = self._backend.edges(shard, q.node, atype, wanted)
+            return {r.id2 for r in rows if r.state in codes}
         if isinstance(q, Intersect):
             found = set(ids)
             for part in self._by_size(q):
@@ -199,11 +217,9 @@ class _Executor:
                 found = self.probe(q, chunk)
                 yield from (i for i in chunk if i in found)
             return
-        shard = shard_of(q.node, self._shards)
+        shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
         while True:
-            rows = self._backend.scan_id2(
-                shard, q.node, q.kind.id, q.states, boundary, forward, CHUNK
-            )
+            rows = self._backend.scan_id2(shard, q.node, atype, codes, boundary, forward, CHUNK)
             yield from (row[0] for row in rows)
             if len(rows) < CHUNK:
                 return
@@ -229,8 +245,9 @@ class _Executor:
             if q.id2s is not None:
                 bound = len(self.probe(q, list(q.id2s)))
             else:
-                counts = self._backend.counts(shard_of(q.node, self._shards), q.node, q.kind.id)
-                bound = sum(counts.get(s, 0) for s in q.states)
+                shard = shard_of(q.node, self._shards)
+                counts = self._backend.counts(shard, q.node, self.kind(q).id)
+                bound = sum(counts.get(s, 0) for s in self.codes(q))
         elif isinstance(q, Intersect):
             bound = min(self.upper(p) for p in q.parts)
         elif isinstance(q, Union):
@@ -257,25 +274,3 @@ def _past(key: tuple[int, int], seek: _cursor.Seek) -> bool:
     if seek.forward:
         return key < boundary or (seek.inclusive and key == boundary)
     return key > boundary or (seek.inclusive and key == boundary)
-
-
-def _state_codes(states: object) -> tuple[int, ...]:
-    if isinstance(states, str) or not isinstance(states, Sequence) or not states:
-        raise InvalidRequest(f"states must be a non-empty list of state names, got {states!r}")
-    codes = []
-    for state in states:
-        if state not in STATE_NAMES:
-            raise InvalidRequest(f"state must be one of {', '.join(STATE_NAMES)}; got {state!r}")
-        codes.append(STATE_NAMES.index(state))
-    return tuple(sorted(set(codes)))
-
-
-def _restriction(id2s: Iterable[int] | None, most: int) -> tuple[int, ...] | None:
-    if id2s is None:
-        return None
-    if isinstance(id2s, (str, bytes)) or not isinstance(id2s, Iterable):
-        raise InvalidRequest(f"id2s must be a list of ids, got {type(id2s).__name__}")
-    wanted = tuple(sorted({check_id(i, "id2") for i in id2s}))
-    if len(wanted) > most:
-        raise InvalidRequest(f"at most {most} id2s in a query term, got {len(wanted)}")
-    return wanted

@@ -11,8 +11,8 @@ import msgspec
 from ._applier import Work, decode
 from ._core import GraphCore
 from ._errors import InvalidRequest
-from ._ids import check_id
-from ._journal import Job, StateName
+from ._ids import MAX_INT64, check_id
+from ._journal import Job, JobState
 from ._merge import EdgeTuple, ObjRow
 from ._ops import Rows
 from ._records import STATE_NAMES, JobInfo, QueueStats
@@ -41,7 +41,7 @@ class QueueAdminAPI(GraphCore):
         )
 
     def queue_jobs(
-        self, state: StateName = "error", *, after: int = 0, limit: int = 100
+        self, state: JobState = "error", *, after: int = 0, limit: int = 100
     ) -> list[JobInfo]:
         """Jobs in `state` ("new", "error" or "bad"), oldest first, after job id `after`.
 
@@ -50,8 +50,8 @@ class QueueAdminAPI(GraphCore):
         """
         if type(limit) is not int or not 0 < limit <= 10_000:
             raise InvalidRequest(f"limit must be an integer from 1 to 10,000, got {limit!r}")
-        if type(after) is not int or after < 0:
-            raise InvalidRequest(f"after must be a non-negative job id, got {after!r}")
+        if type(after) is not int or not 0 <= after <= MAX_INT64:
+            raise InvalidRequest(f"after must be a job id (0 or more), got {after!r}")
         self._journal.flush()
         return [_info(job) for job in self._journal.jobs(state, after, limit)]
 
