@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from . import flockdb, foundation, journal
+from . import flockdb, foundation, http, journal
 
 BENCHMARKS = {
     "foundation": foundation.main,
     "journal": journal.main,
     "flockdb": flockdb.main,
+    "http": http.main,
 }
 
 

@@ -67,3 +67,38 @@ def test_queue_commands(tmp_path: Path) -> None:
     missing = runner.invoke(main, ["queue", "bad", directory, "--show", "999"])
     assert missing.exit_code == 1
     assert "no job 999" in missing.output
+
+
+def test_init_schema_import_export_and_check(tmp_path: Path) -> None:
+    runner = CliRunner()
+    graph = str(tmp_path / "g")
+    schema = tmp_path / "schema.toml"
+    schema.write_text(
+        '[assoc.follows]\ninverse = "followed_by"\n[assoc.friend]\nsymmetric = true\n'
+    )
+    assert (
+        "4 shards, 3 association types"
+        in runner.invoke(main, ["init", graph, "--shards", "4", "--schema", str(schema)]).output
+    )
+    shown = runner.invoke(main, ["schema", graph]).output
+    assert '[assoc.follows]\ninverse = "followed_by"' in shown
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("1 2\n1 3\n\n2 3\n")
+    imported = runner.invoke(main, ["import", graph, str(pairs), "--type", "friend"])
+    assert "imported 3 edges" in imported.output, imported.output
+    lines = tmp_path / "lines.txt"
+    lines.write_text("5 follows 6 100\n7 follows 6\n")
+    assert runner.invoke(main, ["import", graph, str(lines)]).exit_code == 0
+    bad = tmp_path / "bad.txt"
+    bad.write_text("5 follows\n")
+    failed = runner.invoke(main, ["import", graph, str(bad)])
+    assert failed.exit_code == 1
+    assert "line 1: expected" in failed.output
+    exported = runner.invoke(main, ["export", graph]).output.splitlines()
+    assert "5 follows 6 100" in exported
+    assert "6 followed_by 5 100" in exported
+    assert "3 friend 2 4" in exported  # time = line number (blank lines count)
+    assert (
+        runner.invoke(main, ["check", graph]).output.strip()
+        == "found 0 wrong counts and 0 hanging edges"
+    )

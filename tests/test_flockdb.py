@@ -273,3 +273,26 @@ def test_counts_of_big_compounds_are_flagged_as_estimates(follows: Graph) -> Non
     assert both.count() == assocdb.Count(12_001, exact=False)  # an upper bound, said to be one
     small = g.select(1, "follows") & g.select(2, "follows", id2s=[5, 6, 70_000])
     assert small.count() == assocdb.Count(2, exact=True)
+
+
+def test_the_checker_finds_and_repairs_hanging_edges(follows: Graph) -> None:
+    g = follows
+    g.assoc_add(1, "follows", 2, time=5)
+    g.assoc_add(3, "follows", 4, time=6)
+    g.assoc_add(5, "friend", 6, time=7)
+    backend = g._backend
+    # the inverse leg of one edge never landed; another's is stale
+    backend.apply(
+        assocdb._ids.shard_of(2, g.shards), [(2, 2, 1, 3, 0, 1, None)], ()
+    )  # older tombstone: ignored
+    from assocdb._ops import Rows, legs
+
+    missing = (1, 1, 9, 0, 8, 10**15, None)  # follows 1 -> 9, no followed_by row
+    for leg in legs(Rows(edges=[missing]), g.shards):
+        backend.apply(leg.shard, leg.edges, leg.objects)
+    found = g.check_inverses()
+    assert [(h.edge.id1, h.edge.id2, h.mirror) for h in found] == [(1, 9, None)]
+    g.check_inverses(repair=True)
+    assert g.check_inverses() == []
+    assert [a.id2 for a in g.assoc_range(9, "followed_by")] == [1]
+    assert g.check_counts() == []

@@ -119,6 +119,7 @@ def test_every_method_through_the_client(client: Client) -> None:
     assert g.queue_retry() == 0
     assert g.queue_reinject() == 0
     assert g.check_counts() == []
+    assert g.check_inverses() == []
     assert called == set(METHODS)
 
 

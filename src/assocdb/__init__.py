@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ._applier import RetryPolicy
 from ._backend import CountMismatch
+from ._checks import HangingEdge
 from ._client import Batch, Client, Deferred
 from ._errors import (
     AssocdbError,
@@ -33,6 +34,7 @@ from ._errors import (
 from ._graph import Graph
 from ._open import open_graph as open
 from ._query import Query
+from ._records import STATE_NAMES as STATES
 from ._records import Assoc, Count, JobInfo, Obj, Page, QueueStats, WriteResult
 from ._schema import AssocType, ObjectType, Schema
 
@@ -50,6 +52,7 @@ __all__ = [
     "DataTooLarge",
     "Deferred",
     "Graph",
+    "HangingEdge",
     "InvalidCursor",
     "InvalidRequest",
     "JobInfo",
@@ -61,6 +64,7 @@ __all__ = [
     "Query",
     "QueueStats",
     "RetryPolicy",
+    "STATES",
     "Schema",
     "SchemaError",
     "Timeout",

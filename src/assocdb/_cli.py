@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import sys
 import time
+from typing import Any
 
 import click
 import msgspec
@@ -43,6 +47,132 @@ def demo(directory: str) -> None:
         click.echo(f"their 10 newest friends: {[a.id2 for a in page.items]}")
         mutual = mutual_friends(g, person, other)
         click.echo(f"{len(mutual)} mutual friends of {person} and {other}: {mutual[:20]}")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--shards", default=16, show_default=True, type=click.IntRange(1, 4096))
+@click.option("--schema", "schema_file", type=click.Path(dir_okay=False, exists=True))
+def init(directory: str, shards: int, schema_file: str | None) -> None:
+    """Create a graph in DIRECTORY (with a TOML schema, if given).
+
+    Example: assocdb init data/graph --shards 64 --schema schema.toml
+    """
+    with assocdb.open(directory, shards=shards, schema=schema_file) as g:
+        click.echo(f"{directory}: {g.shards} shards, {len(g.schema.assoc_types)} association types")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("schema_file", required=False, type=click.Path(dir_okay=False, exists=True))
+def schema(directory: str, schema_file: str | None) -> None:
+    """Print the schema of DIRECTORY as TOML, or apply SCHEMA_FILE to it.
+
+    Example: assocdb schema data/graph schema.toml
+    """
+    with assocdb.open(directory) as g:
+        if schema_file is not None:
+            g.load_schema(schema_file)
+        for kind in g.schema.assoc_types:
+            click.echo(f"[assoc.{kind.name}]")
+            if kind.inverse:
+                click.echo(f'inverse = "{kind.inverse}"')
+            if kind.symmetric:
+                click.echo("symmetric = true")
+            click.echo(f"limit = {kind.limit}\n")
+        for otype in g.schema.object_types:
+            click.echo(f"[object.{otype.name}]\n")
+
+
+@main.command("import")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("source", type=click.Path(dir_okay=False, exists=True, allow_dash=True))
+@click.option("--type", "atype", help="Association type of pairs (lines of 'id1 id2').")
+def import_(directory: str, source: str, atype: str | None) -> None:
+    """Bulk-load edges from SOURCE (text, gzip ok): lines 'id1 atype id2 [time]', or
+    'id1 id2' pairs with --type. Times default to the line number, so reloading
+    changes nothing.
+
+    Example: assocdb import data/graph friends.txt.gz --type friend
+    """
+    with assocdb.open(directory) as g, _lines(source) as lines:
+        edges = (_edge(line, n, atype) for n, line in enumerate(lines, 1) if line.strip())
+        with click.progressbar(length=0, label="importing", show_pos=True) as bar:
+            count = g.bulk_load(edges, progress=lambda done: bar.update(done - bar.pos))
+        click.echo(f"imported {count:,} edges")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.option(
+    "--all-states", is_flag=True, help="Export tombstones and hidden edges too (5th column)."
+)
+def export(directory: str, all_states: bool) -> None:
+    """Write every edge of DIRECTORY to stdout as 'id1 atype id2 time' lines.
+
+    Example: assocdb export data/graph | gzip > edges.txt.gz
+    """
+    with assocdb.open(directory) as g:
+        names = {t.id: t.name for t in g.schema.assoc_types}
+        backend = g._backend
+        for shard in range(g.shards):
+            after = None
+            while page := backend.export_edges(shard, after, 5000):
+                for id1, atype, id2, state, time_, _ua, _data in page:
+                    if all_states:
+                        click.echo(f"{id1} {names[atype]} {id2} {time_} {assocdb.STATES[state]}")
+                    elif state == 0:
+                        click.echo(f"{id1} {names[atype]} {id2} {time_}")
+                after = page[-1][:3]
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.option("--repair", is_flag=True, help="Fix what is found.")
+def check(directory: str, repair: bool) -> None:
+    """Check counts against edge rows, and every edge against its inverse.
+
+    Exits 1 if something was wrong (and, with --repair, fixes it).
+
+    Example: assocdb check data/graph --repair
+    """
+    with assocdb.open(directory) as g:
+        counts = g.check_counts(repair=repair)
+        hanging = g.check_inverses(repair=repair)
+    for m in counts:
+        where = f"shard {m.shard}: ({m.id1}, type {m.atype}, state {m.state})"
+        click.echo(f"count {where}: {m.stored} stored, {m.actual} rows")
+    for h in hanging:
+        problem = "missing" if h.mirror is None else "different"
+        click.echo(
+            f"hanging edge {h.edge.id1} -{h.edge.atype}-> {h.edge.id2}: its mirror is {problem}"
+        )
+    verb = "repaired" if repair else "found"
+    click.echo(f"{verb} {len(counts)} wrong counts and {len(hanging)} hanging edges")
+    if counts or hanging:
+        sys.exit(1)
+
+
+def _lines(source: str) -> Any:
+    if source == "-":
+        return contextlib.nullcontext(sys.stdin)
+    if source.endswith(".gz"):
+        return gzip.open(source, "rt", encoding="utf-8")
+    return open(source, encoding="utf-8")
+
+
+def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
+    parts = line.split()
+    try:
+        if atype is not None and len(parts) == 2:
+            return (int(parts[0]), atype, int(parts[1]), number)
+        if len(parts) in (3, 4):
+            time_ = int(parts[3]) if len(parts) == 4 else number
+            return (int(parts[0]), parts[1], int(parts[2]), time_)
+    except ValueError:
+        pass
+    expected = "'id1 atype id2 [time]' (or 'id1 id2' with --type)"
+    raise click.ClickException(f"line {number}: expected {expected}, got {line.strip()!r}")
 
 
 @main.command()

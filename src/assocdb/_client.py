@@ -25,6 +25,7 @@ import httpx
 import msgspec
 
 from ._backend import CountMismatch
+from ._checks import HangingEdge
 from ._errors import AssocdbError, InvalidRequest, Timeout, Unavailable
 from ._journal import JobState
 from ._nodes import Direction
@@ -450,6 +451,10 @@ class Client(Pagers):
 
     def check_counts(self, *, repair: bool = False) -> list[CountMismatch]:
         result: list[CountMismatch] = self._call("check_counts", CheckCounts(repair))
+        return result
+
+    def check_inverses(self, *, repair: bool = False) -> list[HangingEdge]:
+        result: list[HangingEdge] = self._call("check_inverses", CheckCounts(repair))
         return result
 
 

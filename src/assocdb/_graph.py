@@ -9,6 +9,7 @@ The API is assembled from one module per concern, all sharing GraphCore
 * `_nodes.py`         node_archive, node_unarchive, node_negate, node_remove, node_state
 * `_query_exec.py`    select (set arithmetic: `_query.py`)
 * `_queue_admin.py`   queue_stats, queue_jobs, queue_job, queue_retry, queue_reinject, drain
+* `_checks.py`        check_inverses (check_counts: `_core.py`)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ._applier import RetryPolicy
 from ._assoc_reads import AssocReadsAPI
 from ._assoc_writes import AssocWritesAPI
 from ._backend import Backend
+from ._checks import ChecksAPI
 from ._clock import HybridClock
 from ._journal import Journal
 from ._nodes import NodesAPI
@@ -26,7 +28,16 @@ from ._query_exec import QueryAPI
 from ._queue_admin import QueueAdminAPI
 
 
-class Graph(ObjectsAPI, AssocWritesAPI, AssocReadsAPI, NodesAPI, QueryAPI, QueueAdminAPI, Pagers):
+class Graph(
+    ObjectsAPI,
+    AssocWritesAPI,
+    AssocReadsAPI,
+    NodesAPI,
+    QueryAPI,
+    QueueAdminAPI,
+    ChecksAPI,
+    Pagers,
+):
     """A graph of objects and associations. Thread-safe; open one per process.
 
     >>> g = assocdb.open("data/")

@@ -21,6 +21,7 @@ import msgspec
 
 from . import _errors
 from ._backend import CountMismatch
+from ._checks import HangingEdge
 from ._errors import AssocdbError, InvalidRequest
 from ._journal import JobState
 from ._nodes import Direction
@@ -314,6 +315,7 @@ METHODS: dict[str, Method] = {
         Method("queue_reinject", QueueReinject, int, "admin"),
         Method("drain", Drain, bool, "admin"),
         Method("check_counts", CheckCounts, list[CountMismatch], "admin"),
+        Method("check_inverses", CheckCounts, list[HangingEdge], "admin"),
     ]
 }
 

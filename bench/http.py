@@ -1,0 +1,135 @@
+"""HTTP benchmark (issue 4): assoc_range through `assocdb serve`, driven by wrk.
+
+For 1 and 2 server workers: requests/s, p50 and p99 of POST /v1/assoc_range
+(limit 50, random people of ego-Facebook) one read per request, and of
+POST /v1/batch with 50 such reads per request; next to the same read
+in-process, measured in the same run. wrk (Debian package `wrk`) generates
+the load from its own process, so the load generator does not compete for
+the server's interpreter.
+
+Run: `python -m bench http` (needs wrk on PATH).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+import assocdb
+from assocdb._datasets import ego_facebook
+
+SECONDS = 8
+CONNECTIONS = 16
+PEOPLE = 4039
+
+SINGLE = """
+math.randomseed(7)
+request = function()
+  local body = '{"id1": ' .. math.random(1, %d) .. ', "atype": "friend", "limit": 50}'
+  return wrk.format("POST", "/v1/assoc_range", {["Content-Type"] = "application/json"}, body)
+end
+""" % PEOPLE
+
+BATCH = """
+math.randomseed(7)
+request = function()
+  local reads = {}
+  for i = 1, 50 do
+    reads[i] = '{"method": "assoc_range", "args": {"id1": ' .. math.random(1, %d) ..
+      ', "atype": "friend", "limit": 50}}'
+  end
+  local body = '{"requests": [' .. table.concat(reads, ",") .. ']}'
+  return wrk.format("POST", "/v1/batch", {["Content-Type"] = "application/json"}, body)
+end
+""" % PEOPLE
+
+
+def load(directory: Path) -> float:
+    with assocdb.open(directory, shards=16) as g:
+        g.define_assoc("friend", symmetric=True)
+        g.bulk_load((a, "friend", b, n) for n, (a, b) in enumerate(ego_facebook()))
+        people = [random.Random(3).randrange(1, PEOPLE + 1) for _ in range(5000)]
+        for p in people[:500]:
+            g.assoc_range(p, "friend", limit=50)
+        start = time.perf_counter()
+        for p in people:
+            g.assoc_range(p, "friend", limit=50)
+        return (time.perf_counter() - start) / len(people) * 1e6
+
+
+def serve(directory: Path, port: int, workers: int) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-c", "from assocdb._cli import main; main()", "serve", str(directory)]
+    server = subprocess.Popen(
+        [*command, "--port", str(port), "--workers", str(workers)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(300):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    server.kill()
+    raise RuntimeError("the server did not start")
+
+
+def wrk(port: int, script: Path) -> tuple[float, float, float]:
+    """requests/s, p50 ms, p99 ms."""
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{SECONDS}s", "--latency", "-s", str(script),
+         f"http://127.0.0.1:{port}"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    return rate, _percentile(out, "50%"), _percentile(out, "99%")
+
+
+def _percentile(out: str, which: str) -> float:
+    value, unit = re.search(rf"\s{which}\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def main() -> None:
+    if shutil.which("wrk") is None:
+        sys.exit("this benchmark needs wrk: apt-get install wrk")
+    directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-http-"))
+    try:
+        in_process = load(directory / "graph")
+        scripts = {}
+        for name, text in (("single", SINGLE), ("batch", BATCH)):
+            scripts[name] = directory / f"{name}.lua"
+            scripts[name].write_text(text)
+        rows = []
+        for workers in (1, 2):
+            port = 18000 + workers
+            server = serve(directory / "graph", port, workers)
+            try:
+                wrk(port, scripts["single"])  # warm up
+                for name in ("single", "batch"):
+                    rows.append((workers, name, *wrk(port, scripts[name])))
+            finally:
+                server.terminate()
+                server.wait()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    print(f"http benchmark: assoc_range(limit=50) on ego-Facebook, uncached; wrk -t2 -c{CONNECTIONS} "
+          f"-d{SECONDS}s on this 2-core machine")
+    print(f"in-process assoc_range: {in_process:.0f} µs per read ({1e6 / in_process:,.0f} reads/s, one thread)")
+    print(f"{'workers':>7} {'requests':>9} {'requests/s':>11} {'reads/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
+    for workers, name, rate, p50, p99 in rows:
+        reads = rate * (50 if name == "batch" else 1)
+        label = "50 reads" if name == "batch" else "1 read"
+        print(f"{workers:>7} {label:>9} {rate:>11,.0f} {reads:>9,.0f} {p50:>8.2f} {p99:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
