@@ -41,6 +41,7 @@ from ._schema import AssocType, ObjectType, Schema
 __version__ = "0.1.0"
 
 __all__ = [
+    "STATES",
     "Assoc",
     "AssocType",
     "AssocdbError",
@@ -64,7 +65,6 @@ __all__ = [
     "Query",
     "QueueStats",
     "RetryPolicy",
-    "STATES",
     "Schema",
     "SchemaError",
     "Timeout",
