@@ -30,26 +30,32 @@ SECONDS = 8
 CONNECTIONS = 16
 PEOPLE = 4039
 
-SINGLE = """
+SINGLE = (
+    """
 math.randomseed(7)
 request = function()
-  local body = '{"id1": ' .. math.random(1, %d) .. ', "atype": "friend", "limit": 50}'
+  local body = '{"id1": ' .. math.random(1, PEOPLE) .. ', "atype": "friend", "limit": 50}'
   return wrk.format("POST", "/v1/assoc_range", {["Content-Type"] = "application/json"}, body)
 end
-""" % PEOPLE
+"""
+    % PEOPLE
+)
 
-BATCH = """
+BATCH = (
+    """
 math.randomseed(7)
 request = function()
   local reads = {}
   for i = 1, 50 do
-    reads[i] = '{"method": "assoc_range", "args": {"id1": ' .. math.random(1, %d) ..
+    reads[i] = '{"method": "assoc_range", "args": {"id1": ' .. math.random(1, PEOPLE) ..
       ', "atype": "friend", "limit": 50}}'
   end
   local body = '{"requests": [' .. table.concat(reads, ",") .. ']}'
   return wrk.format("POST", "/v1/batch", {["Content-Type"] = "application/json"}, body)
 end
-""" % PEOPLE
+"""
+    % PEOPLE
+)
 
 
 def load(directory: Path) -> float:
@@ -66,7 +72,13 @@ def load(directory: Path) -> float:
 
 
 def serve(directory: Path, port: int, workers: int) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-c", "from assocdb._cli import main; main()", "serve", str(directory)]
+    command = [
+        sys.executable,
+        "-c",
+        "from assocdb._cli import main; main()",
+        "serve",
+        str(directory),
+    ]
     server = subprocess.Popen(
         [*command, "--port", str(port), "--workers", str(workers)],
         stdout=subprocess.DEVNULL,
@@ -85,16 +97,28 @@ def serve(directory: Path, port: int, workers: int) -> subprocess.Popen[bytes]:
 def wrk(port: int, script: Path) -> tuple[float, float, float]:
     """requests/s, p50 ms, p99 ms."""
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{SECONDS}s", "--latency", "-s", str(script),
-         f"http://127.0.0.1:{port}"],
-        capture_output=True, text=True, check=True,
+        [
+            "wrk",
+            "-t2",
+            f"-c{CONNECTIONS}",
+            f"-d{SECONDS}s",
+            "--latency",
+            "-s",
+            str(script),
+            f"http://127.0.0.1:{port}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     return rate, _percentile(out, "50%"), _percentile(out, "99%")
 
 
 def _percentile(out: str, which: str) -> float:
-    value, unit = re.search(rf"\s{which}\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
+    found = re.search(rf"\s{which}\s+([\d.]+)(us|ms|s)", out)
+    assert found is not None, out
+    value, unit = found.groups()
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
@@ -121,10 +145,18 @@ def main() -> None:
                 server.wait()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    print(f"http benchmark: assoc_range(limit=50) on ego-Facebook, uncached; wrk -t2 -c{CONNECTIONS} "
-          f"-d{SECONDS}s on this 2-core machine")
-    print(f"in-process assoc_range: {in_process:.0f} µs per read ({1e6 / in_process:,.0f} reads/s, one thread)")
-    print(f"{'workers':>7} {'requests':>9} {'requests/s':>11} {'reads/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
+    print(
+        f"http benchmark: assoc_range(limit=50) on ego-Facebook, uncached; wrk -t2 -c{CONNECTIONS} "
+        f"-d{SECONDS}s on this 2-core machine"
+    )
+    print(
+        f"in-process assoc_range: {in_process:.0f} µs per read "
+        f"({1e6 / in_process:,.0f} reads/s, one thread)"
+    )
+    print(
+        f"{'workers':>7} {'requests':>9} {'requests/s':>11} {'reads/s':>9} "
+        f"{'p50 ms':>8} {'p99 ms':>8}"
+    )
     for workers, name, rate, p50, p99 in rows:
         reads = rate * (50 if name == "batch" else 1)
         label = "50 reads" if name == "batch" else "1 read"
