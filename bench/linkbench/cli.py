@@ -66,7 +66,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="also print percentiles as the reference's latency buckets",
     )
-    p.add_argument("--plot", type=Path, help="write a PNG of latencies and throughput (matplotlib)")
     args = p.parse_args(argv)
     preset = PRESETS[args.preset]
     args.maxid1 = args.maxid1 or preset["maxid1"]
@@ -138,11 +137,6 @@ def _run(args: argparse.Namespace, workload: Workload, root: Path) -> None:
     if len(runs) > 1:
         print()
         print(side_by_side(runs))
-    if args.plot and runs:
-        from .plot import plot
-
-        plot(runs, args.plot, f"LinkBench, {workload.mode()}, maxid1={workload.maxid1:,}")
-        print(f"\nwrote {args.plot}")
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
 
 

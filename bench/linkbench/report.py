@@ -80,9 +80,9 @@ def side_by_side(runs: Sequence[StoreRun]) -> str:
         return ""
     base = runs[-1]
     sums = [r.summaries() for r in runs]
-    width = 24
+    width = max(22, *(len(r.name) + 3 for r in runs))
     head = f"{'':<14}" + "".join(f"{r.name:>{width}}" for r in runs)
-    head += "".join(f"{'ratio ' + r.name[:10] + '/' + base.name[:10]:>{width}}" for r in runs[:-1])
+    head += "".join(f"{r.name + ' ÷ ' + base.name:>{width + 12}}" for r in runs[:-1])
     lines = [
         f"side by side (µs: p50 / p99 / mean; ratio < 1 means faster than {base.name})",
         head,
@@ -97,12 +97,12 @@ def side_by_side(runs: Sequence[StoreRun]) -> str:
         for s in sums[:-1]:
             x, y = s[op], sums[-1][op]
             cell = f"{x.p50 / y.p50:.2f} / {x.p99 / y.p99:.2f} / {x.mean / y.mean:.2f}"
-            row += f"{cell:>{width}}"
+            row += f"{cell:>{width + 12}}"
         lines.append(row)
     rps = f"{'requests/s':<14}" + "".join(f"{f'{r.wall_rps:,.0f}':>{width}}" for r in runs)
-    rps += "".join(f"{r.wall_rps / base.wall_rps:>{width}.2f}" for r in runs[:-1])
+    rps += "".join(f"{r.wall_rps / base.wall_rps:>{width + 12}.2f}" for r in runs[:-1])
     store = f"{'(store time)':<14}" + "".join(f"{f'{r.store_rps:,.0f}':>{width}}" for r in runs)
-    store += "".join(f"{r.store_rps / base.store_rps:>{width}.2f}" for r in runs[:-1])
+    store += "".join(f"{r.store_rps / base.store_rps:>{width + 12}.2f}" for r in runs[:-1])
     hits = f"{'cache hits':<14}" + "".join(f"{_hit(r.hit_rate):>{width}}" for r in runs)
     lines += [rps, store, hits]
     return "\n".join(lines)
