@@ -87,7 +87,8 @@ class JavaRandom:
         """
         if bound <= 0 or bound & (bound - 1) == 0:
             return [self.next_int_bounded(bound) for _ in range(count)]
-        seed, m, out = self._seed, bound - 1, []
+        seed, m = self._seed, bound - 1
+        out: list[int] = []
         mult, add, mask, int_max = _MULTIPLIER, _ADDEND, _MASK, _INT_MAX  # locals: faster
         append = out.append
         for _ in range(count):
@@ -139,7 +140,8 @@ def java_round(x: float) -> int:
 
 
 def _from_bits(bits: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+    value: float = struct.unpack("<d", struct.pack("<Q", bits))[0]
+    return value
 
 
 def _bits(x: float) -> int:

@@ -81,7 +81,7 @@ class BareMySQLStore:
     name = "bare-mariadb"
 
     def __init__(self, url: str, database: str = "linkbench") -> None:
-        import pymysql  # only needed when this store runs
+        import pymysql  # type: ignore[import-untyped]  # only needed when this store runs
 
         self._pymysql = pymysql
         self._args = connect_args(url, database)
@@ -295,7 +295,10 @@ class BareMySQLStore:
         return [LinkRow(r[0], True, r[1], bytes(r[2])) for r in links]
 
     def normal_node(self, node: Any) -> NodeRow | None:
-        return None if node is None else NodeRow(*node[:4], bytes(node[4]))
+        if node is None:
+            return None
+        node_id, node_type, version, time, data = node
+        return NodeRow(node_id, node_type, version, time, bytes(data))
 
     def cache_hit_rate(self) -> float | None:
         return None

@@ -235,7 +235,10 @@ class BareSQLiteStore:
         return [LinkRow(r[0], True, r[1], bytes(r[2])) for r in links]
 
     def normal_node(self, node: Any) -> NodeRow | None:
-        return None if node is None else NodeRow(*node[:4], bytes(node[4]))
+        if node is None:
+            return None
+        node_id, node_type, version, time, data = node
+        return NodeRow(node_id, node_type, version, time, bytes(data))
 
     def cache_hit_rate(self) -> float | None:
         return None
