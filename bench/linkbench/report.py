@@ -74,17 +74,31 @@ def store_block(run: StoreRun, reference: bool = False) -> str:
     return "\n".join(lines)
 
 
+def ratio_pairs(runs: Sequence[StoreRun]) -> list[tuple[int, int]]:
+    """(subject, baseline) index pairs: every assocdb store against every bare store.
+
+    Without that split (say, two bare stores) every store is compared with the last.
+    """
+    subjects = [i for i, r in enumerate(runs) if not r.name.startswith("bare-")]
+    baselines = [i for i, r in enumerate(runs) if r.name.startswith("bare-")]
+    if subjects and baselines:
+        return [(a, b) for a in subjects for b in baselines]
+    return [(i, len(runs) - 1) for i in range(len(runs) - 1)]
+
+
 def side_by_side(runs: Sequence[StoreRun]) -> str:
-    """p50 / p99 / mean (µs) per operation for every store, and ratios to the last store."""
+    """p50 / p99 / mean (µs) per operation for every store, and ratios subject ÷ baseline."""
     if not runs:
         return ""
-    base = runs[-1]
     sums = [r.summaries() for r in runs]
+    pairs = ratio_pairs(runs)
     width = max(22, *(len(r.name) + 3 for r in runs))
+    rwidth = max(22, *(len(runs[a].name) + len(runs[b].name) + 4 for a, b in pairs), 0)
     head = f"{'':<14}" + "".join(f"{r.name:>{width}}" for r in runs)
-    head += "".join(f"{r.name + ' ÷ ' + base.name:>{width + 12}}" for r in runs[:-1])
+    head += "".join(f"{runs[a].name + ' ÷ ' + runs[b].name:>{rwidth}}" for a, b in pairs)
     lines = [
-        f"side by side (µs: p50 / p99 / mean; ratio < 1 means faster than {base.name})",
+        "side by side, µs: p50 / p99 / mean. In the ratio columns, latency < 1 and"
+        " requests/s > 1 mean the first store is faster.",
         head,
     ]
     for op in OPERATIONS:
@@ -94,15 +108,15 @@ def side_by_side(runs: Sequence[StoreRun]) -> str:
         for s in sums:
             x = s[op]
             row += f"{f'{x.p50:.0f} / {x.p99:.0f} / {x.mean:.0f}':>{width}}"
-        for s in sums[:-1]:
-            x, y = s[op], sums[-1][op]
+        for a, b in pairs:
+            x, y = sums[a][op], sums[b][op]
             cell = f"{x.p50 / y.p50:.2f} / {x.p99 / y.p99:.2f} / {x.mean / y.mean:.2f}"
-            row += f"{cell:>{width + 12}}"
+            row += f"{cell:>{rwidth}}"
         lines.append(row)
     rps = f"{'requests/s':<14}" + "".join(f"{f'{r.wall_rps:,.0f}':>{width}}" for r in runs)
-    rps += "".join(f"{r.wall_rps / base.wall_rps:>{width + 12}.2f}" for r in runs[:-1])
+    rps += "".join(f"{runs[a].wall_rps / runs[b].wall_rps:>{rwidth}.2f}" for a, b in pairs)
     store = f"{'(store time)':<14}" + "".join(f"{f'{r.store_rps:,.0f}':>{width}}" for r in runs)
-    store += "".join(f"{r.store_rps / base.store_rps:>{width + 12}.2f}" for r in runs[:-1])
+    store += "".join(f"{runs[a].store_rps / runs[b].store_rps:>{rwidth}.2f}" for a, b in pairs)
     hits = f"{'cache hits':<14}" + "".join(f"{_hit(r.hit_rate):>{width}}" for r in runs)
     lines += [rps, store, hits]
     return "\n".join(lines)

@@ -9,6 +9,8 @@ change the count and whether to write the data, all in one transaction.
 One difference: the delete reads the visibility `FOR UPDATE`, where the
 reference reads it without a lock and can miscount under concurrent deletes.
 
+The connection runs in autocommit (a read is one round trip, a node write
+one statement); link writes and load batches open a transaction with BEGIN.
 Durability is the server's: `describe()` reports
 `innodb_flush_log_at_trx_commit` (1 fsyncs every commit; 2 is what matches
 SQLite's WAL with synchronous=NORMAL). The URL is `mysql://user:pw@host:port/db`.
@@ -71,7 +73,9 @@ def connect_args(url: str, database: str | None = None) -> dict[str, Any]:
         "user": unquote(parts.username or "root"),
         "password": unquote(parts.password or ""),
         "database": database or parts.path.lstrip("/") or "linkbench",
-        "autocommit": False,
+        # Reads are single statements: autocommit spares them a COMMIT round
+        # trip; link writes open their own transaction with BEGIN.
+        "autocommit": True,
     }
 
 
@@ -110,20 +114,14 @@ class BareMySQLStore:
         return conn
 
     def _one(self, sql: str, args: Sequence[Any]) -> Any:
-        conn = self._conn()
-        with conn.cursor() as cur:
+        with self._conn().cursor() as cur:
             cur.execute(sql, args)
-            row = cur.fetchone()
-        conn.commit()
-        return row
+            return cur.fetchone()
 
     def _all_rows(self, sql: str, args: Sequence[Any]) -> Any:
-        conn = self._conn()
-        with conn.cursor() as cur:
+        with self._conn().cursor() as cur:
             cur.execute(sql, args)
-            rows = cur.fetchall()
-        conn.commit()
-        return rows
+            return cur.fetchall()
 
     # -- load phase ----------------------------------------------------------------
 
@@ -133,6 +131,7 @@ class BareMySQLStore:
         it = iter(links)
         with conn.cursor() as cur:
             while batch := list(islice(it, _BATCH)):
+                conn.begin()
                 cur.executemany(
                     "INSERT INTO linktable (id1, id2, link_type, visibility, data, time, version)"
                     " VALUES (%s, %s, %s, 1, %s, %s, 0)"
@@ -147,6 +146,7 @@ class BareMySQLStore:
                 total += len(batch)
             rows = [(i, t, n, when) for (i, t), (n, when) in counts.items()]
             for start in range(0, len(rows), _BATCH):
+                conn.begin()
                 cur.executemany(
                     "REPLACE INTO counttable (id, link_type, count, time, version)"
                     " VALUES (%s, %s, %s, %s, 0)",
@@ -160,6 +160,7 @@ class BareMySQLStore:
         it = iter(nodes)
         with conn.cursor() as cur:
             while batch := list(islice(it, _BATCH)):
+                conn.begin()
                 cur.executemany(
                     "INSERT INTO nodetable (id, type, version, time, data)"
                     " VALUES (%s, %s, %s, %s, %s)",
@@ -173,6 +174,7 @@ class BareMySQLStore:
 
     def add_link(self, id1: int, link_type: int, id2: int, time: int, data: bytes) -> None:
         conn = self._conn()
+        conn.begin()
         with conn.cursor() as cur:
             changed = cur.execute(
                 "INSERT INTO linktable (id1, id2, link_type, visibility, data, time, version)"
@@ -196,6 +198,7 @@ class BareMySQLStore:
 
     def delete_link(self, id1: int, link_type: int, id2: int) -> None:
         conn = self._conn()
+        conn.begin()
         with conn.cursor() as cur:
             cur.execute(
                 "SELECT visibility FROM linktable"
@@ -249,15 +252,12 @@ class BareMySQLStore:
     # -- nodes -----------------------------------------------------------------------
 
     def add_node(self, node_type: int, version: int, time: int, data: bytes) -> int:
-        conn = self._conn()
-        with conn.cursor() as cur:
+        with self._conn().cursor() as cur:
             cur.execute(
                 "INSERT INTO nodetable (type, version, time, data) VALUES (%s, %s, %s, %s)",
                 (node_type, version, time, data),
             )
-            node_id = int(cur.lastrowid)
-        conn.commit()
-        return node_id
+            return int(cur.lastrowid)
 
     def get_node(self, node_type: int, node_id: int) -> Any:
         row = self._one(
@@ -268,23 +268,19 @@ class BareMySQLStore:
     def update_node(
         self, node_id: int, node_type: int, version: int, time: int, data: bytes
     ) -> bool:
-        conn = self._conn()
-        with conn.cursor() as cur:
+        with self._conn().cursor() as cur:
             rows = cur.execute(
                 "UPDATE nodetable SET version = %s, time = %s, data = %s"
                 " WHERE id = %s AND type = %s",
                 (version, time, data, node_id, node_type),
             )
-        conn.commit()
         return bool(rows == 1)
 
     def delete_node(self, node_type: int, node_id: int) -> bool:
-        conn = self._conn()
-        with conn.cursor() as cur:
+        with self._conn().cursor() as cur:
             rows = cur.execute(
                 "DELETE FROM nodetable WHERE id = %s AND type = %s", (node_id, node_type)
             )
-        conn.commit()
         return bool(rows == 1)
 
     # -- reporting -------------------------------------------------------------------
