@@ -132,11 +132,13 @@ class BareMySQLStore:
         with conn.cursor() as cur:
             while batch := list(islice(it, _BATCH)):
                 conn.begin()
+                # Only placeholders in VALUES: then PyMySQL sends one multi-row
+                # INSERT per batch (with a literal it sends a statement per row).
                 cur.executemany(
                     "INSERT INTO linktable (id1, id2, link_type, visibility, data, time, version)"
-                    " VALUES (%s, %s, %s, 1, %s, %s, 0)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s)"
                     " ON DUPLICATE KEY UPDATE visibility = VALUES(visibility)",
-                    [(k.id1, k.id2, k.link_type, k.data, k.time) for k in batch],
+                    [(k.id1, k.id2, k.link_type, 1, k.data, k.time, 0) for k in batch],
                 )
                 conn.commit()
                 for k in batch:
@@ -149,8 +151,8 @@ class BareMySQLStore:
                 conn.begin()
                 cur.executemany(
                     "REPLACE INTO counttable (id, link_type, count, time, version)"
-                    " VALUES (%s, %s, %s, %s, 0)",
-                    rows[start : start + _BATCH],
+                    " VALUES (%s, %s, %s, %s, %s)",
+                    [(*row, 0) for row in rows[start : start + _BATCH]],
                 )
                 conn.commit()
         return total
