@@ -188,7 +188,7 @@ def test_differential_assocdb_agrees_with_the_bare_schema(tmp_path: Path, other:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("LINKBENCH_SLOW"), reason="set LINKBENCH_SLOW=1 (~3 min)")
+@pytest.mark.skipif(not os.environ.get("LINKBENCH_SLOW"), reason="set LINKBENCH_SLOW=1 (~1 min)")
 def test_differential_100k_operations(tmp_path: Path) -> None:
     workload = Workload(maxid1=10_001)
     shared = Shared(workload)
