@@ -1,25 +1,41 @@
-"""Run every benchmark: `python -m bench` (or `make bench`); `python -m bench NAME` for one."""
+"""Run the benchmarks: `python -m bench` (or `make bench`) runs them all at a
+quick scale; `python -m bench NAME [options]` runs one with its own options:
+
+    python -m bench foundation
+    python -m bench journal
+    python -m bench flockdb [followers]        (default 1,000,000)
+    python -m bench http                       (needs wrk)
+    python -m bench linkbench [options]        (--help for them)
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from . import flockdb, foundation, http, journal
+from .linkbench import cli as linkbench
 
-BENCHMARKS = {
-    "foundation": foundation.main,
-    "journal": journal.main,
-    "flockdb": flockdb.main,
-    "http": http.main,
+#: name -> (run with these options, options of the quick run-them-all pass)
+BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
+    "foundation": (lambda args: foundation.main(), []),
+    "journal": (lambda args: journal.main(), []),
+    "flockdb": (flockdb.main, ["100000"]),
+    "http": (lambda args: http.main(), []),
+    "linkbench": (linkbench.main, ["--preset", "tiny"]),
 }
 
 
 def main() -> None:
-    names = sys.argv[1:2] or list(BENCHMARKS)  # a benchmark may take arguments after its name
-    for name in names:
-        if name not in BENCHMARKS:
-            sys.exit(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
-        BENCHMARKS[name]()
+    args = sys.argv[1:]
+    if not args:
+        for run, quick in BENCHMARKS.values():
+            run(quick)
+        return
+    name, options = args[0], args[1:]
+    if name not in BENCHMARKS:
+        sys.exit(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
+    BENCHMARKS[name][0](options)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import random
 import shutil
 import sqlite3
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -123,8 +122,8 @@ def archive_while_reading(graph: assocdb.Graph, followers: int) -> tuple[float, 
     return seconds, statistics.median(before), statistics.median(during), len(during)
 
 
-def main() -> None:
-    followers = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+def main(args: list[str] | None = None) -> None:
+    followers = int(args[0]) if args else 1_000_000
     directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-flockdb-"))
     try:
         start = time.perf_counter()

@@ -30,32 +30,26 @@ SECONDS = 8
 CONNECTIONS = 16
 PEOPLE = 4039
 
-SINGLE = (
-    """
+SINGLE = """
 math.randomseed(7)
 request = function()
-  local body = '{"id1": ' .. math.random(1, PEOPLE) .. ', "atype": "friend", "limit": 50}'
-  return wrk.format("POST", "/v1/assoc_range", {["Content-Type"] = "application/json"}, body)
+  local body = '{{"id1": ' .. math.random(1, PEOPLE) .. ', "atype": "friend", "limit": 50}}'
+  return wrk.format("POST", "/v1/assoc_range", {{["Content-Type"] = "application/json"}}, body)
 end
-"""
-    % PEOPLE
-)
+""".format()
 
-BATCH = (
-    """
+BATCH = """
 math.randomseed(7)
 request = function()
-  local reads = {}
+  local reads = {{}}
   for i = 1, 50 do
-    reads[i] = '{"method": "assoc_range", "args": {"id1": ' .. math.random(1, PEOPLE) ..
-      ', "atype": "friend", "limit": 50}}'
+    reads[i] = '{{"method": "assoc_range", "args": {{"id1": ' .. math.random(1, PEOPLE) ..
+      ', "atype": "friend", "limit": 50}}}}'
   end
-  local body = '{"requests": [' .. table.concat(reads, ",") .. ']}'
-  return wrk.format("POST", "/v1/batch", {["Content-Type"] = "application/json"}, body)
+  local body = '{{"requests": [' .. table.concat(reads, ",") .. ']}}'
+  return wrk.format("POST", "/v1/batch", {{["Content-Type"] = "application/json"}}, body)
 end
-"""
-    % PEOPLE
-)
+""".format()
 
 
 def load(directory: Path) -> float:

@@ -1,0 +1,98 @@
+"""The stores LinkBench runs against, by name, behind one interface (`base.Store`).
+
+| name | what |
+|---|---|
+| `assocdb` | (a) assocdb embedded: `assocdb.open(dir)` |
+| `assocdb-http` | (b) assocdb through its server and `assocdb.Client`: not built yet |
+| `sqlite` | (c) the bare LinkBench schema on SQLite, same durability as assocdb |
+| `mariadb` | (d) the bare LinkBench schema on MariaDB (needs a mysql:// URL) |
+| `assocdb-mariadb` | (e) assocdb on a MariaDB backend: not built yet |
+
+Adding a store is one module with a class that has `base.Store`'s methods,
+and one entry in `FACTORIES`: a function from the run's `StoreContext` to a
+new, empty store. (b) will wrap `assocdb.Client(urls)` exactly as
+`assocdb_embedded` wraps `Graph` (the Client has the same methods); (e) will
+be `AssocdbStore` over a Graph opened on a MariaDB backend spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .base import LinkRow, NodeRow, Store
+
+
+@dataclass(frozen=True)
+class StoreContext:
+    """What a factory may use: a fresh directory, the link types, server URLs."""
+
+    directory: Path
+    link_types: tuple[int, ...]
+    mysql_url: str | None = None
+    shards: int = 16
+
+
+class StoreUnavailable(Exception):
+    """A store that cannot run here (not built yet, or its server is not configured)."""
+
+
+def _assocdb(ctx: StoreContext) -> Store:
+    from .assocdb_embedded import AssocdbStore
+
+    return AssocdbStore(ctx.directory / "assocdb", ctx.link_types, ctx.shards)
+
+
+def _sqlite(ctx: StoreContext) -> Store:
+    from .bare_sqlite import BareSQLiteStore
+
+    return BareSQLiteStore(ctx.directory / "bare-sqlite")
+
+
+def _mariadb(ctx: StoreContext) -> Store:
+    if not ctx.mysql_url:
+        raise StoreUnavailable(
+            "the mariadb store needs --mysql-url or ASSOCDB_TEST_MYSQL_URL "
+            "(e.g. mysql://root@127.0.0.1:3306/)"
+        )
+    from .bare_mysql import BareMySQLStore
+
+    return BareMySQLStore(ctx.mysql_url)
+
+
+def _not_built(what: str) -> Callable[[StoreContext], Store]:
+    def factory(ctx: StoreContext) -> Store:
+        raise StoreUnavailable(f"{what} does not exist yet (see bench/linkbench/stores/__init__)")
+
+    return factory
+
+
+FACTORIES: dict[str, Callable[[StoreContext], Store]] = {
+    "assocdb": _assocdb,
+    "assocdb-http": _not_built("assocdb's HTTP server and client"),
+    "sqlite": _sqlite,
+    "mariadb": _mariadb,
+    "assocdb-mariadb": _not_built("assocdb's MariaDB backend"),
+}
+
+
+def open_store(name: str, ctx: StoreContext) -> Store:
+    """A new, empty store of this kind; StoreUnavailable if it cannot run here."""
+    try:
+        factory = FACTORIES[name]
+    except KeyError:
+        known = ", ".join(FACTORIES)
+        raise StoreUnavailable(f"unknown store {name!r}; choose from {known}") from None
+    return factory(ctx)
+
+
+__all__ = [
+    "FACTORIES",
+    "LinkRow",
+    "NodeRow",
+    "Store",
+    "StoreContext",
+    "StoreUnavailable",
+    "open_store",
+]
