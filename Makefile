@@ -13,8 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-run: $(STAMP)  ## load ego-Facebook into ./data/demo and answer a few questions
+run: $(STAMP)  ## load ego-Facebook into ./data/demo, answer a few questions, serve it on :8080
 	$(BIN)/assocdb demo data/demo
+	$(BIN)/assocdb serve data/demo --port 8080
 
 test: $(STAMP)  ## the whole test suite (MySQL/Redis tests skip unless their env vars are set)
 	$(BIN)/python -m pytest -q $(ARGS)

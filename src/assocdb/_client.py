@@ -19,9 +19,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-import httpx
 import msgspec
 
 from ._backend import CountMismatch
@@ -69,6 +68,9 @@ from ._wire import (
     to_spec,
 )
 
+if TYPE_CHECKING:
+    import httpx
+
 T = TypeVar("T")
 _DOWN_FOR = 2.0  # seconds a server that failed is skipped
 _BULK_CHUNK = 20_000  # edges per bulk_load request
@@ -104,6 +106,9 @@ class Client(Pagers):
         self._down_until = [0.0] * len(self._urls)
         self._next = 0
         self._retries = retries
+        import httpx  # here, not at the top: `import assocdb` stays light without a client
+
+        self._httpx = httpx
         headers = {"content-type": "application/json"}
         if token is not None:
             headers["authorization"] = f"Bearer {token}"
@@ -127,6 +132,7 @@ class Client(Pagers):
 
     def _post(self, path: str, body: bytes, safe: bool) -> bytes:
         """POST to a healthy server, failing over; the body of a 200 answer, or the error."""
+        httpx = self._httpx
         failure: AssocdbError | None = None
         for _ in range(self._retries + 1):
             server = self._pick()
