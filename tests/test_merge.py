@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,12 +22,16 @@ edge_writes = st.builds(
 )
 
 
+def winners(result: tuple[list[tuple[Any, EdgeTuple]], Any]) -> list[EdgeTuple]:
+    """The new rows of a merge's changes."""
+    return [new for _, new in result[0]]
+
+
 def fold(writes: list[EdgeTuple]) -> dict[tuple[int, int, int], EdgeTuple]:
     """Apply writes one at a time, as a store would, tracking counts."""
     stored: dict[tuple[int, int, int], EdgeTuple] = {}
     for write in writes:
-        changed, _ = merge_edges(stored, [write])
-        for row in changed:
+        for row in winners(merge_edges(stored, [write])):
             stored[row[:3]] = row
     return stored
 
@@ -42,8 +47,8 @@ def counts_of(stored: dict[tuple[int, int, int], EdgeTuple]) -> dict[tuple[int, 
 def test_later_updated_at_wins() -> None:
     old = (1, 1, 2, State.NORMAL, 10, 100, None)
     new = (1, 1, 2, State.NORMAL, 5, 101, None)
-    assert merge_edges({}, [old, new])[0] == [new]
-    assert merge_edges({}, [new, old])[0] == [new]
+    assert winners(merge_edges({}, [old, new])) == [new]
+    assert winners(merge_edges({}, [new, old])) == [new]
 
 
 def test_equal_updated_at_stronger_state_wins() -> None:
@@ -51,18 +56,18 @@ def test_equal_updated_at_stronger_state_wins() -> None:
     delete = (1, 1, 2, State.REMOVED, 0, 100, None)
     archive = (1, 1, 2, State.ARCHIVED, 10, 100, None)
     negate = (1, 1, 2, State.NEGATIVE, 10, 100, None)
-    assert merge_edges({}, [add, delete])[0] == [delete]
-    assert merge_edges({}, [delete, add])[0] == [delete]
-    assert merge_edges({}, [add, archive, negate])[0] == [archive]
-    assert merge_edges({}, [negate, add])[0] == [negate]
+    assert winners(merge_edges({}, [add, delete])) == [delete]
+    assert winners(merge_edges({}, [delete, add])) == [delete]
+    assert winners(merge_edges({}, [add, archive, negate])) == [archive]
+    assert winners(merge_edges({}, [negate, add])) == [negate]
 
 
 def test_equal_updated_at_and_state_resolved_by_time_then_data() -> None:
     a = (1, 1, 2, State.NORMAL, 10, 100, b"a")
     b = (1, 1, 2, State.NORMAL, 11, 100, None)
     c = (1, 1, 2, State.NORMAL, 11, 100, b"")
-    assert merge_edges({}, [a, b, c])[0] == [c]
-    assert merge_edges({}, [c, b, a])[0] == [c]
+    assert winners(merge_edges({}, [a, b, c])) == [c]
+    assert winners(merge_edges({}, [c, b, a])) == [c]
 
 
 def test_rewriting_the_stored_value_changes_nothing() -> None:
@@ -103,8 +108,9 @@ def test_batches_and_single_writes_agree_and_counts_are_exact(
     stored: dict[tuple[int, int, int], EdgeTuple] = {}
     counts: dict[tuple[int, int, int], int] = {}
     for batch in (first, second):
-        changed, deltas = merge_edges(stored, batch)
-        for row in changed:
+        result = merge_edges(stored, batch)
+        deltas = result[1]
+        for row in winners(result):
             stored[row[:3]] = row
         for key, n in deltas.items():
             counts[key] = counts.get(key, 0) + n

@@ -120,6 +120,8 @@ def test_every_method_through_the_client(client: Client) -> None:
     assert g.queue_reinject() == 0
     assert g.check_counts() == []
     assert g.check_inverses() == []
+    assert g.cache_stats() is not None
+    assert all(k.per_second > 0 for k in g.hot_keys(5))
     assert called == set(METHODS)
 
 
@@ -267,7 +269,11 @@ def test_binding_beyond_loopback_needs_tokens(tmp_path: Path) -> None:
 def test_two_servers_one_graph_and_failover(tmp_path: Path) -> None:
     directory = tmp_path / "graph"
     make_graph(directory)
-    first, second = Server(directory), Server(directory)
+    # Uncached: without Redis, one server's cache would not see the other's writes.
+    first, second = (
+        Server(directory, True, "--cache-mb", "0"),
+        Server(directory, True, "--cache-mb", "0"),
+    )
     try:
         with Client(first.url, token=WRITER) as a, Client(second.url, token=WRITER) as b:
             a.assoc_add(1, "follows", 2)

@@ -27,11 +27,12 @@ class GraphMachine(RuleBasedStateMachine):
     """Writes applied before they return (the default, sync mode)."""
 
     SYNC = True
+    CACHE: assocdb.CacheConfig | None = assocdb.CacheConfig()
 
     def __init__(self) -> None:
         super().__init__()
         self.directory = tempfile.mkdtemp(prefix="assocdb-sm-")
-        self.graph = assocdb.open(self.directory, shards=3, sync=self.SYNC)
+        self.graph = assocdb.open(self.directory, shards=3, sync=self.SYNC, cache=self.CACHE)
         self.graph.define_assoc("follows", inverse="followed_by")
         self.graph.define_assoc("friend", symmetric=True)
         self.graph.define_assoc("likes")
@@ -145,9 +146,30 @@ class AsyncGraphMachine(GraphMachine):
     SYNC = False
 
 
+class UncachedGraphMachine(GraphMachine):
+    """No cache: every read from the shards."""
+
+    CACHE = None
+
+
+class TinyPrefixGraphMachine(GraphMachine):
+    """Cached prefixes of 3 edges: lists keep outgrowing them, so every read has to
+    decide whether the prefix covers it, and writes insert into full prefixes."""
+
+    CACHE = assocdb.CacheConfig(prefix=3)
+
+
 GraphMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 AsyncGraphMachine.TestCase.settings = settings(
     max_examples=30, stateful_step_count=30, deadline=None
 )
+UncachedGraphMachine.TestCase.settings = settings(
+    max_examples=25, stateful_step_count=30, deadline=None
+)
+TinyPrefixGraphMachine.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=30, deadline=None
+)
 TestGraphMachine = GraphMachine.TestCase
 TestAsyncGraphMachine = AsyncGraphMachine.TestCase
+TestUncachedGraphMachine = UncachedGraphMachine.TestCase
+TestTinyPrefixGraphMachine = TinyPrefixGraphMachine.TestCase

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ._applier import RetryPolicy
 from ._backend import CountMismatch
+from ._cache import CacheConfig, CacheStats, HotKey
 from ._checks import HangingEdge
 from ._client import Batch, Client, Deferred
 from ._errors import (
@@ -46,6 +47,8 @@ __all__ = [
     "AssocType",
     "AssocdbError",
     "Batch",
+    "CacheConfig",
+    "CacheStats",
     "Client",
     "Conflict",
     "Count",
@@ -54,6 +57,7 @@ __all__ = [
     "Deferred",
     "Graph",
     "HangingEdge",
+    "HotKey",
     "InvalidCursor",
     "InvalidRequest",
     "JobInfo",

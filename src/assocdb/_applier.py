@@ -32,6 +32,7 @@ import msgspec
 
 from . import _cursor
 from ._backend import Backend, EdgeScan
+from ._cache import Cache
 from ._errors import Unavailable
 from ._ids import shard_of
 from ._journal import Failure, Journal
@@ -216,8 +217,10 @@ class Applier:
         journal: Journal,
         policy: RetryPolicy | None = None,
         health: ShardHealth | None = None,
+        cache: Cache | None = None,
     ) -> None:
         self.backend = backend
+        self.cache = cache
         self.journal = journal
         self.policy = policy or RetryPolicy()
         self.health = health or ShardHealth(
@@ -283,7 +286,7 @@ class Applier:
                 errors.append(exc)
                 continue
             try:
-                self.backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
+                changes = self.backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
             except Unavailable as exc:
                 self.health.failed(leg.shard)
                 errors.append(exc)
@@ -292,6 +295,8 @@ class Applier:
                 errors.append(exc)
                 continue
             self.health.succeeded(leg.shard)
+            if self.cache is not None:
+                self.cache.apply(changes)
             done |= 1 << number
         if errors:
             return self._failed(job, done, attempts, retries, start, errors)

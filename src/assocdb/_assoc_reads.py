@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _cursor, _json
 from ._backend import EdgeScan, ListRow
+from ._cache import ListEntry
+from ._chunks import Entry
 from ._core import GraphCore
 from ._errors import InvalidRequest
 from ._ids import check_id, check_int64, shard_of
@@ -40,19 +42,19 @@ class AssocReadsAPI(GraphCore):
         wanted = _id_list(id2s, kind.limit)
         high = check_int64(high, "high") if high is not None else None
         low = check_int64(low, "low") if low is not None else None
-        rows = self._backend.edges(shard_of(id1, self._shards), id1, kind.id, wanted)
+        cached = self._from_cache(id1, kind, lambda e: e.get(wanted), len(wanted))
+        if cached is not None:
+            found = [(id2, t, ua, d) for id2, t, ua, d in cached]
+        else:
+            rows = self._backend.edges(shard_of(id1, self._shards), id1, kind.id, wanted)
+            found = [(r.id2, r.time, r.updated_at, r.data) for r in rows if r.state == _NORMAL]
         found = [
-            r
-            for r in rows
-            if r.state == _NORMAL
-            and (high is None or r.time <= high)
-            and (low is None or r.time >= low)
+            row
+            for row in found
+            if (high is None or row[1] <= high) and (low is None or row[1] >= low)
         ]
-        found.sort(key=lambda r: (r.time, r.id2), reverse=True)
-        return [
-            Assoc(id1, kind.name, r.id2, r.time, "normal", r.updated_at, _data(r.data))
-            for r in found
-        ]
+        found.sort(key=lambda r: (r[1], r[0]), reverse=True)
+        return self._assocs(id1, kind, found)
 
     def assoc_count(self, id1: int, atype: str, state: StateName = "normal") -> int:
         """How many associations `id1` has of this type in `state` (default: visible ones).
@@ -62,7 +64,13 @@ class AssocReadsAPI(GraphCore):
         id1 = check_id(id1, "id1")
         kind = self._assoc_type(atype)
         code = state_code(state)
-        return self._backend.counts(shard_of(id1, self._shards), id1, kind.id).get(code, 0)
+        shard = shard_of(id1, self._shards)
+        if self._cache is None:
+            return self._backend.counts(shard, id1, kind.id).get(code, 0)
+        counts = self._cache.counts(
+            (id1, kind.id), lambda: self._backend.counts(shard, id1, kind.id)
+        )
+        return counts[code]
 
     def assoc_contains(self, id1: int, atype: str, id2: int) -> bool:
         """True if the association exists and is normal or negative (FlockDB's `contains`)."""
@@ -100,8 +108,12 @@ class AssocReadsAPI(GraphCore):
         kind = self._assoc_type(atype)
         if type(pos) is not int or not 0 <= pos <= 2**62:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
-        scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, _limit(limit, kind), offset=pos)
-        return self._assocs(id1, kind, self._scan(id1, scan))
+        limit = _limit(limit, kind)
+        rows = self._from_cache(id1, kind, lambda e: e.range(pos, limit), pos + limit)
+        if rows is None:
+            scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, offset=pos)
+            rows = self._scan(id1, scan)
+        return self._assocs(id1, kind, rows)
 
     def assoc_time_range(
         self, id1: int, atype: str, high: int, low: int, limit: int = 50
@@ -110,8 +122,13 @@ class AssocReadsAPI(GraphCore):
         id1 = check_id(id1, "id1")
         kind = self._assoc_type(atype)
         high, low = check_int64(high, "high"), check_int64(low, "low")
-        scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, _limit(limit, kind), high, low)
-        return self._assocs(id1, kind, self._scan(id1, scan) if low <= high else [])
+        limit = _limit(limit, kind)
+        if low > high:
+            return []
+        rows = self._from_cache(id1, kind, lambda e: e.time_range(high, low, limit), limit)
+        if rows is None:
+            rows = self._scan(id1, EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, high, low))
+        return self._assocs(id1, kind, rows)
 
     def assoc_page(
         self, id1: int, atype: str, cursor: str | None = None, limit: int = 50
@@ -131,13 +148,48 @@ class AssocReadsAPI(GraphCore):
         seek = _cursor.START if cursor is None else _cursor.decode(scope, cursor, 2)
 
         def scan(seek: _cursor.Seek, n: int) -> list[ListRow]:
-            return self._scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n))
+            rows = self._from_cache(id1, kind, lambda e: e.scan(seek, n), n)
+            if rows is None:
+                rows = self._scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n))
+            return rows
 
         rows, next_cursor, prev_cursor = _cursor.paginate(scan, _list_key, scope, seek, limit)
         return Page(self._assocs(id1, kind, rows), next_cursor, prev_cursor)
 
     def _scan(self, id1: int, query: EdgeScan) -> list[ListRow]:
         return self._backend.scan(shard_of(id1, self._shards), query)
+
+    def _from_cache(
+        self,
+        id1: int,
+        kind: AssocType,
+        ask: Callable[[ListEntry], list[Entry] | None],
+        need: int,
+    ) -> list[ListRow] | None:
+        """The rows the cache has for a read (filling it on a miss), or None: read the shard.
+
+        A miss is filled only when a filled prefix could answer: a read that
+        needs more than the prefix holds goes to the shard without the detour.
+        """
+        cache = self._cache
+        if cache is None:
+            return None
+        key = (id1, kind.id)
+        if need > cache.config.prefix:
+            counts = cache.known_counts(key)
+            if counts is None or counts[_NORMAL] > cache.config.prefix:
+                return None
+        shard = shard_of(id1, self._shards)
+
+        def load(n: int) -> list[ListRow]:
+            return self._backend.scan(shard, EdgeScan(id1, kind.id, _NORMAL, _cursor.START, n))
+
+        with cache.listed(key, load) as entry:
+            found = None if entry is None else ask(entry)
+            if found is None:
+                return None
+            data = entry.data  # type: ignore[union-attr]
+            return [(id2, time, ua, data.get(id2)) for time, id2, ua in found]
 
     def _assocs(self, id1: int, kind: AssocType, rows: list[ListRow]) -> list[Assoc]:
         name = kind.name

@@ -157,6 +157,7 @@ class AssocWritesAPI(GraphCore):
             writer.write(batch)
         finally:
             writer.close()
+            self._forget()  # rows were written around the cache
         if progress is not None:
             progress(count)
         return count

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Protocol
 
 from ._cursor import Seek
 from ._errors import AssocdbError, InvalidRequest, Unavailable
-from ._merge import EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
+from ._merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 
 #: (shard, sql, seconds) for every statement a backend runs.
 Tracer = Callable[[int, str, float], None]
@@ -72,8 +72,9 @@ class Backend(Protocol):
         edges: Sequence[EdgeTuple],
         objects: Sequence[ObjRow],
         nodes: Sequence[NodeRow] = (),
-    ) -> None:
-        """Merge these rows into the shard, with their count deltas, atomically."""
+    ) -> Changes:
+        """Merge these rows into the shard, with their count deltas, atomically;
+        return what changed (the cache applies it)."""
 
     def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
         """The rows of one association list range, in the seek's direction."""

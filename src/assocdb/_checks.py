@@ -53,6 +53,8 @@ class ChecksAPI(GraphCore):
                 )
                 if repair:
                     self._repair(row, mirror, other)
+        if repair and found:
+            self._forget()
         return found
 
     def _edge_pages(self) -> Iterator[list[EdgeRow]]:

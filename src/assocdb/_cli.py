@@ -190,6 +190,15 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
 @click.option("--deadline", default=10.0, show_default=True, help="Seconds a request may run.")
 @click.option("--max-body", default=4 << 20, show_default=True, help="Largest request body, bytes.")
 @click.option("--max-batch", default=200, show_default=True, help="Most reads per /v1/batch.")
+@click.option(
+    "--cache-mb",
+    type=click.IntRange(0),
+    help="In-process cache per worker, MiB (0: off). Default: 128 with one worker, off with "
+    "several (their caches would not see each other's writes).",
+)
+@click.option(
+    "--cache-max-age", default=10.0, show_default=True, help="Seconds a cache entry lives."
+)
 def serve(
     directory: str,
     host: str,
@@ -200,6 +209,8 @@ def serve(
     deadline: float,
     max_body: int,
     max_batch: int,
+    cache_mb: int | None,
+    cache_max_age: float,
 ) -> None:
     """Serve the graph in DIRECTORY over HTTP (JSON; /docs lists the API).
 
@@ -221,6 +232,8 @@ def serve(
             f"refusing to listen on {host} without tokens: set ASSOCDB_TOKENS_FILE or ASSOCDB_TOKEN"
         )
     assocdb.open(directory).close()  # create it, replay what a crash left, fail early if broken
+    if cache_mb is None:
+        cache_mb = 128 if workers == 1 else 0
     config = {
         "path": directory,
         "sync": not background,
@@ -228,6 +241,8 @@ def serve(
         "deadline": deadline,
         "max_body": max_body,
         "max_batch": max_batch,
+        "cache_bytes": cache_mb << 20,
+        "cache_max_age": cache_max_age,
     }
     os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
     if workers > 1:

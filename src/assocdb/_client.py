@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 import msgspec
 
 from ._backend import CountMismatch
+from ._cache import CacheStats, HotKey
 from ._checks import HangingEdge
 from ._errors import AssocdbError, InvalidRequest, Timeout, Unavailable
 from ._journal import JobState
@@ -66,6 +67,9 @@ from ._wire import (
     SchemaInfo,
     error_from,
     to_spec,
+)
+from ._wire import (
+    HotKeys as HotKeysArgs,
 )
 
 if TYPE_CHECKING:
@@ -457,6 +461,14 @@ class Client(Pagers):
 
     def check_counts(self, *, repair: bool = False) -> list[CountMismatch]:
         result: list[CountMismatch] = self._call("check_counts", CheckCounts(repair))
+        return result
+
+    def cache_stats(self) -> CacheStats | None:
+        result: CacheStats | None = self._call("cache_stats", NoArgs())
+        return result
+
+    def hot_keys(self, n: int = 20) -> list[HotKey]:
+        result: list[HotKey] = self._call("hot_keys", HotKeysArgs(n))
         return result
 
     def check_inverses(self, *, repair: bool = False) -> list[HangingEdge]:

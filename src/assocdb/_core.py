@@ -24,11 +24,14 @@ import time as _time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from ._applier import Applier, RetryPolicy, encode, replay
 from ._backend import Backend, CountMismatch
+from ._cache import Cache, CacheConfig, CacheStats, HotKey
 from ._clock import HybridClock
-from ._errors import AssocdbError, UnknownType
+from ._errors import AssocdbError, InvalidRequest, UnknownType
+from ._ids import shard_of
 from ._journal import Journal
 from ._ops import NodeJob, Operation, Rows, Stored, resolve
 from ._records import WriteResult
@@ -49,15 +52,17 @@ class GraphCore:
         sync: bool = True,
         retry: RetryPolicy | None = None,
         clock: HybridClock | None = None,
+        cache: CacheConfig | None = None,
     ) -> None:
         self._backend = backend
+        self._cache = None if cache is None else Cache(cache)
         self._shards = backend.shards
         self._clock = clock or HybridClock()
         self._schema = self._read_schema()
         self._schema_read_at = float("-inf")  # the first unknown type always re-reads
         self._journal = journal
         self._sync = sync
-        self._applier = Applier(backend, journal, retry)
+        self._applier = Applier(backend, journal, retry, cache=self._cache)
         replay(self._applier, journal)
         self._applier.start()
 
@@ -92,7 +97,33 @@ class GraphCore:
 
     def check_counts(self, *, repair: bool = False) -> list[CountMismatch]:
         """Compare every stored count with a recount of the edges; optionally fix them."""
-        return [m for shard in range(self._shards) for m in self._backend.recount(shard, repair)]
+        found = [m for shard in range(self._shards) for m in self._backend.recount(shard, repair)]
+        if repair and found:
+            self._forget()
+        return found
+
+    def cache_stats(self) -> CacheStats | None:
+        """Hits, misses, fills, evictions and memory of the in-process cache (None if off)."""
+        return None if self._cache is None else self._cache.stats()
+
+    def hot_keys(self, n: int = 20) -> list[HotKey]:
+        """The hottest cache keys, with their shard and estimated requests per second."""
+        if type(n) is not int or not 0 < n <= 1000:
+            raise InvalidRequest(f"n must be an integer from 1 to 1,000, got {n!r}")
+        if self._cache is None:
+            return []
+        hot = []
+        for key, rate in self._cache.hot.top(n):
+            parts: tuple[Any, ...] = key  # type: ignore[assignment]
+            kind, id = parts[0], parts[1]
+            atype = parts[2] if len(parts) > 2 else None
+            hot.append(HotKey(kind, id, atype, shard_of(id, self._shards), round(rate, 1)))
+        return hot
+
+    def _forget(self) -> None:
+        """Drop everything cached: rows changed behind the cache's back (bulk load, repairs)."""
+        if self._cache is not None:
+            self._cache.invalidate()
 
     # -- schema ----------------------------------------------------------------
 

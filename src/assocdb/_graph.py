@@ -18,6 +18,7 @@ from ._applier import RetryPolicy
 from ._assoc_reads import AssocReadsAPI
 from ._assoc_writes import AssocWritesAPI
 from ._backend import Backend
+from ._cache import CacheConfig
 from ._checks import ChecksAPI
 from ._clock import HybridClock
 from ._journal import Journal
@@ -54,9 +55,10 @@ class Graph(
         sync: bool = True,
         retry: RetryPolicy | None = None,
         clock: HybridClock | None = None,
+        cache: CacheConfig | None = None,
     ) -> None:
         self._ids = _IdBlocks(backend)
-        super().__init__(backend, journal, sync=sync, retry=retry, clock=clock)
+        super().__init__(backend, journal, sync=sync, retry=retry, clock=clock, cache=cache)
 
     def __enter__(self) -> Graph:
         return self

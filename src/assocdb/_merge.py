@@ -96,12 +96,13 @@ def obj_rank(row: ObjRow) -> tuple[int, int, int, int, bytes]:
 
 def merge_edges(
     current: Mapping[EdgeKey, EdgeTuple], writes: Iterable[EdgeTuple]
-) -> tuple[list[EdgeTuple], dict[CountKey, int]]:
+) -> tuple[list[tuple[EdgeTuple | None, EdgeTuple]], dict[CountKey, int]]:
     """Fold `writes` into the `current` rows of their keys.
 
-    Returns the rows to store (only those that changed) and the count deltas
-    per (id1, atype, state) that storing them implies (zeros left out).
-    `current` must hold the stored row of every written key that exists.
+    Returns the changes, `(stored row or None, new row)` for each key whose
+    row changed, and the count deltas per (id1, atype, state) that storing
+    them implies (zeros left out). `current` must hold the stored row of
+    every written key that exists.
     """
     # The winner among the writes first (max is associative), then against
     # the stored row: each key is compared with its stored row only once.
@@ -111,7 +112,7 @@ def merge_edges(
         best = winners.get(key)
         if best is None or edge_rank(row) > edge_rank(best):
             winners[key] = row
-    changed: list[EdgeTuple] = []
+    changed: list[tuple[EdgeTuple | None, EdgeTuple]] = []
     deltas: dict[CountKey, int] = {}
     get = deltas.get
     for key, row in winners.items():
@@ -125,7 +126,7 @@ def merge_edges(
             new, gone = (key[0], key[1], row[3]), (key[0], key[1], old[3])
             deltas[gone] = get(gone, 0) - 1
             deltas[new] = get(new, 0) + 1
-        changed.append(row)
+        changed.append((old, row))
     return changed, {key: n for key, n in deltas.items() if n}
 
 
@@ -142,6 +143,17 @@ def merge_nodes(
         if best is None or (row[3], row[2]) > (best[3], best[2]):
             winners[key] = row
     return list(winners.values())
+
+
+class Changes(NamedTuple):
+    """What one `Backend.apply` changed: the cache applies these in place."""
+
+    edges: list[tuple[EdgeTuple | None, EdgeTuple]]  # (stored before, stored now)
+    objects: list[ObjRow]
+    nodes: list[NodeRow]
+
+
+NO_CHANGES = Changes([], [], [])
 
 
 def merge_objects(current: Mapping[int, ObjRow], writes: Iterable[ObjRow]) -> list[ObjRow]:

@@ -60,10 +60,15 @@ class ObjectsAPI(GraphCore):
     def obj_get(self, id: int) -> Obj | None:
         """The object with this id, or None if there is none (or it was deleted)."""
         id = check_id(id)
-        rows = self._backend.objects(shard_of(id, self._shards), [id])
-        if not rows or rows[0].state == _REMOVED:
+        shard = shard_of(id, self._shards)
+
+        def load() -> ObjRow | None:
+            rows = self._backend.objects(shard, [id])
+            return rows[0] if rows else None
+
+        row = load() if self._cache is None else self._cache.obj(id, load)
+        if row is None or row.state == _REMOVED:
             return None
-        row = rows[0]
         name = self._otype_name(row.otype)
         return Obj(row.id, name, _json.decode(row.data), row.version, row.updated_at)
 

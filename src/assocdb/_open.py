@@ -7,10 +7,13 @@ from typing import Any
 
 from ._applier import RetryPolicy
 from ._backend import Backend
+from ._cache import CacheConfig
 from ._errors import InvalidRequest
 from ._graph import Graph
 from ._journal import Journal
 from ._sqlite import SQLiteBackend
+
+DEFAULT_CACHE = CacheConfig()
 
 
 def open_graph(
@@ -22,6 +25,7 @@ def open_graph(
     journal: str | Path | None = None,
     timeout: float = 2.0,
     retry: RetryPolicy | None = None,
+    cache: CacheConfig | None = DEFAULT_CACHE,
 ) -> Graph:
     """Open the graph stored in directory `path`, creating it if needed.
 
@@ -35,6 +39,9 @@ def open_graph(
       ":memory:" keeps it in memory, for throwaway graphs only).
     * `timeout` is how long a statement may wait for a locked shard before
       the shard counts as unavailable.
+    * `cache` sizes the in-process cache (None turns it off). Writes of this
+      process are always read back; other processes' writes show within the
+      cache's `max_age` (10 s by default).
 
     Unfinished writes left by a crash are applied before this returns.
 
@@ -42,7 +49,7 @@ def open_graph(
     """
     backend = SQLiteBackend.open(path, shards, busy_timeout=timeout)
     journal_file = Path(path) / "journal.db" if journal is None else journal
-    graph = Graph(backend, Journal(journal_file), sync=sync, retry=retry)
+    graph = Graph(backend, Journal(journal_file), sync=sync, retry=retry, cache=cache)
     if schema is not None:
         graph.load_schema(schema)
     return graph

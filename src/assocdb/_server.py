@@ -30,6 +30,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from ._auth import Tokens
+from ._cache import CacheConfig
 from ._errors import AssocdbError, DataTooLarge, InvalidRequest, NotFound, Timeout, Unavailable
 from ._graph import Graph
 from ._metrics import Metrics
@@ -277,7 +278,10 @@ def app_from_env() -> Starlette:
     from ._open import open_graph
 
     config = msgspec.json.decode(os.environ["ASSOCDB_SERVE"].encode())
-    graph = open_graph(config["path"], sync=config["sync"])
+    cache = None
+    if config["cache_bytes"]:
+        cache = CacheConfig(max_bytes=config["cache_bytes"], max_age=config["cache_max_age"])
+    graph = open_graph(config["path"], sync=config["sync"], cache=cache)
     inline = graph._backend.spec().get("kind") == "sqlite"
     limits = Limits(config["max_body"], config["max_batch"], config["deadline"], inline)
     app = create_app(graph, Tokens.load(config.get("tokens_file")), limits)

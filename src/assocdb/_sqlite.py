@@ -34,6 +34,7 @@ from typing import Any
 from ._backend import CountMismatch, EdgeScan, Id2Row, ListRow, Tracer, map_driver_error
 from ._errors import InvalidRequest, Unavailable
 from ._merge import (
+    Changes,
     EdgeKey,
     EdgeRow,
     EdgeTuple,
@@ -227,7 +228,10 @@ class SQLiteBackend:
         edges: Sequence[EdgeTuple],
         objects: Sequence[ObjRow],
         nodes: Sequence[NodeRow] = (),
-    ) -> None:
+    ) -> Changes:
+        changed_edges: list[tuple[EdgeTuple | None, EdgeTuple]] = []
+        changed_objects: list[ObjRow] = []
+        changed_nodes: list[NodeRow] = []
         with self._transaction(shard):
             if nodes:
                 stored = self.node_states(shard, [(row[0], row[1]) for row in nodes])
@@ -236,18 +240,19 @@ class SQLiteBackend:
                     self._run(shard, _UPSERT_NODE, changed_nodes, many=True)
             if edges:
                 current = self._current_edges(shard, edges)
-                rows, deltas = merge_edges(current, edges)
-                if rows:
-                    self._run(shard, _UPSERT_EDGE, rows, many=True)
+                changed_edges, deltas = merge_edges(current, edges)
+                if changed_edges:
+                    self._run(shard, _UPSERT_EDGE, [new for _, new in changed_edges], many=True)
                 if deltas:
                     counts = [(*key, n) for key, n in deltas.items()]
                     self._run(shard, _ADD_COUNT, counts, many=True)
             if objects:
                 ids = [row[0] for row in objects]
                 current_objects = {row[0]: row for row in self.objects(shard, ids)}
-                changed = merge_objects(current_objects, objects)
-                if changed:
-                    self._run(shard, _UPSERT_OBJ, changed, many=True)
+                changed_objects = merge_objects(current_objects, objects)
+                if changed_objects:
+                    self._run(shard, _UPSERT_OBJ, changed_objects, many=True)
+        return Changes(changed_edges, changed_objects, changed_nodes)
 
     def _current_edges(self, shard: int, writes: Sequence[EdgeTuple]) -> dict[EdgeKey, EdgeTuple]:
         lists: dict[tuple[int, int], set[int]] = {}  # (id1, atype) -> id2s

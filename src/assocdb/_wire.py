@@ -21,6 +21,7 @@ import msgspec
 
 from . import _errors
 from ._backend import CountMismatch
+from ._cache import CacheStats, HotKey
 from ._checks import HangingEdge
 from ._errors import AssocdbError, InvalidRequest
 from ._journal import JobState
@@ -257,6 +258,10 @@ class CheckCounts(Args):
     repair: bool = False
 
 
+class HotKeys(Args):
+    n: Int64 = 20
+
+
 class BulkLoad(Args):
     edges: list[list[Any]]
 
@@ -316,6 +321,8 @@ METHODS: dict[str, Method] = {
         Method("drain", Drain, bool, "admin"),
         Method("check_counts", CheckCounts, list[CountMismatch], "admin"),
         Method("check_inverses", CheckCounts, list[HangingEdge], "admin"),
+        Method("cache_stats", NoArgs, CacheStats | None, "admin"),
+        Method("hot_keys", HotKeys, list[HotKey], "admin"),
     ]
 }
 

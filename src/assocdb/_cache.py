@@ -1,0 +1,432 @@
+"""The graph-aware cache, tier 1: in-process, memory-bounded, write-through.
+
+It keeps what TAO's cache kept, in the forms the queries need:
+
+* per list `(id1, atype)`: the counts per state, and the newest prefix of
+  its visible (normal) edges, up to `prefix` entries, as a PackedList (about
+  20 bytes an edge) plus the data of the edges that have any; `complete`
+  says the prefix is the whole list;
+* per object: its row, or a negative entry ("no such object").
+
+A read asks a list entry to answer (`ListEntry.range`, `.time_range`,
+`.scan`, `.get`); the entry answers when its contents cover the query (a
+range within the prefix, anything of a complete prefix, anything at all when
+the count is zero) and says None otherwise, and the read goes to the shard.
+Misses are filled from the shard; concurrent misses on one key share one
+fill (no thundering herd).
+
+Writes keep entries exact: every applied leg reports its changes (old and
+new row), and `apply` updates cached entries in place: remove the old entry
+from the prefix, insert the new one if it is visible and falls within the
+prefix, adjust the counts. A write that lands while a fill of the same key is
+in flight marks the fill stale, and a stale fill is not installed: a slow
+fill never hides a newer write. So a process always reads its own writes.
+
+Writes of other processes are seen through tier 2 (Redis invalidations) or,
+without it, after `max_age` seconds at most: older entries are refilled.
+
+Memory is bounded in bytes with LRU eviction; the hottest keys (`HotKeys`)
+are spared when they come up for eviction.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import msgspec
+
+from ._backend import ListRow
+from ._chunks import Entry, PackedList
+from ._cursor import Seek
+from ._hotkeys import HotKeys
+from ._merge import Changes, ObjRow, State
+
+_NORMAL = State.NORMAL
+_ENTRY_BYTES = 240  # an entry's own objects, its dict slot and key
+_DATA_BYTES = 90  # a cached data blob's object and dict slot, besides its bytes
+_SMALL_GET = 256  # assoc_get scans a complete prefix up to this size
+_WAITED = object()  # a fill another thread did: read the cache again
+MISSING: Any = object()  # a negative entry: "no such object"
+
+ListKey = tuple[int, int]
+
+
+class CacheConfig(msgspec.Struct, frozen=True):
+    """How much to cache.
+
+    `max_bytes` bounds the cache's memory; `prefix` is how many of the newest
+    edges of a list are kept; `max_age` is how long an entry is used before
+    it is refilled (writes of other processes are seen within that time, or
+    sooner when tier 2 delivers invalidations).
+    """
+
+    max_bytes: int = 128 << 20
+    prefix: int = 1000
+    max_age: float = 10.0
+
+
+class CacheStats(msgspec.Struct, frozen=True):
+    """Tier-1 counters since the graph was opened."""
+
+    hits: int
+    misses: int
+    fills: int
+    stale_fills: int
+    evictions: int
+    entries: int
+    bytes: int
+    hit_rate: float
+
+
+class HotKey(msgspec.Struct, frozen=True):
+    """A hot cache key: a list (`atype` set) or an object, where it lives, how hot."""
+
+    kind: str
+    id: int
+    atype: int | None
+    shard: int
+    per_second: float
+
+
+class ListEntry:
+    """What is cached of one list, and the queries it can answer."""
+
+    __slots__ = ("born", "complete", "counts", "data", "nbytes", "prefix")
+
+    def __init__(self) -> None:
+        self.counts: list[int] | None = None  # per state number
+        self.prefix: PackedList | None = None
+        self.complete = False
+        self.data: dict[int, bytes] = {}
+        self.born = time.monotonic()
+        self.nbytes = _ENTRY_BYTES
+
+    def measure(self) -> int:
+        prefix = 0 if self.prefix is None else self.prefix.nbytes() + 96 * len(self.prefix._chunks)
+        data = sum(len(b) + _DATA_BYTES for b in self.data.values())
+        self.nbytes = _ENTRY_BYTES + prefix + data
+        return self.nbytes
+
+    def empty(self) -> bool:
+        """The list is known to have no visible edge."""
+        return (self.counts is not None and self.counts[_NORMAL] == 0) or (
+            self.complete and self.prefix is not None and len(self.prefix) == 0
+        )
+
+    def range(self, pos: int, limit: int) -> list[Entry] | None:
+        """Entries pos..pos+limit-1, if cached."""
+        if self.empty():
+            return []
+        prefix = self.prefix
+        if prefix is None or not (self.complete or pos + limit <= len(prefix)):
+            return None
+        return prefix.slice(pos, pos + limit)
+
+    def time_range(self, high: int, low: int, limit: int) -> list[Entry] | None:
+        """Up to `limit` entries with low <= time <= high, if cached."""
+        if self.empty():
+            return []
+        prefix = self.prefix
+        if prefix is None:
+            return None
+        found: list[Entry] = []
+        for entry in prefix.iter_after((high, 2**63), True):
+            if entry[0] < low or len(found) == limit:
+                return found  # the prefix reaches past the range: it is all here
+            found.append(entry)
+        return found if self.complete or len(found) == limit else None
+
+    def scan(self, seek: Seek, n: int) -> list[Entry] | None:
+        """A page scan (see `_cursor`), if cached."""
+        if self.empty():
+            return []
+        prefix = self.prefix
+        if prefix is None:
+            return None
+        if seek.boundary is None:
+            return prefix.slice(0, n) if self.complete or n <= len(prefix) else None
+        key = (seek.boundary[0], seek.boundary[1])
+        if seek.forward:
+            found = prefix.after(key, seek.inclusive, n)
+            return found if self.complete or len(found) == n else None
+        last = prefix.last()
+        if self.complete or (last is not None and key >= last):
+            return prefix.before(key, seek.inclusive, n)
+        return None
+
+    def get(self, id2s: Sequence[int]) -> list[Entry] | None:
+        """The visible entries of these id2s, if the whole (small) list is cached."""
+        if self.empty():
+            return []
+        prefix = self.prefix
+        if prefix is None or not self.complete or len(prefix) > _SMALL_GET:
+            return None
+        wanted = set(id2s)
+        return [entry for entry in prefix if entry[1] in wanted]
+
+
+class _Fill:
+    __slots__ = ("done", "stale")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.stale = False
+
+
+class Cache:
+    """Tier 1. Thread-safe; the Graph consults it before the backend."""
+
+    def __init__(self, config: CacheConfig | None = None) -> None:
+        self.config = config or CacheConfig()
+        self._lists: OrderedDict[ListKey, ListEntry] = OrderedDict()
+        self._objects: OrderedDict[int, tuple[Any, float]] = OrderedDict()
+        self._fills: dict[tuple[str, Any], _Fill] = {}
+        self._lock = threading.RLock()
+        self.hot = HotKeys()
+        self.bytes = 0
+        self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
+
+    # -- reads ------------------------------------------------------------------------
+
+    def counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
+        """The list's counts per state number (filled on a miss)."""
+        self.hot.seen(("list", *key))
+        with self._lock:
+            entry = self._fresh_list(key)
+            if entry is not None and entry.counts is not None:
+                self.hits += 1
+                return list(entry.counts)
+        loaded = self._fill(("counts", key), load)
+        if loaded is _WAITED:
+            return self.counts(key, load)
+        return [loaded.get(s, 0) for s in range(4)]
+
+    def known_counts(self, key: ListKey) -> list[int] | None:
+        """The list's counts if they are cached (no fill)."""
+        with self._lock:
+            entry = self._fresh_list(key)
+            return None if entry is None or entry.counts is None else list(entry.counts)
+
+    @contextmanager
+    def listed(
+        self, key: ListKey, load: Callable[[int], Sequence[ListRow]]
+    ) -> Iterator[ListEntry | None]:
+        """The list's entry, its prefix filled on a miss, locked while in use.
+
+        None when it could not be cached (a write raced the fill): read the shard.
+        """
+        self.hot.seen(("list", *key))
+        with self._lock:
+            entry = self._fresh_list(key)
+            if entry is not None and (entry.prefix is not None or entry.empty()):
+                self.hits += 1
+                yield entry
+                return
+        cap = self.config.prefix
+        self._fill(("prefix", key), lambda: load(cap + 1))
+        with self._lock:
+            entry = self._lists.get(key)
+            yield entry if entry is not None and entry.prefix is not None else None
+
+    def data(self, key: ListKey, id2: int) -> bytes | None:
+        """The cached data of one edge of a list's prefix (call within `listed`)."""
+        entry = self._lists.get(key)
+        return None if entry is None else entry.data.get(id2)
+
+    def obj(self, id: int, load: Callable[[], ObjRow | None]) -> ObjRow | None:
+        """The object row (filled on a miss); None if there is none."""
+        self.hot.seen(("object", id))
+        with self._lock:
+            found = self._objects.get(id)
+            if found is not None and time.monotonic() - found[1] < self.config.max_age:
+                self._objects.move_to_end(id)
+                self.hits += 1
+                return None if found[0] is MISSING else found[0]
+        row = self._fill(("object", id), load)
+        if row is _WAITED:
+            return self.obj(id, load)
+        return row  # type: ignore[no-any-return]
+
+    # -- fills --------------------------------------------------------------------------
+
+    def _fill(self, ticket_key: tuple[str, Any], load: Callable[[], Any]) -> Any:
+        """Load on a miss and install the result, unless a write made it stale.
+
+        A concurrent miss of the same key waits for this load instead of
+        issuing its own, then gets _WAITED and reads the cache again.
+        """
+        with self._lock:
+            self.misses += 1
+            ongoing = self._fills.get(ticket_key)
+            if ongoing is None:
+                ticket = self._fills[ticket_key] = _Fill()
+        if ongoing is not None:
+            ongoing.done.wait()
+            return load() if ongoing.stale else _WAITED
+        try:
+            value = load()
+        except BaseException:
+            with self._lock:
+                del self._fills[ticket_key]
+            ticket.stale = True
+            ticket.done.set()
+            raise
+        with self._lock:
+            del self._fills[ticket_key]
+            self.fills += 1
+            if ticket.stale:
+                self.stale_fills += 1  # a write landed meanwhile: do not install
+            else:
+                self._install(ticket_key, value)
+        ticket.done.set()
+        return value
+
+    def _install(self, ticket_key: tuple[str, Any], value: Any) -> None:
+        kind, key = ticket_key
+        if kind == "object":
+            self._objects[key] = (MISSING if value is None else value, time.monotonic())
+            self._objects.move_to_end(key)
+            self.bytes += _object_bytes(value)
+        else:
+            entry = self._fresh_list(key)
+            if entry is None:
+                entry = self._lists[key] = ListEntry()
+                self.bytes += entry.nbytes
+            if kind == "counts":
+                entry.counts = [value.get(s, 0) for s in range(4)]
+            else:
+                cap = self.config.prefix
+                entry.complete = len(value) <= cap
+                rows = value[:cap]
+                entry.prefix = PackedList((r[1], r[0], r[2]) for r in rows)
+                entry.data = {r[0]: r[3] for r in rows if r[3] is not None}
+            self.bytes -= entry.nbytes
+            self.bytes += entry.measure()
+        self._evict()
+
+    def _fresh_list(self, key: ListKey) -> ListEntry | None:
+        entry = self._lists.get(key)
+        if entry is None:
+            return None
+        if time.monotonic() - entry.born >= self.config.max_age:
+            self._drop_list(key)
+            return None
+        self._lists.move_to_end(key)
+        return entry
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def apply(self, changes: Changes) -> None:
+        """Bring cached entries up to date with what a leg changed."""
+        with self._lock:
+            for old, new in changes.edges:
+                key = (new[0], new[1])
+                self._stale(("counts", key))
+                self._stale(("prefix", key))
+                entry = self._lists.get(key)
+                if entry is not None:
+                    self._apply_edge(entry, old, new)
+                    self.bytes -= entry.nbytes
+                    self.bytes += entry.measure()
+            for row in changes.objects:
+                self._stale(("object", row.id))
+                found = self._objects.get(row.id)
+                if found is not None:
+                    self.bytes -= _object_bytes(found[0])
+                    value = MISSING if row.state == State.REMOVED else row
+                    self._objects[row.id] = (value, found[1])
+                    self.bytes += _object_bytes(value)
+            self._evict()
+
+    def _apply_edge(self, entry: ListEntry, old: Any, new: Any) -> None:
+        if entry.counts is not None:
+            if old is not None:
+                entry.counts[old[3]] -= 1
+            entry.counts[new[3]] += 1
+        prefix = entry.prefix
+        if prefix is None:
+            return
+        id2 = new[2]
+        if old is not None and old[3] == _NORMAL:
+            prefix.remove((old[4], id2))
+            entry.data.pop(id2, None)
+        if new[3] == _NORMAL:
+            last = prefix.last()
+            if entry.complete or (last is not None and (new[4], id2) > last):
+                prefix.insert((new[4], id2, new[5]))
+                if new[6] is not None:
+                    entry.data[id2] = new[6]
+                if len(prefix) > self.config.prefix:
+                    _, dropped, _ = prefix.pop_last()
+                    entry.data.pop(dropped, None)
+                    entry.complete = False
+        if not entry.complete and len(prefix) == 0:
+            entry.prefix = None  # an empty prefix of a longer list tells nothing
+
+    def _stale(self, ticket_key: tuple[str, Any]) -> None:
+        ongoing = self._fills.get(ticket_key)
+        if ongoing is not None:
+            ongoing.stale = True
+
+    def invalidate(self, keys: Sequence[tuple[str, Any]] | None = None) -> None:
+        """Forget these entries (("list", (id1, atype)) or ("object", id)), or all of them."""
+        with self._lock:
+            for fill in self._fills.values():
+                fill.stale = True
+            if keys is None:
+                self._lists.clear()
+                self._objects.clear()
+                self.bytes = 0
+                return
+            for kind, key in keys:
+                if kind == "object":
+                    found = self._objects.pop(key, None)
+                    if found is not None:
+                        self.bytes -= _object_bytes(found[0])
+                else:
+                    self._drop_list(key)
+
+    # -- memory ---------------------------------------------------------------------------
+
+    def _drop_list(self, key: ListKey) -> None:
+        entry = self._lists.pop(key, None)
+        if entry is not None:
+            self.bytes -= entry.nbytes
+
+    def _evict(self) -> None:
+        spared = 0
+        while self.bytes > self.config.max_bytes and (self._lists or self._objects):
+            if self._lists and (not self._objects or len(self._lists) >= len(self._objects)):
+                key = next(iter(self._lists))
+                if spared < 8 and self.hot.is_hot(("list", *key)):
+                    self._lists.move_to_end(key)  # the hottest lists stay longer
+                    spared += 1
+                    continue
+                self._drop_list(key)
+            else:
+                _, (row, _) = self._objects.popitem(last=False)
+                self.bytes -= _object_bytes(row)
+            self.evictions += 1
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            lookups = self.hits + self.misses
+            return CacheStats(
+                self.hits,
+                self.misses,
+                self.fills,
+                self.stale_fills,
+                self.evictions,
+                len(self._lists) + len(self._objects),
+                self.bytes,
+                round(self.hits / lookups, 4) if lookups else 0.0,
+            )
+
+
+def _object_bytes(row: Any) -> int:
+    return _ENTRY_BYTES + (0 if row is None or row is MISSING else len(row.data))
