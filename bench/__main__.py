@@ -5,6 +5,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench journal
     python -m bench flockdb [followers]        (default 1,000,000)
     python -m bench http                       (needs wrk)
+    python -m bench cache                      (needs Redis)
     python -m bench linkbench [options]        (--help for them)
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from . import flockdb, foundation, http, journal
+from . import cache, flockdb, foundation, http, journal
 from .linkbench import cli as linkbench
 
 #: name -> (run with these options, options of the quick run-them-all pass)
@@ -22,6 +23,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "journal": (lambda args: journal.main(), []),
     "flockdb": (flockdb.main, ["100000"]),
     "http": (lambda args: http.main(), []),
+    "cache": (lambda args: cache.main(), []),
     "linkbench": (linkbench.main, ["--preset", "tiny"]),
 }
 

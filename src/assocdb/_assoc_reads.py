@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import repeat
 from typing import Any
 
 from . import _cursor, _json
 from ._backend import EdgeScan, ListRow
-from ._cache import ListEntry
+from ._cache import Cache, ListEntry
 from ._chunks import Entry
 from ._core import GraphCore
 from ._errors import InvalidRequest
@@ -109,11 +110,11 @@ class AssocReadsAPI(GraphCore):
         if type(pos) is not int or not 0 <= pos <= 2**62:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
         limit = _limit(limit, kind)
-        rows = self._from_cache(id1, kind, lambda e: e.range(pos, limit), pos + limit)
-        if rows is None:
-            scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, offset=pos)
-            rows = self._scan(id1, scan)
-        return self._assocs(id1, kind, rows)
+        cached = self._columns_from_cache(id1, kind, pos, limit)
+        if cached is not None:
+            return cached
+        scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, offset=pos)
+        return self._assocs(id1, kind, self._scan(id1, scan))
 
     def assoc_time_range(
         self, id1: int, atype: str, high: int, low: int, limit: int = 50
@@ -159,6 +160,50 @@ class AssocReadsAPI(GraphCore):
     def _scan(self, id1: int, query: EdgeScan) -> list[ListRow]:
         return self._backend.scan(shard_of(id1, self._shards), query)
 
+    def _columns_from_cache(
+        self, id1: int, kind: AssocType, pos: int, limit: int
+    ) -> list[Assoc] | None:
+        """assoc_range from the cache, built column-wise (the hot path of a cached read)."""
+        cache = self._cache
+        if cache is None or not self._cache_may_answer(cache, (id1, kind.id), pos + limit):
+            return None
+        with cache.listed((id1, kind.id), self._prefix_loader(id1, kind)) as entry:
+            columns = None if entry is None else entry.range(pos, limit)
+            if columns is None:
+                return None
+            id2s, times, stamps = columns
+            datas: Any = repeat(None)
+            if entry.data:  # type: ignore[union-attr]
+                datas = [_data(entry.data.get(i)) for i in id2s]  # type: ignore[union-attr]
+        n = len(id2s)
+        return list(
+            map(
+                Assoc,
+                repeat(id1, n),
+                repeat(kind.name),
+                id2s,
+                times,
+                repeat("normal"),
+                stamps,
+                datas,
+            )
+        )
+
+    def _cache_may_answer(self, cache: Cache, key: tuple[int, int], need: int) -> bool:
+        """False when a filled prefix could not answer (the read needs more than it holds)."""
+        if need <= cache.config.prefix:
+            return True
+        counts = cache.known_counts(key)
+        return counts is not None and counts[_NORMAL] <= cache.config.prefix
+
+    def _prefix_loader(self, id1: int, kind: AssocType) -> Callable[[int], list[ListRow]]:
+        shard = shard_of(id1, self._shards)
+
+        def load(n: int) -> list[ListRow]:
+            return self._backend.scan(shard, EdgeScan(id1, kind.id, _NORMAL, _cursor.START, n))
+
+        return load
+
     def _from_cache(
         self,
         id1: int,
@@ -172,19 +217,10 @@ class AssocReadsAPI(GraphCore):
         needs more than the prefix holds goes to the shard without the detour.
         """
         cache = self._cache
-        if cache is None:
-            return None
         key = (id1, kind.id)
-        if need > cache.config.prefix:
-            counts = cache.known_counts(key)
-            if counts is None or counts[_NORMAL] > cache.config.prefix:
-                return None
-        shard = shard_of(id1, self._shards)
-
-        def load(n: int) -> list[ListRow]:
-            return self._backend.scan(shard, EdgeScan(id1, kind.id, _NORMAL, _cursor.START, n))
-
-        with cache.listed(key, load) as entry:
+        if cache is None or not self._cache_may_answer(cache, key, need):
+            return None
+        with cache.listed(key, self._prefix_loader(id1, kind)) as entry:
             found = None if entry is None else ask(entry)
             if found is None:
                 return None
@@ -192,11 +228,25 @@ class AssocReadsAPI(GraphCore):
             return [(id2, time, ua, data.get(id2)) for time, id2, ua in found]
 
     def _assocs(self, id1: int, kind: AssocType, rows: list[ListRow]) -> list[Assoc]:
-        name = kind.name
-        return [
-            Assoc(id1, name, id2, time, "normal", ua, None if data is None else _json.decode(data))
-            for id2, time, ua, data in rows
-        ]
+        if not rows:
+            return []
+        n = len(rows)
+        id2s, times, stamps, datas = zip(*rows, strict=True)
+        decoded: Any = repeat(None)
+        if any(d is not None for d in datas):
+            decoded = [None if d is None else _json.decode(d) for d in datas]
+        return list(
+            map(
+                Assoc,
+                repeat(id1, n),
+                repeat(kind.name),
+                id2s,
+                times,
+                repeat("normal"),
+                stamps,
+                decoded,
+            )
+        )
 
 
 def state_code(state: object) -> int:

@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 
 from ._backend import ListRow
-from ._chunks import Entry, PackedList
+from ._chunks import Columns, Entry, PackedList
 from ._cursor import Seek
 from ._hotkeys import HotKeys
 from ._merge import Changes, ObjRow, State
@@ -118,14 +118,14 @@ class ListEntry:
             self.complete and self.prefix is not None and len(self.prefix) == 0
         )
 
-    def range(self, pos: int, limit: int) -> list[Entry] | None:
+    def range(self, pos: int, limit: int) -> Columns | None:
         """Entries pos..pos+limit-1, if cached."""
         if self.empty():
-            return []
+            return _NO_COLUMNS
         prefix = self.prefix
         if prefix is None or not (self.complete or pos + limit <= len(prefix)):
             return None
-        return prefix.slice(pos, pos + limit)
+        return prefix.columns(pos, pos + limit)
 
     def time_range(self, high: int, low: int, limit: int) -> list[Entry] | None:
         """Up to `limit` entries with low <= time <= high, if cached."""
@@ -149,11 +149,12 @@ class ListEntry:
         if prefix is None:
             return None
         if seek.boundary is None:
-            return prefix.slice(0, n) if self.complete or n <= len(prefix) else None
+            return _rows(prefix.columns(0, n)) if self.complete or n <= len(prefix) else None
         key = (seek.boundary[0], seek.boundary[1])
         if seek.forward:
-            found = prefix.after(key, seek.inclusive, n)
-            return found if self.complete or len(found) == n else None
+            start = prefix.index(key, seek.inclusive)
+            found = prefix.columns(start, start + n)
+            return _rows(found) if self.complete or len(found[0]) == n else None
         last = prefix.last()
         if self.complete or (last is not None and key >= last):
             return prefix.before(key, seek.inclusive, n)
@@ -168,6 +169,14 @@ class ListEntry:
             return None
         wanted = set(id2s)
         return [entry for entry in prefix if entry[1] in wanted]
+
+
+_NO_COLUMNS: Columns = ([], [], [])
+
+
+def _rows(columns: Columns) -> list[Entry]:
+    id2s, times, stamps = columns
+    return list(zip(times, id2s, stamps, strict=True))
 
 
 class _Fill:

@@ -20,11 +20,14 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
+from itertools import repeat
+from operator import add, mul
 
 CHUNK = 256  # entries per chunk, at most
 _I32 = (-(2**31), 2**31 - 1)
 
 Key = tuple[int, int]  # (time, id2)
+Columns = tuple[list[int], list[int], list[int]]  # (id2s, times, updated_ats)
 Entry = tuple[int, int, int]  # (time, id2, updated_at)
 
 
@@ -167,6 +170,37 @@ class PackedList:
             return None
         chunk = self._chunks[-1]
         return chunk.key(len(chunk) - 1)
+
+    def columns(self, start: int, stop: int) -> Columns:
+        """Entries start..stop-1 as columns (id2s, times, updated_ats), sliced in C."""
+        id2s: list[int] = []
+        times: list[int] = []
+        stamps: list[int] = []
+        skip, want = start, stop - start
+        for chunk in self._chunks:
+            n = len(chunk)
+            if skip >= n:
+                skip -= n
+                continue
+            end = min(n, skip + want)
+            keys = chunk.keys[2 * skip : 2 * end]
+            chunk_times = keys[0::2]
+            times.extend(chunk_times)
+            id2s.extend(keys[1::2])
+            stamps.extend(map(add, chunk.offsets[skip:end], map(mul, chunk_times, repeat(1000))))
+            want -= end - skip
+            skip = 0
+            if want <= 0:
+                break
+        return id2s, times, stamps
+
+    def index(self, key: Key, inclusive: bool) -> int:
+        """The position of the first entry older than `key` (or equal, if inclusive)."""
+        c, i = self._locate(key)
+        chunks = self._chunks
+        if not inclusive and c < len(chunks) and i < len(chunks[c]) and chunks[c].key(i) == key:
+            i += 1
+        return sum(len(chunk) for chunk in chunks[:c]) + i
 
     def slice(self, start: int, stop: int) -> list[Entry]:
         """Entries start..stop-1 (newest first)."""

@@ -142,7 +142,8 @@ class AssocdbStore:
         return NodeRow(node.id, d["type"], d["version"], d["time"], link_bytes(d["data"]))
 
     def cache_hit_rate(self) -> float | None:
-        return None  # assocdb has no cache yet
+        stats = self.graph.cache_stats()
+        return None if stats is None else stats.hit_rate
 
     def describe(self) -> str:
         return (
