@@ -36,7 +36,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -45,6 +45,9 @@ from ._chunks import Columns, Entry, PackedList
 from ._cursor import Seek
 from ._hotkeys import HotKeys
 from ._merge import Changes, ObjRow, State
+
+if TYPE_CHECKING:
+    from ._redis_tier import RedisTier
 
 _NORMAL = State.NORMAL
 _ENTRY_BYTES = 240  # an entry's own objects, its dict slot and key
@@ -62,12 +65,15 @@ class CacheConfig(msgspec.Struct, frozen=True):
     `max_bytes` bounds the cache's memory; `prefix` is how many of the newest
     edges of a list are kept; `max_age` is how long an entry is used before
     it is refilled (writes of other processes are seen within that time, or
-    sooner when tier 2 delivers invalidations).
+    as soon as tier 2 delivers invalidations). `redis` turns tier 2 on;
+    values there live `redis_ttl` seconds.
     """
 
     max_bytes: int = 128 << 20
     prefix: int = 1000
     max_age: float = 10.0
+    redis: str | None = None  # tier 2, e.g. "redis://127.0.0.1:6379/0"
+    redis_ttl: float = 60.0
 
 
 class CacheStats(msgspec.Struct, frozen=True):
@@ -81,6 +87,9 @@ class CacheStats(msgspec.Struct, frozen=True):
     entries: int
     bytes: int
     hit_rate: float
+    redis_hits: int = 0
+    redis_misses: int = 0
+    redis_failures: int = 0
 
 
 class HotKey(msgspec.Struct, frozen=True):
@@ -190,8 +199,13 @@ class _Fill:
 class Cache:
     """Tier 1. Thread-safe; the Graph consults it before the backend."""
 
-    def __init__(self, config: CacheConfig | None = None) -> None:
+    def __init__(self, config: CacheConfig | None = None, graph_id: str = "graph") -> None:
         self.config = config or CacheConfig()
+        self.tier2: RedisTier | None = None
+        if self.config.redis is not None:
+            from ._redis_tier import RedisTier
+
+            self.tier2 = RedisTier(self.config.redis, graph_id, self.config.redis_ttl, self._remote)
         self._lists: OrderedDict[ListKey, ListEntry] = OrderedDict()
         self._objects: OrderedDict[int, tuple[Any, float]] = OrderedDict()
         self._fills: dict[tuple[str, Any], _Fill] = {}
@@ -278,7 +292,7 @@ class Cache:
             ongoing.done.wait()
             return load() if ongoing.stale else _WAITED
         try:
-            value = load()
+            value = self._load(ticket_key, load)
         except BaseException:
             with self._lock:
                 del self._fills[ticket_key]
@@ -293,6 +307,17 @@ class Cache:
             else:
                 self._install(ticket_key, value)
         ticket.done.set()
+        return value
+
+    def _load(self, ticket_key: tuple[str, Any], load: Callable[[], Any]) -> Any:
+        """From tier 2 if it has the key, else from the shard (offered to tier 2)."""
+        if self.tier2 is None:
+            return load()
+        value, version, found = self.tier2.get(ticket_key)
+        if found:
+            return value
+        value = load()
+        self.tier2.put(ticket_key, value, version)
         return value
 
     def _install(self, ticket_key: tuple[str, Any], value: Any) -> None:
@@ -331,10 +356,12 @@ class Cache:
     # -- writes ---------------------------------------------------------------------------
 
     def apply(self, changes: Changes) -> None:
-        """Bring cached entries up to date with what a leg changed."""
+        """Bring cached entries up to date with what a leg changed (and tell tier 2)."""
+        touched: list[tuple[str, Any]] = []
         with self._lock:
             for old, new in changes.edges:
                 key = (new[0], new[1])
+                touched += [("counts", key), ("prefix", key)]
                 self._stale(("counts", key))
                 self._stale(("prefix", key))
                 entry = self._lists.get(key)
@@ -343,6 +370,7 @@ class Cache:
                     self.bytes -= entry.nbytes
                     self.bytes += entry.measure()
             for row in changes.objects:
+                touched.append(("object", row.id))
                 self._stale(("object", row.id))
                 found = self._objects.get(row.id)
                 if found is not None:
@@ -351,6 +379,8 @@ class Cache:
                     self._objects[row.id] = (value, found[1])
                     self.bytes += _object_bytes(value)
             self._evict()
+        if self.tier2 is not None and touched:
+            self.tier2.invalidate(list(dict.fromkeys(touched)))
 
     def _apply_edge(self, entry: ListEntry, old: Any, new: Any) -> None:
         if entry.counts is not None:
@@ -383,22 +413,39 @@ class Cache:
             ongoing.stale = True
 
     def invalidate(self, keys: Sequence[tuple[str, Any]] | None = None) -> None:
-        """Forget these entries (("list", (id1, atype)) or ("object", id)), or all of them."""
+        """Forget these entries ("counts"/"prefix", (id1, atype)) or ("object", id), or all."""
         with self._lock:
-            for fill in self._fills.values():
-                fill.stale = True
             if keys is None:
+                for fill in self._fills.values():
+                    fill.stale = True
                 self._lists.clear()
                 self._objects.clear()
                 self.bytes = 0
                 return
             for kind, key in keys:
                 if kind == "object":
+                    self._stale((kind, key))
                     found = self._objects.pop(key, None)
                     if found is not None:
                         self.bytes -= _object_bytes(found[0])
                 else:
+                    self._stale(("counts", key))
+                    self._stale(("prefix", key))
                     self._drop_list(key)
+
+    def flush(self) -> None:
+        """Forget everything, in tier 2 and every process too (rows changed around the cache)."""
+        self.invalidate()
+        if self.tier2 is not None:
+            self.tier2.flush()
+
+    def _remote(self, keys: list[tuple[str, Any]] | None) -> None:
+        """Invalidations from other processes, delivered by tier 2."""
+        self.invalidate(keys)
+
+    def close(self) -> None:
+        if self.tier2 is not None:
+            self.tier2.close()
 
     # -- memory ---------------------------------------------------------------------------
 
@@ -425,6 +472,7 @@ class Cache:
     def stats(self) -> CacheStats:
         with self._lock:
             lookups = self.hits + self.misses
+            tier2 = self.tier2
             return CacheStats(
                 self.hits,
                 self.misses,
@@ -434,6 +482,9 @@ class Cache:
                 len(self._lists) + len(self._objects),
                 self.bytes,
                 round(self.hits / lookups, 4) if lookups else 0.0,
+                0 if tier2 is None else tier2.hits,
+                0 if tier2 is None else tier2.misses,
+                0 if tier2 is None else tier2.failures,
             )
 
 

@@ -193,11 +193,17 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
 @click.option(
     "--cache-mb",
     type=click.IntRange(0),
-    help="In-process cache per worker, MiB (0: off). Default: 128 with one worker, off with "
+    help="In-process cache per worker, MiB (0: off). Default: 128 with one worker or with "
+    "--redis, off with "
     "several (their caches would not see each other's writes).",
 )
 @click.option(
     "--cache-max-age", default=10.0, show_default=True, help="Seconds a cache entry lives."
+)
+@click.option(
+    "--redis",
+    envvar="ASSOCDB_REDIS",
+    help="Redis URL for the shared cache tier: invalidations reach every worker and server.",
 )
 def serve(
     directory: str,
@@ -211,6 +217,7 @@ def serve(
     max_batch: int,
     cache_mb: int | None,
     cache_max_age: float,
+    redis: str | None,
 ) -> None:
     """Serve the graph in DIRECTORY over HTTP (JSON; /docs lists the API).
 
@@ -233,7 +240,7 @@ def serve(
         )
     assocdb.open(directory).close()  # create it, replay what a crash left, fail early if broken
     if cache_mb is None:
-        cache_mb = 128 if workers == 1 else 0
+        cache_mb = 128 if workers == 1 or redis else 0
     config = {
         "path": directory,
         "sync": not background,
@@ -243,6 +250,7 @@ def serve(
         "max_batch": max_batch,
         "cache_bytes": cache_mb << 20,
         "cache_max_age": cache_max_age,
+        "redis": redis,
     }
     os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
     if workers > 1:

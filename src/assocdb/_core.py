@@ -21,6 +21,7 @@ every leg has been applied.
 from __future__ import annotations
 
 import time as _time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -55,7 +56,7 @@ class GraphCore:
         cache: CacheConfig | None = None,
     ) -> None:
         self._backend = backend
-        self._cache = None if cache is None else Cache(cache)
+        self._cache = None if cache is None else Cache(cache, self._graph_id())
         self._shards = backend.shards
         self._clock = clock or HybridClock()
         self._schema = self._read_schema()
@@ -75,6 +76,8 @@ class GraphCore:
         """
         self._applier.stop()
         self._journal.close()
+        if self._cache is not None:
+            self._cache.close()
         self._backend.close()
 
     def __enter__(self) -> GraphCore:
@@ -123,7 +126,7 @@ class GraphCore:
     def _forget(self) -> None:
         """Drop everything cached: rows changed behind the cache's back (bulk load, repairs)."""
         if self._cache is not None:
-            self._cache.invalidate()
+            self._cache.flush()
 
     # -- schema ----------------------------------------------------------------
 
@@ -170,6 +173,14 @@ class GraphCore:
             if changed == current or self._backend.swap_meta(_SCHEMA_KEY, raw, changed.to_json()):
                 self._schema = changed
                 return
+
+    def _graph_id(self) -> str:
+        """A stable random id of this graph (keeps graphs apart in a shared Redis)."""
+        while True:
+            stored = self._backend.get_meta("graph_id")
+            if stored is not None:
+                return stored.decode()
+            self._backend.swap_meta("graph_id", None, uuid.uuid4().hex.encode())
 
     def _read_schema(self) -> Schema:
         raw = self._backend.get_meta(_SCHEMA_KEY)

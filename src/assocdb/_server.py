@@ -280,7 +280,9 @@ def app_from_env() -> Starlette:
     config = msgspec.json.decode(os.environ["ASSOCDB_SERVE"].encode())
     cache = None
     if config["cache_bytes"]:
-        cache = CacheConfig(max_bytes=config["cache_bytes"], max_age=config["cache_max_age"])
+        cache = CacheConfig(
+            max_bytes=config["cache_bytes"], max_age=config["cache_max_age"], redis=config["redis"]
+        )
     graph = open_graph(config["path"], sync=config["sync"], cache=cache)
     inline = graph._backend.spec().get("kind") == "sqlite"
     limits = Limits(config["max_body"], config["max_batch"], config["deadline"], inline)
