@@ -245,6 +245,7 @@ def test_health_readiness_metrics_and_docs(server: Server, client: Client) -> No
     assert 'assocdb_operation_seconds_bucket{le="0.0001",operation="assoc_count"}' in metrics
     assert "assocdb_queue_depth 0.0" in metrics
     assert "assocdb_statement_seconds" in metrics
+    assert "assocdb_cache_hit_ratio" in metrics
     document = httpx.get(f"{server.url}/openapi.json").json()
     assert {f"/v1/{name}" for name in METHODS} <= set(document["paths"])
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"

@@ -105,3 +105,17 @@ class _JournalCollector(Collector):
             ("assocdb_shards_down", len(stats.down_shards), "Shards marked down."),
         ):
             yield GaugeMetricFamily(name, text, value=value)
+        cache = self._graph.cache_stats()
+        if cache is not None:
+            for name, value, text in (
+                ("assocdb_cache_hits", cache.hits, "Tier-1 cache hits since start."),
+                ("assocdb_cache_misses", cache.misses, "Tier-1 cache misses since start."),
+                ("assocdb_cache_hit_ratio", cache.hit_rate, "Tier-1 hits / lookups."),
+                ("assocdb_cache_fills", cache.fills, "Cache fills from tier 2 or the shards."),
+                ("assocdb_cache_evictions", cache.evictions, "Tier-1 entries evicted."),
+                ("assocdb_cache_bytes", cache.bytes, "Tier-1 memory, bytes."),
+                ("assocdb_cache_entries", cache.entries, "Tier-1 entries."),
+                ("assocdb_cache_redis_hits", cache.redis_hits, "Tier-2 (Redis) hits."),
+                ("assocdb_cache_redis_failures", cache.redis_failures, "Failed Redis calls."),
+            ):
+                yield GaugeMetricFamily(name, text, value=value)
