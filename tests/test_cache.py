@@ -15,7 +15,7 @@ from assocdb import CacheConfig, Graph
 
 @pytest.fixture
 def graph(tmp_path: Path) -> Iterator[Graph]:
-    g = assocdb.open(tmp_path / "g", shards=4, cache=CacheConfig(prefix=100))
+    g = assocdb.open(tmp_path / "g", shards=4, cache=CacheConfig(prefix=100, admit_after=1))
     g.define_assoc("follows", inverse="followed_by")
     g.define_assoc("likes")
     g.define_object("user")
@@ -102,7 +102,7 @@ def test_writes_update_cached_lists_in_place(graph: Graph) -> None:
 
 
 def test_a_full_prefix_drops_its_oldest_and_stays_correct(tmp_path: Path) -> None:
-    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(prefix=3))
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(prefix=3, admit_after=1))
     g.define_assoc("likes")
     for n in (10, 20, 30):
         g.assoc_add(1, "likes", n, time=n)
@@ -116,7 +116,7 @@ def test_a_full_prefix_drops_its_oldest_and_stays_correct(tmp_path: Path) -> Non
 
 
 def test_an_old_edge_never_jumps_the_gap_of_an_incomplete_prefix(tmp_path: Path) -> None:
-    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(prefix=3))
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(prefix=3, admit_after=1))
     g.define_assoc("likes")
     for n in (10, 20, 30, 40):
         g.assoc_add(1, "likes", n, time=n)
@@ -173,7 +173,9 @@ def test_concurrent_misses_share_one_fill(graph: Graph) -> None:
 
 
 def test_memory_is_bounded(tmp_path: Path) -> None:
-    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=40_000, prefix=100))
+    g = assocdb.open(
+        tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=40_000, prefix=100, admit_after=1)
+    )
     g.define_assoc("likes")
     g.bulk_load([(n, "likes", m, m) for n in range(1, 41) for m in range(1, 61)])
     for n in range(1, 41):
@@ -187,7 +189,7 @@ def test_memory_is_bounded(tmp_path: Path) -> None:
 
 
 def test_other_processes_writes_show_within_max_age(tmp_path: Path) -> None:
-    ours = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_age=0.3))
+    ours = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_age=0.3, admit_after=1))
     ours.define_assoc("likes")
     theirs = assocdb.open(tmp_path / "g", cache=None)
     assert ours.assoc_count(1, "likes") == 0
@@ -225,4 +227,29 @@ def test_the_cache_can_be_turned_off(tmp_path: Path) -> None:
     assert g.cache_stats() is None
     assert g.hot_keys() == []
     assert statements(g, lambda: g.assoc_count(1, "likes"))  # always the shard
+    g.close()
+
+
+def test_a_key_is_cached_on_its_second_miss(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2)  # the default: admit after 2 misses
+    g.define_assoc("likes")
+    g.bulk_load([(1, "likes", n, n) for n in range(1, 2000)])
+    first = statements(g, lambda: g.assoc_range(1, "likes", limit=10))
+    assert len(first) == 1 and "LIMIT" in first[0]  # read once: just the page, no prefix fill
+    assert statements(g, lambda: g.assoc_range(1, "likes", limit=10))  # second miss: fills
+    assert statements(g, lambda: g.assoc_range(1, "likes", limit=10)) == []  # cached
+    g.close()
+
+
+def test_an_invalidated_key_is_refilled_on_its_next_miss(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2)  # admit after 2 misses
+    g.define_assoc("likes")
+    g.assoc_add(1, "likes", 2)
+    g.assoc_count(1, "likes")
+    g.assoc_count(1, "likes")  # second miss: cached
+    assert g._cache is not None
+    likes = g.schema.assoc_type("likes").id
+    g._cache.invalidate([("counts", (1, likes))])  # as another process's write does
+    assert statements(g, lambda: g.assoc_count(1, "likes"))  # refilled at once
+    assert statements(g, lambda: g.assoc_count(1, "likes")) == []
     g.close()

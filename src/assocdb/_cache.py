@@ -53,6 +53,7 @@ _NORMAL = State.NORMAL
 _ENTRY_BYTES = 240  # an entry's own objects, its dict slot and key
 _DATA_BYTES = 90  # a cached data blob's object and dict slot, besides its bytes
 _SMALL_GET = 256  # assoc_get scans a complete prefix up to this size
+_DOORKEEPER = 65_536  # keys remembered as missed once
 _WAITED = object()  # a fill another thread did: read the cache again
 MISSING: Any = object()  # a negative entry: "no such object"
 
@@ -63,7 +64,9 @@ class CacheConfig(msgspec.Struct, frozen=True):
     """How much to cache.
 
     `max_bytes` bounds the cache's memory; `prefix` is how many of the newest
-    edges of a list are kept; `max_age` is how long an entry is used before
+    edges of a list are kept; `admit_after` is how many recent misses a key
+    needs before it is cached (a key read once costs what an uncached read
+    does, and does not push hot keys out); `max_age` is how long an entry is used before
     it is refilled (writes of other processes are seen within that time, or
     as soon as tier 2 delivers invalidations). `redis` turns tier 2 on;
     values there live `redis_ttl` seconds.
@@ -72,6 +75,7 @@ class CacheConfig(msgspec.Struct, frozen=True):
     max_bytes: int = 128 << 20
     prefix: int = 1000
     max_age: float = 10.0
+    admit_after: int = 2  # misses of a key before it is cached (1: cache every miss)
     redis: str | None = None  # tier 2, e.g. "redis://127.0.0.1:6379/0"
     redis_ttl: float = 60.0
 
@@ -189,11 +193,18 @@ def _rows(columns: Columns) -> list[Entry]:
 
 
 class _Fill:
+    """One fill in flight: held until it is installed, so concurrent misses can wait."""
+
     __slots__ = ("done", "stale")
 
     def __init__(self) -> None:
-        self.done = threading.Event()
+        self.done = threading.Lock()  # cheaper to make than an Event; released when done
+        self.done.acquire()
         self.stale = False
+
+    def wait(self) -> None:
+        with self.done:
+            pass
 
 
 class Cache:
@@ -209,6 +220,7 @@ class Cache:
         self._lists: OrderedDict[ListKey, ListEntry] = OrderedDict()
         self._objects: OrderedDict[int, tuple[Any, float]] = OrderedDict()
         self._fills: dict[tuple[str, Any], _Fill] = {}
+        self._doorkeeper: dict[tuple[str, Any], int] = {}  # recent misses of uncached keys
         self._lock = threading.RLock()
         self.hot = HotKeys()
         self.bytes = 0
@@ -224,6 +236,10 @@ class Cache:
             if entry is not None and entry.counts is not None:
                 self.hits += 1
                 return list(entry.counts)
+            admitted = self._admit(("counts", key))
+        if not admitted:
+            loaded = load()
+            return [loaded.get(s, 0) for s in range(4)]
         loaded = self._fill(("counts", key), load)
         if loaded is _WAITED:
             return self.counts(key, load)
@@ -250,6 +266,10 @@ class Cache:
                 self.hits += 1
                 yield entry
                 return
+            admitted = self._admit(("prefix", key))
+        if not admitted:  # read once so far: the caller reads just what it needs
+            yield None
+            return
         cap = self.config.prefix
         self._fill(("prefix", key), lambda: load(cap + 1))
         with self._lock:
@@ -270,12 +290,40 @@ class Cache:
                 self._objects.move_to_end(id)
                 self.hits += 1
                 return None if found[0] is MISSING else found[0]
+            if found is not None:  # aged out while in use
+                self._readmit(("object", id))
+            admitted = self._admit(("object", id))
+        if not admitted:
+            return load()
         row = self._fill(("object", id), load)
         if row is _WAITED:
             return self.obj(id, load)
         return row  # type: ignore[no-any-return]
 
     # -- fills --------------------------------------------------------------------------
+
+    def _admit(self, ticket_key: tuple[str, Any]) -> bool:
+        """Whether a miss of this key should fill the cache (call with the lock held).
+
+        A key is admitted on its `admit_after`-th recent miss (TinyLFU's doorkeeper):
+        one-off reads go straight to the shard instead of filling and evicting.
+        """
+        self.misses += 1
+        if self.config.admit_after <= 1:
+            return True
+        doorkeeper = self._doorkeeper
+        seen = doorkeeper.pop(ticket_key, 0) + 1
+        if seen >= self.config.admit_after:
+            return True
+        doorkeeper[ticket_key] = seen
+        if len(doorkeeper) > _DOORKEEPER:
+            del doorkeeper[next(iter(doorkeeper))]  # forget the oldest
+        return False
+
+    def _readmit(self, ticket_key: tuple[str, Any]) -> None:
+        """An invalidated entry was in use: its next miss fills it again."""
+        if self.config.admit_after > 1:
+            self._doorkeeper[ticket_key] = self.config.admit_after - 1
 
     def _fill(self, ticket_key: tuple[str, Any], load: Callable[[], Any]) -> Any:
         """Load on a miss and install the result, unless a write made it stale.
@@ -284,12 +332,11 @@ class Cache:
         issuing its own, then gets _WAITED and reads the cache again.
         """
         with self._lock:
-            self.misses += 1
             ongoing = self._fills.get(ticket_key)
             if ongoing is None:
                 ticket = self._fills[ticket_key] = _Fill()
         if ongoing is not None:
-            ongoing.done.wait()
+            ongoing.wait()
             return load() if ongoing.stale else _WAITED
         try:
             value = self._load(ticket_key, load)
@@ -297,7 +344,7 @@ class Cache:
             with self._lock:
                 del self._fills[ticket_key]
             ticket.stale = True
-            ticket.done.set()
+            ticket.done.release()
             raise
         with self._lock:
             del self._fills[ticket_key]
@@ -306,7 +353,7 @@ class Cache:
                 self.stale_fills += 1  # a write landed meanwhile: do not install
             else:
                 self._install(ticket_key, value)
-        ticket.done.set()
+        ticket.done.release()
         return value
 
     def _load(self, ticket_key: tuple[str, Any], load: Callable[[], Any]) -> Any:
@@ -349,6 +396,8 @@ class Cache:
             return None
         if time.monotonic() - entry.born >= self.config.max_age:
             self._drop_list(key)
+            self._readmit(("counts", key))
+            self._readmit(("prefix", key))
             return None
         self._lists.move_to_end(key)
         return entry
@@ -428,10 +477,13 @@ class Cache:
                     found = self._objects.pop(key, None)
                     if found is not None:
                         self.bytes -= _object_bytes(found[0])
+                        self._readmit((kind, key))
                 else:
                     self._stale(("counts", key))
                     self._stale(("prefix", key))
-                    self._drop_list(key)
+                    if self._drop_list(key):
+                        self._readmit(("counts", key))
+                        self._readmit(("prefix", key))
 
     def flush(self) -> None:
         """Forget everything, in tier 2 and every process too (rows changed around the cache)."""
@@ -449,10 +501,13 @@ class Cache:
 
     # -- memory ---------------------------------------------------------------------------
 
-    def _drop_list(self, key: ListKey) -> None:
+    def _drop_list(self, key: ListKey) -> bool:
+        """Forget a list's entry; whether there was one."""
         entry = self._lists.pop(key, None)
-        if entry is not None:
-            self.bytes -= entry.nbytes
+        if entry is None:
+            return False
+        self.bytes -= entry.nbytes
+        return True
 
     def _evict(self) -> None:
         spared = 0
