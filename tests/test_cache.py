@@ -235,7 +235,8 @@ def test_a_key_is_cached_on_its_second_miss(tmp_path: Path) -> None:
     g.define_assoc("likes")
     g.bulk_load([(1, "likes", n, n) for n in range(1, 2000)])
     first = statements(g, lambda: g.assoc_range(1, "likes", limit=10))
-    assert len(first) == 1 and "LIMIT" in first[0]  # read once: just the page, no prefix fill
+    assert len(first) == 1  # read once: just the page, no prefix fill
+    assert "LIMIT" in first[0]
     assert statements(g, lambda: g.assoc_range(1, "likes", limit=10))  # second miss: fills
     assert statements(g, lambda: g.assoc_range(1, "likes", limit=10)) == []  # cached
     g.close()

@@ -147,8 +147,8 @@ class AssocdbStore:
 
     def describe(self) -> str:
         return (
-            f"{self.name}: assocdb embedded, {self.shards} SQLite shards (WAL, synchronous=NORMAL), "
-            f"fsynced journal, in-process cache"
+            f"{self.name}: assocdb embedded, {self.shards} SQLite shards "
+            "(WAL, synchronous=NORMAL), fsynced journal, in-process cache"
         )
 
     def close(self) -> None:
