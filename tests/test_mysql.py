@@ -7,10 +7,12 @@ counterpart for.
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from assocdb._mysql import MySQLBackend
 from assocdb._mysqlpool import is_mysql_url, parse_url
 from assocdb._open import open_backend
 
-from .stores import MYSQL_URL, Stores, mysql_url, require
+from .stores import MYSQL_URL, REQUIRED, Stores, mysql_url, require
 
 # -- pure: URLs ---------------------------------------------------------------------
 
@@ -220,3 +222,42 @@ def test_drop_removes_only_that_graphs_schemas(mysql: Stores) -> None:
     finally:
         again.close()
         MySQLBackend.drop(gone)
+
+
+def test_a_pooled_connection_the_server_closed_is_replaced_on_read(
+    backend: MySQLBackend,
+) -> None:
+    """An idle pooled connection killed by the server (wait_timeout, a restart): the next
+    read notices and runs again on a new connection instead of failing."""
+    backend.apply(0, [(1, 1, 2, 0, 3, 4, None)], ())
+    with backend._session() as session:
+        (conn_id,) = backend._run(session, 0, "SELECT CONNECTION_ID()")[0]
+    killer = MySQLBackend.open(backend.spec()["url"])
+    try:
+        with killer._session() as session:
+            killer._run(session, 0, f"KILL {int(conn_id)}")
+    finally:
+        killer.close()
+    assert backend.counts(0, 1, 1) == {0: 1}
+
+
+SERVERS = [url for url in os.environ.get("ASSOCDB_TEST_MYSQL_URLS", "").split(",") if url]
+
+
+@pytest.mark.skipif(
+    len(SERVERS) < 2 and not REQUIRED, reason="ASSOCDB_TEST_MYSQL_URLS names fewer than 2 servers"
+)
+def test_graphs_of_the_same_name_on_two_servers_are_separate(tmp_path: Path) -> None:
+    """The extra test servers (tests/mariadb_instances.sh) are independent stores."""
+    assert len(SERVERS) >= 2, "set ASSOCDB_TEST_MYSQL_URLS (tests/mariadb_instances.sh urls)"
+    name = f"t{uuid.uuid4().hex[:12]}_two"
+    urls = [mysql_url(name, server) for server in SERVERS[:2]]
+    backends = [MySQLBackend.open(url, 1) for url in urls]
+    try:
+        backends[0].apply(0, [(1, 1, 2, 0, 3, 4, None)], ())
+        assert backends[0].counts(0, 1, 1) == {0: 1}
+        assert backends[1].counts(0, 1, 1) == {}
+    finally:
+        for backend, url in zip(backends, urls, strict=True):
+            backend.close()
+            MySQLBackend.drop(url)
