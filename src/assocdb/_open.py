@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ._applier import RetryPolicy
 from ._backend import Backend
@@ -47,7 +48,8 @@ def open_graph(
     A `mysql://user:password@host:port/NAME` URL (options: `?shards=16&
     connect_timeout=1&query_timeout=2&pool_size=8`) keeps the graph NAME in
     InnoDB schemas NAME_meta, NAME_s0, … of that MySQL or MariaDB server; the
-    journal must then be named: a local file on durable storage.
+    journal must then be named (`journal=`, or `?journal=PATH` in the URL, as
+    the CLI takes it): a local file on durable storage.
 
     Unfinished writes left by a crash are applied before this returns.
 
@@ -56,11 +58,12 @@ def open_graph(
     """
     backend: Backend
     if is_mysql_url(path):
+        path, journal = _journal_from_url(str(path), journal)
         if journal is None:
             raise InvalidRequest(
-                "a graph on MySQL needs journal= (a local file on durable storage, e.g. "
-                "journal='data/social.journal'): writes are journaled here before they "
-                "are applied on the server"
+                "a graph on MySQL needs a journal file (a local file on durable storage): "
+                "journal='data/social.journal', or ?journal=data/social.journal in the URL; "
+                "writes are journaled there before they are applied on the server"
             )
         from ._mysql import MySQLBackend
 
@@ -73,6 +76,17 @@ def open_graph(
     if schema is not None:
         graph.load_schema(schema)
     return graph
+
+
+def _journal_from_url(url: str, journal: str | Path | None) -> tuple[str, str | Path | None]:
+    """The URL without its `journal` option, and the journal (the argument wins)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    named = [value for key, value in query if key == "journal"]
+    rest = urlencode([(key, value) for key, value in query if key != "journal"])
+    return parts._replace(query=rest).geturl(), journal if journal is not None else (
+        named[-1] if named else None
+    )
 
 
 def open_backend(spec: dict[str, Any]) -> Backend:
