@@ -64,12 +64,18 @@ def examples(kind: str, n: int) -> int:
     return n if kind == "sqlite" else max(5, n // 4)
 
 
-def mysql_url(name: str, server: str | None = None) -> str:
+#: Test graphs wait longer than the 2 s default: the test server shares two
+#: cores and one disk with other test runs, and a stalled fsync must not turn
+#: an `applied` write into a `queued` one. Timeout tests set their own.
+TEST_TIMEOUTS = "query_timeout=10&connect_timeout=5"
+
+
+def mysql_url(name: str, server: str | None = None, options: str = TEST_TIMEOUTS) -> str:
     """The URL of graph `name` on the test server."""
     base = server or MYSQL_URL
     assert base, "ASSOCDB_TEST_MYSQL_URL is not set"
     parts = urlparse(base)
-    return parts._replace(path=f"/{name}", query="").geturl()
+    return parts._replace(path=f"/{name}", query=options).geturl()
 
 
 class Stores:
@@ -82,14 +88,14 @@ class Stores:
         self._names: list[str] = []
         self._graphs: list[Graph] = []
 
-    def location(self, name: str) -> tuple[str | Path, Path]:
-        """Where graph `name` lives, and its journal file (created on first call)."""
+    def location(self, name: str, options: str = TEST_TIMEOUTS) -> tuple[str | Path, Path]:
+        """Where graph `name` lives, and its journal file (a new place on every call)."""
         if self.kind == "sqlite":
             return self.tmp / name, self.tmp / name / "journal.db"
         unique = f"t{uuid.uuid4().hex[:12]}_{name}"[:40]
         self._names.append(unique)
         (self.tmp / "journals").mkdir(parents=True, exist_ok=True)
-        return mysql_url(unique), self.tmp / "journals" / f"{unique}.db"
+        return mysql_url(unique, options=options), self.tmp / "journals" / f"{unique}.db"
 
     def open(self, name: str = "g", **options: Any) -> Graph:
         """A new graph (or, with `at=` from `location`, the graph there again)."""

@@ -11,7 +11,7 @@ from .stores import Stores
 
 def test_demo_loads_ego_facebook_and_answers(stores: Stores) -> None:
     where, journal = stores.location("demo")
-    target = str(where) if stores.kind == "sqlite" else f"{where}?journal={journal}"
+    target = str(where) if stores.kind == "sqlite" else f"{where}&journal={journal}"
     runner = CliRunner()
     first = runner.invoke(main, ["demo", target])
     assert first.exit_code == 0, first.output

@@ -177,7 +177,7 @@ class MySQLBackend:
         settings = parse_url(url)
         backend = cls(settings, 1)
         try:
-            with backend._session() as session:
+            with backend._session(slow=True) as session:
                 rows = backend._run(session, 0, "SHOW DATABASES")
                 for (name,) in rows:
                     prefix, _, suffix = str(name).rpartition("_")
@@ -188,7 +188,7 @@ class MySQLBackend:
             backend.close()
 
     def _create(self) -> None:
-        with self._session() as session:
+        with self._session(slow=True) as session:  # DDL waits for the disk
             self._run(session, 0, f"CREATE DATABASE IF NOT EXISTS {self._meta}")
             self._run(session, 0, _META_DDL.format(s=self._meta))
             for shard, schema in enumerate(self._schemas):
