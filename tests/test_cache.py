@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -11,6 +13,7 @@ import pytest
 
 import assocdb
 from assocdb import CacheConfig, Graph
+from assocdb._cache import _DATA_SLOT, _object_bytes
 
 
 @pytest.fixture
@@ -230,10 +233,29 @@ def test_the_cache_can_be_turned_off(tmp_path: Path) -> None:
     g.close()
 
 
-def test_a_key_is_cached_on_its_second_miss(tmp_path: Path) -> None:
-    g = assocdb.open(tmp_path / "g", shards=2)  # the default: admit after 2 misses
+def full_cache(tmp_path: Path) -> Graph:
+    """A graph whose small cache is already full of other lists."""
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=60_000))
     g.define_assoc("likes")
     g.bulk_load([(1, "likes", n, n) for n in range(1, 2000)])
+    g.bulk_load([(id1, "likes", n, n) for id1 in range(10, 200) for n in range(1, 4)])
+    for id1 in range(10, 200):
+        g.assoc_range(id1, "likes")
+    stats = g.cache_stats()
+    assert stats is not None
+    assert stats.bytes > 0.9 * 60_000
+    return g
+
+
+def test_while_there_is_room_every_miss_fills(graph: Graph) -> None:
+    g = graph
+    g.assoc_add(1, "follows", 2)
+    assert statements(g, lambda: g.assoc_count(1, "follows"))
+    assert statements(g, lambda: g.assoc_count(1, "follows")) == []
+
+
+def test_a_full_cache_admits_a_key_on_its_second_miss(tmp_path: Path) -> None:
+    g = full_cache(tmp_path)
     first = statements(g, lambda: g.assoc_range(1, "likes", limit=10))
     assert len(first) == 1  # read once: just the page, no prefix fill
     assert "LIMIT" in first[0]
@@ -243,14 +265,49 @@ def test_a_key_is_cached_on_its_second_miss(tmp_path: Path) -> None:
 
 
 def test_an_invalidated_key_is_refilled_on_its_next_miss(tmp_path: Path) -> None:
-    g = assocdb.open(tmp_path / "g", shards=2)  # admit after 2 misses
-    g.define_assoc("likes")
-    g.assoc_add(1, "likes", 2)
+    g = full_cache(tmp_path)
     g.assoc_count(1, "likes")
     g.assoc_count(1, "likes")  # second miss: cached
+    assert statements(g, lambda: g.assoc_count(1, "likes")) == []
     assert g._cache is not None
     likes = g.schema.assoc_type("likes").id
     g._cache.invalidate([("counts", (1, likes))])  # as another process's write does
     assert statements(g, lambda: g.assoc_count(1, "likes"))  # refilled at once
     assert statements(g, lambda: g.assoc_count(1, "likes")) == []
+    g.close()
+
+
+def test_data_read_from_the_cache_is_the_callers_own(graph: Graph) -> None:
+    g = graph
+    g.assoc_add(1, "follows", 2, data={"tags": ["a"]})
+    g.assoc_add(1, "follows", 3, data="plain")
+    for _ in range(3):
+        first = g.assoc_range(1, "follows")
+    assert statements(g, lambda: g.assoc_range(1, "follows")) == []  # cached
+    first[1].data["tags"].append("changed by the caller")
+    again = g.assoc_range(1, "follows")
+    assert [a.data for a in again] == ["plain", {"tags": ["a"]}]
+
+
+def test_the_cache_counts_its_bytes_exactly_through_writes(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(prefix=20, admit_after=1))
+    g.define_assoc("likes")
+    rng = random.Random(7)
+    for n in range(300):
+        if n % 25 == 0:
+            g.assoc_range(1, "likes", limit=20)  # (re)fill the prefix
+        id2 = rng.randrange(1, 40)
+        if rng.random() < 0.3:
+            g.assoc_delete(1, "likes", id2)
+        else:
+            data = rng.choice([None, "x" * rng.randrange(50), {"n": n}, n])
+            g.assoc_add(1, "likes", id2, time=rng.randrange(100), data=data)
+    cache = g._cache
+    assert cache is not None
+    for entry in cache._lists.values():
+        assert entry.data_bytes == sum(sys.getsizeof(v) + _DATA_SLOT for v in entry.data.values())
+        assert entry.nbytes == entry.measure()
+    assert cache.bytes == sum(e.nbytes for e in cache._lists.values()) + sum(
+        _object_bytes(v[0]) for v in cache._objects.values()
+    )
     g.close()

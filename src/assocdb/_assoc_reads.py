@@ -174,7 +174,7 @@ class AssocReadsAPI(GraphCore):
             id2s, times, stamps = columns
             datas: Any = repeat(None)
             if entry.data:  # type: ignore[union-attr]
-                datas = [_data(entry.data.get(i)) for i in id2s]  # type: ignore[union-attr]
+                datas = _values(list(map(entry.data.get, id2s)))  # type: ignore[union-attr]
         n = len(id2s)
         return list(
             map(
@@ -233,8 +233,8 @@ class AssocReadsAPI(GraphCore):
         n = len(rows)
         id2s, times, stamps, datas = zip(*rows, strict=True)
         decoded: Any = repeat(None)
-        if any(d is not None for d in datas):
-            decoded = [None if d is None else _json.decode(d) for d in datas]
+        if datas.count(None) != n:  # C speed; a generator over 50 rows costs ~3 µs
+            decoded = _values(list(datas))
         return list(
             map(
                 Assoc,
@@ -273,6 +273,15 @@ def _id_list(id2s: Iterable[int], most: int) -> list[int]:
 
 def _data(raw: bytes | None) -> Any:
     return None if raw is None else _json.decode(raw)
+
+
+def _values(datas: list[Any]) -> list[Any]:
+    """The data values of rows whose data is JSON bytes, None, or already decoded
+    (as the cache keeps strings and numbers: `_cache.kept`)."""
+    if bytes in set(map(type, datas)):
+        decode = _json.decode
+        return [decode(d) if type(d) is bytes else d for d in datas]
+    return datas
 
 
 def _list_key(row: ListRow) -> tuple[int, int]:

@@ -31,6 +31,7 @@ are spared when they come up for eviction.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from . import _json
 from ._backend import ListRow
 from ._chunks import Columns, Entry, PackedList
 from ._cursor import Seek
@@ -51,9 +53,10 @@ if TYPE_CHECKING:
 
 _NORMAL = State.NORMAL
 _ENTRY_BYTES = 240  # an entry's own objects, its dict slot and key
-_DATA_BYTES = 90  # a cached data blob's object and dict slot, besides its bytes
+_DATA_SLOT = 57  # a cached data value's dict slot and key, besides the value itself
 _SMALL_GET = 256  # assoc_get scans a complete prefix up to this size
 _DOORKEEPER = 65_536  # keys remembered as missed once
+_ROOM = 0.9  # below this share of max_bytes, every miss is admitted
 _WAITED = object()  # a fill another thread did: read the cache again
 MISSING: Any = object()  # a negative entry: "no such object"
 
@@ -64,18 +67,19 @@ class CacheConfig(msgspec.Struct, frozen=True):
     """How much to cache.
 
     `max_bytes` bounds the cache's memory; `prefix` is how many of the newest
-    edges of a list are kept; `admit_after` is how many recent misses a key
-    needs before it is cached (a key read once costs what an uncached read
-    does, and does not push hot keys out); `max_age` is how long an entry is used before
-    it is refilled (writes of other processes are seen within that time, or
-    as soon as tier 2 delivers invalidations). `redis` turns tier 2 on;
+    edges of a list are kept; once the cache is nearly full, `admit_after` is
+    how many recent misses a key needs before it is cached (a key read once
+    costs what an uncached read does, and does not push hot keys out);
+    `max_age` is how long an entry is used before it is refilled (writes of
+    other processes are seen within that time, or as soon as tier 2 delivers
+    invalidations). `redis` turns tier 2 on;
     values there live `redis_ttl` seconds.
     """
 
     max_bytes: int = 128 << 20
     prefix: int = 1000
     max_age: float = 10.0
-    admit_after: int = 2  # misses of a key before it is cached (1: cache every miss)
+    admit_after: int = 2  # misses of a key before it is cached when full (1: every miss)
     redis: str | None = None  # tier 2, e.g. "redis://127.0.0.1:6379/0"
     redis_ttl: float = 60.0
 
@@ -109,21 +113,31 @@ class HotKey(msgspec.Struct, frozen=True):
 class ListEntry:
     """What is cached of one list, and the queries it can answer."""
 
-    __slots__ = ("born", "complete", "counts", "data", "nbytes", "prefix")
+    __slots__ = ("born", "complete", "counts", "data", "data_bytes", "nbytes", "prefix")
 
     def __init__(self) -> None:
         self.counts: list[int] | None = None  # per state number
         self.prefix: PackedList | None = None
         self.complete = False
-        self.data: dict[int, bytes] = {}
+        self.data: dict[int, Any] = {}  # id2 -> `kept(data)` of the prefix's edges with data
+        self.data_bytes = 0  # what `data` holds, kept up to date by set_data/drop_data
         self.born = time.monotonic()
         self.nbytes = _ENTRY_BYTES
 
     def measure(self) -> int:
         prefix = 0 if self.prefix is None else self.prefix.nbytes() + 96 * len(self.prefix._chunks)
-        data = sum(len(b) + _DATA_BYTES for b in self.data.values())
-        self.nbytes = _ENTRY_BYTES + prefix + data
+        self.nbytes = _ENTRY_BYTES + prefix + self.data_bytes
         return self.nbytes
+
+    def set_data(self, id2: int, raw: bytes) -> None:
+        self.drop_data(id2)
+        value = self.data[id2] = kept(raw)
+        self.data_bytes += sys.getsizeof(value) + _DATA_SLOT
+
+    def drop_data(self, id2: int) -> None:
+        value = self.data.pop(id2, None)
+        if value is not None:
+            self.data_bytes -= sys.getsizeof(value) + _DATA_SLOT
 
     def empty(self) -> bool:
         """The list is known to have no visible edge."""
@@ -185,6 +199,17 @@ class ListEntry:
 
 
 _NO_COLUMNS: Columns = ([], [], [])
+
+
+def kept(raw: bytes) -> Any:
+    """How tier 1 keeps an edge's data (JSON `raw`): strings, numbers and booleans
+    decoded, so every read shares them instead of decoding again (they are
+    immutable); arrays and objects as their JSON, decoded per read (a caller
+    may change what it gets)."""
+    if raw[:1] in b"[{":
+        return raw
+    value = _json.decode(raw)
+    return raw if value is None else value
 
 
 def _rows(columns: Columns) -> list[Entry]:
@@ -276,11 +301,6 @@ class Cache:
             entry = self._lists.get(key)
             yield entry if entry is not None and entry.prefix is not None else None
 
-    def data(self, key: ListKey, id2: int) -> bytes | None:
-        """The cached data of one edge of a list's prefix (call within `listed`)."""
-        entry = self._lists.get(key)
-        return None if entry is None else entry.data.get(id2)
-
     def obj(self, id: int, load: Callable[[], ObjRow | None]) -> ObjRow | None:
         """The object row (filled on a miss); None if there is none."""
         self.hot.seen(("object", id))
@@ -305,11 +325,12 @@ class Cache:
     def _admit(self, ticket_key: tuple[str, Any]) -> bool:
         """Whether a miss of this key should fill the cache (call with the lock held).
 
-        A key is admitted on its `admit_after`-th recent miss (TinyLFU's doorkeeper):
-        one-off reads go straight to the shard instead of filling and evicting.
+        While the cache has room, every miss fills. Once it is nearly full, a key
+        is admitted on its `admit_after`-th recent miss (TinyLFU's doorkeeper):
+        one-off reads go straight to the shard instead of evicting hot entries.
         """
         self.misses += 1
-        if self.config.admit_after <= 1:
+        if self.config.admit_after <= 1 or self.bytes < self.config.max_bytes * _ROOM:
             return True
         doorkeeper = self._doorkeeper
         seen = doorkeeper.pop(ticket_key, 0) + 1
@@ -385,7 +406,10 @@ class Cache:
                 entry.complete = len(value) <= cap
                 rows = value[:cap]
                 entry.prefix = PackedList((r[1], r[0], r[2]) for r in rows)
-                entry.data = {r[0]: r[3] for r in rows if r[3] is not None}
+                entry.data, entry.data_bytes = {}, 0
+                for r in rows:
+                    if r[3] is not None:
+                        entry.set_data(r[0], r[3])
             self.bytes -= entry.nbytes
             self.bytes += entry.measure()
         self._evict()
@@ -442,16 +466,16 @@ class Cache:
         id2 = new[2]
         if old is not None and old[3] == _NORMAL:
             prefix.remove((old[4], id2))
-            entry.data.pop(id2, None)
+            entry.drop_data(id2)
         if new[3] == _NORMAL:
             last = prefix.last()
             if entry.complete or (last is not None and (new[4], id2) > last):
                 prefix.insert((new[4], id2, new[5]))
                 if new[6] is not None:
-                    entry.data[id2] = new[6]
+                    entry.set_data(id2, new[6])
                 if len(prefix) > self.config.prefix:
                     _, dropped, _ = prefix.pop_last()
-                    entry.data.pop(dropped, None)
+                    entry.drop_data(dropped)
                     entry.complete = False
         if not entry.complete and len(prefix) == 0:
             entry.prefix = None  # an empty prefix of a longer list tells nothing
