@@ -36,7 +36,10 @@ class GraphMachine(RuleBasedStateMachine):
         super().__init__()
         self.directory = tempfile.mkdtemp(prefix="assocdb-sm-")
         self.stores = Stores(self.KIND, Path(self.directory))
-        self.graph = self.stores.open("g", shards=3, sync=self.SYNC, cache=self.CACHE)
+        # On SQLite the graph is the directory itself: subclasses open it again there.
+        directory = Path(self.directory)
+        where = (directory, directory / "journal.db") if self.KIND == "sqlite" else None
+        self.graph = self.stores.open("g", at=where, shards=3, sync=self.SYNC, cache=self.CACHE)
         self.graph.define_assoc("follows", inverse="followed_by")
         self.graph.define_assoc("friend", symmetric=True)
         self.graph.define_assoc("likes")
