@@ -30,6 +30,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any
 
 from ._backend import CountMismatch, EdgeScan, Id2Row, ListRow, Tracer, map_driver_error
@@ -268,12 +269,15 @@ class MySQLBackend:
     def _query(self, shard: int, sql: str, params: Any = ()) -> list[Any]:
         """One read on a pooled connection; a stale pooled connection is replaced once."""
         for attempt in (1, 2):
-            with self._session() as session:
-                try:
-                    return self._run(session, shard, sql, params)
-                except Unavailable as exc:
-                    if attempt == 2 or not (session[2] and _errno(exc) in _GONE):
-                        raise
+            conn, reused = self._pool.get()
+            session: Session = [conn, False, reused]
+            try:
+                return self._run(session, shard, sql, params)
+            except Unavailable as exc:
+                if attempt == 2 or not (reused and _errno(exc) in _GONE):
+                    raise
+            finally:
+                self._pool.put(conn, broken=session[1])
         raise AssertionError("unreachable")
 
     def _report(self, shard: int, sql: str, seconds: float, many: bool = False) -> None:
@@ -422,31 +426,25 @@ class MySQLBackend:
     def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
         seek = query.seek
         params: list[Any] = [query.id1, query.atype, query.state]
-        where = "id1 = %s AND atype = %s AND state = %s"
         if query.high is not None:
-            where += " AND time <= %s"
             params.append(query.high)
         if query.low is not None:
-            where += " AND time >= %s"
             params.append(query.low)
         if seek.boundary is not None:
-            # Spelled out rather than `(time, id2) < (t, i)`: the range
-            # optimizer turns this OR into two ranges of the primary key.
-            op = "<" if seek.forward else ">"
-            tie = op + ("=" if seek.inclusive else "")
-            where += f" AND (time {op} %s OR (time = %s AND id2 {tie} %s))"
             time_, id2 = seek.boundary
             params += [time_, time_, id2]
-        order = "DESC" if seek.forward else "ASC"
-        sql = (
-            f"SELECT id2, time, updated_at, data FROM {{s}}.edges WHERE {where} "
-            f"ORDER BY time {order}, id2 {order} LIMIT %s"
-        )
         params.append(query.limit)
         if query.offset:
-            sql += " OFFSET %s"
             params.append(query.offset)
-        return self._query(shard, self._q(sql, shard), params)
+        template = _scan_sql(
+            query.high is not None,
+            query.low is not None,
+            seek.boundary is not None,
+            seek.forward,
+            seek.inclusive,
+            bool(query.offset),
+        )
+        return self._query(shard, self._q(template, shard), params)
 
     def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
         rows: list[EdgeRow] = []
@@ -603,6 +601,29 @@ class MySQLBackend:
     def close(self) -> None:
         self._pool.close()
         self._slow_pool.close()
+
+
+@lru_cache(maxsize=64)
+def _scan_sql(
+    high: bool, low: bool, boundary: bool, forward: bool, inclusive: bool, offset: bool
+) -> str:
+    where = "id1 = %s AND atype = %s AND state = %s"
+    if high:
+        where += " AND time <= %s"
+    if low:
+        where += " AND time >= %s"
+    if boundary:
+        # Spelled out rather than `(time, id2) < (t, i)`: the range optimizer
+        # turns this OR into two ranges of the primary key.
+        op = "<" if forward else ">"
+        tie = op + ("=" if inclusive else "")
+        where += f" AND (time {op} %s OR (time = %s AND id2 {tie} %s))"
+    order = "DESC" if forward else "ASC"
+    sql = (
+        f"SELECT id2, time, updated_at, data FROM {{s}}.edges WHERE {where} "
+        f"ORDER BY time {order}, id2 {order} LIMIT %s"
+    )
+    return sql + " OFFSET %s" if offset else sql
 
 
 def _edges_sql(
