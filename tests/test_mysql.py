@@ -127,7 +127,7 @@ def test_a_statement_past_the_query_timeout_is_unavailable(mysql: Stores) -> Non
         started = time.monotonic()
         with pytest.raises(Unavailable, match="shard 0"):
             backend._query(0, "SELECT SLEEP(10)")
-        assert time.monotonic() - started < 5
+        assert 0.9 < time.monotonic() - started < 1.8  # once, not retried
         assert backend.counts(0, 1, 1) == {}  # the pool replaced the broken connection
     finally:
         backend.close()

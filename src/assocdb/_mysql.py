@@ -271,10 +271,14 @@ class MySQLBackend:
         for attempt in (1, 2):
             conn, reused = self._pool.get()
             session: Session = [conn, False, reused]
+            started = time.monotonic()
             try:
                 return self._run(session, shard, sql, params)
             except Unavailable as exc:
-                if attempt == 2 or not (reused and _errno(exc) in _GONE):
+                # A connection the server closed fails at once; a timeout (the
+                # same error number) took the whole timeout and is not retried.
+                quick = time.monotonic() - started < self.settings.query_timeout / 2
+                if attempt == 2 or not (reused and quick and _errno(exc) in _GONE):
                     raise
             finally:
                 self._pool.put(conn, broken=session[1])
