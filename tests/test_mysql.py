@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
+import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from signal import SIGCONT, SIGKILL, SIGSTOP
 
 import pytest
 
 import assocdb
 from assocdb import InvalidRequest, Unavailable
+from assocdb._applier import RetryPolicy
 from assocdb._merge import EdgeTuple, State, merge_edges
 from assocdb._mysql import MySQLBackend
 from assocdb._mysqlpool import is_mysql_url, parse_url
@@ -261,3 +265,63 @@ def test_graphs_of_the_same_name_on_two_servers_are_separate(tmp_path: Path) -> 
         for backend, url in zip(backends, urls, strict=True):
             backend.close()
             MySQLBackend.drop(url)
+
+
+# -- a server of its own, to stop and kill -----------------------------------------------
+
+PRIVATE_PORT = 3317  # not one of the shared extra servers (3307-3309)
+INSTANCES = Path(__file__).with_name("mariadb_instances.sh")
+
+
+@pytest.fixture
+def private_server() -> Iterator[tuple[str, Callable[[int], None], Callable[[], None]]]:
+    """A MariaDB server only this test uses: (URL, send it a signal, restart it)."""
+    require("mysql")
+    if not shutil.which("mariadbd") and not Path("/usr/sbin/mariadbd").exists():
+        pytest.skip("mariadbd is not installed")
+    run = [str(INSTANCES), "start", str(PRIVATE_PORT)]
+    subprocess.run(run, check=True, capture_output=True, timeout=120)
+    pid_file = Path(f"/tmp/assocdb-mariadb/{PRIVATE_PORT}/mysqld.pid")
+
+    def signal(number: int) -> None:
+        os.kill(int(pid_file.read_text()), number)
+
+    def restart() -> None:
+        subprocess.run(run, check=True, capture_output=True, timeout=120)
+
+    yield f"mysql://root@127.0.0.1:{PRIVATE_PORT}/", signal, restart
+    signal(SIGCONT)
+    stop = [str(INSTANCES), "stop", str(PRIVATE_PORT)]
+    subprocess.run(stop, check=False, capture_output=True, timeout=60)
+
+
+@pytest.mark.slow
+def test_a_hung_then_killed_server_costs_timeouts_not_writes(
+    private_server: tuple[str, Callable[[int], None], Callable[[], None]], tmp_path: Path
+) -> None:
+    server, signal, restart = private_server
+    url = mysql_url(f"t{uuid.uuid4().hex[:12]}_hang", server, "query_timeout=1&connect_timeout=1")
+    fast = RetryPolicy(base=0.01, cap=0.2, down_for=0.05, down_max=0.5)
+    graph = assocdb.open(url, shards=2, journal=tmp_path / "journal.db", retry=fast, cache=None)
+    try:
+        graph.define_assoc("follows", inverse="followed_by")
+        graph.assoc_add(1, "follows", 2, time=1)
+        signal(SIGSTOP)  # a hang: connections stay open, nothing answers
+        started = time.monotonic()
+        assert graph.assoc_add(1, "follows", 3, time=2).status == "queued"
+        with pytest.raises(Unavailable):
+            graph.assoc_count(1, "follows")
+        assert time.monotonic() - started < 6
+        signal(SIGCONT)
+        assert graph.drain(timeout=30)
+        assert graph.assoc_count(1, "follows") == 2
+        signal(SIGKILL)  # a crash: every pooled connection is dead
+        assert graph.assoc_add(1, "follows", 4, time=3).status == "queued"
+        restart()
+        assert graph.drain(timeout=60)
+        assert [a.id2 for a in graph.assoc_range(1, "follows")] == [4, 3, 2]
+        assert graph.assoc_count(4, "followed_by") == 1
+        assert graph.check_counts() == []
+    finally:
+        graph.close()
+        MySQLBackend.drop(url)

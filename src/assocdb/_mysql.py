@@ -275,10 +275,7 @@ class MySQLBackend:
             try:
                 return self._run(session, shard, sql, params)
             except Unavailable as exc:
-                # A connection the server closed fails at once; a timeout (the
-                # same error number) took the whole timeout and is not retried.
-                quick = time.monotonic() - started < self.settings.query_timeout / 2
-                if attempt == 2 or not (reused and quick and _errno(exc) in _GONE):
+                if attempt == 2 or not self._stale(exc, session, started):
                     raise
             finally:
                 self._pool.put(conn, broken=session[1])
@@ -296,24 +293,38 @@ class MySQLBackend:
     def _in_transaction(
         self, shard: int, body: Callable[[Session], Any], slow: bool = False
     ) -> Any:
-        """Run `body(session)` in one transaction, again if InnoDB chose it as a deadlock victim."""
+        """Run `body(session)` in one transaction, again if InnoDB chose it as a
+        deadlock victim or if the pooled connection turned out to be closed."""
         for attempt in range(1, _DEADLOCK_TRIES + 1):
             with self._session(slow) as session:
+                started, begun = time.monotonic(), False
                 try:
                     self._run(session, shard, "START TRANSACTION")
+                    begun = True
                     result = body(session)
                     self._run(session, shard, "COMMIT")
                     return result
                 except AssocdbError as exc:
                     if not session[1]:
                         self._rollback(session, shard)
-                    if _errno(exc) not in _RETRYABLE or attempt == _DEADLOCK_TRIES:
+                    # Only a BEGIN that failed is known to have done nothing:
+                    # a lost COMMIT may have committed.
+                    stale = not begun and self._stale(exc, session, started)
+                    retry = _errno(exc) in _RETRYABLE or stale
+                    if not retry or attempt == _DEADLOCK_TRIES:
                         raise
                 except BaseException:
                     self._rollback(session, shard)
                     raise
             time.sleep(random.uniform(0, 0.002 * attempt))
         raise AssertionError("unreachable")
+
+    def _stale(self, exc: AssocdbError, session: Session, started: float) -> bool:
+        """Whether `exc` says a reused pooled connection had been closed by the
+        server (it fails at once; a timeout, the same error number, took the
+        whole timeout and is not worth repeating)."""
+        quick = time.monotonic() - started < self.settings.query_timeout / 2
+        return bool(session[2]) and quick and _errno(exc) in _GONE
 
     def _rollback(self, session: Session, shard: int) -> None:
         try:
