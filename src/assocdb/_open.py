@@ -40,7 +40,8 @@ def open_graph(
     * `journal` is the write journal's file (default `path/journal.db`;
       ":memory:" keeps it in memory, for throwaway graphs only).
     * `timeout` is how long a statement may wait for a locked shard before
-      the shard counts as unavailable.
+      the shard counts as unavailable (SQLite; on MySQL the URL's
+      `query_timeout` and `connect_timeout` say it).
     * `cache` sizes the in-process cache (None turns it off). Writes of this
       process are always read back; other processes' writes show within the
       cache's `max_age` (10 s by default).
