@@ -114,7 +114,7 @@ def test_plot_draws_a_png(tmp_path: Path) -> None:
     assert len(png) > 10_000
 
 
-def test_unbuilt_stores_say_so(tmp_path: Path) -> None:
+def test_stores_that_cannot_run_here_say_so(tmp_path: Path) -> None:
     ctx = StoreContext(tmp_path, (1,))
     for name in ("assocdb-mariadb", "nosuch"):
         with pytest.raises(StoreUnavailable):

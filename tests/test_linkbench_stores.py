@@ -1,9 +1,9 @@
 """The LinkBench stores keep LinkBench's semantics, and agree with each other.
 
 Every semantic test runs against every store: assocdb embedded, the bare
-schema on SQLite, and the bare schema on MariaDB when ASSOCDB_TEST_MYSQL_URL
-is set (it skips cleanly otherwise; with ASSOCDB_TEST_REQUIRE_SERVICES set, a
-missing driver or server fails instead).
+schema on SQLite, and, when ASSOCDB_TEST_MYSQL_URL is set, the bare schema on
+MariaDB and assocdb on MariaDB (they skip cleanly otherwise; with
+ASSOCDB_TEST_REQUIRE_SERVICES set, a missing driver fails instead).
 """
 
 from __future__ import annotations
@@ -23,19 +23,20 @@ from bench.linkbench.stores import Store, StoreContext, open_store
 
 T1, T2 = DEFAULT_LINK_TYPE, DEFAULT_LINK_TYPE + 1
 MYSQL_URL = os.environ.get("ASSOCDB_TEST_MYSQL_URL")
-STORES = ["assocdb", "sqlite", "mariadb"]
+STORES = ["assocdb", "sqlite", "mariadb", "assocdb-mariadb"]
 
 
 def _open(name: str, tmp_path: Path, database: str = "linkbench_test") -> Store:
-    if name == "mariadb":
+    if name in ("mariadb", "assocdb-mariadb"):
         if not MYSQL_URL:
             pytest.skip("ASSOCDB_TEST_MYSQL_URL is not set")
         if not os.environ.get("ASSOCDB_TEST_REQUIRE_SERVICES"):
             pytest.importorskip("pymysql")
+    if name == "mariadb":
         from bench.linkbench.stores.bare_mysql import BareMySQLStore
 
-        return BareMySQLStore(MYSQL_URL, database)
-    return open_store(name, StoreContext(tmp_path, (T1, T2)))
+        return BareMySQLStore(MYSQL_URL, database)  # type: ignore[arg-type]
+    return open_store(name, StoreContext(tmp_path, (T1, T2), MYSQL_URL))
 
 
 @pytest.fixture(params=STORES)
@@ -169,7 +170,12 @@ def _small_load(workload: Workload) -> list[LoadLink]:
 
 @pytest.mark.parametrize(
     ("first", "other"),
-    [("assocdb", "sqlite"), ("assocdb", "mariadb"), ("assocdb-http", "sqlite")],
+    [
+        ("assocdb", "sqlite"),
+        ("assocdb", "mariadb"),
+        ("assocdb-http", "sqlite"),
+        ("assocdb-mariadb", "mariadb"),
+    ],
 )
 def test_differential_assocdb_agrees_with_the_bare_schema(
     tmp_path: Path, first: str, other: str

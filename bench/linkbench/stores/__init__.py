@@ -6,12 +6,12 @@
 | `assocdb-http` | (b) assocdb through `assocdb serve` (its own process) and `assocdb.Client` |
 | `sqlite` | (c) the bare LinkBench schema on SQLite, same durability as assocdb |
 | `mariadb` | (d) the bare LinkBench schema on MariaDB (needs a mysql:// URL) |
-| `assocdb-mariadb` | (e) assocdb on a MariaDB backend: not built yet |
+| `assocdb-mariadb` | (e) assocdb on its MariaDB backend (needs a mysql:// URL) |
 
 Adding a store is one module with a class that has `base.Store`'s methods,
 and one entry in `FACTORIES`: a function from the run's `StoreContext` to a
 new, empty store. (b) is `AssocdbStore` over `assocdb.Client` (it has Graph's
-methods); (e) will be `AssocdbStore` over a Graph opened on a MariaDB backend.
+methods); (e) is `AssocdbStore` over a Graph opened on a MariaDB server.
 """
 
 from __future__ import annotations
@@ -66,11 +66,15 @@ def _mariadb(ctx: StoreContext) -> Store:
     return BareMySQLStore(ctx.mysql_url)
 
 
-def _not_built(what: str) -> Callable[[StoreContext], Store]:
-    def factory(ctx: StoreContext) -> Store:
-        raise StoreUnavailable(f"{what} does not exist yet (see bench/linkbench/stores/__init__)")
+def _assocdb_mariadb(ctx: StoreContext) -> Store:
+    if not ctx.mysql_url:
+        raise StoreUnavailable(
+            "the assocdb-mariadb store needs --mysql-url or ASSOCDB_TEST_MYSQL_URL "
+            "(e.g. mysql://root@127.0.0.1:3306/)"
+        )
+    from .assocdb_mariadb import AssocdbMariaDBStore
 
-    return factory
+    return AssocdbMariaDBStore(ctx.directory / "assocdb-mariadb", ctx.link_types, ctx.mysql_url)
 
 
 FACTORIES: dict[str, Callable[[StoreContext], Store]] = {
@@ -78,7 +82,7 @@ FACTORIES: dict[str, Callable[[StoreContext], Store]] = {
     "assocdb-http": _assocdb_http,
     "sqlite": _sqlite,
     "mariadb": _mariadb,
-    "assocdb-mariadb": _not_built("assocdb's MariaDB backend"),
+    "assocdb-mariadb": _assocdb_mariadb,
 }
 
 

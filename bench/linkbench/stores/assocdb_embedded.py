@@ -45,11 +45,22 @@ class AssocdbStore:
 
     name = "assocdb"
 
-    def __init__(self, directory: str | Path, link_types: Sequence[int], shards: int = 16) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        link_types: Sequence[int],
+        shards: int = 16,
+        url: str | None = None,
+    ) -> None:
         # The cache keeps the newest RANGE_LIMIT + 1 edges of a list, so that
         # the workload's pages (up to 10,000 links) are answered from memory.
         cache = assocdb.CacheConfig(prefix=RANGE_LIMIT + 1)
-        self.graph = assocdb.open(Path(directory) / "graph", shards=shards, cache=cache)
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        if url is None:  # embedded: shards and journal in the directory
+            self.graph = assocdb.open(Path(directory) / "graph", shards=shards, cache=cache)
+        else:  # shards on a MySQL/MariaDB server, journal in the directory
+            journal = Path(directory) / "journal.db"
+            self.graph = assocdb.open(url, shards=shards, journal=journal, cache=cache)
         self.shards = shards
         for link_type in link_types:
             self.graph.define_assoc(type_name(link_type), limit=RANGE_LIMIT + 1)
