@@ -53,7 +53,7 @@ class FanoutJob(msgspec.Struct, tag="fanout", array_like=True, frozen=True):
         return self.entry[3] // 2
 
 
-def fanout_page(backend: Backend, job: FanoutJob, page: int = FANOUT_PAGE) -> FanoutJob | None:
+def fanout_page(backend: Backend, job: FanoutJob, page: int | None = None) -> FanoutJob | None:
     """Deliver the next page of followers; the job as it stands after, or None when done."""
     index, boundary = 0, None
     if job.at is not None:
@@ -62,8 +62,9 @@ def fanout_page(backend: Backend, job: FanoutJob, page: int = FANOUT_PAGE) -> Fa
     shard = shard_of(job.author, backend.shards)
     while index < len(job.states):
         seek = _cursor.START if boundary is None else _cursor.Seek(True, boundary, False)
+        size = FANOUT_PAGE if page is None else page
         rows = backend.scan(
-            shard, EdgeScan(job.author, job.followers, job.states[index], seek, page)
+            shard, EdgeScan(job.author, job.followers, job.states[index], seek, size)
         )
         if rows:
             deliver(backend, [row[0] for row in rows], job.entry, job.cap)
