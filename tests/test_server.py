@@ -122,6 +122,16 @@ def test_every_method_through_the_client(client: Client) -> None:
     assert g.check_inverses() == []
     assert g.cache_stats() is not None
     assert all(k.per_second > 0 for k in g.hot_keys(5))
+    assert g.define_timeline("follows").mode == "write"
+    assert g.timeline_config() == assocdb.TimelineConfig()
+    g.assoc_add(700, "follows", 800)
+    assert g.post(800, 900, time=1).status == "applied"
+    assert g.drain(timeout=10)
+    assert g.home_timeline(700).items == [assocdb.TimelineItem(900, 800, 1)]
+    assert g.home_timeline(700, mode="read").items == g.user_timeline(800).items
+    g.post_delete(800, 900)
+    assert g.drain(timeout=10)
+    assert g.home_timeline(700, limit=5).items == []
     assert called == set(METHODS)
 
 
