@@ -43,6 +43,9 @@ Source = Callable[[Seek, int], list[Row]]
 
 def merge_rows(lists: Iterable[Sequence[Row]], forward: bool, n: int) -> list[Row]:
     """The first `n` distinct rows of the union of sorted lists (descending when forward)."""
+    lists = list(lists)
+    if len(lists) == 1:
+        return list(lists[0][:n])  # one source never repeats a key
     merged = heapq.merge(*lists, key=lambda r: (r[0], r[1]), reverse=forward)
     out: list[Row] = []
     last = None
@@ -80,7 +83,7 @@ def home_rows(
     out: list[Row] = []
     live: Iterator[Entry] = visible(entries, seek)
     while len(out) < n:
-        batch = list(itertools.islice(live, 2 * n + 16))
+        batch = list(itertools.islice(live, n))  # usually all pass: one lookup
         if not batch:
             break
         unknown = {e[2] for e in batch} - known.keys()
