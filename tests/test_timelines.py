@@ -273,31 +273,36 @@ def test_fanout_resumes_from_its_recorded_page(
             assert items == ([8, 7] if user < 32 else [7]), user
 
 
-def test_a_failed_fanout_is_retried_from_its_progress(
+def test_a_shard_that_is_down_delays_only_its_own_followers(
     graph: Graph, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import sqlite3
 
     import assocdb._fanout
+    from assocdb._ids import shard_of
 
     monkeypatch.setattr(assocdb._fanout, "FANOUT_PAGE", 10)
     graph.define_timeline("follows")
     for user in range(2, 52):
         graph.assoc_add(user, "follows", 1)
-    merges = 0
+    down = shard_of(2, graph.shards)
 
-    def fail_after_two_pages(shard: int, sql: str) -> None:
-        nonlocal merges
-        if sql.startswith("INSERT OR REPLACE INTO timelines"):
-            merges += 1
-            if merges > 5:
-                raise sqlite3.OperationalError("disk I/O error")
+    def shard_down(shard: int, sql: str) -> None:
+        if shard == down and "timelines" in sql:
+            raise sqlite3.OperationalError("disk I/O error")
 
-    graph._backend.faults.append(fail_after_two_pages)  # type: ignore[attr-defined]
+    graph._backend.faults.append(shard_down)  # type: ignore[attr-defined]
     graph.post(1, 100, 10)
-    assert not graph.drain(0.5)
-    (stuck,) = graph.queue_jobs("error") or graph.queue_jobs("running")
-    assert stuck.operation["at"] is not None  # progress was recorded
+    assert not graph.drain(1)
+    stuck = graph.queue_jobs("error")
+    assert stuck
+    assert {job.operation["kind"] for job in stuck} == {"Deliveries"}  # the fan-out went on
+    for user in range(2, 52):
+        if shard_of(user, graph.shards) == down:
+            with pytest.raises(assocdb.Unavailable):
+                graph.home_timeline(user)
+        else:
+            assert [i.item for i in graph.home_timeline(user).items] == [100], user
     graph._backend.faults.clear()  # type: ignore[attr-defined]
     graph.queue_retry()
     assert graph.drain(10)

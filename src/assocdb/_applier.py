@@ -34,7 +34,7 @@ from . import _cursor
 from ._backend import Backend, EdgeScan
 from ._cache import Cache
 from ._errors import Unavailable
-from ._fanout import FanoutJob, fanout_page
+from ._fanout import Deliveries, FanoutJob, fanout_page
 from ._ids import shard_of
 from ._journal import Failure, Journal
 from ._ops import (
@@ -54,7 +54,7 @@ from ._ops import (
 
 log = logging.getLogger("assocdb.journal")
 
-Work = Rows | EdgeWrite | TypeChange | ObjectWrite | NodeJob | FanoutJob
+Work = Rows | EdgeWrite | TypeChange | ObjectWrite | NodeJob | FanoutJob | Deliveries
 NODE_JOB_PAGE = 2000  # edges moved per page of a NodeJob
 NODE_JOB_PAGES = 10  # pages per turn before a NodeJob yields to other work
 _encoder = msgspec.msgpack.Encoder()
@@ -268,6 +268,8 @@ class Applier:
         start = time.perf_counter()
         if isinstance(work, (NodeJob, FanoutJob)):
             return self._run_node_job(job, work, attempts, retries)
+        if isinstance(work, Deliveries):
+            return self._run_deliveries(job, work, done, attempts, retries)
         if not isinstance(work, Rows):
             if self.pending.blocked(work.keys, before=job):
                 waiting = Unavailable("waiting for an earlier write to the same row")
@@ -318,7 +320,7 @@ class Applier:
             try:
                 following: NodeJob | FanoutJob | None
                 if isinstance(work, FanoutJob):
-                    following = fanout_page(self.backend, work)
+                    following = fanout_page(self.backend, work, deliver=self._deliver)
                 else:
                     following = self._node_job_page(work)
             except Exception as exc:
@@ -333,6 +335,41 @@ class Applier:
             self.journal.progress(job, encode(work))
         self._wake.set()  # the retrier carries on from here
         return False
+
+    def _deliver(self, work: Deliveries) -> None:
+        """Journal and run one page of a fan-out; a failed shard retries on its own."""
+        self.run(self.journal.append(encode(work)), work)
+
+    def _run_deliveries(
+        self, job: int, work: Deliveries, done: int, attempts: int, retries: int
+    ) -> bool:
+        """Merge a page of deliveries into home timelines, one leg per shard."""
+        start = time.perf_counter()
+        errors: list[BaseException] = []
+        for number, (shard, writes) in enumerate(work.legs(self._shards)):
+            if done >> number & 1:
+                continue
+            try:
+                self.health.check(shard)
+            except Unavailable as exc:  # cooling down: not a new failure of the shard
+                errors.append(exc)
+                continue
+            try:
+                self.backend.merge_timelines(shard, writes, work.cap)
+            except Unavailable as exc:
+                self.health.failed(shard)
+                errors.append(exc)
+                continue
+            except Exception as exc:  # a bug must not lose the delivery
+                errors.append(exc)
+                continue
+            self.health.succeeded(shard)
+            done |= 1 << number
+        if errors:
+            return self._failed(job, done, attempts, retries, start, errors)
+        self.journal.complete(job)
+        self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
+        return True
 
     def _node_job_page(self, work: NodeJob) -> NodeJob | None:
         """Move the next page of the job's edges; the job as it stands after, or None when done."""

@@ -126,7 +126,12 @@ class Backend(Protocol):
         self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
     ) -> int:
         """Fold each owner's writes into their home timeline with `_timeline_list.merge_blob`,
-        atomically; return how many timelines changed."""
+        atomically; return how many timelines changed.
+
+        One table `timelines (owner BIGINT PRIMARY KEY, entries BLOB)`; read the
+        owners' rows so no concurrent merge slips in between (SQLite: the write
+        transaction; MySQL: SELECT … FOR UPDATE), merge in Python, upsert the
+        changed rows."""
 
     def recount(self, shard: int, repair: bool) -> list[CountMismatch]:
         """Compare (and optionally fix) every stored count with the edge rows."""

@@ -17,6 +17,7 @@ does not keep the item should it follow again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import msgspec
@@ -53,8 +54,39 @@ class FanoutJob(msgspec.Struct, tag="fanout", array_like=True, frozen=True):
         return self.entry[3] // 2
 
 
-def fanout_page(backend: Backend, job: FanoutJob, page: int | None = None) -> FanoutJob | None:
-    """Deliver the next page of followers; the job as it stands after, or None when done."""
+class Deliveries(msgspec.Struct, tag="deliver", array_like=True, frozen=True):
+    """Merge `entry` into the home timelines of `owners`: one page of a FanoutJob.
+
+    A job of its own, with one leg per shard, so a shard that is down delays
+    only its own followers' deliveries (retried from the error queue) while
+    the fan-out goes on to the next page.
+    """
+
+    owners: list[int]
+    entry: Entry
+    cap: int
+
+    keys: ClassVar[list[Key]] = []
+
+    def legs(self, shards: int) -> list[tuple[int, dict[int, list[Entry]]]]:
+        """(shard, {owner: [entry]}) per shard, in shard order (leg numbers are stable)."""
+        by_shard: dict[int, dict[int, list[Entry]]] = {}
+        for owner in self.owners:
+            by_shard.setdefault(shard_of(owner, shards), {})[owner] = [self.entry]
+        return sorted(by_shard.items())
+
+
+def fanout_page(
+    backend: Backend,
+    job: FanoutJob,
+    page: int | None = None,
+    deliver: Callable[[Deliveries], object] | None = None,
+) -> FanoutJob | None:
+    """Deliver the next page of followers; the job as it stands after, or None when done.
+
+    `deliver` runs the page's `Deliveries` (the applier journals it as a job of
+    its own); by default they are merged here, every shard or an error.
+    """
     index, boundary = 0, None
     if job.at is not None:
         index, time, id2 = job.at
@@ -67,16 +99,12 @@ def fanout_page(backend: Backend, job: FanoutJob, page: int | None = None) -> Fa
             shard, EdgeScan(job.author, job.followers, job.states[index], seek, size)
         )
         if rows:
-            deliver(backend, [row[0] for row in rows], job.entry, job.cap)
+            deliveries = Deliveries([row[0] for row in rows], job.entry, job.cap)
+            if deliver is None:
+                for shard_number, writes in deliveries.legs(backend.shards):
+                    backend.merge_timelines(shard_number, writes, job.cap)
+            else:
+                deliver(deliveries)
             return msgspec.structs.replace(job, at=(index, rows[-1][1], rows[-1][0]))
         index, boundary = index + 1, None
     return None
-
-
-def deliver(backend: Backend, owners: list[int], entry: Entry, cap: int) -> None:
-    """Merge `entry` into these owners' timelines: one transaction per shard."""
-    by_shard: dict[int, dict[int, list[Entry]]] = {}
-    for owner in owners:
-        by_shard.setdefault(shard_of(owner, backend.shards), {})[owner] = [entry]
-    for shard in sorted(by_shard):
-        backend.merge_timelines(shard, by_shard[shard], cap)

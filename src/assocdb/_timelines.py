@@ -67,6 +67,7 @@ class TimelinesAPI(GraphCore):
 
     _timeline_pool: ThreadPoolExecutor | None = None
     _timeline_cache: tuple[float, TimelineConfig | None] = (float("-inf"), None)
+    _celebrity_cache: tuple[float, list[int]] = (float("-inf"), [])
 
     def define_timeline(
         self,
@@ -268,16 +269,21 @@ class TimelinesAPI(GraphCore):
         rows = self._backend.edges(shard_of(author, self._shards), author, posts.id, [item])
         return (rows[0].state, rows[0].time) if rows else None
 
-    def _celebrities(self) -> list[int]:
-        raw = self._backend.get_meta(_CELEBRITIES_KEY)
-        return [] if raw is None else list(array("q", raw))
+    def _celebrities(self, fresh: bool = False) -> list[int]:
+        """The celebrities; a read trusts a copy for a second (the list only grows)."""
+        read_at, stars = self._celebrity_cache
+        if fresh or _time.monotonic() - read_at >= _CONFIG_SECONDS:
+            raw = self._backend.get_meta(_CELEBRITIES_KEY)
+            stars = [] if raw is None else list(array("q", raw))
+            self._celebrity_cache = (_time.monotonic(), stars)
+        return stars
 
     def _celebrity(self, author: int, followers: AssocType, config: TimelineConfig) -> bool:
         """True if `author`'s items are read-fanned; marks them so once over the threshold."""
         shard = shard_of(author, self._shards)
         count = self._backend.counts(shard, author, followers.id).get(State.NORMAL, 0)
         if count <= config.celebrity_threshold:
-            return author in self._celebrities()  # sticky: never in neither place
+            return author in self._celebrities(fresh=True)  # sticky: never in neither place
         while True:
             raw = self._backend.get_meta(_CELEBRITIES_KEY)
             stars = [] if raw is None else list(array("q", raw))
@@ -285,6 +291,7 @@ class TimelinesAPI(GraphCore):
                 return True
             value = array("q", sorted([*stars, author])).tobytes()
             if self._backend.swap_meta(_CELEBRITIES_KEY, raw, value):
+                self._celebrity_cache = (_time.monotonic(), sorted([*stars, author]))
                 return True
 
     def _followees(self, user: int, follows: AssocType) -> list[int]:
