@@ -367,3 +367,24 @@ def test_bad_requests_are_refused(graph: Graph) -> None:
         graph.home_timeline(2, cursor=cursor)  # another user's cursor
     assert graph.user_timeline(3).items == [TimelineItem(6, 3, 2), TimelineItem(5, 3, 1)]
     assert graph.timeline_config() == assocdb.TimelineConfig()
+
+
+def test_a_post_does_not_wait_for_its_fanout(graph: Graph) -> None:
+    graph.define_timeline("follows")
+    graph.bulk_load((user, "follows", 1) for user in range(2, 30_002))
+    graph.post(1, 100, 10)
+    assert graph.queue_stats().depth > 0  # 30,000 deliveries still under way
+    assert graph.drain(60)
+    for user in (2, 15_000, 30_001):
+        assert [i.item for i in graph.home_timeline(user).items] == [100]
+
+
+def test_background_writes_post_too(tmp_path: Path) -> None:
+    with assocdb.open(tmp_path / "g", shards=2, sync=False) as g:
+        g.define_assoc("follows", inverse="followed_by")
+        g.define_timeline("follows")
+        g.assoc_add(2, "follows", 1)
+        assert g.drain(10)
+        assert g.post(1, 100, 10).status == "queued"
+        assert g.drain(10)
+        assert g.home_timeline(2).items == [TimelineItem(100, 1, 10)]
