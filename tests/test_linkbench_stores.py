@@ -167,11 +167,16 @@ def _small_load(workload: Workload) -> list[LoadLink]:
     ]
 
 
-@pytest.mark.parametrize("other", ["sqlite", "mariadb"])
-def test_differential_assocdb_agrees_with_the_bare_schema(tmp_path: Path, other: str) -> None:
+@pytest.mark.parametrize(
+    ("first", "other"),
+    [("assocdb", "sqlite"), ("assocdb", "mariadb"), ("assocdb-http", "sqlite")],
+)
+def test_differential_assocdb_agrees_with_the_bare_schema(
+    tmp_path: Path, first: str, other: str
+) -> None:
     workload = Workload(maxid1=1_001)
     shared = Shared(workload)
-    a, b = _open("assocdb", tmp_path), _open(other, tmp_path, "linkbench_diff")
+    a, b = _open(first, tmp_path), _open(other, tmp_path, "linkbench_diff")
     try:
         links = _small_load(workload)
         nodes = [LoadNode(i, DEFAULT_NODE_TYPE, 1, 100, b"node") for i in range(1, 1_001)]

@@ -62,6 +62,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--diff", metavar="A,B", help="differential mode on two stores")
     p.add_argument("--mysql-url", default=os.environ.get("ASSOCDB_TEST_MYSQL_URL"))
     p.add_argument("--dir", type=Path, help="where stores keep their files (default: a temp dir)")
+    p.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the results as a PNG")
     p.add_argument(
         "--reference-buckets",
         action="store_true",
@@ -144,6 +145,15 @@ def _run(args: argparse.Namespace, workload: Workload, root: Path) -> None:
     if len(runs) > 1:
         print()
         print(side_by_side(runs))
+    if args.plot and runs:
+        from .plot import plot
+
+        title = (
+            f"LinkBench (Python port), {workload.mode()}, maxid1={workload.maxid1:,},"
+            f" {args.requests:,} requests, {args.threads} requester(s)"
+        )
+        plot(runs, title, args.plot)
+        print(f"plot: {args.plot}")
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
 
 

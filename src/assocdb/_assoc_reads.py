@@ -233,7 +233,7 @@ class AssocReadsAPI(GraphCore):
         n = len(rows)
         id2s, times, stamps, datas = zip(*rows, strict=True)
         decoded: Any = repeat(None)
-        if any(d is not None for d in datas):
+        if datas.count(None) != n:  # C speed; a generator over 50 rows costs ~3 µs
             decoded = _values(list(datas))
         return list(
             map(

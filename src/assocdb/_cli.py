@@ -201,6 +201,13 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
     "--cache-max-age", default=10.0, show_default=True, help="Seconds a cache entry lives."
 )
 @click.option(
+    "--cache-prefix",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1, 1_000_000),
+    help="Newest edges of each list the cache keeps (a longer page reads the shard).",
+)
+@click.option(
     "--redis",
     envvar="ASSOCDB_REDIS",
     help="Redis URL for the shared cache tier: invalidations reach every worker and server.",
@@ -217,6 +224,7 @@ def serve(
     max_batch: int,
     cache_mb: int | None,
     cache_max_age: float,
+    cache_prefix: int,
     redis: str | None,
 ) -> None:
     """Serve the graph in DIRECTORY over HTTP (JSON; /docs lists the API).
@@ -250,6 +258,7 @@ def serve(
         "max_batch": max_batch,
         "cache_bytes": cache_mb << 20,
         "cache_max_age": cache_max_age,
+        "cache_prefix": cache_prefix,
         "redis": redis,
     }
     os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()

@@ -281,7 +281,10 @@ def app_from_env() -> Starlette:
     cache = None
     if config["cache_bytes"]:
         cache = CacheConfig(
-            max_bytes=config["cache_bytes"], max_age=config["cache_max_age"], redis=config["redis"]
+            max_bytes=config["cache_bytes"],
+            max_age=config["cache_max_age"],
+            prefix=config["cache_prefix"],
+            redis=config["redis"],
         )
     graph = open_graph(config["path"], sync=config["sync"], cache=cache)
     inline = graph._backend.spec().get("kind") == "sqlite"

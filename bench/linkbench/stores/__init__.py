@@ -3,16 +3,15 @@
 | name | what |
 |---|---|
 | `assocdb` | (a) assocdb embedded: `assocdb.open(dir)` |
-| `assocdb-http` | (b) assocdb through its server and `assocdb.Client`: not built yet |
+| `assocdb-http` | (b) assocdb through `assocdb serve` (its own process) and `assocdb.Client` |
 | `sqlite` | (c) the bare LinkBench schema on SQLite, same durability as assocdb |
 | `mariadb` | (d) the bare LinkBench schema on MariaDB (needs a mysql:// URL) |
 | `assocdb-mariadb` | (e) assocdb on a MariaDB backend: not built yet |
 
 Adding a store is one module with a class that has `base.Store`'s methods,
 and one entry in `FACTORIES`: a function from the run's `StoreContext` to a
-new, empty store. (b) will wrap `assocdb.Client(urls)` exactly as
-`assocdb_embedded` wraps `Graph` (the Client has the same methods); (e) will
-be `AssocdbStore` over a Graph opened on a MariaDB backend spec.
+new, empty store. (b) is `AssocdbStore` over `assocdb.Client` (it has Graph's
+methods); (e) will be `AssocdbStore` over a Graph opened on a MariaDB backend.
 """
 
 from __future__ import annotations
@@ -44,6 +43,12 @@ def _assocdb(ctx: StoreContext) -> Store:
     return AssocdbStore(ctx.directory / "assocdb", ctx.link_types, ctx.shards)
 
 
+def _assocdb_http(ctx: StoreContext) -> Store:
+    from .assocdb_http import AssocdbHttpStore
+
+    return AssocdbHttpStore(ctx.directory / "assocdb-http", ctx.link_types, ctx.shards)
+
+
 def _sqlite(ctx: StoreContext) -> Store:
     from .bare_sqlite import BareSQLiteStore
 
@@ -70,7 +75,7 @@ def _not_built(what: str) -> Callable[[StoreContext], Store]:
 
 FACTORIES: dict[str, Callable[[StoreContext], Store]] = {
     "assocdb": _assocdb,
-    "assocdb-http": _not_built("assocdb's HTTP server and client"),
+    "assocdb-http": _assocdb_http,
     "sqlite": _sqlite,
     "mariadb": _mariadb,
     "assocdb-mariadb": _not_built("assocdb's MariaDB backend"),

@@ -1,0 +1,5 @@
+"""`python -m assocdb`: the `assocdb` command."""
+
+from ._cli import main
+
+main()
