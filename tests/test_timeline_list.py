@@ -94,3 +94,14 @@ def test_visible_skips_tombstones_and_honours_the_seek() -> None:
     assert keys(Seek(True, (4, 4), True)) == [4, 2, 1]
     assert keys(Seek(False, (2, 2), False)) == [4, 5]
     assert keys(Seek(False, (2, 2), True)) == [2, 4, 5]
+
+
+@settings(max_examples=300)
+@given(writes(), writes(), st.integers(1, 8))
+def test_merge_blob_one_write_at_a_time_is_merge(
+    first: list[Entry], more: list[Entry], cap: int
+) -> None:
+    blob: bytes | None = pack(merge([], first, cap))
+    for write in more:
+        blob = merge_blob(blob, [write], cap) or blob
+    assert unpack(blob) == model(first + more, cap)

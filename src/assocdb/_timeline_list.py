@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from ._cursor import Seek
 
@@ -79,10 +79,14 @@ def merge(current: Iterable[Entry], writes: Iterable[Entry], cap: int) -> list[E
     return [best[key] for key in newest]
 
 
-def merge_blob(blob: bytes | None, writes: Iterable[Entry], cap: int) -> bytes | None:
+def merge_blob(blob: bytes | None, writes: Sequence[Entry], cap: int) -> bytes | None:
     """`merge` on a stored blob: the new blob, or None if nothing changed."""
     current = unpack(blob)
-    merged = merge(current, writes, cap)
+    if len(writes) == 1 and (not current or writes[0][:2] > current[0][:2]):
+        # The common case, a delivery newer than everything held: prepend, trim.
+        merged = [writes[0], *current[: cap - 1]]
+    else:
+        merged = merge(current, writes, cap)
     return None if merged == current else pack(merged)
 
 
