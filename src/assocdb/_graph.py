@@ -34,12 +34,12 @@ from ._timelines import TimelinesAPI
 class Graph(
     ObjectsAPI,
     AssocWritesAPI,
+    TimelinesAPI,  # before AssocReadsAPI: it builds on its cached reads
     AssocReadsAPI,
     NodesAPI,
     QueryAPI,
     QueueAdminAPI,
     ChecksAPI,
-    TimelinesAPI,
     Pagers,
 ):
     """A graph of objects and associations. Thread-safe; open one per process.

@@ -30,15 +30,17 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from . import _cursor
-from ._backend import Backend, EdgeScan
+from ._backend import ListRow
 from ._cursor import Seek
 from ._ids import shard_of
-from ._merge import State
 from ._timeline_list import Entry, visible
 
 #: (time, item, author): a timeline row, ordered by (time, item).
 Row = tuple[int, int, int]
 Source = Callable[[Seek, int], list[Row]]
+#: `scan(author, seek, n)`: up to `n` rows of the author's own list past the seek
+#: (from the cache when it holds them, else one index range scan).
+ScanPosts = Callable[[int, Seek, int], list[ListRow]]
 
 
 def merge_rows(lists: Iterable[Sequence[Row]], forward: bool, n: int) -> list[Row]:
@@ -59,15 +61,9 @@ def merge_rows(lists: Iterable[Sequence[Row]], forward: bool, n: int) -> list[Ro
     return out
 
 
-def author_rows(
-    backend: Backend, posts: int, authors: Sequence[int], seek: Seek, n: int
-) -> list[Row]:
-    """The newest `n` items past `seek` of these authors, who share one shard."""
-    lists = []
-    for author in authors:
-        shard = shard_of(author, backend.shards)
-        rows = backend.scan(shard, EdgeScan(author, posts, State.NORMAL, seek, n))
-        lists.append([(r[1], r[0], author) for r in rows])
+def author_rows(scan: ScanPosts, authors: Sequence[int], seek: Seek, n: int) -> list[Row]:
+    """The newest `n` items past `seek` of these authors (who share one shard)."""
+    lists = [[(r[1], r[0], author) for r in scan(author, seek, n)] for author in authors]
     return merge_rows(lists, seek.forward, n)
 
 
@@ -104,13 +100,13 @@ class Sources:
     def add(self, source: Source) -> None:
         self.sources.append(source)
 
-    def add_authors(self, backend: Backend, posts: int, authors: Iterable[int]) -> None:
+    def add_authors(self, scan: ScanPosts, shards: int, authors: Iterable[int]) -> None:
         """Read these authors' own lists: one source per shard."""
         by_shard: dict[int, list[int]] = {}
         for author in authors:
-            by_shard.setdefault(shard_of(author, backend.shards), []).append(author)
+            by_shard.setdefault(shard_of(author, shards), []).append(author)
         for group in by_shard.values():
-            self.add(functools.partial(author_rows, backend, posts, group))
+            self.add(functools.partial(author_rows, scan, group))
 
     def gather(self, seek: Seek, n: int) -> list[Row]:
         """The first `n` rows past `seek` of the union of every source."""

@@ -32,8 +32,8 @@ from typing import Literal
 import msgspec
 
 from . import _cursor
-from ._backend import EdgeScan
-from ._core import GraphCore
+from ._assoc_reads import AssocReadsAPI
+from ._backend import EdgeScan, ListRow
 from ._errors import InvalidRequest, NotFound
 from ._fanout import FanoutJob
 from ._ids import check_id, check_int64, shard_of
@@ -42,7 +42,7 @@ from ._ops import EdgeWrite
 from ._records import Page, TimelineConfig, TimelineItem, WriteResult
 from ._schema import AssocType
 from ._timeline_list import entry, unpack
-from ._timeline_read import Row, Source, Sources, author_rows, home_rows
+from ._timeline_read import Row, ScanPosts, Source, Sources, author_rows, home_rows
 
 Mode = Literal["write", "read", "hybrid"]
 MODES = ("write", "read", "hybrid")
@@ -62,7 +62,7 @@ _ALL_STATES: list[int] = [State.NORMAL, State.NEGATIVE, State.ARCHIVED, State.RE
 _pool_lock = threading.Lock()
 
 
-class TimelinesAPI(GraphCore):
+class TimelinesAPI(AssocReadsAPI):
     """define_timeline, timeline_config, post, post_delete, home_timeline, user_timeline."""
 
     _timeline_pool: ThreadPoolExecutor | None = None
@@ -208,13 +208,14 @@ class TimelinesAPI(GraphCore):
         posts, _ = self._timeline_types(config)
         follows = self._assoc_type(config.follows)
         sources = Sources(self._pool())
+        scan = self._list_scan(posts)
         if mode == "read":
-            sources.add_authors(self._backend, posts.id, self._followees(user, follows))
+            sources.add_authors(scan, self._shards, self._followees(user, follows))
         else:
             sources.add(self._home_source(user, follows))
             if mode == "hybrid":
                 stars = self._followed(user, follows, set(self._celebrities()))
-                sources.add_authors(self._backend, posts.id, sorted(stars))
+                sources.add_authors(scan, self._shards, sorted(stars))
         return _page(*sources.page(scope, seek, limit))
 
     def user_timeline(
@@ -232,7 +233,7 @@ class TimelinesAPI(GraphCore):
         posts, _ = self._timeline_types(config)
         return _page(
             *_cursor.paginate(
-                lambda s, n: author_rows(self._backend, posts.id, [author], s, n),
+                lambda s, n: author_rows(self._list_scan(posts), [author], s, n),
                 lambda r: (r[0], r[1]),
                 scope,
                 seek,
@@ -294,14 +295,25 @@ class TimelinesAPI(GraphCore):
                 self._celebrity_cache = (_time.monotonic(), sorted([*stars, author]))
                 return True
 
+    def _list_scan(self, posts: AssocType) -> ScanPosts:
+        """Read lists of this type through the cache (TAO: most reads never reach a shard)."""
+
+        def scan(id1: int, seek: _cursor.Seek, n: int) -> list[ListRow]:
+            rows = self._from_cache(id1, posts, lambda e: e.scan(seek, n), n)
+            if rows is None:
+                rows = self._scan(id1, EdgeScan(id1, posts.id, State.NORMAL, seek, n))
+            return rows
+
+        return scan
+
     def _followees(self, user: int, follows: AssocType) -> list[int]:
         """Up to MAX_READ_FANOUT accounts `user` follows, newest follows first."""
-        shard = shard_of(user, self._shards)
+        scan = self._list_scan(follows)
         found: list[int] = []
         seek = _cursor.START
         while len(found) < MAX_READ_FANOUT:
             want = min(1000, MAX_READ_FANOUT - len(found))
-            rows = self._backend.scan(shard, EdgeScan(user, follows.id, State.NORMAL, seek, want))
+            rows = scan(user, seek, want)
             found += [r[0] for r in rows]
             if len(rows) < want:
                 break
@@ -312,7 +324,11 @@ class TimelinesAPI(GraphCore):
         """Which of `authors` `user` follows now: one batched lookup on the user's shard."""
         if not authors:
             return set()
-        rows = self._backend.edges(shard_of(user, self._shards), user, follows.id, sorted(authors))
+        ids = sorted(authors)
+        cached = self._from_cache(user, follows, lambda e: e.get(ids), len(ids))
+        if cached is not None:
+            return {row[0] for row in cached}
+        rows = self._backend.edges(shard_of(user, self._shards), user, follows.id, ids)
         return {row.id2 for row in rows if row.state == State.NORMAL}
 
     def _home_source(self, user: int, follows: AssocType) -> Source:
