@@ -88,9 +88,11 @@ def delivered(g: assocdb.Graph, follower: int, item: int) -> None:
     raise AssertionError(f"item {item} never reached follower {follower}")
 
 
-def reader_graph(directory: Path, followees: int) -> tuple[assocdb.Graph, int]:
+def reader_graph(
+    directory: Path, followees: int, cache: assocdb.CacheConfig | None = None
+) -> tuple[assocdb.Graph, int]:
     """A reader following `followees` authors with ITEMS_EACH items each, delivered."""
-    g = assocdb.open(directory / f"read{followees}", shards=8)
+    g = assocdb.open(directory / f"read{followees}", shards=8, cache=cache)
     g.define_assoc("follows", inverse="followed_by")
     g.define_timeline("follows", cap=800)
     reader = 1
@@ -167,7 +169,7 @@ class Bare:
 
 
 def page_costs(directory: Path, followees: int) -> dict[str, tuple[float, float]]:
-    """mode -> (µs per page, µs of the bare baseline)."""
+    """mode -> (µs per page, µs of the bare baseline), uncached then cached."""
     g, reader = reader_graph(directory, followees)
     expected = g.home_timeline(reader, limit=50, mode="read").items
     for mode in MODES:
@@ -178,15 +180,18 @@ def page_costs(directory: Path, followees: int) -> dict[str, tuple[float, float]
     threads = partial(g.home_timeline, reader, limit=50, mode="read")
     with_threads, inline = compare(lambda i: _threaded(threads), lambda i: threads(), calls // 4, 3)
     costs["read, shards on threads"] = (with_threads, inline)
-    for mode in MODES:
-        ours, base = compare(
-            lambda i, m=mode: g.home_timeline(reader, limit=50, mode=m),  # type: ignore[misc]
-            getattr(bare, mode),
-            calls=calls,
-            rounds=5,
-        )
-        costs[mode] = (ours, base)
+    cached = assocdb.open(g._backend.path, cache=assocdb.CacheConfig())  # type: ignore[attr-defined]
+    for label, graph in (("", g), (", cached", cached)):
+        for mode in MODES:
+            ours, base = compare(
+                lambda i, m=mode, gr=graph: gr.home_timeline(reader, limit=50, mode=m),  # type: ignore[misc]
+                getattr(bare, mode),
+                calls=calls,
+                rounds=5,
+            )
+            costs[mode + label] = (ours, base)
     bare.close()
+    cached.close()
     g.close()
     return costs
 
