@@ -122,6 +122,16 @@ def test_every_method_through_the_client(client: Client) -> None:
     assert g.check_inverses() == []
     assert g.cache_stats() is not None
     assert all(k.per_second > 0 for k in g.hot_keys(5))
+    assert g.define_timeline("follows").mode == "write"
+    assert g.timeline_config() == assocdb.TimelineConfig()
+    g.assoc_add(700, "follows", 800)
+    assert g.post(800, 900, time=1).status == "applied"
+    assert g.drain(timeout=10)
+    assert g.home_timeline(700).items == [assocdb.TimelineItem(900, 800, 1)]
+    assert g.home_timeline(700, mode="read").items == g.user_timeline(800).items
+    g.post_delete(800, 900)
+    assert g.drain(timeout=10)
+    assert g.home_timeline(700, limit=5).items == []
     assert called == set(METHODS)
 
 
@@ -306,3 +316,23 @@ def test_two_servers_one_graph_and_failover(tmp_path: Path) -> None:
     finally:
         first.stop()
         second.stop()
+
+
+def test_timeline_errors_over_http(server: Server, client: Client) -> None:
+    client.define_timeline("follows")
+    bad = {
+        "home_timeline": [{"user": 1, "limit": 0}, {"user": 1, "mode": "sideways"}, {"user": 0}],
+        "post": [{"author": 1}, {"author": 1, "item": 2, "time": "soon"}],
+        "define_timeline": [{"follows": "likes"}, {"cap": 0}],
+    }
+    for method, bodies in bad.items():
+        for body in bodies:
+            answer = raw(server, method, body)
+            assert answer.status_code == 400, (method, body, answer.text)
+            assert answer.json()["error"]["code"] == "invalid_request"
+    cursor = raw(server, "home_timeline", {"user": 1, "cursor": "garbage"})
+    assert (cursor.status_code, cursor.json()["error"]["code"]) == (400, "invalid_cursor")
+    assert raw(server, "post_delete", {"author": 1, "item": 987_654}).status_code == 404
+    assert raw(server, "post", {"author": 1, "item": 2}, token=READER).status_code == 403
+    assert raw(server, "define_timeline", {}, token=WRITER).status_code == 403
+    assert raw(server, "home_timeline", {"user": 1}, token=READER).status_code == 200

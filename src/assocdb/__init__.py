@@ -36,7 +36,17 @@ from ._graph import Graph
 from ._open import open_graph as open
 from ._query import Query
 from ._records import STATE_NAMES as STATES
-from ._records import Assoc, Count, JobInfo, Obj, Page, QueueStats, WriteResult
+from ._records import (
+    Assoc,
+    Count,
+    JobInfo,
+    Obj,
+    Page,
+    QueueStats,
+    TimelineConfig,
+    TimelineItem,
+    WriteResult,
+)
 from ._schema import AssocType, ObjectType, Schema
 
 __version__ = "0.1.0"
@@ -71,6 +81,8 @@ __all__ = [
     "RetryPolicy",
     "Schema",
     "SchemaError",
+    "TimelineConfig",
+    "TimelineItem",
     "Timeout",
     "Unauthenticated",
     "Unavailable",

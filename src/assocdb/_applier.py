@@ -34,6 +34,7 @@ from . import _cursor
 from ._backend import Backend, EdgeScan
 from ._cache import Cache
 from ._errors import Unavailable
+from ._fanout import Deliveries, FanoutJob, fanout_page
 from ._ids import shard_of
 from ._journal import Failure, Journal
 from ._ops import (
@@ -53,7 +54,7 @@ from ._ops import (
 
 log = logging.getLogger("assocdb.journal")
 
-Work = Rows | EdgeWrite | TypeChange | ObjectWrite | NodeJob
+Work = Rows | EdgeWrite | TypeChange | ObjectWrite | NodeJob | FanoutJob | Deliveries
 NODE_JOB_PAGE = 2000  # edges moved per page of a NodeJob
 NODE_JOB_PAGES = 10  # pages per turn before a NodeJob yields to other work
 _encoder = msgspec.msgpack.Encoder()
@@ -265,8 +266,10 @@ class Applier:
     def run(self, job: int, work: Work, done: int = 0, attempts: int = 0, retries: int = 0) -> bool:
         """Apply what is left of `job`; True if it is now fully applied."""
         start = time.perf_counter()
-        if isinstance(work, NodeJob):
+        if isinstance(work, (NodeJob, FanoutJob)):
             return self._run_node_job(job, work, attempts, retries)
+        if isinstance(work, Deliveries):
+            return self._run_deliveries(job, work, done, attempts, retries)
         if not isinstance(work, Rows):
             if self.pending.blocked(work.keys, before=job):
                 waiting = Unavailable("waiting for an earlier write to the same row")
@@ -305,12 +308,21 @@ class Applier:
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
         return True
 
-    def _run_node_job(self, job: int, work: NodeJob, attempts: int, retries: int) -> bool:
-        """Move up to NODE_JOB_PAGES pages of a node's edges, recording progress after each."""
+    def _run_node_job(
+        self, job: int, work: NodeJob | FanoutJob, attempts: int, retries: int
+    ) -> bool:
+        """Do up to NODE_JOB_PAGES pages of a long job, recording progress after each.
+
+        A NodeJob moves a node's edges; a FanoutJob delivers a post to followers.
+        """
         start = time.perf_counter()
         for _ in range(NODE_JOB_PAGES):
             try:
-                following = self._node_job_page(work)
+                following: NodeJob | FanoutJob | None
+                if isinstance(work, FanoutJob):
+                    following = fanout_page(self.backend, work, deliver=self._deliver)
+                else:
+                    following = self._node_job_page(work)
             except Exception as exc:
                 return self._failed(job, 0, attempts, retries, start, [exc])
             if following is None:
@@ -323,6 +335,41 @@ class Applier:
             self.journal.progress(job, encode(work))
         self._wake.set()  # the retrier carries on from here
         return False
+
+    def _deliver(self, work: Deliveries) -> None:
+        """Journal and run one page of a fan-out; a failed shard retries on its own."""
+        self.run(self.journal.append(encode(work)), work)
+
+    def _run_deliveries(
+        self, job: int, work: Deliveries, done: int, attempts: int, retries: int
+    ) -> bool:
+        """Merge a page of deliveries into home timelines, one leg per shard."""
+        start = time.perf_counter()
+        errors: list[BaseException] = []
+        for number, (shard, writes) in enumerate(work.legs(self._shards)):
+            if done >> number & 1:
+                continue
+            try:
+                self.health.check(shard)
+            except Unavailable as exc:  # cooling down: not a new failure of the shard
+                errors.append(exc)
+                continue
+            try:
+                self.backend.merge_timelines(shard, writes, work.cap)
+            except Unavailable as exc:
+                self.health.failed(shard)
+                errors.append(exc)
+                continue
+            except Exception as exc:  # a bug must not lose the delivery
+                errors.append(exc)
+                continue
+            self.health.succeeded(shard)
+            done |= 1 << number
+        if errors:
+            return self._failed(job, done, attempts, retries, start, errors)
+        self.journal.complete(job)
+        self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
+        return True
 
     def _node_job_page(self, work: NodeJob) -> NodeJob | None:
         """Move the next page of the job's edges; the job as it stands after, or None when done."""

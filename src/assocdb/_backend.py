@@ -15,12 +15,13 @@ tracers (so a test can assert that a read issued no SQL at all).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from ._cursor import Seek
 from ._errors import AssocdbError, InvalidRequest, Unavailable
 from ._merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
+from ._timeline_list import Entry as TimelineEntry
 
 #: (shard, sql, seconds) for every statement a backend runs.
 Tracer = Callable[[int, str, float], None]
@@ -117,6 +118,20 @@ class Backend(Protocol):
 
     def swap_meta(self, key: str, expected: bytes | None, value: bytes) -> bool:
         """Set a graph-wide setting if it still equals `expected`."""
+
+    def timelines(self, shard: int, owners: Sequence[int]) -> dict[int, bytes]:
+        """The stored home-timeline blobs of these owners (absent owners are left out)."""
+
+    def merge_timelines(
+        self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
+    ) -> int:
+        """Fold each owner's writes into their home timeline with `_timeline_list.merge_blob`,
+        atomically; return how many timelines changed.
+
+        One table `timelines (owner BIGINT PRIMARY KEY, entries BLOB)`; read the
+        owners' rows so no concurrent merge slips in between (SQLite: the write
+        transaction; MySQL: SELECT … FOR UPDATE), merge in Python, upsert the
+        changed rows."""
 
     def recount(self, shard: int, repair: bool) -> list[CountMismatch]:
         """Compare (and optionally fix) every stored count with the edge rows."""

@@ -31,8 +31,20 @@ from ._journal import JobState
 from ._nodes import Direction
 from ._pagers import Pagers
 from ._query import Query, Term
-from ._records import Assoc, Count, JobInfo, Obj, Page, QueueStats, StateName, WriteResult
+from ._records import (
+    Assoc,
+    Count,
+    JobInfo,
+    Obj,
+    Page,
+    QueueStats,
+    StateName,
+    TimelineConfig,
+    TimelineItem,
+    WriteResult,
+)
 from ._schema import AssocType, ObjectType, Schema
+from ._timelines import Mode
 from ._wire import (
     BATCHABLE,
     METHODS,
@@ -50,9 +62,11 @@ from ._wire import (
     CheckCounts,
     DefineAssoc,
     DefineObject,
+    DefineTimeline,
     Drain,
     ErrorBody,
     ErrorEnvelope,
+    HomeTimeline,
     NoArgs,
     NodeState,
     NodeWrite,
@@ -60,11 +74,14 @@ from ._wire import (
     ObjDelete,
     ObjId,
     ObjUpdate,
+    Post,
+    PostDelete,
     QueryCount,
     QueryPage,
     QueueJobs,
     QueueReinject,
     SchemaInfo,
+    UserTimeline,
     error_from,
     to_spec,
 )
@@ -473,6 +490,49 @@ class Client(Pagers):
 
     def check_inverses(self, *, repair: bool = False) -> list[HangingEdge]:
         result: list[HangingEdge] = self._call("check_inverses", CheckCounts(repair))
+        return result
+
+    # -- timelines --------------------------------------------------------------------------------
+
+    def define_timeline(
+        self,
+        follows: str = "follows",
+        *,
+        mode: Mode = "write",
+        cap: int = 800,
+        celebrity_threshold: int = 10_000,
+        posts: str = "posted",
+    ) -> TimelineConfig:
+        args = DefineTimeline(follows, mode, cap, celebrity_threshold, posts)
+        result: TimelineConfig = self._call("define_timeline", args)
+        return result
+
+    def timeline_config(self) -> TimelineConfig | None:
+        result: TimelineConfig | None = self._call("timeline_config", NoArgs())
+        return result
+
+    def post(
+        self, author: int, item: int, time: int | None = None, updated_at: int | None = None
+    ) -> WriteResult:
+        result: WriteResult = self._call("post", Post(author, item, time, updated_at))
+        return result
+
+    def post_delete(self, author: int, item: int, updated_at: int | None = None) -> WriteResult:
+        result: WriteResult = self._call("post_delete", PostDelete(author, item, updated_at))
+        return result
+
+    def home_timeline(
+        self, user: int, cursor: str | None = None, limit: int = 50, mode: Mode | None = None
+    ) -> Page[TimelineItem]:
+        args = HomeTimeline(user, cursor, limit, mode)
+        result: Page[TimelineItem] = self._call("home_timeline", args)
+        return result
+
+    def user_timeline(
+        self, author: int, cursor: str | None = None, limit: int = 50
+    ) -> Page[TimelineItem]:
+        args = UserTimeline(author, cursor, limit)
+        result: Page[TimelineItem] = self._call("user_timeline", args)
         return result
 
 

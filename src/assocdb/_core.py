@@ -32,6 +32,7 @@ from ._backend import Backend, CountMismatch
 from ._cache import Cache, CacheConfig, CacheStats, HotKey
 from ._clock import HybridClock
 from ._errors import AssocdbError, InvalidRequest, UnknownType
+from ._fanout import FanoutJob
 from ._ids import shard_of
 from ._journal import Journal
 from ._ops import NodeJob, Operation, Rows, Stored, resolve
@@ -242,7 +243,7 @@ class GraphCore:
         applied = self._applier.run(job, work)
         return WriteResult("applied" if applied else "queued", updated_at)
 
-    def _submit_background(self, node_job: NodeJob) -> WriteResult:
+    def _submit_background(self, node_job: NodeJob | FanoutJob) -> WriteResult:
         """Journal a long job and let the background threads work through it."""
         job = self._journal.append(encode(node_job))
         self._applier.enqueue(job, node_job)

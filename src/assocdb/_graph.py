@@ -10,6 +10,7 @@ The API is assembled from one module per concern, all sharing GraphCore
 * `_query_exec.py`    select (set arithmetic: `_query.py`)
 * `_queue_admin.py`   queue_stats, queue_jobs, queue_job, queue_retry, queue_reinject, drain
 * `_checks.py`        check_inverses (check_counts: `_core.py`)
+* `_timelines.py`     define_timeline, post, post_delete, home_timeline, user_timeline
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from ._objects import ObjectsAPI, _IdBlocks
 from ._pagers import Pagers
 from ._query_exec import QueryAPI
 from ._queue_admin import QueueAdminAPI
+from ._timelines import TimelinesAPI
 
 
 class Graph(
     ObjectsAPI,
     AssocWritesAPI,
+    TimelinesAPI,  # before AssocReadsAPI: it builds on its cached reads
     AssocReadsAPI,
     NodesAPI,
     QueryAPI,

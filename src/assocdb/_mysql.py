@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
@@ -47,6 +47,8 @@ from ._merge import (
     merge_objects,
 )
 from ._mysqlpool import Pool, Settings, connect_args, driver, parse_url
+from ._timeline_list import Entry as TimelineEntry
+from ._timeline_list import merge_blob
 
 log = logging.getLogger("assocdb.mysql")
 
@@ -81,6 +83,10 @@ _SHARD_DDL = [
     ) ENGINE=InnoDB""",
     """CREATE TABLE IF NOT EXISTS {s}.seq (
         name VARCHAR(32) NOT NULL PRIMARY KEY, value BIGINT NOT NULL
+    ) ENGINE=InnoDB""",
+    # A capped home timeline (`_timeline_list`): up to 10,000 entries of 32 bytes.
+    """CREATE TABLE IF NOT EXISTS {s}.timelines (
+        owner BIGINT NOT NULL PRIMARY KEY, entries MEDIUMBLOB NOT NULL
     ) ENGINE=InnoDB""",
 ]
 _META_DDL = """CREATE TABLE IF NOT EXISTS {s}.meta (
@@ -435,6 +441,47 @@ class MySQLBackend:
 
         last: int = self._in_transaction(shard, body)
         return last - n + 1
+
+    # -- home timelines (`_timeline_list`) ---------------------------------------
+
+    def timelines(self, shard: int, owners: Sequence[int]) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        for chunk in _chunks(list(owners)):
+            sql = (
+                f"SELECT owner, entries FROM {{s}}.timelines WHERE owner IN ({_marks(len(chunk))})"
+            )
+            found.update(
+                (o, bytes(blob)) for o, blob in self._query(shard, self._q(sql, shard), chunk)
+            )
+        return found
+
+    def merge_timelines(
+        self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
+    ) -> int:
+        def body(session: Session) -> int:
+            stored: dict[int, bytes] = {}
+            for chunk in _chunks(sorted(writes)):
+                sql = (
+                    f"SELECT owner, entries FROM {{s}}.timelines "
+                    f"WHERE owner IN ({_marks(len(chunk))}) FOR UPDATE"
+                )
+                for owner, blob in self._run(session, shard, self._q(sql, shard), chunk):
+                    stored[owner] = bytes(blob)
+            changed = []
+            for owner, entries in writes.items():
+                blob = merge_blob(stored.get(owner), entries, cap)
+                if blob is not None:
+                    changed.append((owner, blob))
+            if changed:
+                sql = (
+                    "INSERT INTO {s}.timelines (owner, entries) VALUES (%s, %s) "
+                    "ON DUPLICATE KEY UPDATE entries = VALUES(entries)"
+                )
+                self._run(session, shard, self._q(sql, shard), changed, True)
+            return len(changed)
+
+        n: int = self._in_transaction(shard, body)
+        return n
 
     # -- reads ------------------------------------------------------------------
 

@@ -105,3 +105,29 @@ class Count(msgspec.Struct, frozen=True):
 
     value: int
     exact: bool
+
+
+class TimelineItem(msgspec.Struct, frozen=True, gc=False):
+    """One item of a timeline: `item` posted by `author` at `time` (newest first)."""
+
+    item: int
+    author: int
+    time: int
+
+
+class TimelineConfig(msgspec.Struct, frozen=True):
+    """How a graph's timelines work (see `Graph.define_timeline`).
+
+    `follows` is the follow type (its inverse lists an author's followers);
+    `posts` the type of each author's own list of items; `mode` how home
+    timelines are built: "write" (fan-out on write into capped lists of `cap`
+    entries), "read" (merge the followees' own lists at read time) or
+    "hybrid" (write, except for authors with more than `celebrity_threshold`
+    followers, whose items are merged in at read time).
+    """
+
+    follows: str = "follows"
+    posts: str = "posted"
+    mode: Literal["write", "read", "hybrid"] = "write"
+    cap: int = 800
+    celebrity_threshold: int = 10_000

@@ -25,7 +25,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -44,6 +44,8 @@ from ._merge import (
     merge_nodes,
     merge_objects,
 )
+from ._timeline_list import Entry as TimelineEntry
+from ._timeline_list import merge_blob
 
 log = logging.getLogger("assocdb.sqlite")
 
@@ -71,6 +73,7 @@ CREATE TABLE IF NOT EXISTS node_states (
     node INTEGER NOT NULL, atype INTEGER NOT NULL, state INTEGER NOT NULL,
     updated_at INTEGER NOT NULL, PRIMARY KEY (node, atype)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS timelines (owner INTEGER PRIMARY KEY, entries BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS seq (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 """
@@ -401,6 +404,33 @@ class SQLiteBackend:
             sql = f"SELECT {_OBJ_COLUMNS} FROM objects WHERE id IN ({','.join('?' * len(chunk))})"
             rows.extend(ObjRow(*r) for r in self._query(shard, sql, chunk))
         return rows
+
+    # -- home timelines (`_timeline_list`) ---------------------------------------
+
+    def timelines(self, shard: int, owners: Sequence[int]) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        owners = list(owners)
+        for start in range(0, len(owners), _IN_CHUNK):
+            chunk = owners[start : start + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT owner, entries FROM timelines WHERE owner IN ({marks})"
+            found.update((owner, bytes(blob)) for owner, blob in self._query(shard, sql, chunk))
+        return found
+
+    def merge_timelines(
+        self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
+    ) -> int:
+        with self._transaction(shard):
+            stored = self.timelines(shard, list(writes))
+            changed = []
+            for owner, entries in writes.items():
+                blob = merge_blob(stored.get(owner), entries, cap)
+                if blob is not None:
+                    changed.append((owner, blob))
+            if changed:
+                sql = "INSERT OR REPLACE INTO timelines (owner, entries) VALUES (?, ?)"
+                self._run(shard, sql, changed, many=True)
+        return len(changed)
 
     # -- graph-wide settings and maintenance -------------------------------------
 

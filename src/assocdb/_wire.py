@@ -35,6 +35,8 @@ from ._records import (
     Page,
     QueueStats,
     StateName,
+    TimelineConfig,
+    TimelineItem,
     WriteResult,
 )
 from ._schema import AssocType, ObjectType
@@ -266,6 +268,40 @@ class BulkLoad(Args):
     edges: list[list[Any]]
 
 
+class Post(Args):
+    author: Int64
+    item: Int64
+    time: Int64 | None = None
+    updated_at: Int64 | None = None
+
+
+class PostDelete(Args):
+    author: Int64
+    item: Int64
+    updated_at: Int64 | None = None
+
+
+class HomeTimeline(Args):
+    user: Int64
+    cursor: str | None = None
+    limit: Int64 = 50
+    mode: Literal["write", "read", "hybrid"] | None = None
+
+
+class UserTimeline(Args):
+    author: Int64
+    cursor: str | None = None
+    limit: Int64 = 50
+
+
+class DefineTimeline(Args):
+    follows: str = "follows"
+    mode: Literal["write", "read", "hybrid"] = "write"
+    cap: Int64 = 800
+    celebrity_threshold: Int64 = 10_000
+    posts: str = "posted"
+
+
 class SchemaInfo(msgspec.Struct, frozen=True):
     """The defined types (what `GET`-like `schema` returns)."""
 
@@ -323,6 +359,12 @@ METHODS: dict[str, Method] = {
         Method("check_inverses", CheckCounts, list[HangingEdge], "admin"),
         Method("cache_stats", NoArgs, CacheStats | None, "admin"),
         Method("hot_keys", HotKeys, list[HotKey], "admin"),
+        Method("post", Post, WriteResult, "write"),
+        Method("post_delete", PostDelete, WriteResult, "write"),
+        Method("home_timeline", HomeTimeline, Page[TimelineItem], "read"),
+        Method("user_timeline", UserTimeline, Page[TimelineItem], "read"),
+        Method("timeline_config", NoArgs, TimelineConfig | None, "read"),
+        Method("define_timeline", DefineTimeline, TimelineConfig, "admin"),
     ]
 }
 
