@@ -180,6 +180,9 @@ class MySQLBackend:
         backend = cls(settings, 1)
         try:
             with backend._session(slow=True) as session:
+                # A client still inside a transaction on these tables would
+                # make DROP wait for its metadata lock for a year by default.
+                backend._run(session, 0, "SET SESSION lock_wait_timeout = 60")
                 rows = backend._run(session, 0, "SHOW DATABASES")
                 for (name,) in rows:
                     prefix, _, suffix = str(name).rpartition("_")
