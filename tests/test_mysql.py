@@ -182,6 +182,21 @@ def test_spec_opens_the_same_graph_and_the_shard_count_is_fixed(
         MySQLBackend.open(backend.spec()["url"], 3)
 
 
+def test_bulk_batches_run_with_the_maintenance_timeout(
+    backend: MySQLBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big apply (a bulk-load round) has no journal behind it: it gets the long timeout."""
+    slow = backend._slow_pool
+    used: list[int] = []
+    get = slow.get
+    monkeypatch.setattr(slow, "get", lambda: used.append(1) or get())
+    backend.apply(0, [(2, 1, 3, 0, 1, 1, None)], ())
+    assert used == []  # a small write: the short-timeout pool
+    backend.apply(0, [(1, 1, n, 0, n, 1, None) for n in range(1, 1002)], ())
+    assert used == [1]
+    assert backend.counts(0, 1, 1) == {0: 1001}
+
+
 def test_every_statement_is_traced(backend: MySQLBackend) -> None:
     seen: list[tuple[int, str]] = []
     backend.tracers.append(lambda shard, sql, seconds: seen.append((shard, sql)))

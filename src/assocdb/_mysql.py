@@ -56,6 +56,7 @@ DEFAULT_SHARDS = 16
 MAX_SHARDS = 4096
 SLOW_SECONDS = 0.5
 MAINTENANCE_TIMEOUT = 600.0  # recount and export scan whole shards
+BULK_ROWS = 1000  # an apply of more rows runs with MAINTENANCE_TIMEOUT
 _IN_CHUNK = 500  # ids per IN (...) list
 _DEADLOCK_TRIES = 8
 _RETRYABLE = {1213: "deadlock", 1020: "record changed"}  # the transaction may simply rerun
@@ -144,7 +145,7 @@ class MySQLBackend:
         self._meta = f"`{settings.name}_meta`"
         self._sql: dict[tuple[str, int], str] = {}
         self._pool = self._new_pool(settings.query_timeout)
-        self._slow_pool = self._new_pool(MAINTENANCE_TIMEOUT, size=2)
+        self._slow_pool = self._new_pool(MAINTENANCE_TIMEOUT)
 
     @classmethod
     def open(cls, url: str, shards: int | None = None, **options: Any) -> MySQLBackend:
@@ -185,6 +186,9 @@ class MySQLBackend:
         backend = cls(settings, 1)
         try:
             with backend._session(slow=True) as session:
+                # A client still inside a transaction on these tables would
+                # make DROP wait for its metadata lock for a year by default.
+                backend._run(session, 0, "SET SESSION lock_wait_timeout = 60")
                 rows = backend._run(session, 0, "SHOW DATABASES")
                 for (name,) in rows:
                     prefix, _, suffix = str(name).rpartition("_")
@@ -375,7 +379,10 @@ class MySQLBackend:
                     self._run(session, shard, self._q(_UPSERT_OBJ, shard), changed_objects, True)
             return Changes(changed_edges, changed_objects, changed_nodes)
 
-        result: Changes = self._in_transaction(shard, body)
+        # A batch this big is a bulk load: it may take seconds, and has no
+        # journal to retry it, so it runs with the maintenance timeout.
+        bulk = len(edges) + len(objects) + len(nodes) > BULK_ROWS
+        result: Changes = self._in_transaction(shard, body, slow=bulk)
         return result
 
     def _current_edges(
