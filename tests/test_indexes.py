@@ -1,0 +1,261 @@
+"""Secondary indexes: definitions, maintenance by writes, queries, the cleaner, corruption."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+import pytest
+
+from assocdb import (
+    Conflict,
+    Graph,
+    InvalidCursor,
+    InvalidRequest,
+    NotFound,
+    SchemaError,
+    UnknownType,
+    _keys,
+)
+from assocdb._entities import Routed, expected
+
+
+def live_entries(g: Graph, name: str) -> set[tuple[int, bytes, int]]:
+    """Every live entry of an index: (shard, key, object id)."""
+    index = g.schema.index(name)
+    found = set()
+    for shard in range(g.shards):
+        after = None
+        while page := g._backend.index_export(shard, index.id, after, 500):
+            found |= {(shard, e[1], e[2]) for e in page if e[4] == 0}
+            after = (page[-1][1], page[-1][2])
+    return found
+
+
+def rebuilt(g: Graph, name: str) -> set[tuple[int, bytes, int]]:
+    """The live entries an index built from scratch from the stored objects would hold."""
+    index = g.schema.index(name)
+    want = set()
+    for shard in range(g.shards):
+        after = 0
+        while rows := g._backend.objects_page(shard, index.otype, after, 500):
+            for row in rows:
+                e: Routed | None = expected(index, row, g.shards)
+                if e is not None:
+                    want.add((e[0], e[2], e[3]))
+            after = rows[-1].id
+    return want
+
+
+def emails(page: Any) -> list[str]:
+    return [o.data["email"] for o in page.items]
+
+
+def test_writes_maintain_the_index(graph: Graph) -> None:
+    graph.define_index("by_email", "user", ["email"], shard_on="email")
+    a = graph.obj_add("user", {"email": "a@x", "n": 1})
+    b = graph.obj_add("user", {"email": "b@x"})
+    graph.obj_add("user", {"name": "no email"})
+    assert [o.id for o in graph.index_query("by_email", eq=["a@x"]).items] == [a]
+    graph.obj_update(a, {"email": "c@x"})
+    assert graph.index_query("by_email", eq=["a@x"]).items == []
+    assert [o.id for o in graph.index_query("by_email", eq=["c@x"]).items] == [a]
+    graph.obj_delete(b)
+    assert graph.index_query("by_email", eq=["b@x"]).items == []
+    assert live_entries(graph, "by_email") == rebuilt(graph, "by_email")
+
+
+def test_range_queries_are_ordered_and_paged(graph: Graph) -> None:
+    graph.define_index("by_age", "user", ["age"])
+    ids = {age: graph.obj_add("user", {"age": age}) for age in [30, 5, 17, 18, 99, 18.5, 42]}
+    page = graph.index_query("by_age", low=18, high=42)
+    assert [o.data["age"] for o in page.items] == [18, 18.5, 30, 42]
+    down = graph.index_query("by_age", low=18, desc=True)
+    assert [o.data["age"] for o in down.items] == [99, 42, 30, 18.5, 18]
+    seen, cursor = [], None
+    while True:
+        page = graph.index_query("by_age", limit=2, cursor=cursor)
+        seen += [o.id for o in page.items]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == [ids[a] for a in sorted(ids)]
+
+
+def test_compound_and_recency_indexes(graph: Graph) -> None:
+    graph.define_index("by_city_name", "user", ["city", "name"], shard_on="city")
+    graph.define_index("by_city_recent", "user", ["city"], order="recency", shard_on="city")
+    for city, name in [("oslo", "b"), ("oslo", "a"), ("rome", "c"), ("oslo", "c")]:
+        graph.obj_add("user", {"city": city, "name": name})
+    page = graph.index_query("by_city_name", eq=["oslo"])
+    assert [o.data["name"] for o in page.items] == ["a", "b", "c"]
+    page = graph.index_query("by_city_name", eq=["oslo"], low="b")
+    assert [o.data["name"] for o in page.items] == ["b", "c"]
+    newest = graph.index_query("by_city_recent", eq=["oslo"], desc=True)
+    assert [o.data["name"] for o in newest.items] == ["c", "a", "b"]
+    first = newest.items[-1]
+    graph.obj_update(first.id, {"x": 1})  # a write moves it to the top
+    newest = graph.index_query("by_city_recent", eq=["oslo"], desc=True)
+    assert [o.data["name"] for o in newest.items] == ["b", "c", "a"]
+
+
+def test_bad_definitions_get_clear_errors(graph: Graph) -> None:
+    with pytest.raises(UnknownType, match="no object type 'usr'; did you mean 'user'"):
+        graph.define_index("x", "usr", ["email"])
+    with pytest.raises(SchemaError, match="list of property names"):
+        graph.define_index("x", "user", "email")  # type: ignore[arg-type]
+    with pytest.raises(SchemaError, match="shard_on must be one of"):
+        graph.define_index("x", "user", ["email"], shard_on="name")
+    with pytest.raises(SchemaError, match="must not repeat"):
+        graph.define_index("x", "user", ["a", "a"])
+    with pytest.raises(SchemaError, match="index name"):
+        graph.define_index("1x", "user", ["a"])
+    graph.define_index("x", "user", ["email"])
+    graph.define_index("x", "user", ["email"])  # the same again: a no-op
+    with pytest.raises(SchemaError, match="already defined differently"):
+        graph.define_index("x", "user", ["name"])
+    with pytest.raises(NotFound, match="no index 'y'"):
+        graph.index_query("y")
+
+
+def test_unindexable_values_are_refused_and_the_store_is_unchanged(graph: Graph) -> None:
+    graph.define_index("by_email", "user", ["email"])
+    a = graph.obj_add("user", {"email": "a@x"})
+    with pytest.raises(InvalidRequest, match="cannot be indexed"):
+        graph.obj_add("user", {"email": ["a", "b"]})
+    with pytest.raises(InvalidRequest, match="cannot be indexed"):
+        graph.obj_update(a, {"email": {"nested": 1}})
+    assert graph.obj_get(a).data == {"email": "a@x"}  # type: ignore[union-attr]
+    graph.obj_add("post", {"email": ["fine"]})  # other types are not indexed
+
+
+def test_bad_queries_get_clear_errors(graph: Graph) -> None:
+    graph.define_index("by_email", "user", ["email"])
+    with pytest.raises(InvalidRequest, match="eq must be a list"):
+        graph.index_query("by_email", eq="a")  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequest, match="has 1 key parts"):
+        graph.index_query("by_email", eq=["a", "b"])
+    with pytest.raises(InvalidRequest, match="no part after"):
+        graph.index_query("by_email", eq=["a"], low="b")
+    with pytest.raises(InvalidRequest, match="limit must be"):
+        graph.index_query("by_email", limit=0)
+    graph.obj_add("user", {"email": "a"})
+    graph.obj_add("user", {"email": "b"})
+    cursor = graph.index_query("by_email", limit=1).next_cursor
+    assert cursor is not None
+    with pytest.raises(InvalidCursor, match="not issued for this query"):
+        graph.index_query("by_email", low="a", limit=1, cursor=cursor)
+
+
+def test_unique_index_refuses_a_second_holder(graph: Graph) -> None:
+    graph.define_index("email", "user", ["email"], unique=True, shard_on="email")
+    a = graph.obj_add("user", {"email": "a@x"})
+    with pytest.raises(Conflict, match="unique"):
+        graph.obj_add("user", {"email": "a@x"})
+    graph.obj_update(a, {"name": "same key, same object"})
+    graph.obj_update(a, {"email": "b@x"})
+    graph.obj_add("user", {"email": "a@x"})  # free again
+
+
+def test_build_indexes_existing_objects_and_resumes(graph: Graph) -> None:
+    ids = [graph.obj_add("user", {"email": f"u{i}@x"}) for i in range(250)]
+    status = graph.define_index("by_email", "user", ["email"], shard_on="email")
+    assert status.state == "building"
+    assert status.total == 250
+    page = graph.index_query("by_email", eq=["u7@x"])
+    assert page.items == []
+    assert not page.complete
+    seen: list[int] = []
+    status = graph.index_build("by_email", page=10, seconds=0.0, progress=seen.append)
+    assert status.state == "building"
+    status = graph.index_build("by_email", page=10, progress=seen.append)
+    assert status.state == "ready"
+    assert status.scanned == sum(seen) == 250
+    page = graph.index_query("by_email", eq=["u7@x"])
+    assert [o.id for o in page.items] == [ids[7]]
+    assert page.complete
+    assert live_entries(graph, "by_email") == rebuilt(graph, "by_email")
+    assert graph.index_check("by_email").missing == 0
+
+
+def corrupt(g: Graph, name: str, sql: str, *params: Any) -> None:
+    """Change index rows behind assocdb's back, on every shard."""
+    index = g.schema.index(name)
+    for shard in range(g.shards):
+        conn = sqlite3.connect(g._backend.path / f"shard-{shard:04d}.db")  # type: ignore[attr-defined]
+        try:
+            conn.execute(sql.format(t=f"index_{index.id}"), params)
+            conn.commit()
+        except sqlite3.OperationalError:
+            pass  # no table on this shard
+        finally:
+            conn.close()
+
+
+def test_corrupted_rows_are_never_returned_and_are_repaired(graph: Graph) -> None:
+    graph.define_index("by_email", "user", ["email"], shard_on="email")
+    a = graph.obj_add("user", {"email": "a@x"})
+    b = graph.obj_add("user", {"email": "b@x"})
+    c = graph.obj_add("user", {"email": "c@x"})
+    graph.index_build("by_email")
+    good = live_entries(graph, "by_email")
+    # missing: a's entry is gone; stale: b's entry now says "z@x"; dangling: c deleted
+    # behind the index's back (its removal entry dropped), and an entry for no object.
+    index = graph.schema.index("by_email")
+    corrupt(graph, "by_email", "DELETE FROM {t} WHERE id = ?", a)
+    z = _keys.encode(["z@x"])
+    graph._backend.index_apply(0, [(index.id, z, b, 1, 0), (index.id, z, 999, 1, 0)])
+    graph.obj_delete(c)
+    corrupt(graph, "by_email", "UPDATE {t} SET state = 0 WHERE id = ?", c)
+    assert graph.index_query("by_email", eq=["a@x"]).items == []  # missing: not found …
+    assert graph.index_query("by_email", eq=["z@x"]).items == []  # stale: never returned
+    assert graph.index_query("by_email", eq=["c@x"]).items == []  # dangling: never returned
+    assert len(graph.index_query("by_email").items) == 1  # only b, under its real key
+    found = graph.index_check("by_email")
+    assert (found.missing, found.stale, found.dangling) == (1, 1, 2)
+    assert not found.repaired
+    assert live_entries(graph, "by_email") != rebuilt(graph, "by_email")
+    fixed = graph.index_check("by_email", repair=True)
+    assert (fixed.missing, fixed.stale, fixed.dangling) == (1, 1, 2)
+    assert live_entries(graph, "by_email") == rebuilt(graph, "by_email")
+    assert live_entries(graph, "by_email") == {e for e in good if e[2] != c}
+    again = graph.index_check("by_email")
+    assert (again.missing, again.stale, again.dangling) == (0, 0, 0)
+    assert [o.id for o in graph.index_query("by_email", eq=["a@x"]).items] == [a]
+
+
+def test_recent_pass_repairs_recent_writes(graph: Graph) -> None:
+    graph.define_index("by_email", "user", ["email"])
+    graph.index_build("by_email")
+    a = graph.obj_add("user", {"email": "a@x"})
+    corrupt(graph, "by_email", "DELETE FROM {t} WHERE id = ?", a)
+    assert graph.index_query("by_email", eq=["a@x"]).items == []
+    result = graph.index_repair_recent("by_email")
+    assert result.missing == 1
+    assert [o.id for o in graph.index_query("by_email", eq=["a@x"]).items] == [a]
+
+
+def test_drop_index_stops_writes_and_removes_rows(graph: Graph) -> None:
+    graph.define_index("by_email", "user", ["email"])
+    graph.obj_add("user", {"email": "a@x"})
+    graph.drop_index("by_email")
+    with pytest.raises(NotFound):
+        graph.index_query("by_email")
+    graph.obj_add("user", {"email": ["now", "fine"]})  # no index: any value goes
+    graph.define_index("by_email", "user", ["email"])  # a new index, a new id and table
+    assert graph.schema.index("by_email").id == 2
+    with pytest.raises(NotFound):
+        graph.drop_index("nope")
+
+
+def test_cleaner_thread_builds_in_the_background(graph: Graph) -> None:
+    for i in range(50):
+        graph.obj_add("user", {"email": f"u{i}@x"})
+    graph.define_index("by_email", "user", ["email"])
+    graph.start_cleaner(interval=0.01)
+    deadline = time.monotonic() + 10
+    while graph.index_status("by_email").state != "ready":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert len(graph.index_query("by_email", limit=100).items) == 50
