@@ -36,7 +36,18 @@ from ._graph import Graph
 from ._open import open_graph as open
 from ._query import Query
 from ._records import STATE_NAMES as STATES
-from ._records import Assoc, Count, JobInfo, Obj, Page, QueueStats, WriteResult
+from ._records import (
+    Assoc,
+    Count,
+    IndexCheck,
+    IndexPage,
+    IndexStatus,
+    JobInfo,
+    Obj,
+    Page,
+    QueueStats,
+    WriteResult,
+)
 from ._schema import AssocType, ObjectType, Schema
 
 __version__ = "0.1.0"
@@ -58,6 +69,9 @@ __all__ = [
     "Graph",
     "HangingEdge",
     "HotKey",
+    "IndexCheck",
+    "IndexPage",
+    "IndexStatus",
     "InvalidCursor",
     "InvalidRequest",
     "JobInfo",
