@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import time
 from typing import Any
 
 import pytest
 
+import assocdb
 from assocdb import (
     Conflict,
     Graph,
@@ -259,3 +261,30 @@ def test_cleaner_thread_builds_in_the_background(graph: Graph) -> None:
         assert time.monotonic() < deadline
         time.sleep(0.02)
     assert len(graph.index_query("by_email", limit=100).items) == 50
+
+
+def test_background_writes_carry_entries_too(tmp_path: Any) -> None:
+    """With sync=False, writes are resolved by the applier later; entries come along."""
+    g = assocdb.open(tmp_path / "g", shards=4, sync=False)
+    try:
+        g.define_object("user")
+        g.define_index("by_city", "user", ["city"], shard_on="city")
+        rnd = random.Random(7)
+        ids = [g.obj_add("user", {"city": "a"}, id=i) for i in range(1, 21)]
+        g.drain(10)
+        for _ in range(200):
+            id = rnd.choice(ids)
+            if rnd.random() < 0.1:
+                g.obj_delete(id)
+                g.obj_add("user", {"city": "z"}, id=id)  # queued behind the delete
+            else:
+                g.obj_update(id, {"city": rnd.choice("abcd")})
+        assert g.drain(10)
+        assert live_entries(g, "by_city") == rebuilt(g, "by_city")
+        for city in "abcdz":
+            page = g.index_query("by_city", eq=[city], limit=100)
+            assert {o.id for o in page.items} == {
+                o.id for o in map(g.obj_get, ids) if o is not None and o.data["city"] == city
+            }
+    finally:
+        g.close()

@@ -13,6 +13,7 @@ import msgspec
 
 import assocdb
 
+from ._cli_index import index
 from ._datasets import ego_facebook
 
 
@@ -385,3 +386,6 @@ def mutual_friends(g: assocdb.Graph, a: int, b: int) -> list[int]:
         cursor = page.next_cursor
         if cursor is None:
             return sorted(found)
+
+
+main.add_command(index)
