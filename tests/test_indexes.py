@@ -18,6 +18,7 @@ from assocdb import (
     NotFound,
     SchemaError,
     UnknownType,
+    _cleaner,
     _keys,
 )
 from assocdb._entities import Routed, expected
@@ -160,7 +161,9 @@ def test_unique_index_refuses_a_second_holder(graph: Graph) -> None:
     graph.obj_add("user", {"email": "a@x"})  # free again
 
 
-def test_build_indexes_existing_objects_and_resumes(graph: Graph) -> None:
+def test_build_indexes_existing_objects_and_resumes(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ids = [graph.obj_add("user", {"email": f"u{i}@x"}) for i in range(250)]
     status = graph.define_index("by_email", "user", ["email"], shard_on="email")
     assert status.state == "building"
@@ -168,12 +171,17 @@ def test_build_indexes_existing_objects_and_resumes(graph: Graph) -> None:
     page = graph.index_query("by_email", eq=["u7@x"])
     assert page.items == []
     assert not page.complete
-    seen: list[int] = []
-    status = graph.index_build("by_email", page=10, seconds=0.0, progress=seen.append)
+    monkeypatch.setattr(_cleaner, "PAGE", 10)
+    status = graph.index_build("by_email", seconds=0.0)
     assert status.state == "building"
-    status = graph.index_build("by_email", page=10, progress=seen.append)
-    assert status.state == "ready"
-    assert status.scanned == sum(seen) == 250
+    assert status.scanned == 0
+    steps = []
+    while status.state != "ready":  # a few pages per call, each call resuming
+        status = graph.index_build("by_email", rate=2000, seconds=0.02)
+        steps.append(status.scanned)
+    assert len(steps) > 2
+    assert steps == sorted(steps)
+    assert status.scanned == 250
     page = graph.index_query("by_email", eq=["u7@x"])
     assert [o.id for o in page.items] == [ids[7]]
     assert page.complete

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import msgspec
 
@@ -69,20 +69,19 @@ class CleanerAPI(IndexesAPI):
         *,
         rate: float | None = None,
         seconds: float | None = None,
-        progress: Callable[[int], None] | None = None,
-        page: int = PAGE,
     ) -> IndexStatus:
         """Index the existing objects for `name`, resuming where the last build stopped.
 
         `rate` caps objects per second; `seconds` stops early (call again to go
-        on); `progress(n)` is told each page's object count. Returns the status:
-        "ready" once every object has been covered.
+        on: `scanned` in the returned status tells how far it got). Returns the
+        status: "ready" once every object has been covered.
 
-        >>> g.index_build("user_by_email", rate=20_000)
+        >>> while g.index_build("user_by_email", seconds=1.0).state != "ready": ...
         """
         index = self._index(name)
         state = self._build_state(index)
         clock = _Throttle(rate, seconds)
+        page = PAGE
         for shard in range(self._shards):
             while state.after[shard] != DONE:
                 if clock.expired() or not self._still_defined(index):
@@ -92,8 +91,6 @@ class CleanerAPI(IndexesAPI):
                 state.after[shard] = rows[-1].id if len(rows) == page else DONE
                 state.scanned += len(rows)
                 self._put_meta(BUILD_KEY.format(index.id), msgspec.json.encode(state))
-                if progress is not None:
-                    progress(len(rows))
                 clock.wait(len(rows))
         if index.state != "ready":
             self._change_schema(lambda s: s.with_index_state(name, "ready"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,8 @@ import click
 import msgspec
 
 import assocdb
+
+_STEP = 0.5  # seconds per index_build call: how often the progress bar moves
 
 
 @contextlib.contextmanager
@@ -68,11 +71,18 @@ def build(directory: str, name: str, rate: float | None, seconds: float | None) 
 
     Example: assocdb index build data/graph user_by_email --rate 20000
     """
+    deadline = None if seconds is None else time.monotonic() + seconds
     with _graph(directory) as g:
-        before = g.index_status(name)
-        left = max(0, before.total - before.scanned)
+        status = g.index_status(name)
+        left = max(0, status.total - status.scanned)
         with click.progressbar(length=left, label=f"building {name}", show_eta=True) as bar:
-            status = g.index_build(name, rate=rate, seconds=seconds, progress=bar.update)
+            while status.state != "ready":
+                step = _STEP if deadline is None else min(_STEP, deadline - time.monotonic())
+                if step <= 0:
+                    break
+                before = status.scanned
+                status = g.index_build(name, rate=rate, seconds=step)
+                bar.update(status.scanned - before)
     click.echo(f"index {name}: {status.state}, {status.scanned:,} of {status.total:,} scanned")
 
 

@@ -31,7 +31,19 @@ from ._journal import JobState
 from ._nodes import Direction
 from ._pagers import Pagers
 from ._query import Query, Term
-from ._records import Assoc, Count, JobInfo, Obj, Page, QueueStats, StateName, WriteResult
+from ._records import (
+    Assoc,
+    Count,
+    IndexCheck,
+    IndexPage,
+    IndexStatus,
+    JobInfo,
+    Obj,
+    Page,
+    QueueStats,
+    StateName,
+    WriteResult,
+)
 from ._schema import AssocType, ObjectType, Schema
 from ._wire import (
     BATCHABLE,
@@ -49,10 +61,15 @@ from ._wire import (
     BulkLoad,
     CheckCounts,
     DefineAssoc,
+    DefineIndex,
     DefineObject,
     Drain,
     ErrorBody,
     ErrorEnvelope,
+    IndexBuild,
+    IndexCheckArgs,
+    IndexName,
+    IndexQuery,
     NoArgs,
     NodeState,
     NodeWrite,
@@ -473,6 +490,65 @@ class Client(Pagers):
 
     def check_inverses(self, *, repair: bool = False) -> list[HangingEdge]:
         result: list[HangingEdge] = self._call("check_inverses", CheckCounts(repair))
+        return result
+
+    # -- secondary indexes ------------------------------------------------------------------
+
+    def define_index(
+        self,
+        name: str,
+        otype: str,
+        properties: list[str],
+        *,
+        order: str | None = None,
+        unique: bool = False,
+        shard_on: str | None = None,
+    ) -> IndexStatus:
+        args = DefineIndex(name, otype, properties, order, unique, shard_on)
+        result: IndexStatus = self._call("define_index", args)
+        return result
+
+    def drop_index(self, name: str) -> None:
+        self._call("drop_index", IndexName(name))
+
+    def indexes(self) -> list[IndexStatus]:
+        result: list[IndexStatus] = self._call("indexes", NoArgs())
+        return result
+
+    def index_status(self, name: str) -> IndexStatus:
+        result: IndexStatus = self._call("index_status", IndexName(name))
+        return result
+
+    def index_query(
+        self,
+        name: str,
+        eq: Sequence[Any] = (),
+        low: Any = None,
+        high: Any = None,
+        *,
+        desc: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> IndexPage:
+        if isinstance(eq, (str, bytes)) or not isinstance(eq, Sequence):
+            raise InvalidRequest(f"eq must be a list of values, got {eq!r}")
+        args = IndexQuery(name, list(eq), low, high, desc, limit, cursor)
+        result: IndexPage = self._call("index_query", args)
+        return result
+
+    def index_check(self, name: str, *, repair: bool = False) -> IndexCheck:
+        result: IndexCheck = self._call("index_check", IndexCheckArgs(name, repair))
+        return result
+
+    def index_build(
+        self, name: str, *, rate: float | None = None, seconds: float | None = None
+    ) -> IndexStatus:
+        """A slice of the build (at most the server's request deadline); call again to go on."""
+        result: IndexStatus = self._call("index_build", IndexBuild(name, rate, seconds))
+        return result
+
+    def index_repair_recent(self, name: str) -> IndexCheck:
+        result: IndexCheck = self._call("index_repair_recent", IndexName(name))
         return result
 
 

@@ -195,6 +195,11 @@ class _Server:
                 else min(args.timeout, self.limits.deadline)
             )
             return graph.drain(timeout)
+        if name == "index_build":  # a slice of the build, within the request's deadline
+            seconds = self.limits.deadline if args.seconds is None else args.seconds
+            return graph.index_build(
+                args.name, rate=args.rate, seconds=min(seconds, self.limits.deadline)
+            )
         fields = {f: getattr(args, f) for f in args.__struct_fields__}
         return getattr(graph, name)(**fields)
 
