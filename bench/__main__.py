@@ -7,6 +7,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench http                       (needs wrk)
     python -m bench cache                      (needs Redis)
     python -m bench linkbench [options]        (--help for them)
+    python -m bench entities [objects]         (default 100,000)
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from . import cache, flockdb, foundation, http, journal
+from . import cache, entities, flockdb, foundation, http, journal
 from .linkbench import cli as linkbench
 
 #: name -> (run with these options, options of the quick run-them-all pass)
@@ -25,6 +26,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "http": (lambda args: http.main(), []),
     "cache": (lambda args: cache.main(), []),
     "linkbench": (linkbench.main, ["--preset", "tiny"]),
+    "entities": (entities.main, ["20000"]),
 }
 
 
