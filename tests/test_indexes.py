@@ -296,3 +296,30 @@ def test_background_writes_carry_entries_too(tmp_path: Any) -> None:
             }
     finally:
         g.close()
+
+
+def test_writes_of_a_process_that_has_not_seen_the_index_are_repaired(tmp_path: Any) -> None:
+    a = assocdb.open(tmp_path / "g", shards=4)
+    b = assocdb.open(tmp_path / "g")
+    try:
+        a.define_object("user")
+        old = b.obj_add("user", {"email": "old@x"})
+        a.define_index("by_email", "user", ["email"])
+        b._indexes_read_at = time.monotonic() + 3600  # b has not re-read the schema yet
+        new = b.obj_add("user", {"email": "new@x"})
+        b.obj_update(old, {"email": "moved@x"})
+        assert live_entries(a, "by_email") == set()
+        assert a.index_build("by_email").state == "ready"  # the build, then a recent pass
+        assert live_entries(a, "by_email") == rebuilt(a, "by_email")
+        assert [o.id for o in a.index_query("by_email", ["new@x"]).items] == [new]
+        assert [o.id for o in a.index_query("by_email", ["moved@x"]).items] == [old]
+        b.obj_update(old, {"email": "again@x"})  # after the build: only the cleaner sees it
+        assert a.index_query("by_email", ["moved@x"]).items == []  # stale entry, re-checked
+        assert a.index_query("by_email", ["again@x"]).items == []  # missing entry
+        found = a.index_repair_recent("by_email")
+        assert (found.missing, found.stale) == (1, 1)
+        assert [o.id for o in a.index_query("by_email", ["again@x"]).items] == [old]
+        assert live_entries(a, "by_email") == rebuilt(a, "by_email")
+    finally:
+        b.close()
+        a.close()

@@ -6,7 +6,7 @@
   entries, see `_entities`). Progress, the last id done per shard, is saved
   after each page in the graph's meta, so a build stopped anywhere (a crash,
   `seconds=`, Ctrl-C) resumes where it was. `rate=` throttles it. When every
-  shard is done the index becomes "ready".
+  shard is done the index becomes "ready" and one recent pass runs.
 * **Recent pass** (`index_repair_recent`): re-judges the objects written
   since the last pass (an `(otype, updated_at)` scan, starting `LAG` before
   the last watermark to catch writes applied late) against their stored
@@ -94,6 +94,8 @@ class CleanerAPI(IndexesAPI):
                 clock.wait(len(rows))
         if index.state != "ready":
             self._change_schema(lambda s: s.with_index_state(name, "ready"))
+            # Writes made meanwhile by processes that had not seen the index yet.
+            self.index_repair_recent(name)
         return self.index_status(name)
 
     def index_repair_recent(self, name: str) -> IndexCheck:

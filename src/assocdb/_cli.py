@@ -213,6 +213,11 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
     envvar="ASSOCDB_REDIS",
     help="Redis URL for the shared cache tier: invalidations reach every worker and server.",
 )
+@click.option(
+    "--cleaner",
+    is_flag=True,
+    help="Build new indexes and repair recent index entries in the background (each worker).",
+)
 def serve(
     directory: str,
     host: str,
@@ -227,6 +232,7 @@ def serve(
     cache_max_age: float,
     cache_prefix: int,
     redis: str | None,
+    cleaner: bool,
 ) -> None:
     """Serve the graph in DIRECTORY over HTTP (JSON; /docs lists the API).
 
@@ -261,6 +267,7 @@ def serve(
         "cache_max_age": cache_max_age,
         "cache_prefix": cache_prefix,
         "redis": redis,
+        "cleaner": cleaner,
     }
     os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
     if workers > 1:

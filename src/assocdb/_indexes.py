@@ -140,6 +140,7 @@ class IndexesAPI(GraphCore):
     # -- internals -------------------------------------------------------------------
 
     def _index(self, name: object) -> IndexDef:
+        self._refresh_indexes()  # another process may have built or dropped it
         try:
             return self._schema.index(name)
         except NotFound:

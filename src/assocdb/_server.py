@@ -292,6 +292,8 @@ def app_from_env() -> Starlette:
             redis=config["redis"],
         )
     graph = open_graph(config["path"], sync=config["sync"], cache=cache)
+    if config.get("cleaner"):
+        graph.start_cleaner()
     inline = graph._backend.spec().get("kind") == "sqlite"
     limits = Limits(config["max_body"], config["max_batch"], config["deadline"], inline)
     app = create_app(graph, Tokens.load(config.get("tokens_file")), limits)
