@@ -263,10 +263,10 @@ class _Throttle:
         self.done += n
         if self.rate:
             ahead = self.start + self.done / self.rate - time.monotonic()
+            if self.deadline is not None:
+                ahead = min(ahead, self.deadline - time.monotonic())
             if ahead > 0:
-                time.sleep(
-                    ahead if self.deadline is None else min(ahead, self.deadline - time.monotonic())
-                )
+                time.sleep(ahead)
 
 
 class _Totals:

@@ -10,7 +10,7 @@ Tables per shard:
 * `objects (id) -> (otype, state, version, updated_at, data)`.
   Data is zlib-compressed when that pays (`_compress`); `objects_recent`
   `(otype, updated_at)` serves the index cleaner's pass over recent writes.
-* `index_N (key, id) -> (updated_at, state)`, one table per secondary index
+* `index_N (ikey, id) -> (updated_at, state)`, one table per secondary index
   (`_entities`), created when first written, with `index_N_by_id` on `id`.
 * `seq` (the shard's id allocator) and `meta` (graph-wide settings, shard 0).
 
@@ -461,7 +461,7 @@ class SQLiteBackend:
         for start in range(0, len(ids), _IN_CHUNK):
             chunk = ids[start : start + _IN_CHUNK]
             sql = (
-                f"SELECT key, id, updated_at, state FROM index_{index} "
+                f"SELECT ikey, id, updated_at, state FROM index_{index} "
                 f"WHERE id IN ({','.join('?' * len(chunk))})"
             )
             found += [
@@ -472,24 +472,24 @@ class SQLiteBackend:
 
     def index_scan(self, shard: int, index: int, scan: IndexScan) -> list[tuple[bytes, int]]:
         cmp, order = ("<", "DESC") if scan.desc else (">", "ASC")
-        sql = f"SELECT key, id FROM index_{index} WHERE key >= ? AND key < ?"
+        sql = f"SELECT ikey, id FROM index_{index} WHERE ikey >= ? AND ikey < ?"
         params: list[Any] = [scan.low, scan.high]
         if scan.after is not None:
-            sql += f" AND (key, id) {cmp} (?, ?)"
+            sql += f" AND (ikey, id) {cmp} (?, ?)"
             params += scan.after
-        sql += f" AND state = 0 ORDER BY key {order}, id {order} LIMIT ?"
+        sql += f" AND state = 0 ORDER BY ikey {order}, id {order} LIMIT ?"
         rows = self._index_query(shard, index, sql, [*params, scan.limit])
         return [(bytes(k), i) for k, i in rows]
 
     def index_export(
         self, shard: int, index: int, after: tuple[bytes, int] | None, limit: int
     ) -> list[IndexEntry]:
-        sql = f"SELECT key, id, updated_at, state FROM index_{index}"
+        sql = f"SELECT ikey, id, updated_at, state FROM index_{index}"
         params: list[Any] = []
         if after is not None:
-            sql += " WHERE (key, id) > (?, ?)"
+            sql += " WHERE (ikey, id) > (?, ?)"
             params += after
-        sql += " ORDER BY key, id LIMIT ?"
+        sql += " ORDER BY ikey, id LIMIT ?"
         rows = self._index_query(shard, index, sql, [*params, limit])
         return [(index, bytes(k), i, u, s) for k, i, u, s in rows]
 
@@ -585,8 +585,8 @@ def _obj_row(row: Any) -> ObjRow:
 @lru_cache(maxsize=1024)
 def _index_ddl(index: int) -> tuple[str, str]:
     return (
-        f"CREATE TABLE IF NOT EXISTS index_{index} (key BLOB NOT NULL, id INTEGER NOT NULL, "
-        "updated_at INTEGER NOT NULL, state INTEGER NOT NULL, PRIMARY KEY (key, id)) WITHOUT ROWID",
+        f"CREATE TABLE IF NOT EXISTS index_{index} (ikey BLOB NOT NULL, id INTEGER NOT NULL, "
+        "updated_at INTEGER NOT NULL, state INTEGER NOT NULL, PRIMARY KEY (ikey, id)) WITHOUT ROWID",
         f"CREATE INDEX IF NOT EXISTS index_{index}_by_id ON index_{index} (id)",
     )
 
