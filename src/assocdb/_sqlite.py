@@ -586,7 +586,8 @@ def _obj_row(row: Any) -> ObjRow:
 def _index_ddl(index: int) -> tuple[str, str]:
     return (
         f"CREATE TABLE IF NOT EXISTS index_{index} (ikey BLOB NOT NULL, id INTEGER NOT NULL, "
-        "updated_at INTEGER NOT NULL, state INTEGER NOT NULL, PRIMARY KEY (ikey, id)) WITHOUT ROWID",
+        "updated_at INTEGER NOT NULL, state INTEGER NOT NULL, PRIMARY KEY (ikey, id)) "
+        "WITHOUT ROWID",
         f"CREATE INDEX IF NOT EXISTS index_{index}_by_id ON index_{index} (id)",
     )
 
