@@ -17,6 +17,7 @@ from assocdb import (
     InvalidRequest,
     NotFound,
     SchemaError,
+    Unavailable,
     UnknownType,
     _cleaner,
     _keys,
@@ -325,3 +326,20 @@ def test_writes_of_a_process_that_has_not_seen_the_index_are_repaired(tmp_path: 
     finally:
         b.close()
         a.close()
+
+
+def test_an_index_table_dropped_behind_a_writers_back_is_created_again(graph: Graph) -> None:
+    graph.define_index("by_email", "user", ["email"])
+    a = graph.obj_add("user", {"email": "a@x"})
+    corrupt(graph, "by_email", "DROP TABLE {t}")
+    graph.obj_update(a, {"email": "b@x"})  # queued: its first attempt finds no table
+    assert graph.drain(5)
+    assert [o.id for o in graph.index_query("by_email", ["b@x"]).items] == [a]
+    # The same connection again: the failure made it forget the table, so it is created.
+    index = graph.schema.index("by_email").id
+    backend = graph._backend
+    backend.index_apply(0, [(index, b"k", 1, 1, 0)])
+    corrupt(graph, "by_email", "DROP TABLE {t}")
+    with pytest.raises(Unavailable, match="no such table"):
+        backend.index_apply(0, [(index, b"k", 1, 2, 0)])
+    assert backend.index_apply(0, [(index, b"k", 1, 2, 0)]) == 1

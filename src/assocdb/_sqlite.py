@@ -443,18 +443,33 @@ class SQLiteBackend:
         for entry in entries:
             by_index.setdefault(entry[0], []).append(entry)
         changed = 0
-        with self._transaction(shard):
-            for index, writes in by_index.items():
-                for ddl in _index_ddl(index):
-                    self._run(shard, ddl)
-                ids = list({entry[2] for entry in writes})
-                current = {row[:3]: row for row in self.index_entries(shard, index, ids)}
-                winners = merge_entries(current, writes)
-                if winners:
-                    sql = f"INSERT OR REPLACE INTO index_{index} VALUES (?, ?, ?, ?)"
-                    self._run(shard, sql, [entry[1:] for entry in winners], many=True)
-                changed += len(winners)
+        known = self._index_tables()
+        try:
+            with self._transaction(shard):
+                for index, writes in by_index.items():
+                    if (shard, index) not in known:
+                        for ddl in _index_ddl(index):
+                            self._run(shard, ddl)
+                    ids = list({entry[2] for entry in writes})
+                    current = {row[:3]: row for row in self.index_entries(shard, index, ids)}
+                    winners = merge_entries(current, writes)
+                    if winners:
+                        sql = f"INSERT OR REPLACE INTO index_{index} VALUES (?, ?, ?, ?)"
+                        self._run(shard, sql, [entry[1:] for entry in winners], many=True)
+                    changed += len(winners)
+        except AssocdbError as exc:
+            if "no such table" in str(exc):  # dropped meanwhile: the retry creates it again
+                known.difference_update((shard, index) for index in by_index)
+            raise
+        known.update((shard, index) for index in by_index)
         return changed
+
+    def _index_tables(self) -> set[tuple[int, int]]:
+        """The index tables this thread's connections know exist: (shard, index)."""
+        known: set[tuple[int, int]] | None = getattr(self._local, "index_tables", None)
+        if known is None:
+            known = self._local.index_tables = set()
+        return known
 
     def index_entries(self, shard: int, index: int, ids: Sequence[int]) -> list[IndexEntry]:
         found: list[IndexEntry] = []
@@ -494,6 +509,7 @@ class SQLiteBackend:
         return [(index, bytes(k), i, u, s) for k, i, u, s in rows]
 
     def index_drop(self, shard: int, index: int) -> None:
+        self._index_tables().discard((shard, index))
         with self._transaction(shard):
             self._run(shard, f"DROP TABLE IF EXISTS index_{index}")
 
