@@ -29,7 +29,7 @@ from collections.abc import Iterable
 import msgspec
 
 from ._entities import Routed, expected, judge
-from ._errors import AssocdbError, NotFound
+from ._errors import AssocdbError
 from ._ids import shard_of
 from ._indexes import BUILD_KEY, DEFINED_KEY, IndexesAPI
 from ._merge import ObjRow, State
@@ -164,8 +164,10 @@ class CleanerAPI(IndexesAPI):
                         self.index_build(index.name, rate=rate, seconds=interval)
                     else:
                         self.index_repair_recent(index.name)
-            except (AssocdbError, NotFound):  # a shard down, an index dropped: next round
+            except AssocdbError:  # a shard down, an index dropped: next round
                 log.warning("the index cleaner met an error; trying again", exc_info=True)
+            except Exception:  # a bug must not stop the cleaner for good
+                log.exception("the index cleaner failed; trying again")
 
     def _repair_objects(self, index: IndexDef, rows: list[ObjRow], totals: _Totals) -> None:
         """Judge these objects' entries; count the fixes (and write them, if repairing)."""
