@@ -32,7 +32,7 @@ def live_entries(g: Graph, name: str) -> set[tuple[int, bytes, int]]:
     for shard in range(g.shards):
         after = None
         while page := g._backend.index_export(shard, index.id, after, 500):
-            found |= {(shard, e[1], e[2]) for e in page if e[4] == 0}
+            found |= {(shard, e[1], e[2]) for e in page if e[5] == 0}
             after = (page[-1][1], page[-1][2])
     return found
 
@@ -218,7 +218,7 @@ def test_corrupted_rows_are_never_returned_and_are_repaired(graph: Graph) -> Non
     index = graph.schema.index("by_email")
     corrupt(graph, "by_email", "DELETE FROM {t} WHERE id = ?", a)
     z = _keys.encode(["z@x"])
-    graph._backend.index_apply(0, [(index.id, z, b, 1, 0), (index.id, z, 999, 1, 0)])
+    graph._backend.index_apply(0, [(index.id, z, b, 1, 1, 0), (index.id, z, 999, 1, 1, 0)])
     graph.obj_delete(c)
     corrupt(graph, "by_email", "UPDATE {t} SET state = 0 WHERE id = ?", c)
     assert graph.index_query("by_email", eq=["a@x"]).items == []  # missing: not found …
@@ -338,8 +338,8 @@ def test_an_index_table_dropped_behind_a_writers_back_is_created_again(graph: Gr
     # The same connection again: the failure made it forget the table, so it is created.
     index = graph.schema.index("by_email").id
     backend = graph._backend
-    backend.index_apply(0, [(index, b"k", 1, 1, 0)])
+    backend.index_apply(0, [(index, b"k", 1, 1, 1, 0)])
     corrupt(graph, "by_email", "DROP TABLE {t}")
     with pytest.raises(Unavailable, match="no such table"):
-        backend.index_apply(0, [(index, b"k", 1, 2, 0)])
-    assert backend.index_apply(0, [(index, b"k", 1, 2, 0)]) == 1
+        backend.index_apply(0, [(index, b"k", 1, 2, 1, 0)])
+    assert backend.index_apply(0, [(index, b"k", 1, 2, 1, 0)]) == 1

@@ -49,8 +49,9 @@ class EdgeScan(NamedTuple):
     offset: int = 0
 
 
-#: A secondary index entry: (index id, key, object id, updated_at, state) (`_entities`).
-IndexEntry = tuple[int, bytes, int, int, int]
+#: A secondary index entry: (index id, key, object id, updated_at, version, state)
+#: (`_entities`).
+IndexEntry = tuple[int, bytes, int, int, int, int]
 
 
 class IndexScan(NamedTuple):

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 
 import msgspec
 
+from ._backend import IndexEntry
 from ._entities import Routed, expected, judge
 from ._errors import AssocdbError
 from ._ids import shard_of
@@ -195,7 +196,7 @@ class CleanerAPI(IndexesAPI):
         after = None
         while entries := self._backend.index_export(shard, index.id, after, PAGE):
             after = (entries[-1][1], entries[-1][2])
-            live = [e for e in entries if e[4] == State.NORMAL]
+            live = [e for e in entries if e[5] == State.NORMAL]
             found = self._objects_by_id([e[2] for e in live])
             for entry in live:
                 row = found.get(entry[2])
@@ -215,9 +216,9 @@ class CleanerAPI(IndexesAPI):
         return found
 
     def _store(self, entries: Iterable[Routed]) -> None:
-        by_shard: dict[int, list[tuple[int, bytes, int, int, int]]] = {}
-        for shard, index, key, id, updated_at, state in entries:
-            by_shard.setdefault(shard, []).append((index, key, id, updated_at, state))
+        by_shard: dict[int, list[IndexEntry]] = {}
+        for shard, index, key, id, updated_at, version, state in entries:
+            by_shard.setdefault(shard, []).append((index, key, id, updated_at, version, state))
         for shard, some in sorted(by_shard.items()):
             self._backend.index_apply(shard, some)
 
@@ -278,7 +279,7 @@ class _Totals:
 
     def count(self, fixes: list[Routed], gone: bool) -> None:
         for fix in fixes:
-            if fix[5] == State.NORMAL:
+            if fix[6] == State.NORMAL:
                 self.missing += 1
             elif gone:
                 self.dangling += 1

@@ -265,7 +265,7 @@ class GraphCore:
             made = maintenance(indexes, before, new, self._shards)
             for index in indexes:
                 if index.unique:
-                    for shard, index_id, key, _, _, state in made:
+                    for shard, index_id, key, _, _, _, state in made:
                         if index_id == index.id and state == State.NORMAL:
                             self._check_unique(index, key, shard, new.id)
             entries += made

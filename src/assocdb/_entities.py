@@ -4,22 +4,25 @@ FriendFeed kept entities as schemaless property bags and every index in a
 table of its own. Here an index entry is a last-writer-wins register, like
 every other stored row:
 
-    (index, key, object id) -> (updated_at, state)
+    (index, key, object id) -> (updated_at, version, state)
 
 where `key` is the order-preserving encoding (`_keys`) of the object's
 indexed property values. An object write that resolves from `old` to `new`
 (a newer row) produces, for each index on the type, a *removed* entry for
 the old key and a *normal* entry for the new key, both stamped with the
-new row's `updated_at`. Entries rank by `(updated_at, state)` (a removal
-beats an add at the same instant), so applying entries in any order, any
+new row's `updated_at` and `version`. Along an object's history of
+winning writes `(updated_at, version)` strictly increases (each write is
+resolved against the stored row: `updated_at` never goes down and `version`
+goes up by one, even when a client stamps two writes alike), so entries
+rank by `(updated_at, version, state)`, and applying them in any order, any
 number of times, leaves the index the objects' final rows imply: the entry
-for a key an object last held at time `t` is removed by that object's next
-write (stamped later), and only the current key's entry has no later
-removal. The entries ride in the same journal job as the object row (legs
-on the index's shards), so they are retried like any other leg.
+for a key an object held is removed by the object's next write that moves
+it, stamped later, and only the current key's entry has no later removal.
+The entries ride in the same journal job as the object row (legs on the
+index's shards), so they are retried like any other leg.
 
 The builder and the repair pass (`judge`) derive the same entries from the
-stored object row, stamped with its `updated_at`: an entry the builder
+stored object row, stamped with its `(updated_at, version)`: an entry the builder
 writes from a row that a concurrent write has since changed loses to that
 write's removal. A stored entry newer than the object (its write's object
 leg is still queued) is left alone.
@@ -45,16 +48,16 @@ from ._schema import IndexDef
 _REMOVED = State.REMOVED
 _NORMAL = State.NORMAL
 
-#: An entry as written: (index id, key, object id, updated_at, state).
-Entry = tuple[int, bytes, int, int, int]
+#: An entry as written: (index id, key, object id, updated_at, version, state).
+Entry = tuple[int, bytes, int, int, int, int]
 #: An entry with the shard it is stored on, as journaled: (shard, *Entry).
-Routed = tuple[int, int, bytes, int, int, int]
+Routed = tuple[int, int, bytes, int, int, int, int]
 EntryKey = tuple[int, bytes, int]  # (index id, key, object id)
 
 
-def entry_rank(entry: Entry) -> tuple[int, int]:
-    """The merge rule for entries: later `updated_at` wins, then removal over add."""
-    return (entry[3], entry[4])
+def entry_rank(entry: Entry) -> tuple[int, int, int]:
+    """The merge rule for entries: the later `(updated_at, version)` wins, then removal."""
+    return (entry[3], entry[4], entry[5])
 
 
 def merge_entries(current: Mapping[EntryKey, Entry], writes: Iterable[Entry]) -> list[Entry]:
@@ -116,7 +119,7 @@ def expected(
     if key is None:
         return None
     shard = shard_of_entry(index, data, row.id, shards)
-    return (shard, index.id, key, row.id, row.updated_at, _NORMAL)
+    return (shard, index.id, key, row.id, row.updated_at, row.version, _NORMAL)
 
 
 def maintenance(
@@ -133,7 +136,8 @@ def maintenance(
         before = expected(index, old, shards)
         after = expected(index, new, shards, strict=True)
         if before is not None and (after is None or before[2] != after[2]):
-            routed.append((before[0], index.id, before[2], new.id, new.updated_at, _REMOVED))
+            stamp = (new.updated_at, new.version)
+            routed.append((before[0], index.id, before[2], new.id, *stamp, _REMOVED))
         if after is not None:
             routed.append(after)
     return routed
@@ -152,17 +156,18 @@ def judge(
     fully applied yet.
     """
     want = expected(index, row, shards)
-    seen_ua = row.updated_at if row is not None else 0
+    seen = (row.updated_at, row.version) if row is not None else (0, 0)
     fixes: list[Routed] = []
     has_live = False
     newer_at_want = False
-    for shard, index_id, key, _, updated_at, state in stored:
+    for shard, index_id, key, _, updated_at, version, state in stored:
         if want is not None and key == want[2]:
             has_live = has_live or state == _NORMAL
-            newer_at_want = newer_at_want or updated_at > want[4]
+            newer_at_want = newer_at_want or (updated_at, version) > (want[4], want[5])
             continue
-        if state == _NORMAL and (row is None or updated_at <= seen_ua):
-            fixes.append((shard, index_id, key, obj_id, max(updated_at, seen_ua), _REMOVED))
+        if state == _NORMAL and (row is None or (updated_at, version) <= seen):
+            stamp = max((updated_at, version), seen)
+            fixes.append((shard, index_id, key, obj_id, *stamp, _REMOVED))
     if want is not None and not has_live and not newer_at_want:
         fixes.append(want)
     return fixes

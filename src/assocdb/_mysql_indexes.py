@@ -4,7 +4,7 @@
 choke point (`_run`, `_query`, `_in_transaction`, `_q`). Each index is a
 table `index_N` in every shard's schema, created on first write:
 
-    ikey VARBINARY(1024), id BIGINT -> updated_at BIGINT, state TINYINT
+    ikey VARBINARY(1024), id BIGINT -> updated_at BIGINT, version BIGINT, state TINYINT
     PRIMARY KEY (ikey, id), KEY (id)
 
 A DDL statement commits implicitly in MySQL, so the table is created before
@@ -107,9 +107,10 @@ class MySQLIndexes:
                 winners = merge_entries(current, writes)
                 if winners:
                     sql = host._q(
-                        f"INSERT INTO {{s}}.index_{index} (ikey, id, updated_at, state) "
-                        "VALUES (%s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
-                        "updated_at = VALUES(updated_at), state = VALUES(state)",
+                        f"INSERT INTO {{s}}.index_{index} (ikey, id, updated_at, version, state) "
+                        "VALUES (%s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+                        "updated_at = VALUES(updated_at), version = VALUES(version), "
+                        "state = VALUES(state)",
                         shard,
                     )
                     host._run(session, shard, sql, [e[1:] for e in winners], True)
@@ -149,7 +150,7 @@ class MySQLIndexes:
         self, shard: int, index: int, after: tuple[bytes, int] | None, limit: int
     ) -> list[IndexEntry]:
         host: _Host = self  # type: ignore[assignment]
-        sql = f"SELECT ikey, id, updated_at, state FROM {{s}}.index_{index}"
+        sql = f"SELECT ikey, id, updated_at, version, state FROM {{s}}.index_{index}"
         params: list[Any] = []
         if after is not None:
             sql += " WHERE ikey >= %s AND (ikey > %s OR id > %s)"
@@ -157,7 +158,7 @@ class MySQLIndexes:
         sql += " ORDER BY ikey, id LIMIT %s"
         query = host._q(sql, shard)
         rows = self._missing_ok(lambda: host._query(shard, query, [*params, limit]))
-        return [(index, bytes(k), int(i), int(u), int(s)) for k, i, u, s in rows]
+        return [(index, bytes(k), int(i), int(u), int(v), int(s)) for k, i, u, v, s in rows]
 
     def index_drop(self, shard: int, index: int) -> None:
         host: _Host = self  # type: ignore[assignment]
@@ -181,7 +182,7 @@ class MySQLIndexes:
         ddl = (
             f"CREATE TABLE IF NOT EXISTS {{s}}.index_{index} ("
             "ikey VARBINARY(1024) NOT NULL, id BIGINT NOT NULL, updated_at BIGINT NOT NULL, "
-            "state TINYINT NOT NULL, PRIMARY KEY (ikey, id), "
+            "version BIGINT NOT NULL, state TINYINT NOT NULL, PRIMARY KEY (ikey, id), "
             f"KEY index_{index}_by_id (id)) ENGINE=InnoDB"
         )
         with host._session(slow=True) as session:  # DDL waits for the disk
@@ -197,11 +198,11 @@ class MySQLIndexes:
         for start in range(0, len(ids), _IN_CHUNK):
             chunk = ids[start : start + _IN_CHUNK]
             sql = (
-                f"SELECT ikey, id, updated_at, state FROM {{s}}.index_{index} "
+                f"SELECT ikey, id, updated_at, version, state FROM {{s}}.index_{index} "
                 f"WHERE id IN ({','.join(['%s'] * len(chunk))})"
             ) + (" FOR UPDATE" if lock else "")
             rows = host._run(session, shard, host._q(sql, shard), chunk)
-            found += [(index, bytes(k), int(i), int(u), int(s)) for k, i, u, s in rows]
+            found += [(index, bytes(k), int(i), int(u), int(v), int(s)) for k, i, u, v, s in rows]
         return found
 
     @staticmethod

@@ -10,7 +10,7 @@ Tables per shard:
 * `objects (id) -> (otype, state, version, updated_at, data)`.
   Data is zlib-compressed when that pays (`_compress`); `objects_recent`
   `(otype, updated_at)` serves the index cleaner's pass over recent writes.
-* `index_N (ikey, id) -> (updated_at, state)`, one table per secondary index
+* `index_N (ikey, id) -> (updated_at, version, state)`, one table per secondary index
   (`_entities`), created when first written, with `index_N_by_id` on `id`.
 * `seq` (the shard's id allocator) and `meta` (graph-wide settings, shard 0).
 
@@ -454,7 +454,7 @@ class SQLiteBackend:
                     current = {row[:3]: row for row in self.index_entries(shard, index, ids)}
                     winners = merge_entries(current, writes)
                     if winners:
-                        sql = f"INSERT OR REPLACE INTO index_{index} VALUES (?, ?, ?, ?)"
+                        sql = f"INSERT OR REPLACE INTO index_{index} VALUES (?, ?, ?, ?, ?)"
                         self._run(shard, sql, [entry[1:] for entry in winners], many=True)
                     changed += len(winners)
         except AssocdbError as exc:
@@ -476,12 +476,12 @@ class SQLiteBackend:
         for start in range(0, len(ids), _IN_CHUNK):
             chunk = ids[start : start + _IN_CHUNK]
             sql = (
-                f"SELECT ikey, id, updated_at, state FROM index_{index} "
+                f"SELECT ikey, id, updated_at, version, state FROM index_{index} "
                 f"WHERE id IN ({','.join('?' * len(chunk))})"
             )
             found += [
-                (index, bytes(k), i, u, s)
-                for k, i, u, s in self._index_query(shard, index, sql, chunk)
+                (index, bytes(k), i, u, v, s)
+                for k, i, u, v, s in self._index_query(shard, index, sql, chunk)
             ]
         return found
 
@@ -499,14 +499,14 @@ class SQLiteBackend:
     def index_export(
         self, shard: int, index: int, after: tuple[bytes, int] | None, limit: int
     ) -> list[IndexEntry]:
-        sql = f"SELECT ikey, id, updated_at, state FROM index_{index}"
+        sql = f"SELECT ikey, id, updated_at, version, state FROM index_{index}"
         params: list[Any] = []
         if after is not None:
             sql += " WHERE (ikey, id) > (?, ?)"
             params += after
         sql += " ORDER BY ikey, id LIMIT ?"
         rows = self._index_query(shard, index, sql, [*params, limit])
-        return [(index, bytes(k), i, u, s) for k, i, u, s in rows]
+        return [(index, bytes(k), i, u, v, s) for k, i, u, v, s in rows]
 
     def index_drop(self, shard: int, index: int) -> None:
         self._index_tables().discard((shard, index))
@@ -602,7 +602,8 @@ def _obj_row(row: Any) -> ObjRow:
 def _index_ddl(index: int) -> tuple[str, str]:
     return (
         f"CREATE TABLE IF NOT EXISTS index_{index} (ikey BLOB NOT NULL, id INTEGER NOT NULL, "
-        "updated_at INTEGER NOT NULL, state INTEGER NOT NULL, PRIMARY KEY (ikey, id)) "
+        "updated_at INTEGER NOT NULL, version INTEGER NOT NULL, state INTEGER NOT NULL, "
+        "PRIMARY KEY (ikey, id)) "
         "WITHOUT ROWID",
         f"CREATE INDEX IF NOT EXISTS index_{index}_by_id ON index_{index} (id)",
     )
