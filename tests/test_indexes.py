@@ -113,6 +113,8 @@ def test_bad_definitions_get_clear_errors(graph: Graph) -> None:
         graph.define_index("x", "user", ["email"], shard_on="name")
     with pytest.raises(SchemaError, match="must not repeat"):
         graph.define_index("x", "user", ["a", "a"])
+    with pytest.raises(SchemaError, match="cannot be ordered by recency"):
+        graph.define_index("x", "user", ["email"], unique=True, order="recency")
     with pytest.raises(SchemaError, match="index name"):
         graph.define_index("1x", "user", ["a"])
     graph.define_index("x", "user", ["email"])

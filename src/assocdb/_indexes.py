@@ -22,7 +22,7 @@ import struct
 from base64 import urlsafe_b64decode, urlsafe_b64encode
 from collections.abc import Sequence
 from hashlib import blake2b
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _json, _keys
 from ._backend import IndexScan
@@ -208,13 +208,14 @@ class IndexesAPI(GraphCore):
             )
 
 
-class _Plan:
+class _Plan(NamedTuple):
     """Where one index query reads: its key range, shards, direction and cursor scope."""
 
-    def __init__(
-        self, low: bytes, high: bytes, shards: list[int], desc: bool, scope: bytes
-    ) -> None:
-        self.low, self.high, self.shards, self.desc, self.scope = low, high, shards, desc, scope
+    low: bytes
+    high: bytes
+    shards: list[int]
+    desc: bool
+    scope: bytes
 
 
 def _plan(

@@ -238,6 +238,8 @@ class Schema:
             raise SchemaError(f"order {order!r} is already one of the properties {props}")
         if type(unique) is not bool:
             raise SchemaError(f"unique must be true or false, got {unique!r}")
+        if unique and order == RECENCY:
+            raise SchemaError("a unique index cannot be ordered by recency (every write differs)")
         if shard_on is not None and shard_on not in props:
             raise SchemaError(
                 f"shard_on must be one of the properties {props} (queries give it by "
