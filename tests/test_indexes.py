@@ -345,3 +345,18 @@ def test_an_index_table_dropped_behind_a_writers_back_is_created_again(graph: Gr
     with pytest.raises(Unavailable, match="no such table"):
         backend.index_apply(0, [(index, b"k", 1, 2, 1, 0)])
     assert backend.index_apply(0, [(index, b"k", 1, 2, 1, 0)]) == 1
+
+
+def test_indexes_in_a_toml_schema(graph: Graph, tmp_path: Any) -> None:
+    schema = tmp_path / "schema.toml"
+    schema.write_text(
+        '[object.user]\n[index.by_email]\notype = "user"\nproperties = ["email"]\n'
+        'shard_on = "email"\nunique = true\n'
+    )
+    graph.load_schema(schema)
+    graph.load_schema(schema)  # applying it again changes nothing
+    index = graph.schema.index("by_email")
+    assert (index.properties, index.shard_on, index.unique) == (["email"], "email", True)
+    schema.write_text('[index.x]\notype = "user"\n')
+    with pytest.raises(SchemaError, match=r"\[index.x\] needs otype and properties"):
+        graph.load_schema(schema)

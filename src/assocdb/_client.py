@@ -253,6 +253,16 @@ class Client(Pagers):
                 defined |= {kind.name, kind.inverse or kind.name}
         for otype in schema.object_types:
             self.define_object(otype.name)
+        for index in schema.indexes:
+            otype_name = schema.object_by_id(index.otype).name
+            self.define_index(
+                index.name,
+                otype_name,
+                index.properties,
+                order=index.order,
+                unique=index.unique,
+                shard_on=index.shard_on,
+            )
 
     # -- objects ---------------------------------------------------------------------------
 

@@ -14,6 +14,11 @@ applied at every start:
     symmetric = true           # friend(a, b) also writes friend(b, a)
 
     [object.user]
+
+    [index.user_by_email]      # a secondary index (`_entities`), built by the cleaner
+    otype = "user"
+    properties = ["email"]
+    shard_on = "email"         # also: order = "recency" or a property, unique = true
 """
 
 from __future__ import annotations
@@ -277,10 +282,10 @@ class Schema:
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise SchemaError(f"schema file is not valid TOML: {exc}") from None
-        unknown = set(doc) - {"assoc", "object"}
+        unknown = set(doc) - {"assoc", "object", "index"}
         if unknown:
             raise SchemaError(
-                f"unknown schema sections {sorted(unknown)}; use [assoc.X], [object.X]"
+                f"unknown schema sections {sorted(unknown)}; use [assoc.X], [object.X], [index.X]"
             )
         schema = self
         for name, options in _tables(doc, "assoc"):
@@ -292,6 +297,14 @@ class Schema:
             if options:
                 raise SchemaError(f"[object.{name}] has unknown keys {sorted(options)}")
             schema = schema.define_object(name)
+        for name, options in _tables(doc, "index"):
+            extra = set(options) - {"otype", "properties", "order", "unique", "shard_on"}
+            if extra or not {"otype", "properties"} <= set(options):
+                raise SchemaError(
+                    f"[index.{name}] needs otype and properties, and may have order, unique "
+                    f"and shard_on; got {sorted(options)}"
+                )
+            schema = schema.define_index(name, **options)
         return schema
 
     # -- persistence ----------------------------------------------------------
