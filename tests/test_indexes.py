@@ -146,6 +146,10 @@ def test_bad_queries_get_clear_errors(graph: Graph) -> None:
         graph.index_query("by_email", eq=["a"], low="b")
     with pytest.raises(InvalidRequest, match="limit must be"):
         graph.index_query("by_email", limit=0)
+    with pytest.raises(InvalidRequest, match="rate must be a positive number"):
+        graph.index_build("by_email", rate=0)
+    with pytest.raises(InvalidRequest, match="seconds must be a non-negative number"):
+        graph.index_build("by_email", seconds=-1)
     graph.obj_add("user", {"email": "a"})
     graph.obj_add("user", {"email": "b"})
     cursor = graph.index_query("by_email", limit=1).next_cursor

@@ -30,7 +30,7 @@ import msgspec
 
 from ._backend import IndexEntry
 from ._entities import Routed, expected, judge
-from ._errors import AssocdbError
+from ._errors import AssocdbError, InvalidRequest
 from ._ids import shard_of
 from ._indexes import BUILD_KEY, DEFINED_KEY, IndexesAPI
 from ._merge import ObjRow, State
@@ -80,6 +80,8 @@ class CleanerAPI(IndexesAPI):
         >>> while g.index_build("user_by_email", seconds=1.0).state != "ready": ...
         """
         index = self._index(name)
+        _check_positive(rate, "rate", zero=False)
+        _check_positive(seconds, "seconds", zero=True)
         state = self._build_state(index)
         clock = _Throttle(rate, seconds)
         page = PAGE
@@ -248,6 +250,21 @@ class CleanerAPI(IndexesAPI):
             current = self._backend.get_meta(key)
             if self._backend.swap_meta(key, current, value):
                 return
+
+
+def _check_positive(value: object, what: str, zero: bool) -> None:
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (value >= 0 if zero else value > 0)
+    ):
+        raise InvalidRequest(
+            f"{what} must be a {'non-negative' if zero else 'positive'} "
+            f"number of {'seconds' if what == 'seconds' else 'objects per second'}, "
+            f"got {value!r}"
+        )
 
 
 class _Throttle:
