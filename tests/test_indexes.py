@@ -364,3 +364,25 @@ def test_indexes_in_a_toml_schema(graph: Graph, tmp_path: Any) -> None:
     schema.write_text('[index.x]\notype = "user"\n')
     with pytest.raises(SchemaError, match=r"\[index.x\] needs otype and properties"):
         graph.load_schema(schema)
+
+
+def test_purge_deletes_old_removal_entries_only(graph: Graph) -> None:
+    graph.define_index("by_city_recent", "user", ["city"], order="recency")
+    a = graph.obj_add("user", {"city": "oslo"})
+    for n in range(5):
+        graph.obj_update(a, {"n": n})  # every write moves a recency entry
+    index = graph.schema.index("by_city_recent")
+
+    def removals() -> int:
+        return sum(
+            e[5] == 3
+            for shard in range(graph.shards)
+            for e in graph._backend.index_export(shard, index.id, None, 100)
+        )
+
+    assert removals() == 5
+    assert graph._purge(index) == 0  # younger than an hour: kept
+    assert graph._purge(index, older_than=0) == 5
+    assert removals() == 0
+    assert live_entries(graph, "by_city_recent") == rebuilt(graph, "by_city_recent")
+    assert [o.id for o in graph.index_query("by_city_recent", ["oslo"]).items] == [a]

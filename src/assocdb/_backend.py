@@ -156,6 +156,9 @@ class Backend(Protocol):
     ) -> list[IndexEntry]:
         """Up to `limit` stored entries (tombstones too) in `(key, id)` order, after `after`."""
 
+    def index_purge(self, shard: int, index: int, before: int) -> int:
+        """Delete the index's removal entries stamped before `before`; return how many."""
+
     def index_drop(self, shard: int, index: int) -> None:
         """Remove the index's table on the shard (if there is one)."""
 

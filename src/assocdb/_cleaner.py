@@ -12,6 +12,8 @@
   the last watermark to catch writes applied late) against their stored
   entries, writing missing entries and removing stale ones. It catches the
   writes of processes that had not yet seen a new index.
+* **Purge**: removal entries older than an hour are deleted (once a minute
+  by the cleaner thread), so an index does not grow with every move.
 * **Check** (`index_check`): the same judgement over every object of the
   type, then every entry, so entries of objects that are gone are found
   too. With `repair=True` it fixes what it finds.
@@ -42,6 +44,12 @@ log = logging.getLogger("assocdb.cleaner")
 DONE = 2**63 - 1  # a shard's build position once it has been read to the end
 PAGE = 1000
 LAG = 5_000_000  # µs: each recent pass re-reads this much before its watermark
+#: µs: removal entries older than this are deleted by the cleaner. A removal
+#: only matters while an older add of the same entry may still arrive (a late
+#: retry or replay); one that arrives later is re-checked away by queries and
+#: repaired by `index_check`.
+PURGE_AFTER = 3600 * 10**6
+PURGE_EVERY = 60.0  # seconds between the cleaner thread's purges
 RECENT_KEY = "index:{}:recent"
 
 
@@ -158,8 +166,10 @@ class CleanerAPI(IndexesAPI):
     # -- internals -------------------------------------------------------------------
 
     def _clean_loop(self, stop: threading.Event, interval: float, rate: float | None) -> None:
+        purged_at = time.monotonic()
         while not stop.wait(interval):
             try:
+                purge = time.monotonic() - purged_at >= PURGE_EVERY
                 for index in self._read_schema().indexes:
                     if stop.is_set():
                         return
@@ -167,10 +177,19 @@ class CleanerAPI(IndexesAPI):
                         self.index_build(index.name, rate=rate, seconds=interval)
                     else:
                         self.index_repair_recent(index.name)
+                        if purge:
+                            self._purge(index)
+                if purge:
+                    purged_at = time.monotonic()
             except AssocdbError:  # a shard down, an index dropped: next round
                 log.warning("the index cleaner met an error; trying again", exc_info=True)
             except Exception:  # a bug must not stop the cleaner for good
                 log.exception("the index cleaner failed; trying again")
+
+    def _purge(self, index: IndexDef, older_than: int = PURGE_AFTER) -> int:
+        """Delete the index's removal entries older than `older_than` µs; how many."""
+        before = self._clock.now() - older_than
+        return sum(self._backend.index_purge(s, index.id, before) for s in range(self._shards))
 
     def _repair_objects(self, index: IndexDef, rows: list[ObjRow], totals: _Totals) -> None:
         """Judge these objects' entries; count the fixes (and write them, if repairing)."""

@@ -160,6 +160,22 @@ class MySQLIndexes:
         rows = self._missing_ok(lambda: host._query(shard, query, [*params, limit]))
         return [(index, bytes(k), int(i), int(u), int(v), int(s)) for k, i, u, v, s in rows]
 
+    def index_purge(self, shard: int, index: int, before: int) -> int:
+        host: _Host = self  # type: ignore[assignment]
+        sql = host._q(f"DELETE FROM {{s}}.index_{index} WHERE state = 3 AND updated_at < %s", shard)
+
+        def body(session: Any) -> int:
+            host._run(session, shard, sql, (before,))
+            return int(session[0].affected_rows())
+
+        try:
+            purged: int = host._in_transaction(shard, body)
+        except AssocdbError as exc:
+            if _errno(exc) != _NO_TABLE:
+                raise
+            return 0
+        return purged
+
     def index_drop(self, shard: int, index: int) -> None:
         host: _Host = self  # type: ignore[assignment]
         with self._index_lock:

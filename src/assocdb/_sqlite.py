@@ -508,6 +508,16 @@ class SQLiteBackend:
         rows = self._index_query(shard, index, sql, [*params, limit])
         return [(index, bytes(k), i, u, v, s) for k, i, u, v, s in rows]
 
+    def index_purge(self, shard: int, index: int, before: int) -> int:
+        sql = f"DELETE FROM index_{index} WHERE state = 3 AND updated_at < ?"
+        try:
+            with self._transaction(shard):
+                return int(self._run(shard, sql, (before,)).rowcount)
+        except AssocdbError as exc:
+            if "no such table" not in str(exc):
+                raise
+            return 0
+
     def index_drop(self, shard: int, index: int) -> None:
         self._index_tables().discard((shard, index))
         with self._transaction(shard):
