@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[mysql]' || echo "mysqlclient not built: using PyMySQL"
 	touch $(STAMP)
 
 run: $(STAMP)  ## load ego-Facebook into ./data/demo, answer a few questions, serve it on :8080

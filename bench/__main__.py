@@ -7,6 +7,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench http                       (needs wrk)
     python -m bench cache                      (needs Redis)
     python -m bench linkbench [options]        (--help for them)
+    python -m bench mysql                      (needs MariaDB/MySQL)
     python -m bench entities [objects]         (default 100,000)
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from . import cache, entities, flockdb, foundation, http, journal
+from . import cache, entities, flockdb, foundation, http, journal, mysql
 from .linkbench import cli as linkbench
 
 #: name -> (run with these options, options of the quick run-them-all pass)
@@ -26,6 +27,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "http": (lambda args: http.main(), []),
     "cache": (lambda args: cache.main(), []),
     "linkbench": (linkbench.main, ["--preset", "tiny"]),
+    "mysql": (lambda args: mysql.main(), []),
     "entities": (entities.main, ["20000"]),
 }
 

@@ -1,9 +1,10 @@
 """HTTP benchmark (issue 4): assoc_range through `assocdb serve`, driven by wrk.
 
-For 1 and 2 server workers: requests/s, p50 and p99 of POST /v1/assoc_range
-(limit 50, random people of ego-Facebook) one read per request, and of
-POST /v1/batch with 50 such reads per request; next to the same read
-in-process, measured in the same run. wrk (Debian package `wrk`) generates
+For 1 and 2 server workers, with the cache off and on (each worker its own
+128 MiB tier 1): requests/s, p50 and p99 of POST /v1/assoc_range (limit 50,
+random people of ego-Facebook) one read per request, and of POST /v1/batch
+with 50 such reads per request; next to the same read in-process, cached and
+uncached, measured in the same run. wrk (Debian package `wrk`) generates
 the load from its own process, so the load generator does not compete for
 the server's interpreter.
 
@@ -30,15 +31,17 @@ SECONDS = 8
 CONNECTIONS = 16
 PEOPLE = 4039
 
-SINGLE = """
+SINGLE = f"""
+local PEOPLE = {PEOPLE}
 math.randomseed(7)
 request = function()
   local body = '{{"id1": ' .. math.random(1, PEOPLE) .. ', "atype": "friend", "limit": 50}}'
   return wrk.format("POST", "/v1/assoc_range", {{["Content-Type"] = "application/json"}}, body)
 end
-""".format()
+"""
 
-BATCH = """
+BATCH = f"""
+local PEOPLE = {PEOPLE}
 math.randomseed(7)
 request = function()
   local reads = {{}}
@@ -49,15 +52,20 @@ request = function()
   local body = '{{"requests": [' .. table.concat(reads, ",") .. ']}}'
   return wrk.format("POST", "/v1/batch", {{["Content-Type"] = "application/json"}}, body)
 end
-""".format()
+"""
 
 
-def load(directory: Path) -> float:
+def load(directory: Path) -> None:
     with assocdb.open(directory, shards=16) as g:
         g.define_assoc("friend", symmetric=True)
         g.bulk_load((a, "friend", b, n) for n, (a, b) in enumerate(ego_facebook()))
+
+
+def in_process(directory: Path, cache: assocdb.CacheConfig | None) -> float:
+    """µs per assoc_range(limit=50) in this process."""
+    with assocdb.open(directory, cache=cache) as g:
         people = [random.Random(3).randrange(1, PEOPLE + 1) for _ in range(5000)]
-        for p in people[:500]:
+        for p in people:  # warm up (and fill the cache, if any)
             g.assoc_range(p, "friend", limit=50)
         start = time.perf_counter()
         for p in people:
@@ -65,7 +73,7 @@ def load(directory: Path) -> float:
         return (time.perf_counter() - start) / len(people) * 1e6
 
 
-def serve(directory: Path, port: int, workers: int) -> subprocess.Popen[bytes]:
+def serve(directory: Path, port: int, workers: int, cache_mb: int) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-c",
@@ -74,7 +82,7 @@ def serve(directory: Path, port: int, workers: int) -> subprocess.Popen[bytes]:
         str(directory),
     ]
     server = subprocess.Popen(
-        [*command, "--port", str(port), "--workers", str(workers)],
+        [*command, "--port", str(port), "--workers", str(workers), "--cache-mb", str(cache_mb)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -121,40 +129,49 @@ def main() -> None:
         sys.exit("this benchmark needs wrk: apt-get install wrk")
     directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-http-"))
     try:
-        in_process = load(directory / "graph")
+        load(directory / "graph")
+        local = {
+            "uncached": in_process(directory / "graph", None),
+            "cached": in_process(directory / "graph", assocdb.CacheConfig()),
+        }
         scripts = {}
         for name, text in (("single", SINGLE), ("batch", BATCH)):
             scripts[name] = directory / f"{name}.lua"
             scripts[name].write_text(text)
         rows = []
         for workers in (1, 2):
-            port = 18000 + workers
-            server = serve(directory / "graph", port, workers)
-            try:
-                wrk(port, scripts["single"])  # warm up
-                for name in ("single", "batch"):
-                    rows.append((workers, name, *wrk(port, scripts[name])))
-            finally:
-                server.terminate()
-                server.wait()
+            for cache, cache_mb in (("uncached", 0), ("cached", 128)):
+                port = 18000 + workers
+                server = serve(directory / "graph", port, workers, cache_mb)
+                try:
+                    wrk(port, scripts["single"])  # warm up (and fill the caches)
+                    for name in ("single", "batch"):
+                        rows.append((workers, cache, name, *wrk(port, scripts[name])))
+                finally:
+                    server.terminate()
+                    server.wait()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     print(
-        f"http benchmark: assoc_range(limit=50) on ego-Facebook, uncached; wrk -t2 -c{CONNECTIONS} "
+        f"http benchmark: assoc_range(limit=50) on ego-Facebook; wrk -t2 -c{CONNECTIONS} "
         f"-d{SECONDS}s on this 2-core machine"
     )
+    for cache, micros in local.items():
+        print(
+            f"in-process assoc_range, {cache}: {micros:.1f} µs per read "
+            f"({1e6 / micros:,.0f} reads/s, one thread)"
+        )
     print(
-        f"in-process assoc_range: {in_process:.0f} µs per read "
-        f"({1e6 / in_process:,.0f} reads/s, one thread)"
-    )
-    print(
-        f"{'workers':>7} {'requests':>9} {'requests/s':>11} {'reads/s':>9} "
+        f"{'workers':>7} {'cache':>9} {'requests':>9} {'requests/s':>11} {'reads/s':>9} "
         f"{'p50 ms':>8} {'p99 ms':>8}"
     )
-    for workers, name, rate, p50, p99 in rows:
+    for workers, cache, name, rate, p50, p99 in rows:
         reads = rate * (50 if name == "batch" else 1)
         label = "50 reads" if name == "batch" else "1 read"
-        print(f"{workers:>7} {label:>9} {rate:>11,.0f} {reads:>9,.0f} {p50:>8.2f} {p99:>8.2f}")
+        print(
+            f"{workers:>7} {cache:>9} {label:>9} {rate:>11,.0f} {reads:>9,.0f}"
+            f" {p50:>8.2f} {p99:>8.2f}"
+        )
 
 
 if __name__ == "__main__":

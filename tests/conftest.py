@@ -1,7 +1,8 @@
 """Shared fixtures: every Graph test runs against every configured backend.
 
 SQLite always runs. MySQL/MariaDB runs when ASSOCDB_TEST_MYSQL_URL is set
-(`.ci/run` always sets it); without it those cases skip cleanly.
+(`.ci/run` always sets it); without it those cases skip cleanly (see
+`tests/stores.py`).
 """
 
 from __future__ import annotations
@@ -12,28 +13,37 @@ from pathlib import Path
 
 import pytest
 
-import assocdb
 from assocdb import Graph
+
+from .stores import BACKENDS, Stores
 
 OpenGraph = Callable[..., Graph]
 
-BACKENDS = ["sqlite"]
-
 
 @pytest.fixture(params=BACKENDS)
-def open_graph(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenGraph]:
+def backend_kind(request: pytest.FixtureRequest) -> str:
+    """The backend under test: "sqlite", or "mysql" (skipped when not configured)."""
+    kind: str = request.param
+    return kind
+
+
+@pytest.fixture
+def stores(backend_kind: str, tmp_path: Path) -> Iterator[Stores]:
+    """Opens fresh graphs on the backend under test; closes and drops them after the test."""
+    opened = Stores(backend_kind, tmp_path)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def open_graph(stores: Stores) -> OpenGraph:
     """A factory of fresh, empty graphs on the backend under test."""
-    opened: list[Graph] = []
     counter = itertools.count()
 
-    def make(shards: int = 4) -> Graph:
-        graph = assocdb.open(tmp_path / f"graph{next(counter)}", shards=shards)
-        opened.append(graph)
-        return graph
+    def make(shards: int = 4, **options: object) -> Graph:
+        return stores.open(f"graph{next(counter)}", shards=shards, **options)
 
-    yield make
-    for graph in opened:
-        graph.close()
+    return make
 
 
 @pytest.fixture

@@ -6,16 +6,20 @@ from click.testing import CliRunner
 
 from assocdb._cli import main
 
+from .stores import Stores
 
-def test_demo_loads_ego_facebook_and_answers(tmp_path: Path) -> None:
+
+def test_demo_loads_ego_facebook_and_answers(stores: Stores) -> None:
+    where, journal = stores.location("demo")
+    target = str(where) if stores.kind == "sqlite" else f"{where}&journal={journal}"
     runner = CliRunner()
-    first = runner.invoke(main, ["demo", str(tmp_path / "demo")])
+    first = runner.invoke(main, ["demo", target])
     assert first.exit_code == 0, first.output
     assert "loaded 88,234 friendships" in first.output
     assert "person 1 has 347 friends" in first.output
     assert "their 10 newest friends: [348, 347, 346" in first.output
     assert "16 mutual friends of 1 and 2" in first.output
-    again = runner.invoke(main, ["demo", str(tmp_path / "demo")])
+    again = runner.invoke(main, ["demo", target])
     assert again.exit_code == 0
     assert "loaded" not in again.output  # the second run reuses the data
     assert "person 1 has 347 friends" in again.output
@@ -102,3 +106,9 @@ def test_init_schema_import_export_and_check(tmp_path: Path) -> None:
         runner.invoke(main, ["check", graph]).output.strip()
         == "found 0 wrong counts and 0 hanging edges"
     )
+
+
+def test_a_mysql_url_without_a_journal_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["check", "mysql://root@127.0.0.1:3306/g"])
+    assert result.exit_code == 2
+    assert "add ?journal=PATH" in result.output

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-import assocdb
 from assocdb import Graph, Unavailable
 from assocdb._applier import RetryPolicy
 from assocdb._ids import shard_of
+from assocdb._mysql import MySQLBackend
 
 from .model import Model
+from .stores import Stores
 
 FAST = RetryPolicy(base=0.005, cap=0.05, max_attempts=3, down_after=2, down_for=0.02, down_max=0.1)
 NODES = range(1, 13)
@@ -27,14 +28,17 @@ TYPES = ["follows", "friend", "likes"]
 Fault = Callable[[int, str], None]
 
 
+#: On MySQL: a row-lock wait gives up after 1 s (half the query timeout).
+FAST_MYSQL = "query_timeout=2&connect_timeout=5"
+
+
 @pytest.fixture
-def graph(tmp_path: Path) -> Iterator[Graph]:
-    g = assocdb.open(tmp_path / "g", shards=4, timeout=0.2, retry=FAST)
+def graph(stores: Stores) -> Graph:
+    g = stores.open(at=stores.location("g", FAST_MYSQL), shards=4, timeout=0.2, retry=FAST)
     g.define_assoc("follows", inverse="followed_by")
     g.define_assoc("friend", symmetric=True)
     g.define_assoc("likes")
-    yield g
-    g.close()
+    return g
 
 
 def inject(graph: Graph, fault: Fault) -> Callable[[], None]:
@@ -114,21 +118,48 @@ def test_a_shard_that_fails_intermittently(graph: Graph, seed: int) -> None:
     assert graph.queue_stats().bad == 0
 
 
-def test_a_shard_that_hangs_past_its_timeout(graph: Graph, tmp_path: Path) -> None:
+def test_a_shard_that_hangs_past_its_timeout(graph: Graph, stores: Stores) -> None:
     model = Model()
     write_randomly(graph, model, 20, seed=4)
     hung = shard_of(7, graph.shards)
-    blocker = sqlite3.connect(tmp_path / "g" / f"shard-{hung:04d}.db", isolation_level=None)
-    blocker.execute("BEGIN EXCLUSIVE")  # another process holds the write lock and does not let go
+    release = hold_the_write_lock(graph, hung, stores)  # another process does not let go
     statuses = write_randomly(graph, model, 30, seed=5)
     assert "queued" in statuses
     healthy = next(n for n in NODES if shard_of(n, graph.shards) != hung)
     graph.assoc_count(healthy, "follows")
-    blocker.execute("ROLLBACK")
-    blocker.close()
+    release()
     assert graph.drain(timeout=30)
     assert_matches(graph, model)
     assert graph.queue_stats().bad == 0
+
+
+def hold_the_write_lock(graph: Graph, shard: int, stores: Stores) -> Callable[[], None]:
+    """Another client locks the shard against writers; returns the release."""
+    spec = graph._backend.spec()
+    if stores.kind == "sqlite":
+        blocker = sqlite3.connect(
+            Path(spec["path"]) / f"shard-{shard:04d}.db", isolation_level=None
+        )
+        blocker.execute("BEGIN EXCLUSIVE")
+
+        def release() -> None:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+
+        return release
+    other = MySQLBackend.open(spec["url"])
+    session = other._session()
+    conn = session.__enter__()
+    other._run(conn, shard, "START TRANSACTION")
+    for table in ("edges", "counts"):  # every row and gap: no write gets through
+        other._run(conn, shard, other._q(f"SELECT * FROM {{s}}.{table} FOR UPDATE", shard))
+
+    def release_mysql() -> None:
+        other._run(conn, shard, "ROLLBACK")
+        session.__exit__(None, None, None)
+        other.close()
+
+    return release_mysql
 
 
 def test_other_errors_count_towards_bad_jobs_and_can_be_reinjected(graph: Graph) -> None:
@@ -179,8 +210,9 @@ def test_a_write_rejected_after_the_outage_becomes_a_bad_job(graph: Graph) -> No
 
 
 @pytest.mark.parametrize("seed", [21, 22])
-def test_async_mode_with_a_flaky_shard_matches_the_model(tmp_path: Path, seed: int) -> None:
-    g = assocdb.open(tmp_path / "g", shards=4, sync=False, timeout=0.2, retry=FAST)
+def test_async_mode_with_a_flaky_shard_matches_the_model(stores: Stores, seed: int) -> None:
+    where = stores.location("g", FAST_MYSQL)
+    g = stores.open(at=where, shards=4, sync=False, timeout=0.2, retry=FAST)
     for name, options in (("follows", {"inverse": "followed_by"}), ("friend", {"symmetric": True})):
         g.define_assoc(name, **options)  # type: ignore[arg-type]
     g.define_assoc("likes")
@@ -190,11 +222,10 @@ def test_async_mode_with_a_flaky_shard_matches_the_model(tmp_path: Path, seed: i
     recover()
     assert g.drain(timeout=30)
     assert_matches(g, model)
-    g.close()
 
 
-def test_async_mode_acknowledges_after_the_journal(tmp_path: Path) -> None:
-    g = assocdb.open(tmp_path / "g", shards=4, sync=False)
+def test_async_mode_acknowledges_after_the_journal(stores: Stores) -> None:
+    g = stores.open("g", shards=4, sync=False)
     g.define_assoc("follows", inverse="followed_by")
     results = [g.assoc_add(1, "follows", n, time=n) for n in range(2, 40)]
     assert {r.status for r in results} == {"queued"}
@@ -202,4 +233,3 @@ def test_async_mode_acknowledges_after_the_journal(tmp_path: Path) -> None:
     assert g.assoc_count(1, "follows") == 38
     assert g.assoc_count(20, "followed_by") == 1
     assert g.queue_stats().applied == 38
-    g.close()

@@ -7,6 +7,8 @@ import pytest
 import assocdb
 from assocdb import Graph, InvalidCursor, InvalidRequest, UnknownType
 
+from .stores import Stores
+
 
 @pytest.fixture
 def follows(open_graph) -> Graph:  # type: ignore[no-untyped-def]
@@ -173,8 +175,9 @@ def test_node_operations_on_a_type_without_inverse(follows: Graph) -> None:
     assert follows.node_state(1, "likes") == "archived"
 
 
-def test_a_big_node_job_pages_through_and_survives_a_restart(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    g = assocdb.open(tmp_path / "g", shards=4)
+def test_a_big_node_job_pages_through_and_survives_a_restart(stores: Stores) -> None:
+    where = stores.location("g")
+    g = stores.open(at=where, shards=4)
     g.define_assoc("follows", inverse="followed_by")
     g.bulk_load([(n, "follows", 1, n) for n in range(2, 4502)])  # 4,500 followers of 1
     g._applier.stop()  # no background work: the job stays journaled, not done
@@ -182,7 +185,8 @@ def test_a_big_node_job_pages_through_and_survives_a_restart(tmp_path) -> None: 
     assert result.status == "queued"
     g._journal.close()
     g._backend.close()
-    with assocdb.open(tmp_path / "g") as again:  # the next open picks the job up
+    stores.forget(g)
+    with stores.open(at=where) as again:  # the next open picks the job up
         assert again.drain(timeout=60)
         assert again.assoc_count(1, "followed_by") == 0
         assert again.assoc_count(1, "followed_by", "archived") == 4500

@@ -17,9 +17,12 @@ from hypothesis import strategies as st
 import assocdb
 from assocdb import Graph
 from assocdb._applier import Applier, decode
+from assocdb._backend import Backend
 from assocdb._journal import Journal
+from assocdb._mysql import MySQLBackend
 
 from .helpers import all_edges
+from .stores import Stores, examples
 
 writes = st.lists(
     st.tuples(
@@ -51,9 +54,8 @@ class RecordingJournal(Journal):
         self.bodies[job] = body
 
 
-def open_graph(directory: Path, journal: Journal) -> Graph:
-    backend = assocdb._sqlite.SQLiteBackend.open(directory, 3)
-    graph = Graph(backend, journal)
+def open_graph(where: str | Path, journal: Journal) -> Graph:
+    graph = Graph(open_backend(where, 3), journal)
     graph.define_assoc("follows", inverse="followed_by")
     graph.define_assoc("friend", symmetric=True)
     graph.define_assoc("likes")
@@ -90,46 +92,62 @@ def replay_bodies(graph: Graph, bodies: list[bytes]) -> None:
         assert applier.run(10**9 + n, decode(body))
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(log=writes, rnd=st.randoms(use_true_random=False))
+def open_backend(where: str | Path, shards: int | None = None) -> Backend:
+    if isinstance(where, Path):
+        return assocdb._sqlite.SQLiteBackend.open(where, shards)
+    return MySQLBackend.open(where, shards)
+
+
 def test_replaying_twice_or_out_of_order_changes_nothing(
-    tmp_path_factory: Any, log: list[Any], rnd: random.Random
+    backend_kind: str, tmp_path_factory: Any
 ) -> None:
-    directory: Path = tmp_path_factory.mktemp("journal")
-    journal = RecordingJournal(directory / "journal.db")
-    graph = open_graph(directory / "a", journal)
-    run(graph, log)
-    assert graph.drain(timeout=10)
-    expected = state(graph)
-    bodies = list(journal.bodies.values())
-    for _ in range(2):
-        replay_bodies(graph, rnd.sample(bodies, len(bodies)))
-        assert state(graph) == expected
-    fresh = open_graph(directory / "b", Journal(directory / "journal-b.db"))
-    replay_bodies(fresh, rnd.sample(bodies, len(bodies)))
-    assert state(fresh) == expected
-    graph.close()
-    fresh.close()
+    @settings(
+        max_examples=examples(backend_kind, 30),
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(log=writes, rnd=st.randoms(use_true_random=False))
+    def check(log: list[Any], rnd: random.Random) -> None:
+        stores = Stores(backend_kind, tmp_path_factory.mktemp("journal"))
+        try:
+            (a, _), (b, _) = stores.location("a"), stores.location("b")
+            journal = RecordingJournal(stores.tmp / "journal.db")
+            graph = open_graph(a, journal)
+            run(graph, log)
+            assert graph.drain(timeout=10)
+            expected = state(graph)
+            bodies = list(journal.bodies.values())
+            for _ in range(2):
+                replay_bodies(graph, rnd.sample(bodies, len(bodies)))
+                assert state(graph) == expected
+            fresh = open_graph(b, Journal(stores.tmp / "journal-b.db"))
+            replay_bodies(fresh, rnd.sample(bodies, len(bodies)))
+            assert state(fresh) == expected
+            graph.close()
+            fresh.close()
+        finally:
+            stores.close()
+
+    check()
 
 
-def test_a_hanging_inverse_edge_is_completed_on_open(tmp_path: Path) -> None:
+def test_a_hanging_inverse_edge_is_completed_on_open(stores: Stores) -> None:
     """Forward leg applied, inverse not, then a crash: the next open finishes the job."""
-    with assocdb.open(tmp_path / "g", shards=4) as graph:
+    where, journal_file = stores.location("g")
+    with stores.open(at=(where, journal_file), shards=4) as graph:
         graph.define_assoc("follows", inverse="followed_by")
-    journal = Journal(tmp_path / "g" / "journal.db")
+    journal = Journal(journal_file)
     from assocdb._applier import encode
     from assocdb._ops import EdgeWrite, Rows, Stored, legs
 
     rows = Rows(edges=EdgeWrite(1, 2, 10, 20, 0, 1_000_000, time=7).resolve(Stored()))
     journal.append(encode(rows))
-    backend = assocdb._sqlite.SQLiteBackend.open(tmp_path / "g")
+    backend = open_backend(where)
     forward = next(leg for leg in legs(rows, 4) if leg.edges[0][0] == 10)
     backend.apply(forward.shard, forward.edges, forward.objects)  # then the process dies
     backend.close()
     journal._conn.close()
-    with assocdb.open(tmp_path / "g") as graph:
+    with stores.open(at=(where, journal_file)) as graph:
         assert [a.id2 for a in graph.assoc_range(20, "followed_by")] == [10]
         assert graph.assoc_count(20, "followed_by") == 1
         assert graph.queue_stats().depth == 0

@@ -8,18 +8,17 @@ adds, deletes and every state, on types with inverses and symmetric types.
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import assocdb
 from assocdb import Graph
 from assocdb._merge import State
 from assocdb._ops import EdgeWrite, Leg, Rows, Stored, legs
 
 from .helpers import all_edges
+from .stores import Stores, examples
 
 TYPES = ["follows", "friend", "likes"]
 
@@ -59,65 +58,82 @@ def visible(graph: Graph) -> dict[tuple[int, str], list[tuple[int, int]]]:
     }
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(log=st.lists(writes, min_size=1, max_size=25), rnd=st.randoms(use_true_random=False))
-def test_permuted_and_duplicated_logs_converge(
-    tmp_path_factory: Any, log: list[Any], rnd: random.Random
-) -> None:
-    directory: Path = tmp_path_factory.mktemp("replay")
-    stores = []
+def test_permuted_and_duplicated_logs_converge(backend_kind: str, tmp_path_factory: Any) -> None:
+    @settings(
+        max_examples=examples(backend_kind, 40),
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(log=st.lists(writes, min_size=1, max_size=25), rnd=st.randoms(use_true_random=False))
+    def check(log: list[Any], rnd: random.Random) -> None:
+        stores = Stores(backend_kind, tmp_path_factory.mktemp("replay"))
+        try:
+            converge(stores, log, rnd)
+        finally:
+            stores.close()
+
+    check()
+
+
+def converge(stores: Stores, log: list[Any], rnd: random.Random) -> None:
+    graphs = []
     for n in range(3):
-        graph = define(assocdb.open(directory / f"g{n}", shards=3))
+        graph = define(stores.open(f"g{n}", shards=3))
         legs = plan(graph, log)
         if n > 0:  # replay out of order, with some legs twice and in odd batches
             legs = legs + rnd.sample(legs, k=len(legs) // 2)
             rnd.shuffle(legs)
         for leg in legs:
             graph._backend.apply(leg.shard, leg.edges, leg.objects)
-        stores.append(graph)
-    first = stores[0]
-    for other in stores[1:]:
+        graphs.append(graph)
+    first = graphs[0]
+    for other in graphs[1:]:
         assert all_edges(other) == all_edges(first)
         assert visible(other) == visible(first)
-    for graph in stores:
+    for graph in graphs:
         assert graph.check_counts() == []
-        graph.close()
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(
-    log=st.lists(
-        st.tuples(
-            st.booleans(),
-            st.integers(1, 4),
-            st.sampled_from(TYPES),
-            st.integers(1, 4),
-            st.integers(0, 3),
-            st.integers(1, 6),
-        ),
-        min_size=1,
-        max_size=20,
+API_LOG = st.lists(
+    st.tuples(
+        st.booleans(),
+        st.integers(1, 4),
+        st.sampled_from(TYPES),
+        st.integers(1, 4),
+        st.integers(0, 3),
+        st.integers(1, 6),
     ),
-    rnd=st.randoms(use_true_random=False),
+    min_size=1,
+    max_size=20,
 )
-def test_api_writes_with_explicit_fields_commute(
-    tmp_path_factory: Any, log: list[Any], rnd: random.Random
-) -> None:
+
+
+def test_api_writes_with_explicit_fields_commute(backend_kind: str, tmp_path_factory: Any) -> None:
     """Through the public API: adds with explicit time and data, and deletes, in any order."""
-    directory: Path = tmp_path_factory.mktemp("api")
-    results = []
-    for n in range(2):
-        graph = define(assocdb.open(directory / f"g{n}", shards=2))
-        ordered = list(log) if n == 0 else rnd.sample(log, k=len(log)) + log[: len(log) // 2]
-        for add, id1, atype, id2, time, ua in ordered:
-            if add:
-                graph.assoc_add(id1, atype, id2, time=time, data=[time], updated_at=ua)
-            else:
-                graph.assoc_delete(id1, atype, id2, updated_at=ua)
-        results.append((all_edges(graph), visible(graph), graph.check_counts()))
-        graph.close()
-    assert results[0] == results[1]
+
+    @settings(
+        max_examples=examples(backend_kind, 25),
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(log=API_LOG, rnd=st.randoms(use_true_random=False))
+    def check(log: list[Any], rnd: random.Random) -> None:
+        stores = Stores(backend_kind, tmp_path_factory.mktemp("api"))
+        try:
+            results = []
+            for n in range(2):
+                graph = define(stores.open(f"g{n}", shards=2))
+                ordered = (
+                    list(log) if n == 0 else rnd.sample(log, k=len(log)) + log[: len(log) // 2]
+                )
+                for add, id1, atype, id2, time, ua in ordered:
+                    if add:
+                        graph.assoc_add(id1, atype, id2, time=time, data=[time], updated_at=ua)
+                    else:
+                        graph.assoc_delete(id1, atype, id2, updated_at=ua)
+                results.append((all_edges(graph), visible(graph), graph.check_counts()))
+            assert results[0] == results[1]
+        finally:
+            stores.close()
+
+    check()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ import assocdb
 from assocdb import NotFound
 
 from .model import Model
+from .stores import Stores
 
 nodes = st.integers(1, 5)
 write_types = st.sampled_from(["follows", "friend", "likes"])
@@ -28,18 +30,23 @@ class GraphMachine(RuleBasedStateMachine):
 
     SYNC = True
     CACHE: assocdb.CacheConfig | None = assocdb.CacheConfig()
+    KIND = "sqlite"
 
     def __init__(self) -> None:
         super().__init__()
         self.directory = tempfile.mkdtemp(prefix="assocdb-sm-")
-        self.graph = assocdb.open(self.directory, shards=3, sync=self.SYNC, cache=self.CACHE)
+        self.stores = Stores(self.KIND, Path(self.directory))
+        # On SQLite the graph is the directory itself: subclasses open it again there.
+        directory = Path(self.directory)
+        where = (directory, directory / "journal.db") if self.KIND == "sqlite" else None
+        self.graph = self.stores.open("g", at=where, shards=3, sync=self.SYNC, cache=self.CACHE)
         self.graph.define_assoc("follows", inverse="followed_by")
         self.graph.define_assoc("friend", symmetric=True)
         self.graph.define_assoc("likes")
         self.model = Model()
 
     def teardown(self) -> None:
-        self.graph.close()
+        self.stores.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # -- writes --
@@ -173,7 +180,30 @@ UncachedGraphMachine.TestCase.settings = settings(
 TinyPrefixGraphMachine.TestCase.settings = settings(
     max_examples=60, stateful_step_count=30, deadline=None
 )
+
+
+class MySQLGraphMachine(GraphMachine):
+    """The same rules on MySQL/MariaDB (cached)."""
+
+    KIND = "mysql"
+
+
+class MySQLUncachedGraphMachine(GraphMachine):
+    """On MySQL/MariaDB without a cache: every read is SQL."""
+
+    KIND = "mysql"
+    CACHE = None
+
+
+MySQLGraphMachine.TestCase.settings = settings(
+    max_examples=15, stateful_step_count=30, deadline=None
+)
+MySQLUncachedGraphMachine.TestCase.settings = settings(
+    max_examples=15, stateful_step_count=30, deadline=None
+)
 TestGraphMachine = GraphMachine.TestCase
 TestAsyncGraphMachine = AsyncGraphMachine.TestCase
 TestUncachedGraphMachine = UncachedGraphMachine.TestCase
 TestTinyPrefixGraphMachine = TinyPrefixGraphMachine.TestCase
+TestMySQLGraphMachine = MySQLGraphMachine.TestCase
+TestMySQLUncachedGraphMachine = MySQLUncachedGraphMachine.TestCase

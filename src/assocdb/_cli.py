@@ -15,6 +15,33 @@ import assocdb
 
 from ._cli_index import index
 from ._datasets import ego_facebook
+from ._mysqlpool import is_mysql_url
+
+
+class GraphLocation(click.ParamType[Any]):
+    """A graph's directory, or a MySQL URL with its journal file:
+    mysql://root@127.0.0.1:3306/NAME?journal=data/NAME.journal"""
+
+    name = "directory|mysql-url"
+
+    def __init__(self, exists: bool) -> None:
+        self._path = click.Path(file_okay=False, exists=exists)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if is_mysql_url(value):
+            if "journal=" not in value:
+                self.fail(
+                    f"{value}: a graph on MySQL needs its journal file, a local file on "
+                    "durable storage: add ?journal=PATH to the URL",
+                    param,
+                    ctx,
+                )
+            return value
+        return self._path.convert(value, param, ctx)
+
+
+GRAPH = GraphLocation(exists=True)
+NEW_GRAPH = GraphLocation(exists=False)
 
 
 @click.group()
@@ -24,7 +51,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("directory", default="data/demo", type=click.Path(file_okay=False))
+@click.argument("directory", default="data/demo", type=NEW_GRAPH)
 def demo(directory: str) -> None:
     """Load the ego-Facebook friendship graph into DIRECTORY and ask it questions.
 
@@ -51,7 +78,7 @@ def demo(directory: str) -> None:
 
 
 @main.command()
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory", type=NEW_GRAPH)
 @click.option("--shards", default=16, show_default=True, type=click.IntRange(1, 4096))
 @click.option("--schema", "schema_file", type=click.Path(dir_okay=False, exists=True))
 def init(directory: str, shards: int, schema_file: str | None) -> None:
@@ -64,7 +91,7 @@ def init(directory: str, shards: int, schema_file: str | None) -> None:
 
 
 @main.command()
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("schema_file", required=False, type=click.Path(dir_okay=False, exists=True))
 def schema(directory: str, schema_file: str | None) -> None:
     """Print the schema of DIRECTORY as TOML, or apply SCHEMA_FILE to it.
@@ -86,7 +113,7 @@ def schema(directory: str, schema_file: str | None) -> None:
 
 
 @main.command("import")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("source", type=click.Path(dir_okay=False, exists=True, allow_dash=True))
 @click.option("--type", "atype", help="Association type of pairs (lines of 'id1 id2').")
 def import_(directory: str, source: str, atype: str | None) -> None:
@@ -104,7 +131,7 @@ def import_(directory: str, source: str, atype: str | None) -> None:
 
 
 @main.command()
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.option(
     "--all-states", is_flag=True, help="Export tombstones and hidden edges too (5th column)."
 )
@@ -128,7 +155,7 @@ def export(directory: str, all_states: bool) -> None:
 
 
 @main.command()
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.option("--repair", is_flag=True, help="Fix what is found.")
 def check(directory: str, repair: bool) -> None:
     """Check counts against edge rows, and every edge against its inverse.
@@ -177,7 +204,7 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
 
 
 @main.command()
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory", type=NEW_GRAPH)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=int)
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
@@ -301,7 +328,7 @@ def queue() -> None:
 
 
 @queue.command("stats")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 def queue_stats(directory: str) -> None:
     """Print how many jobs wait, fail or went bad.
 
@@ -313,7 +340,7 @@ def queue_stats(directory: str) -> None:
 
 
 @queue.command("errors")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.option("--limit", default=50, show_default=True, help="How many jobs to list.")
 def queue_errors(directory: str, limit: int) -> None:
     """List jobs in the error queue, oldest first.
@@ -325,7 +352,7 @@ def queue_errors(directory: str, limit: int) -> None:
 
 
 @queue.command("bad")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.option("--limit", default=50, show_default=True, help="How many jobs to list.")
 @click.option("--show", "show", type=int, help="Print this job in full, as JSON.")
 def queue_bad(directory: str, limit: int, show: int | None) -> None:
@@ -344,7 +371,7 @@ def queue_bad(directory: str, limit: int, show: int | None) -> None:
 
 
 @queue.command("retry")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 def queue_retry(directory: str) -> None:
     """Retry every job in the error queue now, then wait for the queue to drain.
 
@@ -357,7 +384,7 @@ def queue_retry(directory: str) -> None:
 
 
 @queue.command("reinject")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("ids", nargs=-1, type=int)
 @click.option("--all", "everything", is_flag=True, help="Reinject every bad job.")
 def queue_reinject(directory: str, ids: tuple[int, ...], everything: bool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ._applier import RetryPolicy
 from ._backend import Backend
@@ -11,6 +12,7 @@ from ._cache import CacheConfig
 from ._errors import InvalidRequest
 from ._graph import Graph
 from ._journal import Journal
+from ._mysqlpool import is_mysql_url
 from ._sqlite import SQLiteBackend
 
 DEFAULT_CACHE = CacheConfig()
@@ -27,7 +29,7 @@ def open_graph(
     retry: RetryPolicy | None = None,
     cache: CacheConfig | None = DEFAULT_CACHE,
 ) -> Graph:
-    """Open the graph stored in directory `path`, creating it if needed.
+    """Open the graph stored in directory `path` (or at a MySQL URL), creating it if needed.
 
     * `shards` (default 16) is fixed when the graph is created; omit it to
       open an existing graph.
@@ -38,21 +40,54 @@ def open_graph(
     * `journal` is the write journal's file (default `path/journal.db`;
       ":memory:" keeps it in memory, for throwaway graphs only).
     * `timeout` is how long a statement may wait for a locked shard before
-      the shard counts as unavailable.
+      the shard counts as unavailable (SQLite; on MySQL the URL's
+      `query_timeout` and `connect_timeout` say it).
     * `cache` sizes the in-process cache (None turns it off). Writes of this
       process are always read back; other processes' writes show within the
       cache's `max_age` (10 s by default).
 
+    A `mysql://user:password@host:port/NAME` URL (options: `?shards=16&
+    connect_timeout=1&query_timeout=2&pool_size=8`) keeps the graph NAME in
+    InnoDB schemas NAME_meta, NAME_s0, … of that MySQL or MariaDB server; the
+    journal must then be named (`journal=`, or `?journal=PATH` in the URL, as
+    the CLI takes it): a local file on durable storage.
+
     Unfinished writes left by a crash are applied before this returns.
 
     >>> g = assocdb.open("data/", shards=16, schema="schema.toml")
+    >>> g = assocdb.open("mysql://root@127.0.0.1:3306/social", journal="social.journal")
     """
-    backend = SQLiteBackend.open(path, shards, busy_timeout=timeout)
-    journal_file = Path(path) / "journal.db" if journal is None else journal
+    backend: Backend
+    if is_mysql_url(path):
+        path, journal = _journal_from_url(str(path), journal)
+        if journal is None:
+            raise InvalidRequest(
+                "a graph on MySQL needs a journal file (a local file on durable storage): "
+                "journal='data/social.journal', or ?journal=data/social.journal in the URL; "
+                "writes are journaled there before they are applied on the server"
+            )
+        from ._mysql import MySQLBackend
+
+        backend = MySQLBackend.open(str(path), shards)
+        journal_file: str | Path = journal
+    else:
+        backend = SQLiteBackend.open(path, shards, busy_timeout=timeout)
+        journal_file = Path(path) / "journal.db" if journal is None else journal
     graph = Graph(backend, Journal(journal_file), sync=sync, retry=retry, cache=cache)
     if schema is not None:
         graph.load_schema(schema)
     return graph
+
+
+def _journal_from_url(url: str, journal: str | Path | None) -> tuple[str, str | Path | None]:
+    """The URL without its `journal` option, and the journal (the argument wins)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    named = [value for key, value in query if key == "journal"]
+    rest = urlencode([(key, value) for key, value in query if key != "journal"])
+    return parts._replace(query=rest).geturl(), journal if journal is not None else (
+        named[-1] if named else None
+    )
 
 
 def open_backend(spec: dict[str, Any]) -> Backend:
@@ -60,4 +95,9 @@ def open_backend(spec: dict[str, Any]) -> Backend:
     kind = spec.get("kind")
     if kind == "sqlite":
         return SQLiteBackend.open(spec["path"], spec.get("shards"))
-    raise InvalidRequest(f"unknown backend kind {kind!r}; known: sqlite")
+    if kind == "mysql":
+        from ._mysql import MySQLBackend
+
+        options = {k: spec.get(k) for k in ("connect_timeout", "query_timeout", "pool_size")}
+        return MySQLBackend.open(spec["url"], spec.get("shards"), **options)
+    raise InvalidRequest(f"unknown backend kind {kind!r}; known: sqlite, mysql")
