@@ -162,11 +162,16 @@ class MySQLIndexes:
 
     def index_purge(self, shard: int, index: int, before: int) -> int:
         host: _Host = self  # type: ignore[assignment]
-        sql = host._q(f"DELETE FROM {{s}}.index_{index} WHERE state = 3 AND updated_at < %s", shard)
+        where = f"FROM {{s}}.index_{index} WHERE state = 3 AND updated_at < %s"
+        count, delete = (
+            host._q(f"SELECT COUNT(*) {where} FOR UPDATE", shard),
+            host._q(f"DELETE {where}", shard),
+        )
 
-        def body(session: Any) -> int:
-            host._run(session, shard, sql, (before,))
-            return int(session[0].affected_rows())
+        def body(session: Any) -> int:  # drivers disagree on affected rows: count first
+            (found,) = host._run(session, shard, count, (before,))[0]
+            host._run(session, shard, delete, (before,))
+            return int(found)
 
         try:
             purged: int = host._in_transaction(shard, body)
