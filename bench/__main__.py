@@ -9,6 +9,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench linkbench [options]        (--help for them)
     python -m bench mysql                      (needs MariaDB/MySQL)
     python -m bench timelines [--quick]        (1,000,000 followers; --quick: 100,000)
+    python -m bench entities [objects]         (default 100,000)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from . import cache, flockdb, foundation, http, journal, mysql, timelines
+from . import cache, entities, flockdb, foundation, http, journal, mysql, timelines
 from .linkbench import cli as linkbench
 
 #: name -> (run with these options, options of the quick run-them-all pass)
@@ -29,6 +30,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "linkbench": (linkbench.main, ["--preset", "tiny"]),
     "mysql": (lambda args: mysql.main(), []),
     "timelines": (timelines.main, ["--quick"]),
+    "entities": (entities.main, ["20000"]),
 }
 
 

@@ -57,7 +57,8 @@ def test_client_and_graph_share_one_interface() -> None:
     def public(cls: type) -> set[str]:
         return {n for n in dir(cls) if not n.startswith("_")}
 
-    assert public(Graph) - public(Client) == {"trace", "shards"}  # local to a process
+    # local to a process: tracing its SQL, its shard count, its cleaner thread
+    assert public(Graph) - public(Client) == {"trace", "shards", "start_cleaner"}
     assert public(Client) - public(Graph) == {"batch"}
     for name in public(Graph) & public(Client):
         ours, theirs = getattr(Graph, name), getattr(Client, name)
@@ -132,6 +133,15 @@ def test_every_method_through_the_client(client: Client) -> None:
     g.post_delete(800, 900)
     assert g.drain(timeout=10)
     assert g.home_timeline(700, limit=5).items == []
+    g.obj_add("user", {"email": "a@x"})
+    assert g.define_index("by_email", "user", ["email"]).state == "building"
+    assert g.index_build("by_email", seconds=5).state == "ready"
+    assert [i.name for i in g.indexes()] == ["by_email"]
+    assert g.index_status("by_email").total == 2
+    assert [o.data for o in g.index_query("by_email", ["a@x"]).items] == [{"email": "a@x"}]
+    assert g.index_check("by_email").missing == 0
+    assert g.index_repair_recent("by_email").missing == 0
+    g.drop_index("by_email")
     assert called == set(METHODS)
 
 

@@ -37,9 +37,11 @@ from ._errors import Unavailable
 from ._fanout import Deliveries, FanoutJob, fanout_page
 from ._ids import shard_of
 from ._journal import Failure, Journal
+from ._merge import NO_CHANGES, Changes
 from ._ops import (
     EdgeWrite,
     Key,
+    Leg,
     NodeJob,
     ObjectWrite,
     Operation,
@@ -229,6 +231,9 @@ class Applier:
         )
         self.stats = ApplyStats()
         self.pending = Pending()
+        #: Adds the secondary index entries of a resolved object write (`_entities`):
+        #: `entries(stored row, rows) -> rows`. Set by the Graph, which knows the indexes.
+        self.entries: Callable[[Any, Rows], Rows] | None = None
         self._shards = backend.shards
         self._random = random.Random()
         self._queue: queue.Queue[tuple[int, Work] | None] = queue.Queue()
@@ -275,7 +280,10 @@ class Applier:
                 waiting = Unavailable("waiting for an earlier write to the same row")
                 return self._failed(job, done, attempts, retries, start, [waiting])
             try:
-                work = resolve(work, self.read_current(work))
+                stored = self.read_current(work)
+                work = resolve(work, stored)
+                if self.entries is not None and work.objects:
+                    work = self.entries(stored.row, work)
             except Exception as exc:
                 return self._failed(job, done, attempts, retries, start, [exc])
             self.journal.resolved(job, encode(work))
@@ -289,7 +297,7 @@ class Applier:
                 errors.append(exc)
                 continue
             try:
-                changes = self.backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
+                changes = self._apply_leg(leg)
             except Unavailable as exc:
                 self.health.failed(leg.shard)
                 errors.append(exc)
@@ -307,6 +315,14 @@ class Applier:
         self.pending.discard(job)
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
         return True
+
+    def _apply_leg(self, leg: Leg) -> Changes:
+        changes = NO_CHANGES
+        if leg.edges or leg.objects or leg.nodes:
+            changes = self.backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
+        if leg.entries:  # secondary index entries: no cache holds them
+            self.backend.index_apply(leg.shard, leg.entries)
+        return changes
 
     def _run_node_job(
         self, job: int, work: NodeJob | FanoutJob, attempts: int, retries: int

@@ -50,6 +50,25 @@ class EdgeScan(NamedTuple):
     offset: int = 0
 
 
+#: A secondary index entry: (index id, key, object id, updated_at, version, state)
+#: (`_entities`).
+IndexEntry = tuple[int, bytes, int, int, int, int]
+
+
+class IndexScan(NamedTuple):
+    """A range scan of one index's live entries: `low <= key < high`, ordered by `(key, id)`.
+
+    `after` is the last `(key, id)` of the previous page (exclusive), in the
+    scan's direction; `desc` reads from the high end down.
+    """
+
+    low: bytes
+    high: bytes
+    after: tuple[bytes, int] | None
+    desc: bool
+    limit: int
+
+
 class CountMismatch(NamedTuple):
     """A stored count that disagrees with the edge rows it counts."""
 
@@ -109,6 +128,40 @@ class Backend(Protocol):
 
     def objects(self, shard: int, ids: Sequence[int]) -> list[ObjRow]:
         """The stored objects with these ids, tombstones included."""
+
+    def objects_page(self, shard: int, otype: int, after: int, limit: int) -> list[ObjRow]:
+        """Up to `limit` objects of type `otype` with id > `after`, in id order, tombstones
+        included (the index builder's scan)."""
+
+    def objects_count(self, shard: int, otype: int) -> int:
+        """How many objects of type `otype` the shard holds, tombstones included."""
+
+    def objects_since(
+        self, shard: int, otype: int, after: tuple[int, int], limit: int
+    ) -> list[ObjRow]:
+        """Up to `limit` objects of type `otype` with `(updated_at, id) > after`, in that
+        order (the cleaner's pass over recent writes; needs an `(otype, updated_at)` index)."""
+
+    def index_apply(self, shard: int, entries: Sequence[IndexEntry]) -> int:
+        """Merge index entries into their tables on the shard (creating a table on first
+        use), atomically, under `_entities.merge_entries`; return how many changed."""
+
+    def index_entries(self, shard: int, index: int, ids: Sequence[int]) -> list[IndexEntry]:
+        """Every stored entry (tombstones too) of these objects in the index, on this shard."""
+
+    def index_scan(self, shard: int, index: int, scan: IndexScan) -> list[tuple[bytes, int]]:
+        """The live entries `(key, id)` of one index range (none if the table does not exist)."""
+
+    def index_export(
+        self, shard: int, index: int, after: tuple[bytes, int] | None, limit: int
+    ) -> list[IndexEntry]:
+        """Up to `limit` stored entries (tombstones too) in `(key, id)` order, after `after`."""
+
+    def index_purge(self, shard: int, index: int, before: int) -> int:
+        """Delete the index's removal entries stamped before `before`; return how many."""
+
+    def index_drop(self, shard: int, index: int) -> None:
+        """Remove the index's table on the shard (if there is one)."""
 
     def allocate(self, shard: int, n: int) -> int:
         """Reserve `n` id sequence numbers on the shard; return the first."""

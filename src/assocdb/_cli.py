@@ -13,6 +13,7 @@ import msgspec
 
 import assocdb
 
+from ._cli_index import index
 from ._datasets import ego_facebook
 from ._mysqlpool import is_mysql_url
 
@@ -239,6 +240,11 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
     envvar="ASSOCDB_REDIS",
     help="Redis URL for the shared cache tier: invalidations reach every worker and server.",
 )
+@click.option(
+    "--cleaner",
+    is_flag=True,
+    help="Build new indexes and repair recent index entries in the background (each worker).",
+)
 def serve(
     directory: str,
     host: str,
@@ -253,6 +259,7 @@ def serve(
     cache_max_age: float,
     cache_prefix: int,
     redis: str | None,
+    cleaner: bool,
 ) -> None:
     """Serve the graph in DIRECTORY over HTTP (JSON; /docs lists the API).
 
@@ -287,6 +294,7 @@ def serve(
         "cache_max_age": cache_max_age,
         "cache_prefix": cache_prefix,
         "redis": redis,
+        "cleaner": cleaner,
     }
     os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
     if workers > 1:
@@ -518,3 +526,6 @@ def mutual_friends(g: assocdb.Graph, a: int, b: int) -> list[int]:
         cursor = page.next_cursor
         if cursor is None:
             return sorted(found)
+
+
+main.add_command(index)

@@ -34,6 +34,9 @@ from ._query import Query, Term
 from ._records import (
     Assoc,
     Count,
+    IndexCheck,
+    IndexPage,
+    IndexStatus,
     JobInfo,
     Obj,
     Page,
@@ -61,12 +64,17 @@ from ._wire import (
     BulkLoad,
     CheckCounts,
     DefineAssoc,
+    DefineIndex,
     DefineObject,
     DefineTimeline,
     Drain,
     ErrorBody,
     ErrorEnvelope,
     HomeTimeline,
+    IndexBuild,
+    IndexCheckArgs,
+    IndexName,
+    IndexQuery,
     NoArgs,
     NodeState,
     NodeWrite,
@@ -253,6 +261,16 @@ class Client(Pagers):
                 defined |= {kind.name, kind.inverse or kind.name}
         for otype in schema.object_types:
             self.define_object(otype.name)
+        for index in schema.indexes:
+            otype_name = schema.object_by_id(index.otype).name
+            self.define_index(
+                index.name,
+                otype_name,
+                index.properties,
+                order=index.order,
+                unique=index.unique,
+                shard_on=index.shard_on,
+            )
 
     # -- objects ---------------------------------------------------------------------------
 
@@ -533,6 +551,64 @@ class Client(Pagers):
     ) -> Page[TimelineItem]:
         args = UserTimeline(author, cursor, limit)
         result: Page[TimelineItem] = self._call("user_timeline", args)
+
+    # -- secondary indexes ------------------------------------------------------------------
+
+    def define_index(
+        self,
+        name: str,
+        otype: str,
+        properties: list[str],
+        *,
+        order: str | None = None,
+        unique: bool = False,
+        shard_on: str | None = None,
+    ) -> IndexStatus:
+        args = DefineIndex(name, otype, properties, order, unique, shard_on)
+        result: IndexStatus = self._call("define_index", args)
+        return result
+
+    def drop_index(self, name: str) -> None:
+        self._call("drop_index", IndexName(name))
+
+    def indexes(self) -> list[IndexStatus]:
+        result: list[IndexStatus] = self._call("indexes", NoArgs())
+        return result
+
+    def index_status(self, name: str) -> IndexStatus:
+        result: IndexStatus = self._call("index_status", IndexName(name))
+        return result
+
+    def index_query(
+        self,
+        name: str,
+        eq: Sequence[Any] = (),
+        low: Any = None,
+        high: Any = None,
+        *,
+        desc: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> IndexPage:
+        if isinstance(eq, (str, bytes)) or not isinstance(eq, Sequence):
+            raise InvalidRequest(f"eq must be a list of values, got {eq!r}")
+        args = IndexQuery(name, list(eq), low, high, desc, limit, cursor)
+        result: IndexPage = self._call("index_query", args)
+        return result
+
+    def index_check(self, name: str, *, repair: bool = False) -> IndexCheck:
+        result: IndexCheck = self._call("index_check", IndexCheckArgs(name, repair))
+        return result
+
+    def index_build(
+        self, name: str, *, rate: float | None = None, seconds: float | None = None
+    ) -> IndexStatus:
+        """A slice of the build (at most the server's request deadline); call again to go on."""
+        result: IndexStatus = self._call("index_build", IndexBuild(name, rate, seconds))
+        return result
+
+    def index_repair_recent(self, name: str) -> IndexCheck:
+        result: IndexCheck = self._call("index_repair_recent", IndexName(name))
         return result
 
 

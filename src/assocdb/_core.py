@@ -27,17 +27,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import msgspec
+
 from ._applier import Applier, RetryPolicy, encode, replay
 from ._backend import Backend, CountMismatch
 from ._cache import Cache, CacheConfig, CacheStats, HotKey
 from ._clock import HybridClock
+from ._entities import maintenance
 from ._errors import AssocdbError, InvalidRequest, UnknownType
 from ._fanout import FanoutJob
 from ._ids import shard_of
 from ._journal import Journal
+from ._merge import ObjRow, State
 from ._ops import NodeJob, Operation, Rows, Stored, resolve
 from ._records import WriteResult
-from ._schema import DEFAULT_LIMIT, AssocType, ObjectType, Schema
+from ._schema import DEFAULT_LIMIT, AssocType, IndexDef, ObjectType, Schema
 
 _SCHEMA_KEY = "schema"
 _SCHEMA_RELOAD_SECONDS = 1.0
@@ -65,6 +69,8 @@ class GraphCore:
         self._journal = journal
         self._sync = sync
         self._applier = Applier(backend, journal, retry, cache=self._cache)
+        self._indexes_read_at = _time.monotonic()
+        self._applier.entries = self._with_entries
         replay(self._applier, journal)
         self._applier.start()
 
@@ -226,6 +232,8 @@ class GraphCore:
         work: Operation | Rows = op
         if isinstance(op, Rows) or not op.needs_current:
             work = op if isinstance(op, Rows) else resolve(op, Stored())
+            if work.objects:
+                work = self._with_entries(None, work)
         elif self._sync and not self._applier.pending.blocked(op.keys):
             try:
                 current = self._applier.read_current(op)
@@ -233,6 +241,8 @@ class GraphCore:
                 pass  # journaled unresolved, resolved when its shard answers again
             else:
                 work = resolve(op, current)  # a rejection (NotFound, Conflict) raises here
+                if work.objects:
+                    work = self._with_entries(current.row, work)
         # Otherwise an earlier write to the same row is still queued (or this
         # graph applies in the background): resolve in journal order, later.
         job = self._journal.append(encode(work))
@@ -242,6 +252,38 @@ class GraphCore:
             return WriteResult("queued", updated_at)
         applied = self._applier.run(job, work)
         return WriteResult("applied" if applied else "queued", updated_at)
+
+    def _with_entries(self, old: ObjRow | None, rows: Rows) -> Rows:
+        """`rows` with the secondary index entries its object rows imply (`_entities`).
+
+        Raises InvalidRequest if an object holds a value one of its indexes cannot take.
+        """
+        self._refresh_indexes()
+        entries = list(rows.index)
+        for new in rows.objects:
+            before = old if old is not None and old.id == new.id else None
+            indexes = self._schema.indexes_of(new.otype)
+            made = maintenance(indexes, before, new, self._shards)
+            for index in indexes:
+                if index.unique:
+                    for shard, index_id, key, _, _, _, state in made:
+                        if index_id == index.id and state == State.NORMAL:
+                            self._check_unique(index, key, shard, new.id)
+            entries += made
+        if len(entries) == len(rows.index):
+            return rows
+        return msgspec.structs.replace(rows, index=entries)
+
+    def _check_unique(self, index: IndexDef, key: bytes, shard: int, id: int) -> None:
+        """Conflict if another live object holds `key` in the unique `index` (`_indexes`)."""
+
+    def _refresh_indexes(self) -> None:
+        """Re-read the schema once a second, so indexes defined (or dropped) by another
+        process are maintained here too; the cleaner repairs the writes in between."""
+        now = _time.monotonic()
+        if now - self._indexes_read_at >= _SCHEMA_RELOAD_SECONDS:
+            self._indexes_read_at = now
+            self._schema = self._read_schema()
 
     def _submit_background(self, node_job: NodeJob | FanoutJob) -> WriteResult:
         """Journal a long job and let the background threads work through it."""

@@ -11,6 +11,8 @@ The API is assembled from one module per concern, all sharing GraphCore
 * `_queue_admin.py`   queue_stats, queue_jobs, queue_job, queue_retry, queue_reinject, drain
 * `_checks.py`        check_inverses (check_counts: `_core.py`)
 * `_timelines.py`     define_timeline, post, post_delete, home_timeline, user_timeline
+* `_indexes.py`       define_index, drop_index, index_query, index_status, indexes
+* `_cleaner.py`       index_build, index_repair_recent, index_check, start_cleaner
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ._assoc_writes import AssocWritesAPI
 from ._backend import Backend
 from ._cache import CacheConfig
 from ._checks import ChecksAPI
+from ._cleaner import CleanerAPI
 from ._clock import HybridClock
 from ._journal import Journal
 from ._nodes import NodesAPI
@@ -40,6 +43,7 @@ class Graph(
     QueryAPI,
     QueueAdminAPI,
     ChecksAPI,
+    CleanerAPI,  # and IndexesAPI, its base: define_index, index_query …
     Pagers,
 ):
     """A graph of objects and associations. Thread-safe; open one per process.

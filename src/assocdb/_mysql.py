@@ -7,7 +7,9 @@ schema `NAME_s{n}`, each with the tables of the SQLite backend:
   read in, so a page is one contiguous primary-key range), with the unique
   key `edges_key (id1, atype, id2)` for one edge per pair and point lookups;
 * `counts (id1, atype, state) -> n`, changed in the same transaction as edges;
-* `objects`, `node_states`, and `seq` (the shard's id allocator).
+* `objects` (with `objects_recent (otype, updated_at)`; data zlib-compressed when it
+  pays, `_compress`), `node_states`, and `seq` (the shard's id allocator);
+* `index_N`, one table per secondary index (`_mysql_indexes`, a mixin).
 
 `apply` is the SQLite backend's: read the current rows of the written keys,
 fold the writes in with the pure merge rule of `_merge`, store the changed
@@ -34,6 +36,7 @@ from functools import lru_cache
 from typing import Any
 
 from ._backend import CountMismatch, EdgeScan, Id2Row, ListRow, Tracer, map_driver_error
+from ._compress import pack, unpack
 from ._errors import AssocdbError, InvalidRequest, Unavailable
 from ._merge import (
     Changes,
@@ -46,6 +49,7 @@ from ._merge import (
     merge_nodes,
     merge_objects,
 )
+from ._mysql_indexes import MySQLIndexes
 from ._mysqlpool import Pool, Settings, connect_args, driver, parse_url
 from ._timeline_list import Entry as TimelineEntry
 from ._timeline_list import merge_blob
@@ -76,7 +80,8 @@ _SHARD_DDL = [
     ) ENGINE=InnoDB""",
     """CREATE TABLE IF NOT EXISTS {s}.objects (
         id BIGINT NOT NULL PRIMARY KEY, otype INT NOT NULL, state TINYINT NOT NULL,
-        version BIGINT NOT NULL, updated_at BIGINT NOT NULL, data MEDIUMBLOB NOT NULL
+        version BIGINT NOT NULL, updated_at BIGINT NOT NULL, data MEDIUMBLOB NOT NULL,
+        KEY objects_recent (otype, updated_at)
     ) ENGINE=InnoDB""",
     """CREATE TABLE IF NOT EXISTS {s}.node_states (
         node BIGINT NOT NULL, atype INT NOT NULL, state TINYINT NOT NULL,
@@ -129,7 +134,7 @@ _UPSERT_OBJ = (
 Session = list[Any]
 
 
-class MySQLBackend:
+class MySQLBackend(MySQLIndexes):
     """Shards as InnoDB schemas `NAME_s{n}` on one MySQL or MariaDB server."""
 
     def __init__(self, settings: Settings, shards: int) -> None:
@@ -376,7 +381,8 @@ class MySQLBackend:
                 current_objects = {r[0]: r for r in self._objects(session, shard, ids, lock=True)}
                 changed_objects = merge_objects(current_objects, objects)
                 if changed_objects:
-                    self._run(session, shard, self._q(_UPSERT_OBJ, shard), changed_objects, True)
+                    packed = [(*row[:5], pack(row[5])) for row in changed_objects]
+                    self._run(session, shard, self._q(_UPSERT_OBJ, shard), packed, True)
             return Changes(changed_edges, changed_objects, changed_nodes)
 
         # A batch this big is a bulk load: it may take seconds, and has no
@@ -600,7 +606,8 @@ class MySQLBackend:
         for chunk in _chunks(sorted(ids)):
             sql = f"SELECT {_OBJ_COLUMNS} FROM {{s}}.objects WHERE id IN ({_marks(len(chunk))})"
             sql += " FOR UPDATE" if lock else ""
-            rows += (ObjRow(*r) for r in self._run(session, shard, self._q(sql, shard), chunk))
+            found = self._run(session, shard, self._q(sql, shard), chunk)
+            rows += (ObjRow(r[0], r[1], r[2], r[3], r[4], unpack(bytes(r[5]))) for r in found)
         return rows
 
     # -- graph-wide settings and maintenance -------------------------------------

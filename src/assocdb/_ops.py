@@ -203,6 +203,8 @@ class Rows(msgspec.Struct, tag="rows", array_like=True, frozen=True):
     edges: list[EdgeTuple] = []
     objects: list[ObjRow] = []
     nodes: list[NodeRow] = []
+    #: Secondary index entries `(shard, index, key, id, updated_at, version, state)`.
+    index: list[tuple[int, int, bytes, int, int, int, int]] = []
 
     @property
     def keys(self) -> list[Key]:
@@ -246,6 +248,7 @@ class Leg(NamedTuple):
     edges: list[EdgeTuple]
     objects: list[ObjRow]
     nodes: list[NodeRow]
+    entries: list[tuple[int, bytes, int, int, int, int]]  # index entries (`_entities.Entry`)
 
 
 def resolve(op: Operation, stored: Stored) -> Rows:
@@ -263,7 +266,7 @@ def legs(rows: Rows, shards: int) -> list[Leg]:
         shard = shard_of(key, shards)
         found = by_shard.get(shard)
         if found is None:
-            found = by_shard[shard] = Leg(shard, [], [], [])
+            found = by_shard[shard] = Leg(shard, [], [], [], [])
         return found
 
     for edge in rows.edges:
@@ -272,6 +275,11 @@ def legs(rows: Rows, shards: int) -> list[Leg]:
         leg(obj[0]).objects.append(obj)
     for node in rows.nodes:
         leg(node[0]).nodes.append(node)
+    for shard, index, key, id, updated_at, version, state in rows.index:
+        found = by_shard.get(shard)
+        if found is None:
+            found = by_shard[shard] = Leg(shard, [], [], [], [])
+        found.entries.append((index, key, id, updated_at, version, state))
     return [by_shard[shard] for shard in sorted(by_shard)]
 
 

@@ -131,3 +131,45 @@ class TimelineConfig(msgspec.Struct, frozen=True):
     mode: Literal["write", "read", "hybrid"] = "write"
     cap: int = 800
     celebrity_threshold: int = 10_000
+
+
+class IndexPage(msgspec.Struct, frozen=True):
+    """One page of an index query, in index order. Pass `next_cursor` back for more.
+
+    Every item was re-checked against the object's current properties.
+    `complete` is False while the index is still being built: objects the
+    build has not reached yet may be missing (never wrong ones present).
+    """
+
+    items: list[Obj]
+    next_cursor: str | None = None
+    complete: bool = True
+
+
+class IndexStatus(msgspec.Struct, frozen=True):
+    """A secondary index and how far its build has got."""
+
+    name: str
+    otype: str
+    properties: list[str]
+    order: str | None
+    unique: bool
+    shard_on: str | None
+    state: Literal["building", "ready"]
+    scanned: int  # objects the build has read so far
+    total: int  # objects of the type now (the build's goal, for an ETA)
+
+
+class IndexCheck(msgspec.Struct, frozen=True):
+    """What a check or repair pass found (and, with `repaired`, fixed) in an index.
+
+    `missing`: live objects without their entry; `stale`: entries whose key the
+    object no longer has; `dangling`: entries of deleted or absent objects.
+    """
+
+    index: str
+    objects: int
+    missing: int
+    stale: int
+    dangling: int
+    repaired: bool

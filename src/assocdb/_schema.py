@@ -14,6 +14,11 @@ applied at every start:
     symmetric = true           # friend(a, b) also writes friend(b, a)
 
     [object.user]
+
+    [index.user_by_email]      # a secondary index (`_entities`), built by the cleaner
+    otype = "user"
+    properties = ["email"]
+    shard_on = "email"         # also: order = "recency" or a property, unique = true
 """
 
 from __future__ import annotations
@@ -22,11 +27,11 @@ import difflib
 import re
 import tomllib
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
-from ._errors import SchemaError, UnknownType
+from ._errors import NotFound, SchemaError, UnknownType
 
 DEFAULT_LIMIT = 6000
 MAX_LIMIT = 1_000_000
@@ -50,19 +55,69 @@ class ObjectType(msgspec.Struct, frozen=True):
     id: int
 
 
+IndexState = Literal["building", "ready"]
+RECENCY = "recency"
+MAX_INDEX_PROPERTIES = 8
+
+
+class IndexDef(msgspec.Struct, frozen=True):
+    """A secondary index on objects of one type (FriendFeed style).
+
+    Its key is the values of `properties`, in order, then (with `order`) the
+    object's `updated_at` ("recency") or one more property; entries are
+    placed on a shard by the value of `shard_on` (one of `properties`), or
+    on the object's own shard when `shard_on` is None. `state` is "building"
+    until the cleaner has covered every object that existed when it was
+    defined (see `_entities`).
+    """
+
+    name: str
+    id: int
+    otype: int
+    properties: list[str]
+    order: str | None = None
+    unique: bool = False
+    shard_on: str | None = None
+    state: IndexState = "building"
+
+    @property
+    def recency(self) -> bool:
+        return self.order == RECENCY
+
+    @property
+    def key_properties(self) -> list[str]:
+        """The properties that make up the key, in order (recency excluded)."""
+        if self.order is None or self.recency:
+            return self.properties
+        return [*self.properties, self.order]
+
+
 class _Stored(msgspec.Struct):
     assoc: list[AssocType]
     object: list[ObjectType]
+    index: list[IndexDef] = []
+    index_seq: int = 0  # the last index id handed out: ids of dropped indexes are never reused
 
 
 class Schema:
     """The defined types, looked up by name or by stored id."""
 
-    def __init__(self, assoc: Iterable[AssocType] = (), objects: Iterable[ObjectType] = ()) -> None:
+    def __init__(
+        self,
+        assoc: Iterable[AssocType] = (),
+        objects: Iterable[ObjectType] = (),
+        indexes: Iterable[IndexDef] = (),
+        index_seq: int = 0,
+    ) -> None:
         self._assoc = {t.name: t for t in assoc}
         self._assoc_ids = {t.id: t for t in self._assoc.values()}
         self._objects = {t.name: t for t in objects}
         self._object_ids = {t.id: t for t in self._objects.values()}
+        self._indexes = {i.name: i for i in indexes}
+        self._index_seq = index_seq
+        self._by_otype: dict[int, list[IndexDef]] = {}
+        for index in sorted(self._indexes.values(), key=lambda i: i.id):
+            self._by_otype.setdefault(index.otype, []).append(index)
 
     # -- lookups --------------------------------------------------------------
 
@@ -99,6 +154,23 @@ class Schema:
     @property
     def object_types(self) -> list[ObjectType]:
         return sorted(self._objects.values(), key=lambda t: t.id)
+
+    @property
+    def indexes(self) -> list[IndexDef]:
+        return sorted(self._indexes.values(), key=lambda i: i.id)
+
+    def index(self, name: object) -> IndexDef:
+        """The index called `name`, or NotFound."""
+        found = self._indexes.get(name) if isinstance(name, str) else None
+        if found is None:
+            close = difflib.get_close_matches(str(name), list(self._indexes), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else "; define it with define_index()"
+            raise NotFound(f"no index {name!r}{hint}", index=str(name))
+        return found
+
+    def indexes_of(self, otype: int) -> list[IndexDef]:
+        """The indexes on objects of this type id (empty for most types)."""
+        return self._by_otype.get(otype, [])
 
     # -- definitions ----------------------------------------------------------
 
@@ -140,7 +212,7 @@ class Schema:
                 )
             else:
                 assoc[want.name] = msgspec.structs.replace(have, limit=limit)
-        return Schema(assoc.values(), self._objects.values())
+        return Schema(assoc.values(), self._objects.values(), self.indexes, self._index_seq)
 
     def define_object(self, name: str) -> Schema:
         """A schema with this object type defined."""
@@ -148,7 +220,61 @@ class Schema:
         if name in self._objects:
             return self
         next_id = max(self._object_ids, default=0) + 1
-        return Schema(self._assoc.values(), [*self._objects.values(), ObjectType(name, next_id)])
+        objects = [*self._objects.values(), ObjectType(name, next_id)]
+        return Schema(self._assoc.values(), objects, self.indexes, self._index_seq)
+
+    def define_index(
+        self,
+        name: str,
+        otype: str,
+        properties: list[str],
+        *,
+        order: str | None = None,
+        unique: bool = False,
+        shard_on: str | None = None,
+    ) -> Schema:
+        """A schema with this index defined (state "building"); a no-op if defined alike."""
+        _check_name(name, "index")
+        kind = self.object_type(otype)
+        props = _check_properties(properties)
+        if order is not None and (not isinstance(order, str) or not order):
+            raise SchemaError(f"order must be 'recency' or a property name, got {order!r}")
+        if order in props:
+            raise SchemaError(f"order {order!r} is already one of the properties {props}")
+        if type(unique) is not bool:
+            raise SchemaError(f"unique must be true or false, got {unique!r}")
+        if unique and order == RECENCY:
+            raise SchemaError("a unique index cannot be ordered by recency (every write differs)")
+        if shard_on is not None and shard_on not in props:
+            raise SchemaError(
+                f"shard_on must be one of the properties {props} (queries give it by "
+                f"equality to reach one shard), got {shard_on!r}"
+            )
+        wanted = IndexDef(name, 0, kind.id, props, order, unique, shard_on)
+        have = self._indexes.get(name)
+        if have is not None:
+            if msgspec.structs.replace(have, id=0, state="building") == wanted:
+                return self
+            raise SchemaError(
+                f"index {name!r} is already defined differently ({_describe_index(have, self)}); "
+                f"drop it first to redefine it",
+                name=name,
+            )
+        seq = max(self._index_seq, max((i.id for i in self._indexes.values()), default=0)) + 1
+        added = msgspec.structs.replace(wanted, id=seq)
+        return Schema(self._assoc.values(), self._objects.values(), [*self.indexes, added], seq)
+
+    def drop_index(self, name: str) -> Schema:
+        """A schema without this index (NotFound if there is none)."""
+        gone = self.index(name)
+        kept = [i for i in self.indexes if i.id != gone.id]
+        return Schema(self._assoc.values(), self._objects.values(), kept, self._index_seq)
+
+    def with_index_state(self, name: str, state: IndexState) -> Schema:
+        """A schema where the index is in `state`."""
+        index = msgspec.structs.replace(self.index(name), state=state)
+        kept = [index if i.id == index.id else i for i in self.indexes]
+        return Schema(self._assoc.values(), self._objects.values(), kept, self._index_seq)
 
     def apply_toml(self, text: str) -> Schema:
         """A schema with every definition of a TOML document (see the module doc)."""
@@ -156,10 +282,10 @@ class Schema:
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise SchemaError(f"schema file is not valid TOML: {exc}") from None
-        unknown = set(doc) - {"assoc", "object"}
+        unknown = set(doc) - {"assoc", "object", "index"}
         if unknown:
             raise SchemaError(
-                f"unknown schema sections {sorted(unknown)}; use [assoc.X], [object.X]"
+                f"unknown schema sections {sorted(unknown)}; use [assoc.X], [object.X], [index.X]"
             )
         schema = self
         for name, options in _tables(doc, "assoc"):
@@ -171,17 +297,26 @@ class Schema:
             if options:
                 raise SchemaError(f"[object.{name}] has unknown keys {sorted(options)}")
             schema = schema.define_object(name)
+        for name, options in _tables(doc, "index"):
+            extra = set(options) - {"otype", "properties", "order", "unique", "shard_on"}
+            if extra or not {"otype", "properties"} <= set(options):
+                raise SchemaError(
+                    f"[index.{name}] needs otype and properties, and may have order, unique "
+                    f"and shard_on; got {sorted(options)}"
+                )
+            schema = schema.define_index(name, **options)
         return schema
 
     # -- persistence ----------------------------------------------------------
 
     def to_json(self) -> bytes:
-        return msgspec.json.encode(_Stored(self.assoc_types, self.object_types))
+        stored = _Stored(self.assoc_types, self.object_types, self.indexes, self._index_seq)
+        return msgspec.json.encode(stored)
 
     @classmethod
     def from_json(cls, raw: bytes) -> Schema:
         stored = msgspec.json.decode(raw, type=_Stored)
-        return cls(stored.assoc, stored.object)
+        return cls(stored.assoc, stored.object, stored.index, stored.index_seq)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Schema):
@@ -207,6 +342,29 @@ def _check_name(name: object, what: str) -> None:
             f"{what} name must be a letter followed by up to 63 letters, digits or "
             f"underscores, got {name!r}"
         )
+
+
+def _check_properties(properties: object) -> list[str]:
+    if isinstance(properties, str) or not isinstance(properties, (list, tuple)):
+        raise SchemaError(f"properties must be a list of property names, got {properties!r}")
+    if not 0 < len(properties) <= MAX_INDEX_PROPERTIES:
+        raise SchemaError(
+            f"an index has 1 to {MAX_INDEX_PROPERTIES} properties, got {len(properties)}"
+        )
+    for prop in properties:
+        if not isinstance(prop, str) or not 0 < len(prop) <= 128:
+            raise SchemaError(f"a property name is a string of 1 to 128 characters, got {prop!r}")
+    if len(set(properties)) != len(properties):
+        raise SchemaError(f"properties must not repeat, got {list(properties)}")
+    return list(properties)
+
+
+def _describe_index(index: IndexDef, schema: Schema) -> str:
+    otype = schema.object_by_id(index.otype).name
+    return (
+        f"otype={otype!r}, properties={index.properties}, order={index.order!r}, "
+        f"unique={index.unique}, shard_on={index.shard_on!r}"
+    )
 
 
 def _describe(t: AssocType) -> str:

@@ -195,6 +195,11 @@ class _Server:
                 else min(args.timeout, self.limits.deadline)
             )
             return graph.drain(timeout)
+        if name == "index_build":  # a slice of the build, within the request's deadline
+            seconds = self.limits.deadline if args.seconds is None else args.seconds
+            return graph.index_build(
+                args.name, rate=args.rate, seconds=min(seconds, self.limits.deadline)
+            )
         fields = {f: getattr(args, f) for f in args.__struct_fields__}
         return getattr(graph, name)(**fields)
 
@@ -287,6 +292,8 @@ def app_from_env() -> Starlette:
             redis=config["redis"],
         )
     graph = open_graph(config["path"], sync=config["sync"], cache=cache)
+    if config.get("cleaner"):
+        graph.start_cleaner()
     inline = graph._backend.spec().get("kind") == "sqlite"
     limits = Limits(config["max_body"], config["max_batch"], config["deadline"], inline)
     app = create_app(graph, Tokens.load(config.get("tokens_file")), limits)

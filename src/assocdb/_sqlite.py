@@ -8,6 +8,10 @@ Tables per shard:
   enforces one edge per pair and serves point lookups.
 * `counts (id1, atype, state) -> n`, changed in the same transaction as edges.
 * `objects (id) -> (otype, state, version, updated_at, data)`.
+  Data is zlib-compressed when that pays (`_compress`); `objects_recent`
+  `(otype, updated_at)` serves the index cleaner's pass over recent writes.
+* `index_N (ikey, id) -> (updated_at, version, state)`, one table per secondary index
+  (`_entities`), created when first written, with `index_N_by_id` on `id`.
 * `seq` (the shard's id allocator) and `meta` (graph-wide settings, shard 0).
 
 Durability: WAL with synchronous=NORMAL: a committed transaction survives a
@@ -31,8 +35,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ._backend import CountMismatch, EdgeScan, Id2Row, ListRow, Tracer, map_driver_error
-from ._errors import InvalidRequest, Unavailable
+from ._backend import (
+    CountMismatch,
+    EdgeScan,
+    Id2Row,
+    IndexEntry,
+    IndexScan,
+    ListRow,
+    Tracer,
+    map_driver_error,
+)
+from ._compress import pack, unpack
+from ._entities import merge_entries
+from ._errors import AssocdbError, InvalidRequest, Unavailable
 from ._merge import (
     Changes,
     EdgeKey,
@@ -69,6 +84,7 @@ CREATE TABLE IF NOT EXISTS objects (
     id INTEGER PRIMARY KEY, otype INTEGER NOT NULL, state INTEGER NOT NULL,
     version INTEGER NOT NULL, updated_at INTEGER NOT NULL, data BLOB NOT NULL
 );
+CREATE INDEX IF NOT EXISTS objects_recent ON objects (otype, updated_at);
 CREATE TABLE IF NOT EXISTS node_states (
     node INTEGER NOT NULL, atype INTEGER NOT NULL, state INTEGER NOT NULL,
     updated_at INTEGER NOT NULL, PRIMARY KEY (node, atype)
@@ -254,7 +270,8 @@ class SQLiteBackend:
                 current_objects = {row[0]: row for row in self.objects(shard, ids)}
                 changed_objects = merge_objects(current_objects, objects)
                 if changed_objects:
-                    self._run(shard, _UPSERT_OBJ, changed_objects, many=True)
+                    stored_rows = [(*row[:5], pack(row[5])) for row in changed_objects]
+                    self._run(shard, _UPSERT_OBJ, stored_rows, many=True)
         return Changes(changed_edges, changed_objects, changed_nodes)
 
     def _current_edges(self, shard: int, writes: Sequence[EdgeTuple]) -> dict[EdgeKey, EdgeTuple]:
@@ -402,7 +419,7 @@ class SQLiteBackend:
         for start in range(0, len(ids), _IN_CHUNK):
             chunk = ids[start : start + _IN_CHUNK]
             sql = f"SELECT {_OBJ_COLUMNS} FROM objects WHERE id IN ({','.join('?' * len(chunk))})"
-            rows.extend(ObjRow(*r) for r in self._query(shard, sql, chunk))
+            rows.extend(_obj_row(r) for r in self._query(shard, sql, chunk))
         return rows
 
     # -- home timelines (`_timeline_list`) ---------------------------------------
@@ -431,6 +448,118 @@ class SQLiteBackend:
                 sql = "INSERT OR REPLACE INTO timelines (owner, entries) VALUES (?, ?)"
                 self._run(shard, sql, changed, many=True)
         return len(changed)
+
+    def objects_page(self, shard: int, otype: int, after: int, limit: int) -> list[ObjRow]:
+        sql = f"SELECT {_OBJ_COLUMNS} FROM objects WHERE id > ? AND otype = ? ORDER BY id LIMIT ?"
+        return [_obj_row(r) for r in self._query(shard, sql, (after, otype, limit))]
+
+    def objects_count(self, shard: int, otype: int) -> int:
+        sql = "SELECT COUNT(*) FROM objects INDEXED BY objects_recent WHERE otype = ?"
+        return int(self._query(shard, sql, (otype,))[0][0])
+
+    def objects_since(
+        self, shard: int, otype: int, after: tuple[int, int], limit: int
+    ) -> list[ObjRow]:
+        sql = (
+            f"SELECT {_OBJ_COLUMNS} FROM objects INDEXED BY objects_recent "
+            "WHERE otype = ? AND (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?"
+        )
+        return [_obj_row(r) for r in self._query(shard, sql, (otype, *after, limit))]
+
+    # -- secondary indexes (`_entities`) ------------------------------------------
+
+    def index_apply(self, shard: int, entries: Sequence[IndexEntry]) -> int:
+        by_index: dict[int, list[IndexEntry]] = {}
+        for entry in entries:
+            by_index.setdefault(entry[0], []).append(entry)
+        changed = 0
+        known = self._index_tables()
+        try:
+            with self._transaction(shard):
+                for index, writes in by_index.items():
+                    if (shard, index) not in known:
+                        for ddl in _index_ddl(index):
+                            self._run(shard, ddl)
+                    ids = list({entry[2] for entry in writes})
+                    current = {row[:3]: row for row in self.index_entries(shard, index, ids)}
+                    winners = merge_entries(current, writes)
+                    if winners:
+                        sql = f"INSERT OR REPLACE INTO index_{index} VALUES (?, ?, ?, ?, ?)"
+                        self._run(shard, sql, [entry[1:] for entry in winners], many=True)
+                    changed += len(winners)
+        except AssocdbError as exc:
+            if "no such table" in str(exc):  # dropped meanwhile: the retry creates it again
+                known.difference_update((shard, index) for index in by_index)
+            raise
+        known.update((shard, index) for index in by_index)
+        return changed
+
+    def _index_tables(self) -> set[tuple[int, int]]:
+        """The index tables this thread's connections know exist: (shard, index)."""
+        known: set[tuple[int, int]] | None = getattr(self._local, "index_tables", None)
+        if known is None:
+            known = self._local.index_tables = set()
+        return known
+
+    def index_entries(self, shard: int, index: int, ids: Sequence[int]) -> list[IndexEntry]:
+        found: list[IndexEntry] = []
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = ids[start : start + _IN_CHUNK]
+            sql = (
+                f"SELECT ikey, id, updated_at, version, state FROM index_{index} "
+                f"WHERE id IN ({','.join('?' * len(chunk))})"
+            )
+            found += [
+                (index, bytes(k), i, u, v, s)
+                for k, i, u, v, s in self._index_query(shard, index, sql, chunk)
+            ]
+        return found
+
+    def index_scan(self, shard: int, index: int, scan: IndexScan) -> list[tuple[bytes, int]]:
+        cmp, order = ("<", "DESC") if scan.desc else (">", "ASC")
+        sql = f"SELECT ikey, id FROM index_{index} WHERE ikey >= ? AND ikey < ?"
+        params: list[Any] = [scan.low, scan.high]
+        if scan.after is not None:
+            sql += f" AND (ikey, id) {cmp} (?, ?)"
+            params += scan.after
+        sql += f" AND state = 0 ORDER BY ikey {order}, id {order} LIMIT ?"
+        rows = self._index_query(shard, index, sql, [*params, scan.limit])
+        return [(bytes(k), i) for k, i in rows]
+
+    def index_export(
+        self, shard: int, index: int, after: tuple[bytes, int] | None, limit: int
+    ) -> list[IndexEntry]:
+        sql = f"SELECT ikey, id, updated_at, version, state FROM index_{index}"
+        params: list[Any] = []
+        if after is not None:
+            sql += " WHERE (ikey, id) > (?, ?)"
+            params += after
+        sql += " ORDER BY ikey, id LIMIT ?"
+        rows = self._index_query(shard, index, sql, [*params, limit])
+        return [(index, bytes(k), i, u, v, s) for k, i, u, v, s in rows]
+
+    def index_purge(self, shard: int, index: int, before: int) -> int:
+        sql = f"DELETE FROM index_{index} WHERE state = 3 AND updated_at < ?"
+        try:
+            with self._transaction(shard):
+                return int(self._run(shard, sql, (before,)).rowcount)
+        except AssocdbError as exc:
+            if "no such table" not in str(exc):
+                raise
+            return 0
+
+    def index_drop(self, shard: int, index: int) -> None:
+        self._index_tables().discard((shard, index))
+        with self._transaction(shard):
+            self._run(shard, f"DROP TABLE IF EXISTS index_{index}")
+
+    def _index_query(self, shard: int, index: int, sql: str, params: Any) -> list[Any]:
+        try:
+            return self._query(shard, sql, params)
+        except AssocdbError as exc:
+            if "no such table" not in str(exc):
+                raise
+            return []  # nothing written to this index on this shard yet
 
     # -- graph-wide settings and maintenance -------------------------------------
 
@@ -503,6 +632,21 @@ def _stored_shards(root: Path) -> int | None:
     finally:
         conn.close()
     return int(row[0]) if row else None
+
+
+def _obj_row(row: Any) -> ObjRow:
+    return ObjRow(row[0], row[1], row[2], row[3], row[4], unpack(row[5]))
+
+
+@lru_cache(maxsize=1024)
+def _index_ddl(index: int) -> tuple[str, str]:
+    return (
+        f"CREATE TABLE IF NOT EXISTS index_{index} (ikey BLOB NOT NULL, id INTEGER NOT NULL, "
+        "updated_at INTEGER NOT NULL, version INTEGER NOT NULL, state INTEGER NOT NULL, "
+        "PRIMARY KEY (ikey, id)) "
+        "WITHOUT ROWID",
+        f"CREATE INDEX IF NOT EXISTS index_{index}_by_id ON index_{index} (id)",
+    )
 
 
 @lru_cache(maxsize=64)

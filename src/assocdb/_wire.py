@@ -30,6 +30,9 @@ from ._query import Difference, Intersect, Query, Runner, Term
 from ._records import (
     Assoc,
     Count,
+    IndexCheck,
+    IndexPage,
+    IndexStatus,
     JobInfo,
     Obj,
     Page,
@@ -302,6 +305,40 @@ class DefineTimeline(Args):
     posts: str = "posted"
 
 
+class DefineIndex(Args):
+    name: str
+    otype: str
+    properties: list[str]
+    order: str | None = None
+    unique: bool = False
+    shard_on: str | None = None
+
+
+class IndexName(Args):
+    name: str
+
+
+class IndexQuery(Args):
+    name: str
+    eq: list[Any] = []
+    low: Any = None
+    high: Any = None
+    desc: bool = False
+    limit: Int64 = 50
+    cursor: str | None = None
+
+
+class IndexCheckArgs(Args):
+    name: str
+    repair: bool = False
+
+
+class IndexBuild(Args):
+    name: str
+    rate: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
+
+
 class SchemaInfo(msgspec.Struct, frozen=True):
     """The defined types (what `GET`-like `schema` returns)."""
 
@@ -349,6 +386,14 @@ METHODS: dict[str, Method] = {
         Method("schema", NoArgs, SchemaInfo, "read"),
         Method("define_assoc", DefineAssoc, AssocType, "admin"),
         Method("define_object", DefineObject, ObjectType, "admin"),
+        Method("define_index", DefineIndex, IndexStatus, "admin"),
+        Method("drop_index", IndexName, None, "admin"),
+        Method("indexes", NoArgs, list[IndexStatus], "read"),
+        Method("index_status", IndexName, IndexStatus, "read"),
+        Method("index_query", IndexQuery, IndexPage, "read"),
+        Method("index_check", IndexCheckArgs, IndexCheck, "admin"),
+        Method("index_build", IndexBuild, IndexStatus, "admin"),
+        Method("index_repair_recent", IndexName, IndexCheck, "admin"),
         Method("queue_stats", NoArgs, QueueStats, "admin"),
         Method("queue_jobs", QueueJobs, list[JobInfo], "admin"),
         Method("queue_job", ObjId, JobInfo | None, "admin"),

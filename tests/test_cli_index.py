@@ -1,0 +1,39 @@
+"""`assocdb index …` commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import assocdb
+from assocdb._cli import main
+
+
+def test_define_build_status_query_check_drop(tmp_path: Path) -> None:
+    graph = str(tmp_path / "g")
+    with assocdb.open(graph, shards=2) as g:
+        g.define_object("user")
+        for age in range(30):
+            g.obj_add("user", {"age": age, "name": f"u{age}"})
+    runner = CliRunner()
+    defined = runner.invoke(main, ["index", "define", graph, "by_age", "user", "age"])
+    assert defined.exit_code == 0, defined.output
+    assert "building, 30 objects" in defined.output
+    assert "0/30" in runner.invoke(main, ["index", "status", graph]).output
+    built = runner.invoke(main, ["index", "build", graph, "by_age"])
+    assert built.exit_code == 0, built.output
+    assert "ready, 30 of 30 scanned" in built.output
+    found = runner.invoke(main, ["index", "query", graph, "by_age", "--low", "5", "--high", "7"])
+    assert [line.count('"age"') for line in found.output.splitlines()] == [1, 1, 1]
+    checked = runner.invoke(main, ["index", "check", graph, "by_age"])
+    assert checked.exit_code == 0
+    assert "0 missing, 0 stale and 0 dangling" in checked.output
+    bad = runner.invoke(main, ["index", "define", graph, "x", "usr", "age"])
+    assert bad.exit_code == 1
+    assert "no object type 'usr'" in bad.output
+    assert runner.invoke(main, ["index", "drop", graph, "by_age"]).exit_code == 0
+    assert runner.invoke(main, ["index", "status", graph]).output.strip() == "no indexes"
+    missing = runner.invoke(main, ["index", "build", graph, "by_age"])
+    assert missing.exit_code == 1
+    assert "no index 'by_age'" in missing.output
