@@ -292,7 +292,8 @@ class Applier:
             try:
                 changes = self._apply_leg(leg)
             except Unavailable as exc:
-                self.health.failed(leg.shard)
+                if not exc.details.get("partial"):  # landed on some replicas: the shard works
+                    self.health.failed(leg.shard)
                 errors.append(exc)
                 continue
             except Exception as exc:  # a bug or a bad row must not lose the write

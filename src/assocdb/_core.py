@@ -62,6 +62,9 @@ class GraphCore:
     ) -> None:
         self._backend = backend
         self._cache = None if cache is None else Cache(cache, self._graph_id())
+        forget_hooks = getattr(backend, "forget_hooks", None)  # a replicated backend's
+        if self._cache is not None and forget_hooks is not None:
+            forget_hooks.append(self._cache.forget)
         self._shards = backend.shards
         self._clock = clock or HybridClock()
         self._schema = self._read_schema()
