@@ -260,3 +260,27 @@ def test_writes_keep_landing_on_the_healthy_replica_during_an_outage(graph: Grap
     cure()
     assert graph.drain(timeout=30)
     assert_replicas_converged(backend)
+
+
+def test_a_running_graph_takes_drains_and_weights_from_the_edited_map(tmp_path: Path) -> None:
+    from assocdb._shardmap_config import load, save, with_down, with_weight
+
+    g = open_cluster(tmp_path)
+    backend = cluster(g)
+    path = tmp_path / "cluster.toml"
+    save(with_down(load(path), "db3", True), path)
+    wait_until(lambda: next(s.drained for s in backend.status() if s.name == "db3"))
+    node = next(n for n in NODES if shard_of(n, g.shards) == 2)  # db3 and db1
+    assert g.assoc_add(node, "likes", 5, time=1).status == "queued"
+    assert [a.id2 for a in g.assoc_range(node, "likes")] == [5]
+    save(with_weight(with_down(load(path), "db3", False), [2], "db1", 0), path)
+    wait_until(lambda: up(backend, "db3"))
+    assert backend.map.replicas[2][1].weight == 0
+    assert g.drain(timeout=30)
+    assert_replicas_converged(backend)
+    # Moving a backend is not an online change: refused, and the running map stays.
+    path.write_text(path.read_text().replace('path = "db3"', 'path = "elsewhere"'))
+    with pytest.raises(InvalidRequest, match="only weights and `down` change while running"):
+        backend.reload()
+    assert backend.map.member_spec("db3")["path"] == str(tmp_path / "db3")
+    g.close()

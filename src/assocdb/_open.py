@@ -123,4 +123,4 @@ def open_shardmap(path: str | Path, shards: int | None = None) -> ShardMapBacken
     smap = load(path)
     if shards is not None and shards != smap.shards:
         raise InvalidRequest(f"{path} places {smap.shards} shards, not {shards}")
-    return ShardMapBackend(smap, open_backend)
+    return ShardMapBackend(smap, open_backend, source=path)

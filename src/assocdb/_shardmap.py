@@ -48,6 +48,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
@@ -56,7 +57,7 @@ from ._backend import Backend, CountMismatch, EdgeScan, Id2Row, ListRow, Tracer
 from ._detector import Health
 from ._errors import AssocdbError, InvalidRequest, Unavailable
 from ._merge import NO_CHANGES, Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
-from ._shardmap_config import ShardMap, from_dict
+from ._shardmap_config import ShardMap, from_dict, load
 
 log = logging.getLogger("assocdb.shardmap")
 
@@ -65,6 +66,7 @@ Opener = Callable[[dict[str, Any]], Backend]
 #: Cache keys to forget: ("counts"|"prefix", (id1, atype)) or ("object", id).
 ForgetHook = Callable[[list[tuple[str, Any]]], None]
 PROBE_TICK = 0.05  # how often the prober looks for due probes, seconds
+RELOAD_EVERY = 1.0  # how often it looks at the map file, seconds
 
 
 class MemberStatus(NamedTuple):
@@ -99,8 +101,12 @@ class ShardMapBackend:
         *,
         clock: Callable[[], float] = time.monotonic,
         probe_tick: float = PROBE_TICK,
+        source: str | Path | None = None,
     ) -> None:
         self.map = smap
+        self.source = None if source is None else Path(source)
+        self._source_stamp = self._stamp()
+        self._next_reload = 0.0
         self.shards = smap.shards
         self.tracers: list[Tracer] = []
         self.forget_hooks: list[ForgetHook] = []
@@ -151,7 +157,14 @@ class ShardMapBackend:
             with member.opening:
                 backend = member.backend
                 if backend is None:
-                    backend = self._opener(member.spec)
+                    try:
+                        backend = self._opener(member.spec)
+                    except AssocdbError:
+                        raise
+                    except Exception as exc:  # a broken member: fail over, as if it were down
+                        raise Unavailable(
+                            f"backend {member.name}: cannot open: {type(exc).__name__}: {exc}"
+                        ) from exc
                     backend.tracers = self.tracers  # one list: graph.trace() sees every member
                     member.backend = backend
         return backend
@@ -206,8 +219,51 @@ class ShardMapBackend:
         while not self._stop.wait(tick):
             try:
                 self._probe_due()
-            except Exception:  # the prober must outlive any one bad probe
-                log.exception("probing backends failed")
+                if self.source is not None and self._clock() >= self._next_reload:
+                    self._next_reload = self._clock() + RELOAD_EVERY
+                    if self._stamp() != self._source_stamp:
+                        self.reload()
+            except Exception:  # the prober must outlive any one bad probe or bad edit
+                log.exception("probing backends or reloading the shard map failed")
+
+    def _stamp(self) -> tuple[int, int] | None:
+        try:
+            stat = self.source.stat() if self.source is not None else None
+        except OSError:
+            return None
+        return None if stat is None else (stat.st_mtime_ns, stat.st_size)
+
+    def reload(self) -> None:
+        """Take new weights and drains from the map file (placement changes need a reopen).
+
+        The prober calls this within a second of the file changing, so
+        `assocdb shards set-weight` and `mark-down` reach running processes.
+        """
+        assert self.source is not None
+        self._source_stamp = self._stamp()
+        new = load(self.source)
+        old = self.map
+        same_places = [[r.backend for r in reps] for reps in new.replicas] == [
+            [r.backend for r in reps] for reps in old.replicas
+        ]
+        unplug = {n: msgspec.structs.replace(c, down=False) for n, c in new.backends.items()}
+        if not same_places or unplug != {
+            n: msgspec.structs.replace(c, down=False) for n, c in old.backends.items()
+        }:
+            raise InvalidRequest(
+                f"{self.source}: only weights and `down` change while running; "
+                f"reopen the graph to apply other changes"
+            )
+        with self._lock:
+            now = self._clock()
+            for name, config in new.backends.items():
+                if config.down != old.backends[name].down:
+                    self._members[name].health.drain(config.down, now)
+            self._replicas = [
+                [(self._members[r.backend], r.weight) for r in reps] for reps in new.replicas
+            ]
+            self.map = new
+        log.warning("shard map %s reloaded", self.source)
 
     def _probe_due(self) -> None:
         with self._lock:

@@ -36,8 +36,9 @@ map's shard count and holds its shards under their own numbers.
 
 from __future__ import annotations
 
+import os
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +306,28 @@ def _value(value: Any) -> str:
     if isinstance(value, str):
         return msgspec.json.encode(value).decode()  # a JSON string is a TOML basic string
     return repr(value)
+
+
+def save(smap: ShardMap, path: str | Path) -> None:
+    """Write the map to `path` atomically (a running process never reads half a file)."""
+    file = Path(path)
+    temporary = file.with_name(f".{file.name}.tmp")
+    temporary.write_text(to_toml(smap), encoding="utf-8")
+    os.replace(temporary, file)
+
+
+def table(smap: ShardMap, problems: Mapping[str, str | None]) -> list[str]:
+    """`assocdb shards show`: the backends (with a probe's outcome), then shard → replicas."""
+    lines = [f"{'backend':<12} {'state':<8} {'shards':<16} where"]
+    for name, config in smap.backends.items():
+        problem = problems.get(name)
+        state = "drained" if config.down else "down" if problem else "up"
+        where = config.url or config.path
+        lines.append(f"{name:<12} {state:<8} {format_shards(smap.shards_of(name)):<16} {where}")
+        if problem:
+            lines.append(f"{'':<12} {problem}")
+    lines += ["", f"{'shards':<12} replicas (primary first, backend:weight)"]
+    for placement in smap.placement:
+        reps = "  ".join(f"{r.backend}:{r.weight}" for r in placement.replicas)
+        lines.append(f"{placement.shards!s:<12} {reps}")
+    return lines
