@@ -284,3 +284,22 @@ def test_a_running_graph_takes_drains_and_weights_from_the_edited_map(tmp_path: 
         backend.reload()
     assert backend.map.member_spec("db3")["path"] == str(tmp_path / "db3")
     g.close()
+
+
+def test_metrics_show_members_up_and_down_and_failovers(graph: Graph) -> None:
+    from assocdb._metrics import Metrics
+
+    backend = cluster(graph)
+    metrics = Metrics(graph)
+    cure = fail(backend, "db1", hang=0.0)
+    for _ in range(5):
+        graph._forget()
+        for n in NODES:  # half the reads of db1's shards try it first, and fail over
+            graph.assoc_count(n, "likes")
+    text = metrics.render().decode()
+    assert 'assocdb_backend_up{backend="db1"} 0.0' in text
+    assert 'assocdb_backend_up{backend="db2"} 1.0' in text
+    assert 'assocdb_backend_downs{backend="db1"} 1.0' in text
+    assert "assocdb_read_failovers" in text
+    assert backend.failovers >= 1
+    cure()
