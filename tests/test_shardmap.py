@@ -8,6 +8,8 @@ on every replica; the graph must always agree with a model of the writes.
 
 from __future__ import annotations
 
+import contextlib
+import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -303,3 +305,32 @@ def test_metrics_show_members_up_and_down_and_failovers(graph: Graph) -> None:
     assert "assocdb_read_failovers" in text
     assert backend.failovers >= 1
     cure()
+
+
+@pytest.mark.parametrize("seed", [31, 32, 33])
+def test_random_outages_end_with_converged_replicas_that_match_a_model(
+    tmp_path: Path, seed: int
+) -> None:
+    """Members fail and recover at random between writes; afterwards nothing is lost or off."""
+    rnd = random.Random(seed)
+    g = open_cluster(tmp_path)
+    backend = cluster(g)
+    model = Model()
+    cures: dict[str, Callable[[], None]] = {}
+    for step in range(12):
+        name = rnd.choice(MEMBERS)
+        if name in cures:
+            cures.pop(name)()
+        elif len(cures) < 2 or rnd.random() < 0.3:  # sometimes every replica of a shard
+            cures[name] = fail(backend, name)
+        write_randomly(g, model, 15, seed=seed * 100 + step)
+        for id1 in NODES:
+            with contextlib.suppress(Unavailable):  # only when all its replicas are failing
+                g.assoc_range(id1, rnd.choice(TYPES))
+    for cure in cures.values():
+        cure()
+    assert g.drain(timeout=60)
+    assert_matches(g, model)
+    assert_replicas_converged(backend)
+    assert g.queue_stats().bad == 0
+    g.close()
