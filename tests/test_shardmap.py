@@ -334,3 +334,39 @@ def test_random_outages_end_with_converged_replicas_that_match_a_model(
     assert_replicas_converged(backend)
     assert g.queue_stats().bad == 0
     g.close()
+
+
+def test_a_partial_write_reaches_other_processes_caches_through_redis(tmp_path: Path) -> None:
+    from assocdb import CacheConfig
+
+    from .redis_server import redis_url
+
+    cache = CacheConfig(redis=redis_url(), max_age=3600)
+    writer = open_cluster(tmp_path, cache=cache)
+    # Another app server, reading shard 0 from db1 only (so what it reads is known).
+    other_map = tmp_path / "other.toml"
+    other_map.write_text(
+        (tmp_path / "cluster.toml")
+        .read_text()
+        .replace(
+            'replicas = [{backend = "db1"}, {backend = "db2"}]',
+            'replicas = [{backend = "db1"}, {backend = "db2", weight = 0}]',
+        )
+    )
+    reader = assocdb.open(other_map, cache=cache)
+    node = next(n for n in NODES if shard_of(n, writer.shards) == 0)
+    writer.assoc_add(node, "likes", 1, time=1)
+
+    def read_count() -> int:
+        tier2 = writer._cache.tier2, reader._cache.tier2  # type: ignore[union-attr]
+        assert tier2[1].wait_for(tier2[0].barrier())  # type: ignore[union-attr]
+        return reader.assoc_count(node, "likes")
+
+    assert [read_count() for _ in range(3)] == [1, 1, 1]  # cached in the reader
+    cure = fail(cluster(writer), "db2")
+    assert writer.assoc_add(node, "likes", 2, time=2).status == "queued"  # on db1 only
+    assert read_count() == 2  # the writer told every cache to forget the list
+    cure()
+    assert writer.drain(timeout=30)
+    reader.close()
+    writer.close()
