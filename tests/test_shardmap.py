@@ -40,9 +40,11 @@ def open_cluster(root: Path, **options: object) -> Graph:
     return g
 
 
-@pytest.fixture
-def graph(tmp_path: Path) -> Iterator[Graph]:
+@pytest.fixture(params=["in turn", "at once"])
+def graph(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Graph]:
+    """A graph on three SQLite members; replicas written in turn, or at once (as servers are)."""
     g = open_cluster(tmp_path)
+    cluster(g).parallel_writes = request.param == "at once"
     yield g
     g.close()
 
@@ -315,6 +317,7 @@ def test_random_outages_end_with_converged_replicas_that_match_a_model(
     rnd = random.Random(seed)
     g = open_cluster(tmp_path)
     backend = cluster(g)
+    backend.parallel_writes = seed % 2 == 1
     model = Model()
     cures: dict[str, Callable[[], None]] = {}
     for step in range(12):

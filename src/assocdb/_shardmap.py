@@ -5,7 +5,8 @@ a shard map (`_shardmap_config`) names, each opened with the map's shard
 count (a member holds shard s under number s). Each member has a failure
 detector (`_detector.Health`).
 
-Writes go to every replica of the shard. Because `apply` is an idempotent,
+Writes go to every replica of the shard (at once, on a thread pool, when the
+members are database servers). Because `apply` is an idempotent,
 commutative merge, a failed replica is simply written again later: if any
 replica fails (or is marked down), `apply` raises `Unavailable` and the
 journal retries the whole leg, which is harmless where it already landed.
@@ -48,6 +49,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -102,6 +104,7 @@ class ShardMapBackend:
         clock: Callable[[], float] = time.monotonic,
         probe_tick: float = PROBE_TICK,
         source: str | Path | None = None,
+        parallel_writes: bool | None = None,
     ) -> None:
         self.map = smap
         self.source = None if source is None else Path(source)
@@ -130,6 +133,11 @@ class ShardMapBackend:
         self._replicas = [
             [(self._members[r.backend], r.weight) for r in reps] for reps in smap.replicas
         ]
+        #: Write the replicas of a shard concurrently (default: when a member is a server).
+        self.parallel_writes = parallel_writes
+        if parallel_writes is None:
+            self.parallel_writes = any(m.spec["kind"] != "sqlite" for m in self._members.values())
+        self._writers: ThreadPoolExecutor | None = None
         self._behind: dict[tuple[str, int], set[int]] = {}  # (member, shard) -> missed writes
         self._meta_copies: set[str] = set()  # settings not yet copied to every replica
         self._stop = threading.Event()
@@ -333,15 +341,7 @@ class ShardMapBackend:
         objects: Sequence[ObjRow],
         nodes: Sequence[NodeRow] = (),
     ) -> Changes:
-        answers: list[tuple[_Member, Changes]] = []
-        failed: list[tuple[_Member, Unavailable]] = []
-        for member, _ in self._replicas[shard]:
-            try:
-                answers.append(
-                    (member, self._call(member, lambda b: b.apply(shard, edges, objects, nodes)))
-                )
-            except Unavailable as exc:
-                failed.append((member, exc))
+        answers, failed = self._write_all(shard, lambda b: b.apply(shard, edges, objects, nodes))
         if failed or self._behind:
             self._note_misses(shard, (edges, objects, nodes), answers, failed)
         if failed:
@@ -360,6 +360,40 @@ class ShardMapBackend:
         # already): no single change set is right for the cache.
         self._forget([changes for _, changes in answers])
         return NO_CHANGES
+
+    def _write_all(
+        self, shard: int, fn: Callable[[Backend], Changes]
+    ) -> tuple[list[tuple[_Member, Changes]], list[tuple[_Member, Unavailable]]]:
+        """`fn` on every replica of the shard: what each answered, and which failed.
+
+        On database servers the replicas are written at once (the first in
+        this thread, the others on a pool), so a write costs one round of
+        network latency, not one per replica; SQLite members are written in
+        turn (local and CPU-bound, they gain nothing from threads).
+        """
+        members = [member for member, _ in self._replicas[shard]]
+        running: dict[str, Future[Changes]] = {}
+        if self.parallel_writes:
+            live = [m for m in members if m.health.allows()]
+            running = {m.name: self._pool().submit(self._call, m, fn) for m in live[1:]}
+        answers: list[tuple[_Member, Changes]] = []
+        failed: list[tuple[_Member, Unavailable]] = []
+        for member in members:
+            try:
+                future = running.get(member.name)
+                changes = self._call(member, fn) if future is None else future.result()
+            except Unavailable as exc:
+                failed.append((member, exc))
+            else:
+                answers.append((member, changes))
+        return answers, failed
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._writers is None:
+            with self._lock:
+                if self._writers is None:
+                    self._writers = ThreadPoolExecutor(32, thread_name_prefix="assocdb-replica")
+        return self._writers
 
     def _note_misses(
         self,
@@ -493,6 +527,8 @@ class ShardMapBackend:
         self._stop.set()
         if self._prober is not threading.current_thread():
             self._prober.join(timeout=5)
+        if self._writers is not None:
+            self._writers.shutdown(wait=True)
         for member in self._members.values():
             if member.backend is not None:
                 member.backend.close()
