@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 MEMBERS = ("db1", "db2", "db3")
@@ -21,10 +22,11 @@ def write_map(
     otherwise they are SQLite directories under `root`.
     """
     lines = [f"shards = {shards}", ""]
+    graph = f"sm{uuid.uuid4().hex[:8]}"  # MySQL schemas {graph}_{member}_s{n}, unique per map
     for number, name in enumerate(members):
         lines.append(f"[backends.{name}]")
         if urls:
-            lines.append(f'url = "{urls[number % len(urls)].rstrip("/")}/{root.name}_{name}"')
+            lines.append(f'url = "{urls[number % len(urls)].rstrip("/")}/{graph}_{name}"')
         else:
             lines.append(f'path = "{name}"')
         lines += ["query_timeout = 0.2", ""]
