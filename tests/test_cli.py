@@ -115,8 +115,6 @@ def test_a_mysql_url_without_a_journal_is_a_usage_error() -> None:
 
 
 def test_shards_commands(tmp_path: Path) -> None:
-    import sqlite3
-
     import assocdb
 
     from .shardmaps import write_map
@@ -155,4 +153,3 @@ def test_shards_commands(tmp_path: Path) -> None:
     bad = runner.invoke(main, ["shards", "show", str(broken)])
     assert bad.exit_code == 1
     assert "missing required field" in bad.output
-    del sqlite3
