@@ -11,6 +11,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench timelines [--quick]        (1,000,000 followers; --quick: 100,000)
     python -m bench entities [objects]         (default 100,000)
     python -m bench failover [reads]           (default 2,000 per phase)
+    python -m bench failover --mysql [--outage 30]   (own MariaDB servers, SIGSTOP/SIGKILL)
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ it (threshold too high to trip), so its effect is measured. The same reads on
 one plain SQLite directory (no replicas) are the baseline. After recovery the
 queued writes drain and every replica pair is compared row for row.
 
-Run: `python -m bench failover [reads per phase]` (default 2000).
+Run: `python -m bench failover [reads per phase]` (default 2000). The same
+drill on real MariaDB servers, stopped with SIGSTOP and SIGKILL under load:
+`python -m bench failover --mysql [--outage SECONDS]` (`failover_mysql.py`).
 """
 
 from __future__ import annotations
@@ -158,6 +160,13 @@ def run_cluster(
 
 
 def main(args: list[str] | None = None) -> None:
+    args = list(args or [])
+    if "--mysql" in args:  # the drill on real MariaDB servers: bench/failover_mysql.py
+        from . import failover_mysql
+
+        outage = float(args[args.index("--outage") + 1]) if "--outage" in args else 30.0
+        failover_mysql.main(outage)
+        return
     reads = int(args[0]) if args else 2000
     root = Path(tempfile.mkdtemp(prefix="assocdb-failover-"))
     try:

@@ -185,6 +185,7 @@ def test_a_replica_that_comes_back_behind_is_not_read_until_it_catches_up(
     slow = RetryPolicy(base=60, cap=60, down_after=100)  # no retry happens by itself
     g = open_cluster(make_map, retry=slow)
     backend = cluster(g)
+    backend.recovery_hooks.clear()  # nor when the replica is back
     node = next(n for n in NODES if shard_of(n, g.shards) == 0)  # db1 (primary) and db2
     g.assoc_add(node, "likes", 1, time=1)
     for _ in range(2):
@@ -420,3 +421,17 @@ def test_a_partial_write_reaches_other_processes_caches_through_redis(
     assert writer.drain(timeout=30)
     reader.close()
     writer.close()
+
+
+def test_queued_writes_are_retried_as_soon_as_a_replica_is_back(make_map: MapMaker) -> None:
+    slow = RetryPolicy(base=60, cap=60, down_after=100)  # the error queue's backoff: a minute
+    g = open_cluster(make_map, retry=slow)
+    backend = cluster(g)
+    node = next(n for n in NODES if shard_of(n, g.shards) == 0)
+    cure = fail(backend, "db2")
+    assert g.assoc_add(node, "likes", 2, time=2).status == "queued"
+    assert g.queue_stats().errors == 1
+    cure()
+    assert g.drain(timeout=10)  # long before the backoff would have let it retry
+    assert_replicas_converged(backend)
+    g.close()

@@ -76,8 +76,16 @@ class GraphCore:
         self._applier.entries = self._with_entries
         replay(self._applier, journal)
         self._applier.start()
+        recovery_hooks = getattr(backend, "recovery_hooks", None)  # a replicated backend's
+        if recovery_hooks is not None:
+            recovery_hooks.append(self._retry_queued)
 
     # -- lifecycle -------------------------------------------------------------
+
+    def _retry_queued(self) -> None:
+        """A backend is back: retry the error queue now rather than after its backoff."""
+        self._journal.retry_now()
+        self._applier.wake()
 
     def close(self) -> None:
         """Finish background applies (briefly), then close the journal and connections.

@@ -113,6 +113,8 @@ class ShardMapBackend:
         self.shards = smap.shards
         self.tracers: list[Tracer] = []
         self.forget_hooks: list[ForgetHook] = []
+        #: Called when a member comes back up (the graph retries its queued writes now).
+        self.recovery_hooks: list[Callable[[], None]] = []
         self.failovers = 0  # reads answered by another replica after one failed
         self._opener = opener
         self._clock = clock
@@ -283,6 +285,8 @@ class ShardMapBackend:
                 back = member.health.probed(ok, self._clock())
             if back:
                 log.warning("backend %s is up again", member.name)
+                for hook in self.recovery_hooks:
+                    hook()
 
     # -- routing ----------------------------------------------------------------------
 
