@@ -69,6 +69,7 @@ Opener = Callable[[dict[str, Any]], Backend]
 ForgetHook = Callable[[list[tuple[str, Any]]], None]
 PROBE_TICK = 0.05  # how often the prober looks for due probes, seconds
 RELOAD_EVERY = 1.0  # how often it looks at the map file, seconds
+BEHIND_MAX = 100_000  # missed writes remembered per member and shard
 
 
 class MemberStatus(NamedTuple):
@@ -410,7 +411,9 @@ class ShardMapBackend:
         digest = hash(msgspec.msgpack.encode(rows))
         with self._lock:
             for member, _ in failed:
-                self._behind.setdefault((member.name, shard), set()).add(digest)
+                missed = self._behind.setdefault((member.name, shard), set())
+                if len(missed) < BEHIND_MAX:  # beyond: memory wins over read-your-writes
+                    missed.add(digest)
             for member, _ in answers:
                 missed = self._behind.get((member.name, shard))
                 if missed is not None:
