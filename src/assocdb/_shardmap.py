@@ -415,10 +415,10 @@ class ShardMapBackend:
                 if len(missed) < BEHIND_MAX:  # beyond: memory wins over read-your-writes
                     missed.add(digest)
             for member, _ in answers:
-                missed = self._behind.get((member.name, shard))
-                if missed is not None:
-                    missed.discard(digest)
-                    if not missed:
+                caught_up = self._behind.get((member.name, shard))
+                if caught_up is not None:
+                    caught_up.discard(digest)
+                    if not caught_up:
                         del self._behind[(member.name, shard)]
 
     def _forget(self, answers: list[Changes]) -> None:
