@@ -429,8 +429,10 @@ def test_queued_writes_are_retried_as_soon_as_a_replica_is_back(make_map: MapMak
     backend = cluster(g)
     node = next(n for n in NODES if shard_of(n, g.shards) == 0)
     cure = fail(backend, "db2")
-    assert g.assoc_add(node, "likes", 2, time=2).status == "queued"
-    assert g.queue_stats().errors == 1
+    for n in (2, 3):  # two failures in a row: db2 is marked down (threshold 2)
+        assert g.assoc_add(node, "likes", n, time=n).status == "queued"
+    assert g.queue_stats().errors == 2
+    assert not up(backend, "db2")
     cure()
     assert g.drain(timeout=10)  # long before the backoff would have let it retry
     assert_replicas_converged(backend)
