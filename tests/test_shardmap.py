@@ -437,3 +437,21 @@ def test_queued_writes_are_retried_as_soon_as_a_replica_is_back(make_map: MapMak
     assert g.drain(timeout=10)  # long before the backoff would have let it retry
     assert_replicas_converged(backend)
     g.close()
+
+
+def test_reads_are_spread_by_weight(tmp_path: Path) -> None:
+    path = write_map(tmp_path, shards=1, members=("a", "b"))
+    path.write_text(path.read_text().replace('{backend = "b"}', '{backend = "b", weight = 3}'))
+    backend = assocdb._open.open_shardmap(path)
+    backend._random.seed(7)
+    reads = {"a": 0, "b": 0}
+    for name in reads:
+
+        def count(shard: int, sql: str, name: str = name) -> None:
+            reads[name] += sql.startswith("SELECT id2")
+
+        backend.member(name).faults.append(count)  # type: ignore[attr-defined]
+    for _ in range(4000):
+        backend.scan_id2(0, 1, 1, [0], None, True, 10)
+    assert 0.72 < reads["b"] / 4000 < 0.78  # weight 3 of 4
+    backend.close()
