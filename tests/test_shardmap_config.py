@@ -14,6 +14,8 @@ from assocdb._shardmap_config import (
     load,
     parse,
     parse_shards,
+    shown,
+    table,
     to_toml,
     with_down,
     with_weight,
@@ -141,3 +143,10 @@ def test_marking_down_is_kept_in_the_file() -> None:
     assert not with_down(smap, "db2", False).backends["db2"].down
     with pytest.raises(InvalidRequest, match="unknown backend 'db7'"):
         with_down(smap, "db7", True)
+
+
+def test_passwords_are_not_shown() -> None:
+    assert shown("mysql://root:s3cret@db1:3306/g") == "mysql://root:***@db1:3306/g"
+    assert shown("mysql://root@db1:3306/g") == "mysql://root@db1:3306/g"
+    smap = parse(GOOD.replace("root@10.0.0.1", "app:pw@10.0.0.1"))
+    assert "pw" not in "\n".join(table(smap, {}))

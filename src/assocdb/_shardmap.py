@@ -59,7 +59,7 @@ from ._backend import Backend, CountMismatch, EdgeScan, Id2Row, ListRow, Tracer
 from ._detector import Health
 from ._errors import AssocdbError, InvalidRequest, Unavailable
 from ._merge import NO_CHANGES, Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
-from ._shardmap_config import ShardMap, from_dict, load
+from ._shardmap_config import ShardMap, from_dict, load, shown
 
 log = logging.getLogger("assocdb.shardmap")
 
@@ -201,7 +201,7 @@ class ShardMapBackend:
             return [
                 MemberStatus(
                     m.name,
-                    m.spec.get("url") or m.spec.get("path", ""),
+                    shown(m.spec["url"]) if "url" in m.spec else m.spec.get("path", ""),
                     m.health.up,
                     m.health.drained,
                     m.health.consecutive,

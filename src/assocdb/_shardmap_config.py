@@ -322,7 +322,7 @@ def table(smap: ShardMap, problems: Mapping[str, str | None]) -> list[str]:
     for name, config in smap.backends.items():
         problem = problems.get(name)
         state = "drained" if config.down else "down" if problem else "up"
-        where = config.url or config.path
+        where = shown(config.url) if config.url else config.path
         lines.append(f"{name:<12} {state:<8} {format_shards(smap.shards_of(name)):<16} {where}")
         if problem:
             lines.append(f"{'':<12} {problem}")
@@ -331,3 +331,11 @@ def table(smap: ShardMap, problems: Mapping[str, str | None]) -> list[str]:
         reps = "  ".join(f"{r.backend}:{r.weight}" for r in placement.replicas)
         lines.append(f"{placement.shards!s:<12} {reps}")
     return lines
+
+
+def shown(url: str) -> str:
+    """A URL fit to print: its password masked."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    return f"{scheme}{sep}{user}:***@{host}" if at and colon else url
