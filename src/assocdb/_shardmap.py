@@ -48,18 +48,28 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
-from ._backend import Backend, CountMismatch, EdgeScan, Id2Row, ListRow, Tracer
+from ._backend import (
+    Backend,
+    CountMismatch,
+    EdgeScan,
+    Id2Row,
+    IndexEntry,
+    IndexScan,
+    ListRow,
+    Tracer,
+)
 from ._detector import Health
 from ._errors import AssocdbError, InvalidRequest, Unavailable
 from ._merge import NO_CHANGES, Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ._shardmap_config import ShardMap, from_dict, load, shown
+from ._timeline_list import Entry as TimelineEntry
 
 log = logging.getLogger("assocdb.shardmap")
 
@@ -352,12 +362,7 @@ class ShardMapBackend:
         if failed:
             if answers:
                 self._forget([changes for _, changes in answers])
-            landed = ", ".join(m.name for m, _ in answers) or "no replica"
-            missed = ", ".join(f"{m.name} ({exc})" for m, exc in failed)
-            raise Unavailable(
-                f"shard {shard}: written to {landed}, not to {missed}; the journal retries it",
-                partial=bool(answers),
-            )
+            raise _partly_written(shard, answers, failed)
         first = answers[0][1]
         if all(changes == first for _, changes in answers[1:]):
             return first
@@ -367,8 +372,8 @@ class ShardMapBackend:
         return NO_CHANGES
 
     def _write_all(
-        self, shard: int, fn: Callable[[Backend], Changes]
-    ) -> tuple[list[tuple[_Member, Changes]], list[tuple[_Member, Unavailable]]]:
+        self, shard: int, fn: Callable[[Backend], T]
+    ) -> tuple[list[tuple[_Member, T]], list[tuple[_Member, Unavailable]]]:
         """`fn` on every replica of the shard: what each answered, and which failed.
 
         On database servers the replicas are written at once (the first in
@@ -377,21 +382,35 @@ class ShardMapBackend:
         turn (local and CPU-bound, they gain nothing from threads).
         """
         members = [member for member, _ in self._replicas[shard]]
-        running: dict[str, Future[Changes]] = {}
+        running: dict[str, Future[T]] = {}
         if self.parallel_writes:
             live = [m for m in members if m.health.allows()]
             running = {m.name: self._pool().submit(self._call, m, fn) for m in live[1:]}
-        answers: list[tuple[_Member, Changes]] = []
+        answers: list[tuple[_Member, T]] = []
         failed: list[tuple[_Member, Unavailable]] = []
         for member in members:
             try:
                 future = running.get(member.name)
-                changes = self._call(member, fn) if future is None else future.result()
+                answer = self._call(member, fn) if future is None else future.result()
             except Unavailable as exc:
                 failed.append((member, exc))
             else:
-                answers.append((member, changes))
+                answers.append((member, answer))
         return answers, failed
+
+    def _write(self, shard: int, what: Any, fn: Callable[[Backend], int]) -> int:
+        """`fn` (a write that no cache holds: index entries, timelines) on every replica.
+
+        Raises `Unavailable` unless every replica took it (the journal retries
+        it; these writes are idempotent merges too); returns the largest of the
+        replicas' answers (how many rows changed).
+        """
+        answers, failed = self._write_all(shard, fn)
+        if failed or self._behind:
+            self._note_misses(shard, what, answers, failed)
+        if failed:
+            raise _partly_written(shard, answers, failed)
+        return max(answer for _, answer in answers)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._writers is None:
@@ -403,8 +422,8 @@ class ShardMapBackend:
     def _note_misses(
         self,
         shard: int,
-        rows: tuple[Sequence[EdgeTuple], Sequence[ObjRow], Sequence[NodeRow]],
-        answers: list[tuple[_Member, Changes]],
+        rows: Any,
+        answers: Sequence[tuple[_Member, object]],
         failed: list[tuple[_Member, Unavailable]],
     ) -> None:
         """Remember which replicas missed this write, and forget those that now have it."""
@@ -432,6 +451,30 @@ class ShardMapBackend:
         if keys:
             for hook in self.forget_hooks:
                 hook(list(keys))
+
+    def index_apply(self, shard: int, entries: Sequence[IndexEntry]) -> int:
+        return self._write(shard, ("index", entries), lambda b: b.index_apply(shard, entries))
+
+    def index_purge(self, shard: int, index: int, before: int) -> int:
+        return self._write(
+            shard, ("purge", index, before), lambda b: b.index_purge(shard, index, before)
+        )
+
+    def index_drop(self, shard: int, index: int) -> None:
+        def drop(backend: Backend) -> int:
+            backend.index_drop(shard, index)
+            return 0
+
+        self._write(shard, ("drop", index), drop)
+
+    def merge_timelines(
+        self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
+    ) -> int:
+        return self._write(
+            shard,
+            ("timelines", sorted(writes.items()), cap),
+            lambda b: b.merge_timelines(shard, writes, cap),
+        )
 
     def allocate(self, shard: int, n: int) -> int:
         primary = self._primary(shard)
@@ -489,6 +532,31 @@ class ShardMapBackend:
     def objects(self, shard: int, ids: Sequence[int]) -> list[ObjRow]:
         return self._read(shard, lambda b: b.objects(shard, ids))
 
+    def objects_page(self, shard: int, otype: int, after: int, limit: int) -> list[ObjRow]:
+        return self._read(shard, lambda b: b.objects_page(shard, otype, after, limit))
+
+    def objects_count(self, shard: int, otype: int) -> int:
+        return self._read(shard, lambda b: b.objects_count(shard, otype))
+
+    def objects_since(
+        self, shard: int, otype: int, after: tuple[int, int], limit: int
+    ) -> list[ObjRow]:
+        return self._read(shard, lambda b: b.objects_since(shard, otype, after, limit))
+
+    def index_entries(self, shard: int, index: int, ids: Sequence[int]) -> list[IndexEntry]:
+        return self._read(shard, lambda b: b.index_entries(shard, index, ids))
+
+    def index_scan(self, shard: int, index: int, scan: IndexScan) -> list[tuple[bytes, int]]:
+        return self._read(shard, lambda b: b.index_scan(shard, index, scan))
+
+    def index_export(
+        self, shard: int, index: int, after: tuple[bytes, int] | None, limit: int
+    ) -> list[IndexEntry]:
+        return self._read(shard, lambda b: b.index_export(shard, index, after, limit))
+
+    def timelines(self, shard: int, owners: Sequence[int]) -> dict[int, bytes]:
+        return self._read(shard, lambda b: b.timelines(shard, owners))
+
     # -- graph-wide settings and maintenance ---------------------------------------------
 
     def get_meta(self, key: str) -> bytes | None:
@@ -540,3 +608,15 @@ class ShardMapBackend:
             if member.backend is not None:
                 member.backend.close()
                 member.backend = None
+
+
+def _partly_written(
+    shard: int, answers: Sequence[tuple[_Member, object]], failed: list[tuple[_Member, Unavailable]]
+) -> Unavailable:
+    """The error of a write some replicas missed (`partial` if others took it)."""
+    landed = ", ".join(m.name for m, _ in answers) or "no replica"
+    missed = ", ".join(f"{m.name} ({exc})" for m, exc in failed)
+    return Unavailable(
+        f"shard {shard}: written to {landed}, not to {missed}; the journal retries it",
+        partial=bool(answers),
+    )
