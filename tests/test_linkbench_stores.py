@@ -36,6 +36,12 @@ def _open(name: str, tmp_path: Path, database: str = "linkbench_test") -> Store:
         from bench.linkbench.stores.bare_mysql import BareMySQLStore
 
         return BareMySQLStore(MYSQL_URL, database)  # type: ignore[arg-type]
+    if name == "assocdb-mariadb":
+        from bench.linkbench.stores.assocdb_mariadb import AssocdbMariaDBStore
+
+        # A graph of its own: test runs sharing the server must not drop each other's.
+        graph = f"lb_{os.getpid()}_{abs(hash(tmp_path)) % 10**6}"
+        return AssocdbMariaDBStore(tmp_path, (T1, T2), MYSQL_URL, graph=graph)  # type: ignore[arg-type]
     return open_store(name, StoreContext(tmp_path, (T1, T2), MYSQL_URL))
 
 

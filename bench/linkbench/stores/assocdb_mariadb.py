@@ -1,8 +1,9 @@
 """assocdb on its MySQL/MariaDB backend: `AssocdbStore` over `assocdb.open(mysql://…)`.
 
 The graph is named `linkbench_assocdb` on the server of `--mysql-url` (its
-schemas `linkbench_assocdb_meta`, `_s0` … `_s15` are dropped first, so every
-run starts empty); the journal is a local file in the run's directory.
+schemas `linkbench_assocdb_meta`, `_s0` … `_s15`), dropped before and after
+the run, so every run starts empty; the journal is a local file in the run's
+directory.
 """
 
 from __future__ import annotations
@@ -30,11 +31,20 @@ class AssocdbMariaDBStore(AssocdbStore):
     name = "assocdb-mariadb"
 
     def __init__(
-        self, directory: str | Path, link_types: Sequence[int], server_url: str, shards: int = 16
+        self,
+        directory: str | Path,
+        link_types: Sequence[int],
+        server_url: str,
+        shards: int = 16,
+        graph: str = GRAPH,
     ) -> None:
-        url = graph_url(server_url)
-        MySQLBackend.drop(url)
-        super().__init__(directory, link_types, shards, url=url)
+        self._url = graph_url(server_url, graph)
+        MySQLBackend.drop(self._url)
+        super().__init__(directory, link_types, shards, url=self._url)
+
+    def close(self) -> None:
+        super().close()
+        MySQLBackend.drop(self._url)  # a run's graph is scratch, as its directory is
 
     def describe(self) -> str:
         return (
