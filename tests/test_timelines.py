@@ -416,3 +416,21 @@ def test_a_cached_read_fanout_issues_no_sql(graph: Graph) -> None:
     assert statements == []  # the followees and their lists came from the cache
     graph.post_delete(11, 111)  # and the cache follows writes
     assert [i.item for i in graph.home_timeline(1, limit=5).items] == [110, 109, 108, 107, 106]
+
+
+def test_times_at_the_ends_of_int64_pass_through_the_cache(graph: Graph) -> None:
+    graph.define_timeline("follows")
+    graph.assoc_add(1, "follows", 2)
+    graph.post(2, 100, 5)
+    assert [i.item for i in graph.user_timeline(2).items] == [100]  # the list is now cached
+    graph.post(2, 101, 2**63 - 1)
+    graph.post(2, 102, -(2**63))
+    graph.drain()
+    want = [
+        TimelineItem(101, 2, 2**63 - 1),
+        TimelineItem(100, 2, 5),
+        TimelineItem(102, 2, -(2**63)),
+    ]
+    assert graph.user_timeline(2).items == want
+    assert graph.home_timeline(1).items == want
+    assert graph.home_timeline(1, mode="read").items == want
