@@ -340,3 +340,24 @@ def test_a_hung_then_killed_server_costs_timeouts_not_writes(
     finally:
         graph.close()
         MySQLBackend.drop(url)
+
+
+def test_sessions_are_repeatable_read_whatever_the_server_default(
+    private_server: tuple[str, Callable[[int], None], Callable[[], None]],
+) -> None:
+    # The locking reads of apply and merge_timelines gap-lock absent keys only
+    # under REPEATABLE READ; under READ COMMITTED two first deliveries to one
+    # home timeline would both read nothing and the later upsert would drop
+    # the other's entry. So a server configured READ COMMITTED must not matter.
+    server, _, _ = private_server
+    admin = MySQLBackend.open(mysql_url("t_iso_admin", server), shards=1)
+    try:
+        admin._query(0, "SET GLOBAL tx_isolation = 'READ-COMMITTED'")
+    finally:
+        admin.close()
+        MySQLBackend.drop(mysql_url("t_iso_admin", server))
+    backend = MySQLBackend.open(mysql_url(f"t{uuid.uuid4().hex[:12]}_iso", server), shards=1)
+    try:
+        assert backend._query(0, "SELECT @@tx_isolation") == [("REPEATABLE-READ",)]
+    finally:
+        backend.close()

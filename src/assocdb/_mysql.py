@@ -14,11 +14,11 @@ schema `NAME_s{n}`, each with the tables of the SQLite backend:
 `apply` is the SQLite backend's: read the current rows of the written keys,
 fold the writes in with the pure merge rule of `_merge`, store the changed
 rows and the count deltas, in one transaction. Here the read is a locking
-read (`SELECT ... FOR UPDATE`, REPEATABLE READ, so absent keys are
-gap-locked): two applies on the same keys are serialized, and the second
-merges against the first's result, so counts stay exact. When InnoDB breaks
-a deadlock between two such transactions, the loser is simply run again
-(the merge is idempotent).
+read (`SELECT ... FOR UPDATE`, REPEATABLE READ, set on every connection
+whatever the server's default, so absent keys are gap-locked): two applies
+on the same keys are serialized, and the second merges against the first's
+result, so counts stay exact. When InnoDB breaks a deadlock between two
+such transactions, the loser is simply run again (the merge is idempotent).
 
 Connections come from one bounded pool per server (`_mysqlpool`); every
 statement goes through `_run`, the choke point that times it, reports it to
@@ -234,7 +234,16 @@ class MySQLBackend(MySQLIndexes):
 
         def connect() -> Any:
             try:
-                return self._driver.connect(**args)
+                conn = self._driver.connect(**args)
+                # The locking reads rely on gap locks, which READ COMMITTED does not
+                # take: pin the level whatever the server's default.
+                try:
+                    with conn.cursor() as cursor:
+                        cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                except Exception:
+                    conn.close()
+                    raise
+                return conn
             except Exception as exc:
                 raise map_driver_error(exc, f"connecting to {where}") from exc
 
