@@ -110,6 +110,19 @@ def schema(directory: str, schema_file: str | None) -> None:
             click.echo(f"limit = {kind.limit}\n")
         for otype in g.schema.object_types:
             click.echo(f"[object.{otype.name}]\n")
+        for index in g.schema.indexes:  # what `[index.NAME]` in a schema file defines
+            click.echo(f"[index.{index.name}]")
+            click.echo(f"otype = {_toml(g.schema.object_by_id(index.otype).name)}")
+            click.echo(f"properties = [{', '.join(_toml(p) for p in index.properties)}]")
+            for key in ("order", "shard_on"):
+                if getattr(index, key) is not None:
+                    click.echo(f"{key} = {_toml(getattr(index, key))}")
+            click.echo("unique = true\n" if index.unique else "")
+
+
+def _toml(text: str) -> str:
+    """A TOML basic string (property names may hold any character)."""
+    return msgspec.json.encode(text).decode()
 
 
 @main.command("import")
