@@ -50,6 +50,16 @@ def test_urls_name_the_graph_and_carry_options() -> None:
     assert not is_mysql_url(3)
 
 
+def test_a_spec_keeps_a_password_with_url_characters() -> None:
+    settings = parse_url("mysql://a%3Ab:p%40ss%2Fw%3Ard%25@127.0.0.1:1/g", shards=1)
+    backend = MySQLBackend(settings, 1)  # opens no connection until used
+    try:
+        again = parse_url(backend.spec()["url"])
+        assert (again.user, again.password, again.name) == ("a:b", "p@ss/w:rd%", "g")
+    finally:
+        backend.close()
+
+
 @pytest.mark.parametrize(
     ("url", "message"),
     [

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote
 
 from ._backend import CountMismatch, EdgeScan, Id2Row, ListRow, Tracer, map_driver_error
 from ._compress import pack, unpack
@@ -672,11 +673,11 @@ class MySQLBackend(MySQLIndexes):
 
     def spec(self) -> dict[str, Any]:
         s = self.settings
+        user = quote(s.user, safe="")
+        login = f"{user}:{quote(s.password, safe='')}" if s.password else user
         return {
             "kind": "mysql",
-            "url": f"mysql://{s.user}:{s.password}@{s.host}:{s.port}/{s.name}"
-            if s.password
-            else f"mysql://{s.user}@{s.host}:{s.port}/{s.name}",
+            "url": f"mysql://{login}@{s.host}:{s.port}/{s.name}",
             "shards": self.shards,
             "connect_timeout": s.connect_timeout,
             "query_timeout": s.query_timeout,
