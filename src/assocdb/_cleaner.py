@@ -88,8 +88,8 @@ class CleanerAPI(IndexesAPI):
         >>> while g.index_build("user_by_email", seconds=1.0).state != "ready": ...
         """
         index = self._index(name)
-        _check_positive(rate, "rate", zero=False)
-        _check_positive(seconds, "seconds", zero=True)
+        check_positive(rate, "rate", zero=False)
+        check_positive(seconds, "seconds", zero=True)
         state = self._build_state(index)
         clock = _Throttle(rate, seconds)
         page = PAGE
@@ -271,7 +271,7 @@ class CleanerAPI(IndexesAPI):
                 return
 
 
-def _check_positive(value: object, what: str, zero: bool) -> None:
+def check_positive(value: object, what: str, zero: bool) -> None:
     if value is None:
         return
     if (

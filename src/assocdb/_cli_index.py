@@ -13,6 +13,8 @@ import msgspec
 
 import assocdb
 
+from ._cleaner import check_positive
+
 _STEP = 0.5  # seconds per index_build call: how often the progress bar moves
 
 
@@ -71,8 +73,10 @@ def build(directory: str, name: str, rate: float | None, seconds: float | None) 
 
     Example: assocdb index build data/graph user_by_email --rate 20000
     """
-    deadline = None if seconds is None else time.monotonic() + seconds
     with _graph(directory) as g:
+        check_positive(rate, "rate", zero=False)  # also when there is nothing left to build
+        check_positive(seconds, "seconds", zero=True)
+        deadline = None if seconds is None else time.monotonic() + seconds
         status = g.index_status(name)
         left = max(0, status.total - status.scanned)
         with click.progressbar(length=left, label=f"building {name}", show_eta=True) as bar:
@@ -150,6 +154,7 @@ def drop(directory: str, name: str) -> None:
 @click.option("--high", help="Upper bound (inclusive) of the next key part, as JSON.")
 @click.option("--desc", is_flag=True, help="Largest keys first.")
 @click.option("--limit", default=20, show_default=True)
+@click.option("--cursor", help="A cursor printed by the previous page.")
 def query(
     directory: str,
     name: str,
@@ -158,6 +163,7 @@ def query(
     high: str | None,
     desc: bool,
     limit: int,
+    cursor: str | None,
 ) -> None:
     """Print the objects of index NAME whose leading key parts equal EQ (JSON, or text).
 
@@ -165,10 +171,18 @@ def query(
     """
     with _graph(directory) as g:
         page = g.index_query(
-            name, [_value(v) for v in eq], _value(low), _value(high), desc=desc, limit=limit
+            name,
+            [_value(v) for v in eq],
+            _value(low),
+            _value(high),
+            desc=desc,
+            limit=limit,
+            cursor=cursor,
         )
     for obj in page.items:
         click.echo(msgspec.json.encode(obj).decode())
+    if page.next_cursor is not None:
+        click.echo(f"next: --cursor {page.next_cursor}")
     if not page.complete:
         click.echo("(the index is still being built: objects not yet reached are missing)")
 
