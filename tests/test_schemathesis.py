@@ -11,9 +11,8 @@ from pathlib import Path
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from assocdb._wire import METHODS
-
 import assocdb
+from assocdb._wire import METHODS
 
 from .http_server import ADMIN, Server
 from .test_server import make_graph
