@@ -227,15 +227,6 @@ class CleanerAPI(IndexesAPI):
         if totals.repair:
             self._store(fixes)
 
-    def _objects_by_id(self, ids: list[int]) -> dict[int, ObjRow]:
-        by_shard: dict[int, list[int]] = {}
-        for id in ids:
-            by_shard.setdefault(shard_of(id, self._shards), []).append(id)
-        found: dict[int, ObjRow] = {}
-        for shard, some in by_shard.items():
-            found.update((row.id, row) for row in self._backend.objects(shard, some))
-        return found
-
     def _store(self, entries: Iterable[Routed]) -> None:
         by_shard: dict[int, list[IndexEntry]] = {}
         for shard, index, key, id, updated_at, version, state in entries:

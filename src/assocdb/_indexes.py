@@ -179,12 +179,7 @@ class IndexesAPI(GraphCore):
 
     def _recheck(self, index: IndexDef, rows: list[tuple[bytes, int]]) -> dict[Any, Obj]:
         """The entries that still hold: the object is live and has exactly that key."""
-        by_shard: dict[int, list[int]] = {}
-        for _, id in rows:
-            by_shard.setdefault(shard_of(id, self._shards), []).append(id)
-        stored: dict[int, ObjRow] = {}
-        for shard, ids in by_shard.items():
-            stored.update((row.id, row) for row in self._backend.objects(shard, ids))
+        stored = self._objects_by_id([id for _, id in rows])
         name = self._schema.object_by_id(index.otype).name
         found: dict[Any, Obj] = {}
         for key, id in rows:
@@ -194,6 +189,16 @@ class IndexesAPI(GraphCore):
             data = _json.decode(row.data)
             if key_of(index, data, row.updated_at, strict=False) == key:
                 found[(key, id)] = Obj(id, name, data, row.version, row.updated_at)
+        return found
+
+    def _objects_by_id(self, ids: list[int]) -> dict[int, ObjRow]:
+        """The stored rows of these objects (any state), one read per shard."""
+        by_shard: dict[int, list[int]] = {}
+        for id in ids:
+            by_shard.setdefault(shard_of(id, self._shards), []).append(id)
+        found: dict[int, ObjRow] = {}
+        for shard, some in by_shard.items():
+            found.update((row.id, row) for row in self._backend.objects(shard, some))
         return found
 
     def _check_unique(self, index: IndexDef, key: bytes, shard: int, id: int) -> None:

@@ -52,6 +52,7 @@ from ._merge import (
 )
 from ._mysql_indexes import MySQLIndexes
 from ._mysqlpool import Pool, Settings, connect_args, driver, parse_url
+from ._mysqlpool import errno_of as _errno
 from ._timeline_list import Entry as TimelineEntry
 from ._timeline_list import merge_blob
 
@@ -729,10 +730,3 @@ def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
 
 def _marks(n: int) -> str:
     return ",".join(["%s"] * n)
-
-
-def _errno(exc: BaseException) -> int | None:
-    """The server's or client's error number behind a mapped driver error."""
-    cause = exc.__cause__
-    args = getattr(cause, "args", ())
-    return args[0] if args and isinstance(args[0], int) else None
