@@ -13,35 +13,9 @@ import msgspec
 
 import assocdb
 
+from ._cli_graph import GRAPH, NEW_GRAPH
 from ._cli_index import index
 from ._datasets import ego_facebook
-from ._mysqlpool import is_mysql_url
-
-
-class GraphLocation(click.ParamType[Any]):
-    """A graph's directory, or a MySQL URL with its journal file:
-    mysql://root@127.0.0.1:3306/NAME?journal=data/NAME.journal"""
-
-    name = "directory|mysql-url"
-
-    def __init__(self, exists: bool) -> None:
-        self._path = click.Path(file_okay=False, exists=exists)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if is_mysql_url(value):
-            if "journal=" not in value:
-                self.fail(
-                    f"{value}: a graph on MySQL needs its journal file, a local file on "
-                    "durable storage: add ?journal=PATH to the URL",
-                    param,
-                    ctx,
-                )
-            return value
-        return self._path.convert(value, param, ctx)
-
-
-GRAPH = GraphLocation(exists=True)
-NEW_GRAPH = GraphLocation(exists=False)
 
 
 @click.group()
@@ -426,7 +400,7 @@ def timeline() -> None:
     """Timelines: set up, post, delete, and read home and user timelines."""
 
 
-_DIR = click.argument("directory", type=click.Path(file_okay=False, exists=True))
+_DIR = click.argument("directory", type=GRAPH)
 _MODE = click.Choice(["write", "read", "hybrid"])
 
 

@@ -14,6 +14,7 @@ import msgspec
 import assocdb
 
 from ._cleaner import check_positive
+from ._cli_graph import GRAPH
 
 _STEP = 0.5  # seconds per index_build call: how often the progress bar moves
 
@@ -34,7 +35,7 @@ def index() -> None:
 
 
 @index.command("define")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name")
 @click.argument("otype")
 @click.argument("properties", nargs=-1, required=True)
@@ -62,7 +63,7 @@ def define(
 
 
 @index.command("build")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name")
 @click.option("--rate", type=float, help="At most this many objects per second.")
 @click.option("--seconds", type=float, help="Stop after this long (run again to resume).")
@@ -91,7 +92,7 @@ def build(directory: str, name: str, rate: float | None, seconds: float | None) 
 
 
 @index.command("status")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name", required=False)
 def status(directory: str, name: str | None) -> None:
     """Print every index (or NAME) with its state and build progress.
@@ -114,7 +115,7 @@ def status(directory: str, name: str | None) -> None:
 
 
 @index.command("check")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name")
 @click.option("--repair", is_flag=True, help="Fix what is found.")
 def check(directory: str, name: str, repair: bool) -> None:
@@ -134,7 +135,7 @@ def check(directory: str, name: str, repair: bool) -> None:
 
 
 @index.command("drop")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name")
 def drop(directory: str, name: str) -> None:
     """Stop maintaining index NAME and remove its tables.
@@ -147,7 +148,7 @@ def drop(directory: str, name: str) -> None:
 
 
 @index.command("query")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name")
 @click.argument("eq", nargs=-1)
 @click.option("--low", help="Lower bound (inclusive) of the next key part, as JSON.")
