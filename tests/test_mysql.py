@@ -371,3 +371,22 @@ def test_sessions_are_repeatable_read_whatever_the_server_default(
         assert backend._query(0, "SELECT @@tx_isolation") == [("REPEATABLE-READ",)]
     finally:
         backend.close()
+
+
+def test_a_graph_made_before_timelines_gets_its_timelines_table_when_first_written(
+    mysql: Stores,
+) -> None:
+    graph = mysql.open("old", shards=2)
+    backend = graph._backend
+    assert isinstance(backend, MySQLBackend)
+    for shard in range(2):  # as a graph created before home timelines were stored
+        backend._query(shard, backend._q("DROP TABLE {s}.timelines", shard))
+    graph.define_assoc("follows", inverse="followed_by")
+    graph.define_timeline("follows")
+    for user in range(2, 8):
+        graph.assoc_add(user, "follows", 1)
+    assert graph.home_timeline(2).items == []  # a missing table reads as empty
+    graph.post(1, 100, 10)
+    assert graph.drain(10)
+    for user in range(2, 8):
+        assert [i.item for i in graph.home_timeline(user).items] == [100]

@@ -68,6 +68,10 @@ _DEADLOCK_TRIES = 8
 _RETRYABLE = {1213: "deadlock", 1020: "record changed"}  # the transaction may simply rerun
 _GONE = {2006, 2013, 2055}  # the server closed an idle connection
 
+_NO_TABLE = 1146  # ER_NO_SUCH_TABLE
+_TIMELINES_DDL = """CREATE TABLE IF NOT EXISTS {s}.timelines (
+    owner BIGINT NOT NULL PRIMARY KEY, entries MEDIUMBLOB NOT NULL
+) ENGINE=InnoDB"""
 _SHARD_DDL = [
     """CREATE TABLE IF NOT EXISTS {s}.edges (
         id1 BIGINT NOT NULL, atype INT NOT NULL, id2 BIGINT NOT NULL,
@@ -93,9 +97,7 @@ _SHARD_DDL = [
         name VARCHAR(32) NOT NULL PRIMARY KEY, value BIGINT NOT NULL
     ) ENGINE=InnoDB""",
     # A capped home timeline (`_timeline_list`): up to 10,000 entries of 32 bytes.
-    """CREATE TABLE IF NOT EXISTS {s}.timelines (
-        owner BIGINT NOT NULL PRIMARY KEY, entries MEDIUMBLOB NOT NULL
-    ) ENGINE=InnoDB""",
+    _TIMELINES_DDL,
 ]
 _META_DDL = """CREATE TABLE IF NOT EXISTS {s}.meta (
     name VARCHAR(191) NOT NULL PRIMARY KEY, value MEDIUMBLOB NOT NULL
@@ -474,12 +476,29 @@ class MySQLBackend(MySQLIndexes):
             sql = (
                 f"SELECT owner, entries FROM {{s}}.timelines WHERE owner IN ({_marks(len(chunk))})"
             )
-            found.update(
-                (o, bytes(blob)) for o, blob in self._query(shard, self._q(sql, shard), chunk)
-            )
+            try:
+                rows = self._query(shard, self._q(sql, shard), chunk)
+            except AssocdbError as exc:
+                if _errno(exc) != _NO_TABLE:
+                    raise
+                return {}  # a graph created before timelines: none written yet
+            found.update((o, bytes(blob)) for o, blob in rows)
         return found
 
     def merge_timelines(
+        self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
+    ) -> int:
+        try:
+            return self._merge_timelines(shard, writes, cap)
+        except AssocdbError as exc:
+            if _errno(exc) != _NO_TABLE:
+                raise
+        # A graph created before home timelines were stored: add their table.
+        with self._session(slow=True) as session:  # DDL waits for the disk
+            self._run(session, shard, self._q(_TIMELINES_DDL, shard))
+        return self._merge_timelines(shard, writes, cap)
+
+    def _merge_timelines(
         self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
     ) -> int:
         def body(session: Session) -> int:
