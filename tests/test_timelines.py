@@ -434,3 +434,11 @@ def test_times_at_the_ends_of_int64_pass_through_the_cache(graph: Graph) -> None
     assert graph.user_timeline(2).items == want
     assert graph.home_timeline(1).items == want
     assert graph.home_timeline(1, mode="read").items == want
+
+
+def test_define_timeline_keeps_an_existing_posts_type_as_it_is(graph: Graph) -> None:
+    graph.define_assoc("posted", limit=100)
+    graph.define_timeline("follows")
+    assert graph.schema.assoc_type("posted").limit == 100
+    graph.define_timeline("follows", posts="shared")  # a new one is defined
+    assert graph.schema.assoc_type("shared").limit == 6000

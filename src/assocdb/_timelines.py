@@ -34,7 +34,7 @@ import msgspec
 from . import _cursor
 from ._assoc_reads import AssocReadsAPI
 from ._backend import EdgeScan, ListRow
-from ._errors import InvalidRequest, NotFound
+from ._errors import InvalidRequest, NotFound, UnknownType
 from ._fanout import FanoutJob
 from ._ids import check_id, check_int64, shard_of
 from ._merge import State
@@ -103,7 +103,10 @@ class TimelinesAPI(AssocReadsAPI):
             )
         if posts in (follows, kind.inverse):
             raise InvalidRequest(f"posts must be a type of its own, not {posts!r}")
-        self.define_assoc(posts)
+        try:
+            self._assoc_type(posts)  # an existing type is used as it is (its limit kept)
+        except UnknownType:
+            self.define_assoc(posts)
         config = TimelineConfig(follows, posts, mode, cap, celebrity_threshold)
         while True:
             raw = self._backend.get_meta(_CONFIG_KEY)
