@@ -53,7 +53,8 @@ class _Chunk:
 
     def entry(self, i: int) -> Entry:
         time = self.keys[2 * i]
-        return (time, self.keys[2 * i + 1], self.offsets[i] + _base(time))
+        base = time * 1000 if -_BASE <= time <= _BASE else _base(time)  # inline: a hot path
+        return (time, self.keys[2 * i + 1], self.offsets[i] + base)
 
     def position(self, key: Key) -> int:
         """Index of the first entry whose key is <= `key` (the list is descending)."""
