@@ -420,3 +420,10 @@ def test_a_failed_index_write_does_not_leave_the_cache_stale(graph: Graph) -> No
     assert graph.drain(10)
     assert graph.obj_get(id).data == {"age": 2}  # type: ignore[union-attr]
     assert [o.id for o in graph.index_query("by_age", [2]).items] == [id]
+
+
+def test_an_overlong_index_cursor_is_not_echoed_whole(graph: Graph) -> None:
+    graph.define_index("by_age", "user", ["age"])
+    with pytest.raises(InvalidCursor) as caught:
+        graph.index_query("by_age", cursor="A" * 100_000)
+    assert len(str(caught.value)) < 200

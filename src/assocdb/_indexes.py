@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from . import _json, _keys
 from ._backend import IndexScan
 from ._core import GraphCore
+from ._cursor import shown
 from ._entities import key_of, shard_for_value
 from ._errors import Conflict, InvalidCursor, InvalidRequest, NotFound
 from ._ids import shard_of
@@ -268,7 +269,7 @@ def _encode_cursor(scope: bytes, after: tuple[bytes, int]) -> str:
 
 def _decode_cursor(scope: bytes, token: object) -> tuple[bytes, int]:
     if not isinstance(token, str) or not 0 < len(token) <= 2 * _keys.MAX_KEY_BYTES:
-        raise InvalidCursor(f"a cursor is a string returned by a page, got {token!r}")
+        raise InvalidCursor(f"a cursor is a string returned by a page, got {shown(token)}")
     try:
         raw = urlsafe_b64decode(token + "=" * (-len(token) % 4))
     except ValueError:
