@@ -442,3 +442,18 @@ def test_define_timeline_keeps_an_existing_posts_type_as_it_is(graph: Graph) -> 
     assert graph.schema.assoc_type("posted").limit == 100
     graph.define_timeline("follows", posts="shared")  # a new one is defined
     assert graph.schema.assoc_type("shared").limit == 6000
+
+
+def test_an_item_deleted_in_read_mode_stays_deleted_in_write_mode(graph: Graph) -> None:
+    graph.define_timeline("follows", mode="write")
+    graph.assoc_add(2, "follows", 1)
+    graph.post(1, 100, 10)
+    graph.post(1, 101, 11)
+    assert graph.drain(10)
+    graph.define_timeline("follows", mode="read")
+    graph.post_delete(1, 100)
+    assert graph.drain(10)
+    assert [i.item for i in graph.home_timeline(2).items] == [101]
+    graph.define_timeline("follows", mode="write")  # the home lists are read again
+    assert [i.item for i in graph.home_timeline(2).items] == [101]
+    assert [i.item for i in graph.home_timeline(2, mode="hybrid").items] == [101]

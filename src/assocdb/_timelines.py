@@ -57,6 +57,7 @@ MAX_READ_FANOUT = 5000
 PARALLEL_READS: Literal["auto", "always", "never"] = "auto"
 _CONFIG_KEY = "timeline"
 _CELEBRITIES_KEY = "timeline_celebrities"
+_FANNED_KEY = "timeline_fanned_out"  # set once the graph has been in write or hybrid mode
 _CONFIG_SECONDS = 1.0  # how long a process trusts its copy of the config
 _ALL_STATES: list[int] = [State.NORMAL, State.NEGATIVE, State.ARCHIVED, State.REMOVED]
 _pool_lock = threading.Lock()
@@ -82,7 +83,8 @@ class TimelinesAPI(AssocReadsAPI):
 
         `follows` must have an inverse (an author's followers list); `posts`
         is defined as a type if missing. Changing `mode` later applies to new
-        posts: home lists are neither back-filled nor cleared.
+        posts: home lists are neither back-filled nor cleared (deletes still reach
+        them, so switching back to write mode shows no deleted item).
 
         >>> g.define_assoc("follows", inverse="followed_by")
         >>> g.define_timeline("follows", mode="hybrid", celebrity_threshold=100_000)
@@ -110,6 +112,9 @@ class TimelinesAPI(AssocReadsAPI):
         config = TimelineConfig(follows, posts, mode, cap, celebrity_threshold)
         while True:
             raw = self._backend.get_meta(_CONFIG_KEY)
+            before = None if raw is None else msgspec.json.decode(raw, type=TimelineConfig)
+            if mode != "read" or (before is not None and before.mode != "read"):
+                self._backend.swap_meta(_FANNED_KEY, None, b"1")  # sticky: a no-op if set
             if self._backend.swap_meta(_CONFIG_KEY, raw, msgspec.json.encode(config)):
                 break
         self._timeline_cache = (_time.monotonic(), config)
@@ -179,7 +184,9 @@ class TimelinesAPI(AssocReadsAPI):
         result = self._submit(
             EdgeWrite(posts.id, None, author, item, State.REMOVED, ua, time, None), ua
         )
-        if config.mode != "read":
+        # Home lists may hold the item if the graph ever fanned out on write: a
+        # later switch back to write mode must not bring a deleted item back.
+        if config.mode != "read" or self._backend.get_meta(_FANNED_KEY) is not None:
             tombstone = entry(time, item, author, ua, deleted=True)
             self._submit_background(
                 FanoutJob(author, followers.id, _ALL_STATES, tombstone, config.cap)
