@@ -306,8 +306,8 @@ class Applier:
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
         return True
 
-    def _resolve(self, job: int, work: Operation) -> Rows | BaseException:
-        """The rows a write resolves to against what is stored (journalled), or why not yet."""
+    def _resolve(self, job: int, work: EdgeWrite | TypeChange | ObjectWrite) -> Rows | Exception:
+        """The rows a write comes to against what is stored (journaled), or why not yet."""
         if self.pending.blocked(work.keys, before=job):
             return Unavailable("waiting for an earlier write to the same row")
         try:
