@@ -58,6 +58,7 @@ PARALLEL_READS: Literal["auto", "always", "never"] = "auto"
 _CONFIG_KEY = "timeline"
 _CELEBRITIES_KEY = "timeline_celebrities"
 _FANNED_KEY = "timeline_fanned_out"  # set once the graph has been in write or hybrid mode
+_STARS_ASKED = 2000  # celebrities a hybrid read asks about at most, before reading follows
 _CONFIG_SECONDS = 1.0  # how long a process trusts its copy of the config
 _ALL_STATES: list[int] = [State.NORMAL, State.NEGATIVE, State.ARCHIVED, State.REMOVED]
 _pool_lock = threading.Lock()
@@ -224,7 +225,7 @@ class TimelinesAPI(AssocReadsAPI):
         else:
             sources.add(self._home_source(user, follows))
             if mode == "hybrid":
-                stars = self._followed(user, follows, set(self._celebrities()))
+                stars = self._followed_celebrities(user, follows)
                 sources.add_authors(scan, self._shards, sorted(stars))
         return _page(*sources.page(scope, seek, limit))
 
@@ -316,13 +317,28 @@ class TimelinesAPI(AssocReadsAPI):
 
         return scan
 
-    def _followees(self, user: int, follows: AssocType) -> list[int]:
-        """Up to MAX_READ_FANOUT accounts `user` follows, newest follows first."""
+    def _followed_celebrities(self, user: int, follows: AssocType) -> set[int]:
+        """The celebrities `user` follows, looked up from the smaller side.
+
+        Asking about every celebrity costs a statement per 500 of them; reading
+        the user's follows costs one per 1,000 follows, so with many celebrities
+        and a user who follows fewer accounts, the follows are read instead.
+        """
+        stars = set(self._celebrities())
+        if len(stars) > _STARS_ASKED:
+            shard = shard_of(user, self._shards)
+            following = self._backend.counts(shard, user, follows.id).get(State.NORMAL, 0)
+            if following < len(stars):  # the bound covers follows added meanwhile
+                return stars.intersection(self._followees(user, follows, len(stars)))
+        return self._followed(user, follows, stars)
+
+    def _followees(self, user: int, follows: AssocType, most: int = MAX_READ_FANOUT) -> list[int]:
+        """Up to `most` accounts `user` follows, newest follows first."""
         scan = self._list_scan(follows)
         found: list[int] = []
         seek = _cursor.START
-        while len(found) < MAX_READ_FANOUT:
-            want = min(1000, MAX_READ_FANOUT - len(found))
+        while len(found) < most:
+            want = min(1000, most - len(found))
             rows = scan(user, seek, want)
             found += [r[0] for r in rows]
             if len(rows) < want:
