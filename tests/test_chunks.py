@@ -84,3 +84,21 @@ def test_an_entry_costs_20_bytes_in_the_common_case() -> None:
     assert PackedList(entries).nbytes() == 20 * 1000
     odd = [(n, n, 10**15) for n in range(1000)]  # explicit times: offsets need 64 bits
     assert PackedList(sorted(odd, reverse=True)).nbytes() == 24 * 1000
+
+
+def test_times_at_the_ends_of_int64() -> None:
+    # An edge's time is any signed 64-bit integer; `time * 1000` then is not,
+    # and the offset from it must still fit its array.
+    now = 1_795_000_000_000_000  # µs, as write stamps are
+    entries = [(2**63 - 1, 1, now), (2**53, 4, now + 1), (5, 2, now), (-(2**63), 3, now)]
+    inserted = PackedList()
+    for e in reversed(entries):
+        inserted.insert(e)
+    for packed in (PackedList(entries), inserted):
+        assert list(packed) == entries
+        assert packed.columns(0, 4) == (
+            [1, 4, 2, 3],
+            [e[0] for e in entries],
+            [e[2] for e in entries],
+        )
+        assert packed.find((-(2**63), 3)) == entries[-1]

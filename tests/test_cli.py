@@ -114,6 +114,25 @@ def test_a_mysql_url_without_a_journal_is_a_usage_error() -> None:
     assert "add ?journal=PATH" in result.output
 
 
+def test_the_printed_schema_recreates_the_schema_indexes_included(tmp_path: Path) -> None:
+    runner = CliRunner()
+    schema = tmp_path / "schema.toml"
+    schema.write_text(
+        '[assoc.follows]\ninverse = "followed_by"\nlimit = 100\n[object.user]\n'
+        '[index.by_email]\notype = "user"\nproperties = ["email"]\nunique = true\n'
+        'shard_on = "email"\n'
+        '[index.by_age]\notype = "user"\nproperties = ["age", "city"]\norder = "recency"\n'
+    )
+    first, second = str(tmp_path / "a"), str(tmp_path / "b")
+    assert runner.invoke(main, ["init", first, "--schema", str(schema)]).exit_code == 0
+    printed = runner.invoke(main, ["schema", first]).output
+    assert "[index.by_email]" in printed
+    again = tmp_path / "again.toml"
+    again.write_text(printed)
+    assert runner.invoke(main, ["init", second, "--schema", str(again)]).exit_code == 0
+    assert runner.invoke(main, ["schema", second]).output == printed
+
+
 def test_shards_commands(tmp_path: Path) -> None:
     import assocdb
 

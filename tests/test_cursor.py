@@ -143,3 +143,9 @@ def test_a_cursor_for_another_key_shape_is_refused() -> None:
     token = encode(SCOPE, Seek(True, (1, 2), False))
     with pytest.raises(InvalidCursor):
         decode(SCOPE, token, 1)
+
+
+def test_an_overlong_cursor_is_not_echoed_whole() -> None:
+    with pytest.raises(InvalidCursor) as caught:
+        decode(b"scope", "A" * 100_000, 2)
+    assert len(str(caught.value)) < 200

@@ -397,3 +397,33 @@ def test_purge_deletes_old_removal_entries_only(graph: Graph) -> None:
     assert removals() == 0
     assert live_entries(graph, "by_city_recent") == rebuilt(graph, "by_city_recent")
     assert [o.id for o in graph.index_query("by_city_recent", ["oslo"]).items] == [a]
+
+
+def test_a_failed_index_write_does_not_leave_the_cache_stale(graph: Graph) -> None:
+    # The object row and its entries are two statements on one shard; when the
+    # entries fail, the row is already stored, and the retry changes nothing
+    # more: the cache must have learnt of the row the first time.
+    graph.define_index("by_age", "user", ["age"])
+    graph.index_build("by_age")
+    id = graph.obj_add("user", {"age": 1})
+    assert graph.obj_get(id).data == {"age": 1}  # type: ignore[union-attr]  # cached now
+
+    def entries_fail(shard: int, sql: str) -> None:
+        if "index_" in sql and sql.lstrip().upper().startswith("INSERT"):
+            raise sqlite3.OperationalError("disk I/O error")
+
+    faults = graph._backend.faults  # type: ignore[attr-defined]
+    faults.append(entries_fail)
+    assert graph.obj_update(id, {"age": 2}).status == "queued"
+    faults.clear()
+    graph.queue_retry()
+    assert graph.drain(10)
+    assert graph.obj_get(id).data == {"age": 2}  # type: ignore[union-attr]
+    assert [o.id for o in graph.index_query("by_age", [2]).items] == [id]
+
+
+def test_an_overlong_index_cursor_is_not_echoed_whole(graph: Graph) -> None:
+    graph.define_index("by_age", "user", ["age"])
+    with pytest.raises(InvalidCursor) as caught:
+        graph.index_query("by_age", cursor="A" * 100_000)
+    assert len(str(caught.value)) < 200

@@ -50,6 +50,16 @@ def test_urls_name_the_graph_and_carry_options() -> None:
     assert not is_mysql_url(3)
 
 
+def test_a_spec_keeps_a_password_with_url_characters() -> None:
+    settings = parse_url("mysql://a%3Ab:p%40ss%2Fw%3Ard%25@127.0.0.1:1/g", shards=1)
+    backend = MySQLBackend(settings, 1)  # opens no connection until used
+    try:
+        again = parse_url(backend.spec()["url"])
+        assert (again.user, again.password, again.name) == ("a:b", "p@ss/w:rd%", "g")
+    finally:
+        backend.close()
+
+
 @pytest.mark.parametrize(
     ("url", "message"),
     [
@@ -340,3 +350,43 @@ def test_a_hung_then_killed_server_costs_timeouts_not_writes(
     finally:
         graph.close()
         MySQLBackend.drop(url)
+
+
+def test_sessions_are_repeatable_read_whatever_the_server_default(
+    private_server: tuple[str, Callable[[int], None], Callable[[], None]],
+) -> None:
+    # The locking reads of apply and merge_timelines gap-lock absent keys only
+    # under REPEATABLE READ; under READ COMMITTED two first deliveries to one
+    # home timeline would both read nothing and the later upsert would drop
+    # the other's entry. So a server configured READ COMMITTED must not matter.
+    server, _, _ = private_server
+    admin = MySQLBackend.open(mysql_url("t_iso_admin", server), shards=1)
+    try:
+        admin._query(0, "SET GLOBAL tx_isolation = 'READ-COMMITTED'")
+    finally:
+        admin.close()
+        MySQLBackend.drop(mysql_url("t_iso_admin", server))
+    backend = MySQLBackend.open(mysql_url(f"t{uuid.uuid4().hex[:12]}_iso", server), shards=1)
+    try:
+        assert backend._query(0, "SELECT @@tx_isolation") == [("REPEATABLE-READ",)]
+    finally:
+        backend.close()
+
+
+def test_a_graph_made_before_timelines_gets_its_timelines_table_when_first_written(
+    mysql: Stores,
+) -> None:
+    graph = mysql.open("old", shards=2)
+    backend = graph._backend
+    assert isinstance(backend, MySQLBackend)
+    for shard in range(2):  # as a graph created before home timelines were stored
+        backend._query(shard, backend._q("DROP TABLE {s}.timelines", shard))
+    graph.define_assoc("follows", inverse="followed_by")
+    graph.define_timeline("follows")
+    for user in range(2, 8):
+        graph.assoc_add(user, "follows", 1)
+    assert graph.home_timeline(2).items == []  # a missing table reads as empty
+    graph.post(1, 100, 10)
+    assert graph.drain(10)
+    for user in range(2, 8):
+        assert [i.item for i in graph.home_timeline(user).items] == [100]

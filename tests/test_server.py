@@ -346,3 +346,69 @@ def test_timeline_errors_over_http(server: Server, client: Client) -> None:
     assert raw(server, "post", {"author": 1, "item": 2}, token=READER).status_code == 403
     assert raw(server, "define_timeline", {}, token=WRITER).status_code == 403
     assert raw(server, "home_timeline", {"user": 1}, token=READER).status_code == 200
+
+
+def test_index_and_timeline_bad_input_over_http_leaves_the_store_unchanged(
+    server: Server, client: Client
+) -> None:
+    client.define_object("member")
+    client.define_index("member_by_email", "member", ["email"], shard_on="email")
+    client.define_index("member_by_age", "member", ["age"], order="recency")
+    for n in range(3):
+        client.obj_add("member", {"email": f"m{n}@x", "age": 40})
+    client.index_build("member_by_email")
+    client.index_build("member_by_age")
+    client.define_timeline("follows")
+    client.assoc_add(9001, "follows", 9002)
+    client.post(9002, 10, 1)
+    client.post(9002, 11, 2)
+    assert client.drain(10)
+    before = (client.indexes(), client.index_check("member_by_email"), client.timeline_config())
+    page = client.index_query("member_by_age", [40], limit=1)
+    home = client.home_timeline(9001, limit=1)
+    assert page.next_cursor is not None
+    assert home.next_cursor is not None
+    q = {"name": "member_by_age"}
+    bad: list[tuple[str, object, int, str]] = [
+        ("index_query", {"name": "nope"}, 404, "not_found"),
+        ("index_query", {**q, "eq": "40"}, 400, "invalid_request"),
+        ("index_query", {**q, "eq": [{"a": 1}]}, 400, "invalid_request"),
+        ("index_query", {**q, "eq": [2**63]}, 400, "invalid_request"),
+        ("index_query", {**q, "eq": ["x" * 2000]}, 400, "invalid_request"),
+        ("index_query", {**q, "eq": [40, 1, 2]}, 400, "invalid_request"),
+        ("index_query", {**q, "limit": 10**9}, 400, "invalid_request"),
+        ("index_query", {**q, "cursor": "garbage"}, 400, "invalid_cursor"),
+        ("index_query", {**q, "eq": [41], "cursor": page.next_cursor}, 400, "invalid_cursor"),
+        ("index_query", {**q, "cursor": home.next_cursor}, 400, "invalid_cursor"),
+        ("index_query", b'{"name": "member_by_age", "eq": [NaN]}', 400, "invalid_request"),
+        ("index_query", b"not json", 400, "invalid_request"),
+        ("define_index", {"name": "x", "otype": "nope", "properties": ["a"]}, 400, "unknown_type"),
+        ("define_index", {"name": "x", "otype": "member", "properties": []}, 400, "schema_error"),
+        (
+            "define_index",
+            {"name": "member_by_age", "otype": "member", "properties": ["b"]},
+            400,
+            "schema_error",
+        ),
+        ("drop_index", {"name": "nope"}, 404, "not_found"),
+        ("index_build", {"name": "member_by_age", "rate": 0}, 400, "invalid_request"),
+        ("index_build", b'{"name": "member_by_age", "seconds": Infinity}', 400, "invalid_request"),
+        ("post", {"author": 2**63, "item": 1}, 400, "invalid_request"),
+        ("post", {"author": 1, "item": -1}, 400, "invalid_request"),
+        ("post", {"author": 1, "item": 1, "updated_at": 2**63 - 1}, 400, "invalid_request"),
+        ("user_timeline", {"author": 1, "limit": 10**9}, 400, "invalid_request"),
+        ("home_timeline", {"user": 9002, "cursor": home.next_cursor}, 400, "invalid_cursor"),
+        ("user_timeline", {"author": 9001, "cursor": home.next_cursor}, 400, "invalid_cursor"),
+        ("home_timeline", {"user": 9001, "cursor": page.next_cursor}, 400, "invalid_cursor"),
+        ("define_timeline", {"cap": 10**9}, 400, "invalid_request"),
+        ("define_timeline", {"posts": "follows"}, 400, "invalid_request"),
+    ]
+    for method, body, status, code in bad:
+        answer = raw(server, method, body)
+        assert answer.status_code == status, (method, body, answer.text)
+        error = answer.json()["error"]
+        assert (error["code"], bool(error["message"])) == (code, True), (method, body)
+    after = (client.indexes(), client.index_check("member_by_email"), client.timeline_config())
+    assert after == before
+    client.drop_index("member_by_email")
+    client.drop_index("member_by_age")

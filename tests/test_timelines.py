@@ -416,3 +416,78 @@ def test_a_cached_read_fanout_issues_no_sql(graph: Graph) -> None:
     assert statements == []  # the followees and their lists came from the cache
     graph.post_delete(11, 111)  # and the cache follows writes
     assert [i.item for i in graph.home_timeline(1, limit=5).items] == [110, 109, 108, 107, 106]
+
+
+def test_times_at_the_ends_of_int64_pass_through_the_cache(graph: Graph) -> None:
+    graph.define_timeline("follows")
+    graph.assoc_add(1, "follows", 2)
+    graph.post(2, 100, 5)
+    assert [i.item for i in graph.user_timeline(2).items] == [100]  # the list is now cached
+    graph.post(2, 101, 2**63 - 1)
+    graph.post(2, 102, -(2**63))
+    graph.drain()
+    want = [
+        TimelineItem(101, 2, 2**63 - 1),
+        TimelineItem(100, 2, 5),
+        TimelineItem(102, 2, -(2**63)),
+    ]
+    assert graph.user_timeline(2).items == want
+    assert graph.home_timeline(1).items == want
+    assert graph.home_timeline(1, mode="read").items == want
+
+
+def test_define_timeline_keeps_an_existing_posts_type_as_it_is(graph: Graph) -> None:
+    graph.define_assoc("posted", limit=100)
+    graph.define_timeline("follows")
+    assert graph.schema.assoc_type("posted").limit == 100
+    graph.define_timeline("follows", posts="shared")  # a new one is defined
+    assert graph.schema.assoc_type("shared").limit == 6000
+
+
+def test_an_item_deleted_in_read_mode_stays_deleted_in_write_mode(graph: Graph) -> None:
+    graph.define_timeline("follows", mode="write")
+    graph.assoc_add(2, "follows", 1)
+    graph.post(1, 100, 10)
+    graph.post(1, 101, 11)
+    assert graph.drain(10)
+    graph.define_timeline("follows", mode="read")
+    graph.post_delete(1, 100)
+    assert graph.drain(10)
+    assert [i.item for i in graph.home_timeline(2).items] == [101]
+    graph.define_timeline("follows", mode="write")  # the home lists are read again
+    assert [i.item for i in graph.home_timeline(2).items] == [101]
+    assert [i.item for i in graph.home_timeline(2, mode="hybrid").items] == [101]
+
+
+def test_hybrid_reads_with_many_celebrities_look_up_the_smaller_side(graph: Graph) -> None:
+    from array import array
+
+    graph.define_timeline("follows", mode="hybrid", celebrity_threshold=0)
+    stars = array("q", range(10_000, 30_000)).tobytes()  # 20,000 celebrities
+    graph._backend.swap_meta("timeline_celebrities", None, stars)
+    graph.assoc_add(1, "follows", 15_000)
+    graph.post(15_000, 7, 1)
+    assert graph.drain(10)
+    statements: list[str] = []
+    undo = graph.trace(lambda shard, sql, seconds: statements.append(sql))
+    page = graph.home_timeline(1)
+    undo()
+    assert [i.item for i in page.items] == [7]
+    assert len(statements) < 10  # not one lookup per 500 celebrities
+
+
+def test_hybrid_reads_that_read_the_follows_see_every_followed_celebrity(graph: Graph) -> None:
+    from array import array
+
+    graph.define_timeline("follows", mode="hybrid", celebrity_threshold=100)
+    stars = array("q", range(10_000, 13_000)).tobytes()  # 3,000 celebrities
+    graph._backend.swap_meta("timeline_celebrities", None, stars)
+    authors = [10_001, 11_500, 12_999, 5, 6]  # three celebrities, two who fan out
+    for n, author in enumerate(authors):
+        graph.assoc_add(1, "follows", author)
+        graph.post(author, 100 + n, n)
+    graph.post(10_002, 999, 99)  # a celebrity user 1 does not follow
+    assert graph.drain(10)
+    want = [104, 103, 102, 101, 100]
+    assert [i.item for i in graph.home_timeline(1).items] == want
+    assert [i.item for i in graph.home_timeline(1, mode="read").items] == want

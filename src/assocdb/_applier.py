@@ -37,7 +37,6 @@ from ._errors import Unavailable
 from ._fanout import Deliveries, FanoutJob, fanout_page
 from ._ids import shard_of
 from ._journal import Failure, Journal
-from ._merge import NO_CHANGES, Changes
 from ._ops import (
     EdgeWrite,
     Key,
@@ -290,7 +289,7 @@ class Applier:
                 errors.append(exc)
                 continue
             try:
-                changes = self._apply_leg(leg)
+                self._apply_leg(leg)
             except Unavailable as exc:
                 self._leg_unavailable(leg.shard, exc)
                 errors.append(exc)
@@ -299,8 +298,6 @@ class Applier:
                 errors.append(exc)
                 continue
             self.health.succeeded(leg.shard)
-            if self.cache is not None:
-                self.cache.apply(changes)
             done |= 1 << number
         if errors:
             return self._failed(job, done, attempts, retries, start, errors)
@@ -323,13 +320,15 @@ class Applier:
         self.journal.resolved(job, encode(rows))
         return rows
 
-    def _apply_leg(self, leg: Leg) -> Changes:
-        changes = NO_CHANGES
+    def _apply_leg(self, leg: Leg) -> None:
         if leg.edges or leg.objects or leg.nodes:
             changes = self.backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
+            # Now, not after the entries: if they fail, the retry of the leg finds
+            # the rows stored and changes nothing, so the cache would never learn.
+            if self.cache is not None:
+                self.cache.apply(changes)
         if leg.entries:  # secondary index entries: no cache holds them
             self.backend.index_apply(leg.shard, leg.entries)
-        return changes
 
     def _leg_unavailable(self, shard: int, exc: Unavailable) -> None:
         """Count a failed leg against its shard, unless it landed on some of the shard's

@@ -1,7 +1,9 @@
-"""A bulk-load worker process: `python -m assocdb._bulkworker SPEC` (see `_workers`)."""
+"""A bulk-load worker process: `python -m assocdb._bulkworker`, the backend spec in
+$ASSOCDB_BULK_WORKER_SPEC (see `_workers`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -9,7 +11,7 @@ import msgspec
 
 from ._errors import AssocdbError
 from ._open import open_backend
-from ._workers import HEADER, send
+from ._workers import HEADER, SPEC_VARIABLE, send
 
 _Row = tuple[int, int, int, int, int, int, bytes | None]
 _round = msgspec.msgpack.Decoder(list[tuple[int, list[_Row]]])
@@ -33,4 +35,4 @@ def _serve(spec: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    _serve(msgspec.json.decode(sys.argv[1]))
+    _serve(msgspec.json.decode(os.environ[SPEC_VARIABLE]))

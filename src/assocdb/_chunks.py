@@ -9,7 +9,8 @@ chunks of at most CHUNK entries. A chunk is two arrays: the keys, interleaved
 `updated_at - time * 1000`, 32-bit while every offset of the chunk fits (an
 edge added without an explicit time has an offset under 1,000) and 64-bit
 otherwise. So an entry costs 20 bytes, 24 at worst, against ~131 for a tuple
-of Python ints.
+of Python ints. (`time` is clamped to ±2^61 ms first, so that an explicit time
+near the ends of int64 still gives an offset that fits 64 bits.)
 
 Finding, inserting and removing are a binary search over chunks then within
 one; an insert or removal moves at most one chunk's memory. Pure: no I/O.
@@ -25,10 +26,16 @@ from operator import add, mul
 
 CHUNK = 256  # entries per chunk, at most
 _I32 = (-(2**31), 2**31 - 1)
+_BASE = 2**61 // 1000  # |time| up to which an offset is `updated_at - time * 1000`
 
 Key = tuple[int, int]  # (time, id2)
 Columns = tuple[list[int], list[int], list[int]]  # (id2s, times, updated_ats)
 Entry = tuple[int, int, int]  # (time, id2, updated_at)
+
+
+def _base(time: int) -> int:
+    """What an entry's offset is taken from: `time * 1000`, clamped within ±2^61."""
+    return max(-_BASE, min(time, _BASE)) * 1000
 
 
 class _Chunk:
@@ -46,7 +53,8 @@ class _Chunk:
 
     def entry(self, i: int) -> Entry:
         time = self.keys[2 * i]
-        return (time, self.keys[2 * i + 1], self.offsets[i] + time * 1000)
+        base = time * 1000 if -_BASE <= time <= _BASE else _base(time)  # inline: a hot path
+        return (time, self.keys[2 * i + 1], self.offsets[i] + base)
 
     def position(self, key: Key) -> int:
         """Index of the first entry whose key is <= `key` (the list is descending)."""
@@ -61,7 +69,7 @@ class _Chunk:
 
     def insert(self, i: int, entry: Entry) -> None:
         time, id2, updated_at = entry
-        offset = updated_at - time * 1000
+        offset = updated_at - _base(time)
         if self.offsets.typecode == "i" and not _I32[0] <= offset <= _I32[1]:
             self.offsets = array("q", self.offsets)
         self.keys[2 * i : 2 * i] = array("q", (time, id2))
@@ -77,7 +85,7 @@ class _Chunk:
 
 def _chunk(entries: list[Entry]) -> _Chunk:
     keys = array("q")
-    offsets = [updated_at - time * 1000 for time, _, updated_at in entries]
+    offsets = [updated_at - _base(time) for time, _, updated_at in entries]
     for time, id2, _ in entries:
         keys.append(time)
         keys.append(id2)
@@ -187,7 +195,11 @@ class PackedList:
             chunk_times = keys[0::2]
             times.extend(chunk_times)
             id2s.extend(keys[1::2])
-            stamps.extend(map(add, chunk.offsets[skip:end], map(mul, chunk_times, repeat(1000))))
+            if chunk_times and min(chunk_times) >= -_BASE and max(chunk_times) <= _BASE:
+                bases: Iterable[int] = map(mul, chunk_times, repeat(1000))
+            else:  # an explicit time near the ends of int64
+                bases = map(_base, chunk_times)
+            stamps.extend(map(add, chunk.offsets[skip:end], bases))
             want -= end - skip
             skip = 0
             if want <= 0:

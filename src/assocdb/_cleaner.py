@@ -88,8 +88,8 @@ class CleanerAPI(IndexesAPI):
         >>> while g.index_build("user_by_email", seconds=1.0).state != "ready": ...
         """
         index = self._index(name)
-        _check_positive(rate, "rate", zero=False)
-        _check_positive(seconds, "seconds", zero=True)
+        check_positive(rate, "rate", zero=False)
+        check_positive(seconds, "seconds", zero=True)
         state = self._build_state(index)
         clock = _Throttle(rate, seconds)
         page = PAGE
@@ -227,15 +227,6 @@ class CleanerAPI(IndexesAPI):
         if totals.repair:
             self._store(fixes)
 
-    def _objects_by_id(self, ids: list[int]) -> dict[int, ObjRow]:
-        by_shard: dict[int, list[int]] = {}
-        for id in ids:
-            by_shard.setdefault(shard_of(id, self._shards), []).append(id)
-        found: dict[int, ObjRow] = {}
-        for shard, some in by_shard.items():
-            found.update((row.id, row) for row in self._backend.objects(shard, some))
-        return found
-
     def _store(self, entries: Iterable[Routed]) -> None:
         by_shard: dict[int, list[IndexEntry]] = {}
         for shard, index, key, id, updated_at, version, state in entries:
@@ -271,7 +262,7 @@ class CleanerAPI(IndexesAPI):
                 return
 
 
-def _check_positive(value: object, what: str, zero: bool) -> None:
+def check_positive(value: object, what: str, zero: bool) -> None:
     if value is None:
         return
     if (

@@ -15,38 +15,10 @@ import msgspec
 import assocdb
 
 from . import _shardmap_config as shardmap_config
+from ._cli_graph import GRAPH, NEW_GRAPH
 from ._cli_index import index
 from ._datasets import ego_facebook
-from ._mysqlpool import is_mysql_url
 from ._open import open_shardmap
-
-
-class GraphLocation(click.ParamType[Any]):
-    """A graph's directory, a MySQL URL with its journal file
-    (mysql://root@127.0.0.1:3306/NAME?journal=data/NAME.journal), or a shard map (.toml)."""
-
-    name = "directory|mysql-url|map.toml"
-
-    def __init__(self, exists: bool) -> None:
-        self._path = click.Path(file_okay=False, exists=exists)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if str(value).endswith(".toml"):  # a shard map
-            return click.Path(dir_okay=False, exists=True).convert(value, param, ctx)
-        if is_mysql_url(value):
-            if "journal=" not in value:
-                self.fail(
-                    f"{value}: a graph on MySQL needs its journal file, a local file on "
-                    "durable storage: add ?journal=PATH to the URL",
-                    param,
-                    ctx,
-                )
-            return value
-        return self._path.convert(value, param, ctx)
-
-
-GRAPH = GraphLocation(exists=True)
-NEW_GRAPH = GraphLocation(exists=False)
 
 
 @click.group()
@@ -115,6 +87,19 @@ def schema(directory: str, schema_file: str | None) -> None:
             click.echo(f"limit = {kind.limit}\n")
         for otype in g.schema.object_types:
             click.echo(f"[object.{otype.name}]\n")
+        for index in g.schema.indexes:  # what `[index.NAME]` in a schema file defines
+            click.echo(f"[index.{index.name}]")
+            click.echo(f"otype = {_toml(g.schema.object_by_id(index.otype).name)}")
+            click.echo(f"properties = [{', '.join(_toml(p) for p in index.properties)}]")
+            for key in ("order", "shard_on"):
+                if getattr(index, key) is not None:
+                    click.echo(f"{key} = {_toml(getattr(index, key))}")
+            click.echo("unique = true\n" if index.unique else "")
+
+
+def _toml(text: str) -> str:
+    """A TOML basic string (property names may hold any character)."""
+    return msgspec.json.encode(text).decode()
 
 
 @main.command("import")
@@ -519,7 +504,7 @@ def timeline() -> None:
     """Timelines: set up, post, delete, and read home and user timelines."""
 
 
-_DIR = click.argument("directory", type=click.Path(file_okay=False, exists=True))
+_DIR = click.argument("directory", type=GRAPH)
 _MODE = click.Choice(["write", "read", "hybrid"])
 
 

@@ -13,6 +13,9 @@ import msgspec
 
 import assocdb
 
+from ._cleaner import check_positive
+from ._cli_graph import GRAPH
+
 _STEP = 0.5  # seconds per index_build call: how often the progress bar moves
 
 
@@ -32,7 +35,7 @@ def index() -> None:
 
 
 @index.command("define")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name")
 @click.argument("otype")
 @click.argument("properties", nargs=-1, required=True)
@@ -60,7 +63,7 @@ def define(
 
 
 @index.command("build")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name")
 @click.option("--rate", type=float, help="At most this many objects per second.")
 @click.option("--seconds", type=float, help="Stop after this long (run again to resume).")
@@ -71,8 +74,10 @@ def build(directory: str, name: str, rate: float | None, seconds: float | None) 
 
     Example: assocdb index build data/graph user_by_email --rate 20000
     """
-    deadline = None if seconds is None else time.monotonic() + seconds
     with _graph(directory) as g:
+        check_positive(rate, "rate", zero=False)  # also when there is nothing left to build
+        check_positive(seconds, "seconds", zero=True)
+        deadline = None if seconds is None else time.monotonic() + seconds
         status = g.index_status(name)
         left = max(0, status.total - status.scanned)
         with click.progressbar(length=left, label=f"building {name}", show_eta=True) as bar:
@@ -87,7 +92,7 @@ def build(directory: str, name: str, rate: float | None, seconds: float | None) 
 
 
 @index.command("status")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name", required=False)
 def status(directory: str, name: str | None) -> None:
     """Print every index (or NAME) with its state and build progress.
@@ -110,7 +115,7 @@ def status(directory: str, name: str | None) -> None:
 
 
 @index.command("check")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name")
 @click.option("--repair", is_flag=True, help="Fix what is found.")
 def check(directory: str, name: str, repair: bool) -> None:
@@ -130,7 +135,7 @@ def check(directory: str, name: str, repair: bool) -> None:
 
 
 @index.command("drop")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name")
 def drop(directory: str, name: str) -> None:
     """Stop maintaining index NAME and remove its tables.
@@ -143,13 +148,14 @@ def drop(directory: str, name: str) -> None:
 
 
 @index.command("query")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.argument("directory", type=GRAPH)
 @click.argument("name")
 @click.argument("eq", nargs=-1)
 @click.option("--low", help="Lower bound (inclusive) of the next key part, as JSON.")
 @click.option("--high", help="Upper bound (inclusive) of the next key part, as JSON.")
 @click.option("--desc", is_flag=True, help="Largest keys first.")
 @click.option("--limit", default=20, show_default=True)
+@click.option("--cursor", help="A cursor printed by the previous page.")
 def query(
     directory: str,
     name: str,
@@ -158,6 +164,7 @@ def query(
     high: str | None,
     desc: bool,
     limit: int,
+    cursor: str | None,
 ) -> None:
     """Print the objects of index NAME whose leading key parts equal EQ (JSON, or text).
 
@@ -165,10 +172,18 @@ def query(
     """
     with _graph(directory) as g:
         page = g.index_query(
-            name, [_value(v) for v in eq], _value(low), _value(high), desc=desc, limit=limit
+            name,
+            [_value(v) for v in eq],
+            _value(low),
+            _value(high),
+            desc=desc,
+            limit=limit,
+            cursor=cursor,
         )
     for obj in page.items:
         click.echo(msgspec.json.encode(obj).decode())
+    if page.next_cursor is not None:
+        click.echo(f"next: --cursor {page.next_cursor}")
     if not page.complete:
         click.echo("(the index is still being built: objects not yet reached are missing)")
 

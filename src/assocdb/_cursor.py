@@ -82,10 +82,16 @@ def encode(scope: bytes, seek: Seek) -> str:
     return urlsafe_b64encode(body + mac).rstrip(b"=").decode("ascii")
 
 
+def shown(value: object, width: int = 60) -> str:
+    """`repr(value)`, cut short: an error message must not echo a megabyte back."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[: width - 5]}...{text[-2:]}"
+
+
 def decode(scope: bytes, token: object, key_size: int) -> Seek:
     """The seek a token stands for, or InvalidCursor if it is not one of ours."""
     if not isinstance(token, str) or not 0 < len(token) <= _MAX_TOKEN:
-        raise InvalidCursor(f"a cursor is a short string returned by a page, got {token!r}")
+        raise InvalidCursor(f"a cursor is a short string returned by a page, got {shown(token)}")
     try:
         raw = urlsafe_b64decode(token + "=" * (-len(token) % 4))
     except (binascii.Error, ValueError):

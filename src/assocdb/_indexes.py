@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from . import _json, _keys
 from ._backend import IndexScan
 from ._core import GraphCore
+from ._cursor import shown
 from ._entities import key_of, shard_for_value
 from ._errors import Conflict, InvalidCursor, InvalidRequest, NotFound
 from ._ids import shard_of
@@ -179,12 +180,7 @@ class IndexesAPI(GraphCore):
 
     def _recheck(self, index: IndexDef, rows: list[tuple[bytes, int]]) -> dict[Any, Obj]:
         """The entries that still hold: the object is live and has exactly that key."""
-        by_shard: dict[int, list[int]] = {}
-        for _, id in rows:
-            by_shard.setdefault(shard_of(id, self._shards), []).append(id)
-        stored: dict[int, ObjRow] = {}
-        for shard, ids in by_shard.items():
-            stored.update((row.id, row) for row in self._backend.objects(shard, ids))
+        stored = self._objects_by_id([id for _, id in rows])
         name = self._schema.object_by_id(index.otype).name
         found: dict[Any, Obj] = {}
         for key, id in rows:
@@ -194,6 +190,16 @@ class IndexesAPI(GraphCore):
             data = _json.decode(row.data)
             if key_of(index, data, row.updated_at, strict=False) == key:
                 found[(key, id)] = Obj(id, name, data, row.version, row.updated_at)
+        return found
+
+    def _objects_by_id(self, ids: list[int]) -> dict[int, ObjRow]:
+        """The stored rows of these objects (any state), one read per shard."""
+        by_shard: dict[int, list[int]] = {}
+        for id in ids:
+            by_shard.setdefault(shard_of(id, self._shards), []).append(id)
+        found: dict[int, ObjRow] = {}
+        for shard, some in by_shard.items():
+            found.update((row.id, row) for row in self._backend.objects(shard, some))
         return found
 
     def _check_unique(self, index: IndexDef, key: bytes, shard: int, id: int) -> None:
@@ -263,7 +269,7 @@ def _encode_cursor(scope: bytes, after: tuple[bytes, int]) -> str:
 
 def _decode_cursor(scope: bytes, token: object) -> tuple[bytes, int]:
     if not isinstance(token, str) or not 0 < len(token) <= 2 * _keys.MAX_KEY_BYTES:
-        raise InvalidCursor(f"a cursor is a string returned by a page, got {token!r}")
+        raise InvalidCursor(f"a cursor is a string returned by a page, got {shown(token)}")
     try:
         raw = urlsafe_b64decode(token + "=" * (-len(token) % 4))
     except ValueError:

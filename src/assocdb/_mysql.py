@@ -14,11 +14,11 @@ schema `NAME_s{n}`, each with the tables of the SQLite backend:
 `apply` is the SQLite backend's: read the current rows of the written keys,
 fold the writes in with the pure merge rule of `_merge`, store the changed
 rows and the count deltas, in one transaction. Here the read is a locking
-read (`SELECT ... FOR UPDATE`, REPEATABLE READ, so absent keys are
-gap-locked): two applies on the same keys are serialized, and the second
-merges against the first's result, so counts stay exact. When InnoDB breaks
-a deadlock between two such transactions, the loser is simply run again
-(the merge is idempotent).
+read (`SELECT ... FOR UPDATE`, REPEATABLE READ, set on every connection
+whatever the server's default, so absent keys are gap-locked): two applies
+on the same keys are serialized, and the second merges against the first's
+result, so counts stay exact. When InnoDB breaks a deadlock between two
+such transactions, the loser is simply run again (the merge is idempotent).
 
 Connections come from one bounded pool per server (`_mysqlpool`); every
 statement goes through `_run`, the choke point that times it, reports it to
@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote
 
 from ._backend import CountMismatch, EdgeScan, Id2Row, ListRow, Tracer, map_driver_error
 from ._compress import pack, unpack
@@ -51,6 +52,7 @@ from ._merge import (
 )
 from ._mysql_indexes import MySQLIndexes
 from ._mysqlpool import Pool, Settings, connect_args, driver, parse_url
+from ._mysqlpool import errno_of as _errno
 from ._timeline_list import Entry as TimelineEntry
 from ._timeline_list import merge_blob
 
@@ -66,6 +68,10 @@ _DEADLOCK_TRIES = 8
 _RETRYABLE = {1213: "deadlock", 1020: "record changed"}  # the transaction may simply rerun
 _GONE = {2006, 2013, 2055}  # the server closed an idle connection
 
+_NO_TABLE = 1146  # ER_NO_SUCH_TABLE
+_TIMELINES_DDL = """CREATE TABLE IF NOT EXISTS {s}.timelines (
+    owner BIGINT NOT NULL PRIMARY KEY, entries MEDIUMBLOB NOT NULL
+) ENGINE=InnoDB"""
 _SHARD_DDL = [
     """CREATE TABLE IF NOT EXISTS {s}.edges (
         id1 BIGINT NOT NULL, atype INT NOT NULL, id2 BIGINT NOT NULL,
@@ -91,9 +97,7 @@ _SHARD_DDL = [
         name VARCHAR(32) NOT NULL PRIMARY KEY, value BIGINT NOT NULL
     ) ENGINE=InnoDB""",
     # A capped home timeline (`_timeline_list`): up to 10,000 entries of 32 bytes.
-    """CREATE TABLE IF NOT EXISTS {s}.timelines (
-        owner BIGINT NOT NULL PRIMARY KEY, entries MEDIUMBLOB NOT NULL
-    ) ENGINE=InnoDB""",
+    _TIMELINES_DDL,
 ]
 _META_DDL = """CREATE TABLE IF NOT EXISTS {s}.meta (
     name VARCHAR(191) NOT NULL PRIMARY KEY, value MEDIUMBLOB NOT NULL
@@ -234,7 +238,16 @@ class MySQLBackend(MySQLIndexes):
 
         def connect() -> Any:
             try:
-                return self._driver.connect(**args)
+                conn = self._driver.connect(**args)
+                # The locking reads rely on gap locks, which READ COMMITTED does not
+                # take: pin the level whatever the server's default.
+                try:
+                    with conn.cursor() as cursor:
+                        cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                except Exception:
+                    conn.close()
+                    raise
+                return conn
             except Exception as exc:
                 raise map_driver_error(exc, f"connecting to {where}") from exc
 
@@ -463,12 +476,29 @@ class MySQLBackend(MySQLIndexes):
             sql = (
                 f"SELECT owner, entries FROM {{s}}.timelines WHERE owner IN ({_marks(len(chunk))})"
             )
-            found.update(
-                (o, bytes(blob)) for o, blob in self._query(shard, self._q(sql, shard), chunk)
-            )
+            try:
+                rows = self._query(shard, self._q(sql, shard), chunk)
+            except AssocdbError as exc:
+                if _errno(exc) != _NO_TABLE:
+                    raise
+                return {}  # a graph created before timelines: none written yet
+            found.update((o, bytes(blob)) for o, blob in rows)
         return found
 
     def merge_timelines(
+        self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
+    ) -> int:
+        try:
+            return self._merge_timelines(shard, writes, cap)
+        except AssocdbError as exc:
+            if _errno(exc) != _NO_TABLE:
+                raise
+        # A graph created before home timelines were stored: add their table.
+        with self._session(slow=True) as session:  # DDL waits for the disk
+            self._run(session, shard, self._q(_TIMELINES_DDL, shard))
+        return self._merge_timelines(shard, writes, cap)
+
+    def _merge_timelines(
         self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
     ) -> int:
         def body(session: Session) -> int:
@@ -663,11 +693,11 @@ class MySQLBackend(MySQLIndexes):
 
     def spec(self) -> dict[str, Any]:
         s = self.settings
+        user = quote(s.user, safe="")
+        login = f"{user}:{quote(s.password, safe='')}" if s.password else user
         return {
             "kind": "mysql",
-            "url": f"mysql://{s.user}:{s.password}@{s.host}:{s.port}/{s.name}"
-            if s.password
-            else f"mysql://{s.user}@{s.host}:{s.port}/{s.name}",
+            "url": f"mysql://{login}@{s.host}:{s.port}/{s.name}",
             "shards": self.shards,
             "connect_timeout": s.connect_timeout,
             "query_timeout": s.query_timeout,
@@ -719,10 +749,3 @@ def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
 
 def _marks(n: int) -> str:
     return ",".join(["%s"] * n)
-
-
-def _errno(exc: BaseException) -> int | None:
-    """The server's or client's error number behind a mapped driver error."""
-    cause = exc.__cause__
-    args = getattr(cause, "args", ())
-    return args[0] if args and isinstance(args[0], int) else None

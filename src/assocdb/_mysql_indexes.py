@@ -29,6 +29,7 @@ from ._compress import unpack
 from ._entities import merge_entries
 from ._errors import AssocdbError, Unavailable
 from ._merge import ObjRow
+from ._mysqlpool import errno_of as _errno
 
 _NO_TABLE = 1146  # ER_NO_SUCH_TABLE
 _IN_CHUNK = 500
@@ -238,9 +239,3 @@ class MySQLIndexes:
 
 def _obj(row: Any) -> ObjRow:
     return ObjRow(row[0], row[1], row[2], row[3], row[4], unpack(bytes(row[5])))
-
-
-def _errno(exc: BaseException) -> int | None:
-    cause = exc.__cause__
-    args = getattr(cause, "args", ())
-    return args[0] if args and isinstance(args[0], int) else None

@@ -180,3 +180,10 @@ class Pool:
 def _close_quietly(conn: Any) -> None:
     with contextlib.suppress(Exception):  # already dead: nothing to release
         conn.close()
+
+
+def errno_of(exc: BaseException) -> int | None:
+    """The server's or client's error number behind a mapped driver error."""
+    cause = exc.__cause__
+    args = getattr(cause, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None

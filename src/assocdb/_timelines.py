@@ -34,7 +34,7 @@ import msgspec
 from . import _cursor
 from ._assoc_reads import AssocReadsAPI
 from ._backend import EdgeScan, ListRow
-from ._errors import InvalidRequest, NotFound
+from ._errors import InvalidRequest, NotFound, UnknownType
 from ._fanout import FanoutJob
 from ._ids import check_id, check_int64, shard_of
 from ._merge import State
@@ -57,6 +57,8 @@ MAX_READ_FANOUT = 5000
 PARALLEL_READS: Literal["auto", "always", "never"] = "auto"
 _CONFIG_KEY = "timeline"
 _CELEBRITIES_KEY = "timeline_celebrities"
+_FANNED_KEY = "timeline_fanned_out"  # set once the graph has been in write or hybrid mode
+_STARS_ASKED = 2000  # celebrities a hybrid read asks about at most, before reading follows
 _CONFIG_SECONDS = 1.0  # how long a process trusts its copy of the config
 _ALL_STATES: list[int] = [State.NORMAL, State.NEGATIVE, State.ARCHIVED, State.REMOVED]
 _pool_lock = threading.Lock()
@@ -82,7 +84,8 @@ class TimelinesAPI(AssocReadsAPI):
 
         `follows` must have an inverse (an author's followers list); `posts`
         is defined as a type if missing. Changing `mode` later applies to new
-        posts: home lists are neither back-filled nor cleared.
+        posts: home lists are neither back-filled nor cleared (deletes still reach
+        them, so switching back to write mode shows no deleted item).
 
         >>> g.define_assoc("follows", inverse="followed_by")
         >>> g.define_timeline("follows", mode="hybrid", celebrity_threshold=100_000)
@@ -103,10 +106,16 @@ class TimelinesAPI(AssocReadsAPI):
             )
         if posts in (follows, kind.inverse):
             raise InvalidRequest(f"posts must be a type of its own, not {posts!r}")
-        self.define_assoc(posts)
+        try:
+            self._assoc_type(posts)  # an existing type is used as it is (its limit kept)
+        except UnknownType:
+            self.define_assoc(posts)
         config = TimelineConfig(follows, posts, mode, cap, celebrity_threshold)
         while True:
             raw = self._backend.get_meta(_CONFIG_KEY)
+            before = None if raw is None else msgspec.json.decode(raw, type=TimelineConfig)
+            if mode != "read" or (before is not None and before.mode != "read"):
+                self._backend.swap_meta(_FANNED_KEY, None, b"1")  # sticky: a no-op if set
             if self._backend.swap_meta(_CONFIG_KEY, raw, msgspec.json.encode(config)):
                 break
         self._timeline_cache = (_time.monotonic(), config)
@@ -176,7 +185,9 @@ class TimelinesAPI(AssocReadsAPI):
         result = self._submit(
             EdgeWrite(posts.id, None, author, item, State.REMOVED, ua, time, None), ua
         )
-        if config.mode != "read":
+        # Home lists may hold the item if the graph ever fanned out on write: a
+        # later switch back to write mode must not bring a deleted item back.
+        if config.mode != "read" or self._backend.get_meta(_FANNED_KEY) is not None:
             tombstone = entry(time, item, author, ua, deleted=True)
             self._submit_background(
                 FanoutJob(author, followers.id, _ALL_STATES, tombstone, config.cap)
@@ -214,7 +225,7 @@ class TimelinesAPI(AssocReadsAPI):
         else:
             sources.add(self._home_source(user, follows))
             if mode == "hybrid":
-                stars = self._followed(user, follows, set(self._celebrities()))
+                stars = self._followed_celebrities(user, follows)
                 sources.add_authors(scan, self._shards, sorted(stars))
         return _page(*sources.page(scope, seek, limit))
 
@@ -306,13 +317,28 @@ class TimelinesAPI(AssocReadsAPI):
 
         return scan
 
-    def _followees(self, user: int, follows: AssocType) -> list[int]:
-        """Up to MAX_READ_FANOUT accounts `user` follows, newest follows first."""
+    def _followed_celebrities(self, user: int, follows: AssocType) -> set[int]:
+        """The celebrities `user` follows, looked up from the smaller side.
+
+        Asking about every celebrity costs a statement per 500 of them; reading
+        the user's follows costs one per 1,000 follows, so with many celebrities
+        and a user who follows fewer accounts, the follows are read instead.
+        """
+        stars = set(self._celebrities())
+        if len(stars) > _STARS_ASKED:
+            shard = shard_of(user, self._shards)
+            following = self._backend.counts(shard, user, follows.id).get(State.NORMAL, 0)
+            if following < len(stars):  # the bound covers follows added meanwhile
+                return stars.intersection(self._followees(user, follows, len(stars)))
+        return self._followed(user, follows, stars)
+
+    def _followees(self, user: int, follows: AssocType, most: int = MAX_READ_FANOUT) -> list[int]:
+        """Up to `most` accounts `user` follows, newest follows first."""
         scan = self._list_scan(follows)
         found: list[int] = []
         seek = _cursor.START
-        while len(found) < MAX_READ_FANOUT:
-            want = min(1000, MAX_READ_FANOUT - len(found))
+        while len(found) < most:
+            want = min(1000, most - len(found))
             rows = scan(user, seek, want)
             found += [r[0] for r in rows]
             if len(rows) < want:

@@ -19,6 +19,7 @@ scripts without a main guard; a library should not impose that.)
 
 from __future__ import annotations
 
+import os
 import struct
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from ._merge import EdgeTuple
 
 HEADER = struct.Struct(">I")
 _encode = msgspec.msgpack.encode
+SPEC_VARIABLE = "ASSOCDB_BULK_WORKER_SPEC"  # the backend's spec, for the worker to open
 
 
 class ShardWriter:
@@ -47,12 +49,15 @@ class ShardWriter:
         """Apply later rounds on `workers` processes (starting now, in the background)."""
         if self._workers or workers < 2:
             return
-        spec = msgspec.json.encode(self._backend.spec()).decode()
+        # In the environment, not argv: a MySQL spec holds the password, and a
+        # command line is visible to every user of the machine.
+        env = {**os.environ, SPEC_VARIABLE: msgspec.json.encode(self._backend.spec()).decode()}
         self._workers = [
             subprocess.Popen(
-                [sys.executable, "-m", "assocdb._bulkworker", spec],
+                [sys.executable, "-m", "assocdb._bulkworker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                env=env,
             )
             for _ in range(workers)
         ]
