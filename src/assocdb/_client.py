@@ -551,6 +551,7 @@ class Client(Pagers):
     ) -> Page[TimelineItem]:
         args = UserTimeline(author, cursor, limit)
         result: Page[TimelineItem] = self._call("user_timeline", args)
+        return result
 
     # -- secondary indexes ------------------------------------------------------------------
 
