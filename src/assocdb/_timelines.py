@@ -332,11 +332,19 @@ class TimelinesAPI(AssocReadsAPI):
         return {row.id2 for row in rows if row.state == State.NORMAL}
 
     def _home_source(self, user: int, follows: AssocType) -> Source:
-        blob = self._backend.timelines(shard_of(user, self._shards), [user]).get(user)
-        entries = unpack(blob)
+        entries = unpack(self._home_blob(user))
         return lambda seek, n: home_rows(
             entries, lambda authors: self._followed(user, follows, authors), seek, n
         )
+
+    def _home_blob(self, user: int) -> bytes:
+        """The user's packed home list (b"" if none), through the cache when there is one."""
+        shard = shard_of(user, self._shards)
+
+        def load() -> bytes:
+            return self._backend.timelines(shard, [user]).get(user, b"")
+
+        return load() if self._cache is None else self._cache.home(user, load)
 
     def _pool(self) -> ThreadPoolExecutor | None:
         """Threads for reading shards in parallel, if that pays (see PARALLEL_READS)."""
