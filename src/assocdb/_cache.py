@@ -23,7 +23,8 @@ from the prefix, insert the new one if it is visible and falls within the
 prefix, adjust the counts. A leg of timeline deliveries is merged into the
 cached blobs with the shard's own rule (`merge_blob`). A write that lands
 while a fill of the same key is in flight marks the fill stale, and a stale
-fill is not installed: a slow fill never hides a newer write. So a process always reads its own writes.
+fill is not installed: a slow fill never hides a newer write. So a process
+always reads its own writes.
 
 Writes of other processes are seen through tier 2 (Redis invalidations) or,
 without it, after `max_age` seconds at most: older entries are refilled.
