@@ -132,6 +132,8 @@ class TimelinesAPI(AssocReadsAPI):
         `time` orders timelines (default: now in ms; posting an item again keeps
         its time). In write and hybrid mode the delivery is a background job
         (`g.drain()` waits for it); the result is that of the author's own list.
+        Without a `time`, a write-mode post reads nothing first: while the
+        author's shard is down it is `queued`, and its delivery waits for it.
 
         >>> g.post(1, 1001)
         WriteResult(status='applied', updated_at=...)
@@ -142,20 +144,20 @@ class TimelinesAPI(AssocReadsAPI):
             check_int64(time, "time")
         posts, followers = self._timeline_types(config)
         ua = self._stamp(updated_at)
-        if time is None:
-            stored = self._posted(posts, author, item)
-            live = stored is not None and stored[0] != State.REMOVED
-            time = stored[1] if stored is not None and live else ua // 1000
+        # Without a time, the stored post's is kept (as assoc_add keeps it), and the
+        # fan-out takes it from the stored edge once the post is applied (`_fanout.timed`).
+        keep = time is None
         result = self._submit(
-            EdgeWrite(posts.id, None, author, item, State.NORMAL, ua, time, None), ua
+            EdgeWrite(posts.id, None, author, item, State.NORMAL, ua, time, None, keep=keep), ua
         )
         if config.mode == "write" or (
             config.mode == "hybrid" and not self._celebrity(author, followers, config)
         ):
-            delivery = entry(time, item, author, ua)
-            self._submit_background(
-                FanoutJob(author, followers.id, [State.NORMAL], delivery, config.cap)
-            )
+            delivery = entry(0 if time is None else time, item, author, ua)
+            job = FanoutJob(author, followers.id, [State.NORMAL], delivery, config.cap)
+            if keep:
+                job = msgspec.structs.replace(job, posts=posts.id)
+            self._submit_background(job)
         return result
 
     def post_delete(self, author: int, item: int, updated_at: int | None = None) -> WriteResult:
