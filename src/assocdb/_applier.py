@@ -276,17 +276,10 @@ class Applier:
         if isinstance(work, Deliveries):
             return self._run_deliveries(job, work, done, attempts, retries)
         if not isinstance(work, Rows):
-            if self.pending.blocked(work.keys, before=job):
-                waiting = Unavailable("waiting for an earlier write to the same row")
-                return self._failed(job, done, attempts, retries, start, [waiting])
-            try:
-                stored = self.read_current(work)
-                work = resolve(work, stored)
-                if self.entries is not None and work.objects:
-                    work = self.entries(stored.row, work)
-            except Exception as exc:
-                return self._failed(job, done, attempts, retries, start, [exc])
-            self.journal.resolved(job, encode(work))
+            resolved = self._resolve(job, work)
+            if isinstance(resolved, BaseException):
+                return self._failed(job, done, attempts, retries, start, [resolved])
+            work = resolved
         errors: list[BaseException] = []
         for number, leg in enumerate(legs(work, self._shards)):
             if done >> number & 1:
@@ -315,6 +308,20 @@ class Applier:
         self.pending.discard(job)
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
         return True
+
+    def _resolve(self, job: int, work: EdgeWrite | TypeChange | ObjectWrite) -> Rows | Exception:
+        """The rows a write comes to against what is stored (journaled), or why not yet."""
+        if self.pending.blocked(work.keys, before=job):
+            return Unavailable("waiting for an earlier write to the same row")
+        try:
+            stored = self.read_current(work)
+            rows = resolve(work, stored)
+            if self.entries is not None and rows.objects:
+                rows = self.entries(stored.row, rows)
+        except Exception as exc:
+            return exc
+        self.journal.resolved(job, encode(rows))
+        return rows
 
     def _apply_leg(self, leg: Leg) -> Changes:
         changes = NO_CHANGES
