@@ -10,6 +10,8 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench mysql                      (needs MariaDB/MySQL)
     python -m bench timelines [--quick]        (1,000,000 followers; --quick: 100,000)
     python -m bench entities [objects]         (default 100,000)
+    python -m bench failover [reads]           (default 2,000 per phase)
+    python -m bench failover --mysql [--outage 30]   (own MariaDB servers, SIGSTOP/SIGKILL)
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from . import cache, entities, flockdb, foundation, http, journal, mysql, timelines
+from . import cache, entities, failover, flockdb, foundation, http, journal, mysql, timelines
 from .linkbench import cli as linkbench
 
 #: name -> (run with these options, options of the quick run-them-all pass)
@@ -31,6 +33,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "mysql": (lambda args: mysql.main(), []),
     "timelines": (timelines.main, ["--quick"]),
     "entities": (entities.main, ["20000"]),
+    "failover": (failover.main, ["1000"]),
 }
 
 

@@ -112,3 +112,44 @@ def test_a_mysql_url_without_a_journal_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["check", "mysql://root@127.0.0.1:3306/g"])
     assert result.exit_code == 2
     assert "add ?journal=PATH" in result.output
+
+
+def test_shards_commands(tmp_path: Path) -> None:
+    import assocdb
+
+    from .shardmaps import write_map
+
+    path = write_map(tmp_path)
+    assocdb.open(path).close()
+    runner = CliRunner()
+    shown = runner.invoke(main, ["shards", "show", str(path)])
+    assert shown.exit_code == 0, shown.output
+    assert "db1          up       0,2-3,5" in shown.output
+    assert "0            db1:1  db2:1" in shown.output
+    assert runner.invoke(main, ["shards", "check", str(path)]).exit_code == 0
+    # A backend that cannot be opened fails the check, and shows as down.
+    (tmp_path / "db3" / "shard-0000.db").write_bytes(b"not a database" * 100)
+    checked = runner.invoke(main, ["shards", "check", str(path)])
+    assert checked.exit_code == 1
+    assert "db3          FAILED" in checked.output
+    assert "1 backend(s) did not answer" in checked.output
+    assert "db3          down" in runner.invoke(main, ["shards", "show", str(path)]).output
+    # Changes are validated, then written.
+    weighted = runner.invoke(main, ["shards", "set-weight", str(path), "0-1", "db2", "4"])
+    assert weighted.exit_code == 0, weighted.output
+    assert "db1:1  db2:4" in runner.invoke(main, ["shards", "show", str(path)]).output
+    refused = runner.invoke(main, ["shards", "set-weight", str(path), "0", "db3", "1"])
+    assert refused.exit_code == 1
+    assert "holds no replica of shard 0" in refused.output
+    assert "down = true" not in path.read_text()
+    assert runner.invoke(main, ["shards", "mark-down", str(path), "db3"]).exit_code == 0
+    assert "down = true" in path.read_text()
+    assert "db3          drained" in runner.invoke(main, ["shards", "show", str(path)]).output
+    assert runner.invoke(main, ["shards", "mark-up", str(path), "db3"]).exit_code == 0
+    unknown = runner.invoke(main, ["shards", "mark-up", str(path), "db9"])
+    assert "unknown backend 'db9'" in unknown.output
+    broken = tmp_path / "broken.toml"
+    broken.write_text("shards = 4\n")
+    bad = runner.invoke(main, ["shards", "show", str(broken)])
+    assert bad.exit_code == 1
+    assert "missing required field" in bad.output

@@ -292,7 +292,7 @@ class Applier:
             try:
                 changes = self._apply_leg(leg)
             except Unavailable as exc:
-                self.health.failed(leg.shard)
+                self._leg_unavailable(leg.shard, exc)
                 errors.append(exc)
                 continue
             except Exception as exc:  # a bug or a bad row must not lose the write
@@ -330,6 +330,12 @@ class Applier:
         if leg.entries:  # secondary index entries: no cache holds them
             self.backend.index_apply(leg.shard, leg.entries)
         return changes
+
+    def _leg_unavailable(self, shard: int, exc: Unavailable) -> None:
+        """Count a failed leg against its shard, unless it landed on some of the shard's
+        replicas (`partial`, from `_shardmap`): then the shard works, one replica is down."""
+        if not exc.details.get("partial"):
+            self.health.failed(shard)
 
     def _run_node_job(
         self, job: int, work: NodeJob | FanoutJob, attempts: int, retries: int
@@ -380,7 +386,7 @@ class Applier:
             try:
                 self.backend.merge_timelines(shard, writes, work.cap)
             except Unavailable as exc:
-                self.health.failed(shard)
+                self._leg_unavailable(shard, exc)
                 errors.append(exc)
                 continue
             except Exception as exc:  # a bug must not lose the delivery

@@ -569,6 +569,13 @@ class Cache:
                         self._readmit(("counts", key))
                         self._readmit(("prefix", key))
 
+    def forget(self, keys: list[tuple[str, Any]]) -> None:
+        """Forget these entries here, in tier 2 and in every process (rows changed
+        in a way no change set describes: a write that reached only some replicas)."""
+        self.invalidate(keys)
+        if self.tier2 is not None:
+            self.tier2.invalidate(keys)
+
     def flush(self) -> None:
         """Forget everything, in tier 2 and every process too (rows changed around the cache)."""
         self.invalidate()

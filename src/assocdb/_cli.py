@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -13,21 +14,25 @@ import msgspec
 
 import assocdb
 
+from . import _shardmap_config as shardmap_config
 from ._cli_index import index
 from ._datasets import ego_facebook
 from ._mysqlpool import is_mysql_url
+from ._open import open_shardmap
 
 
 class GraphLocation(click.ParamType[Any]):
-    """A graph's directory, or a MySQL URL with its journal file:
-    mysql://root@127.0.0.1:3306/NAME?journal=data/NAME.journal"""
+    """A graph's directory, a MySQL URL with its journal file
+    (mysql://root@127.0.0.1:3306/NAME?journal=data/NAME.journal), or a shard map (.toml)."""
 
-    name = "directory|mysql-url"
+    name = "directory|mysql-url|map.toml"
 
     def __init__(self, exists: bool) -> None:
         self._path = click.Path(file_okay=False, exists=exists)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if str(value).endswith(".toml"):  # a shard map
+            return click.Path(dir_okay=False, exists=True).convert(value, param, ctx)
         if is_mysql_url(value):
             if "journal=" not in value:
                 self.fail(
@@ -261,7 +266,7 @@ def serve(
     redis: str | None,
     cleaner: bool,
 ) -> None:
-    """Serve the graph in DIRECTORY over HTTP (JSON; /docs lists the API).
+    """Serve the graph in DIRECTORY (or on a shard map, cluster.toml) over HTTP (JSON; /docs).
 
     Without tokens it listens on loopback only. Tokens never come from the
     command line: use a tokens file or the environment.
@@ -397,6 +402,107 @@ def queue_reinject(directory: str, ids: tuple[int, ...], everything: bool) -> No
     with assocdb.open(directory) as g:
         count = g.queue_reinject(None if everything else list(ids))
         click.echo(f"reinjected {count} jobs")
+
+
+@main.group()
+def shards() -> None:
+    """Show, check and change a shard map: a TOML file placing shards on replica sets.
+
+    Running processes take new weights and drains from the file within a second.
+    """
+
+
+@shards.command("show")
+@click.argument("shard_map", type=click.Path(dir_okay=False, exists=True))
+def shards_show(shard_map: str) -> None:
+    """Print each backend (probed now: up, down or drained) and each shard's replicas.
+
+    Example: assocdb shards show cluster.toml
+    """
+    with _map_errors():
+        backend = open_shardmap(shard_map)
+    try:
+        problems = {name: backend.probe(name) for name in backend.map.backends}
+        click.echo("\n".join(shardmap_config.table(backend.map, problems)))
+    finally:
+        backend.close()
+
+
+@shards.command("check")
+@click.argument("shard_map", type=click.Path(dir_okay=False, exists=True))
+def shards_check(shard_map: str) -> None:
+    """Validate the map and probe every backend; exit status 1 if one does not answer.
+
+    Example: assocdb shards check cluster.toml
+    """
+    with _map_errors():
+        backend = open_shardmap(shard_map)
+    try:
+        failed = 0
+        for name in backend.map.backends:
+            started = time.perf_counter()
+            problem = backend.probe(name)
+            ms = (time.perf_counter() - started) * 1000
+            click.echo(f"{name:<12} {'FAILED: ' + problem if problem else 'ok'} ({ms:.1f} ms)")
+            failed += problem is not None
+    finally:
+        backend.close()
+    if failed:
+        raise click.ClickException(f"{failed} backend(s) did not answer")
+
+
+@shards.command("set-weight")
+@click.argument("shard_map", type=click.Path(dir_okay=False, exists=True))
+@click.argument("shard_range")
+@click.argument("backend")
+@click.argument("weight", type=int)
+def shards_set_weight(shard_map: str, shard_range: str, backend: str, weight: int) -> None:
+    """Set BACKEND's read weight on the shards SHARD_RANGE ("0-7", "3", "0-3,8"); 0: write-only.
+
+    Example: assocdb shards set-weight cluster.toml 0-7 db2 3
+    """
+    with _map_errors():
+        smap = shardmap_config.load(shard_map)
+        shards = shardmap_config.parse_shards(shard_range, smap.shards)
+        shardmap_config.save(shardmap_config.with_weight(smap, shards, backend, weight), shard_map)
+    click.echo(f"{backend} now has weight {weight} on shards {shard_range}")
+
+
+@shards.command("mark-down")
+@click.argument("shard_map", type=click.Path(dir_okay=False, exists=True))
+@click.argument("backend")
+def shards_mark_down(shard_map: str, backend: str) -> None:
+    """Drain BACKEND: no reads or writes go to it (its writes wait in the journals).
+
+    Example: assocdb shards mark-down cluster.toml db2
+    """
+    _set_down(shard_map, backend, True)
+
+
+@shards.command("mark-up")
+@click.argument("shard_map", type=click.Path(dir_okay=False, exists=True))
+@click.argument("backend")
+def shards_mark_up(shard_map: str, backend: str) -> None:
+    """Give a drained BACKEND back: it serves again once a probe passes.
+
+    Example: assocdb shards mark-up cluster.toml db2
+    """
+    _set_down(shard_map, backend, False)
+
+
+def _set_down(shard_map: str, backend: str, down: bool) -> None:
+    with _map_errors():
+        smap = shardmap_config.load(shard_map)
+        shardmap_config.save(shardmap_config.with_down(smap, backend, down), shard_map)
+    click.echo(f"{backend} is marked {'down' if down else 'up'} in {shard_map}")
+
+
+@contextlib.contextmanager
+def _map_errors() -> Iterator[None]:
+    try:
+        yield
+    except assocdb.InvalidRequest as exc:
+        raise click.ClickException(exc.message) from None
 
 
 def _print_jobs(jobs: list[assocdb.JobInfo]) -> None:

@@ -62,6 +62,9 @@ class GraphCore:
     ) -> None:
         self._backend = backend
         self._cache = None if cache is None else Cache(cache, self._graph_id())
+        forget_hooks = getattr(backend, "forget_hooks", None)  # a replicated backend's
+        if self._cache is not None and forget_hooks is not None:
+            forget_hooks.append(self._cache.forget)
         self._shards = backend.shards
         self._clock = clock or HybridClock()
         self._schema = self._read_schema()
@@ -73,8 +76,16 @@ class GraphCore:
         self._applier.entries = self._with_entries
         replay(self._applier, journal)
         self._applier.start()
+        recovery_hooks = getattr(backend, "recovery_hooks", None)  # a replicated backend's
+        if recovery_hooks is not None:
+            recovery_hooks.append(self._retry_queued)
 
     # -- lifecycle -------------------------------------------------------------
+
+    def _retry_queued(self) -> None:
+        """A backend is back: retry the error queue now rather than after its backoff."""
+        self._journal.retry_now()
+        self._applier.wake()
 
     def close(self) -> None:
         """Finish background applies (briefly), then close the journal and connections.

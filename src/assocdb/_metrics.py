@@ -17,6 +17,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from ._graph import Graph
+from ._shardmap import ShardMapBackend
 
 _BUCKETS = (
     0.0001,
@@ -105,6 +106,7 @@ class _JournalCollector(Collector):
             ("assocdb_shards_down", len(stats.down_shards), "Shards marked down."),
         ):
             yield GaugeMetricFamily(name, text, value=value)
+        yield from _member_metrics(self._graph._backend)
         cache = self._graph.cache_stats()
         if cache is not None:
             for name, value, text in (
@@ -119,3 +121,30 @@ class _JournalCollector(Collector):
                 ("assocdb_cache_redis_failures", cache.redis_failures, "Failed Redis calls."),
             ):
                 yield GaugeMetricFamily(name, text, value=value)
+
+
+def _member_metrics(backend: object) -> Iterator[GaugeMetricFamily]:
+    """Up/down and failures of each member backend of a shard map (none otherwise)."""
+    if not isinstance(backend, ShardMapBackend):
+        return
+    families = {
+        "up": GaugeMetricFamily(
+            "assocdb_backend_up", "1 if the backend takes work, 0 if down.", labels=["backend"]
+        ),
+        "failures": GaugeMetricFamily(
+            "assocdb_backend_failures", "Failed calls and probes since start.", labels=["backend"]
+        ),
+        "downs": GaugeMetricFamily(
+            "assocdb_backend_downs", "Times marked down since start.", labels=["backend"]
+        ),
+    }
+    for member in backend.status():
+        families["up"].add_metric([member.name], float(member.up and not member.drained))
+        families["failures"].add_metric([member.name], member.failures)
+        families["downs"].add_metric([member.name], member.downs)
+    yield from families.values()
+    yield GaugeMetricFamily(
+        "assocdb_read_failovers",
+        "Reads answered by another replica after one failed, since start.",
+        value=backend.failovers,
+    )

@@ -13,6 +13,8 @@ from ._errors import InvalidRequest
 from ._graph import Graph
 from ._journal import Journal
 from ._mysqlpool import is_mysql_url
+from ._shardmap import ShardMapBackend
+from ._shardmap_config import load
 from ._sqlite import SQLiteBackend
 
 DEFAULT_CACHE = CacheConfig()
@@ -54,11 +56,22 @@ def open_graph(
 
     Unfinished writes left by a crash are applied before this returns.
 
+    A `path` ending in `.toml` is a shard map instead (`_shardmap_config`):
+    the graph's shards live on the replica sets of the backends it names,
+    with the timeouts it sets (`timeout` does not apply), and the journal
+    defaults to the map's name with `.journal.db` (`cluster.toml` →
+    `cluster.journal.db`): keep one journal per process that writes.
+
     >>> g = assocdb.open("data/", shards=16, schema="schema.toml")
     >>> g = assocdb.open("mysql://root@127.0.0.1:3306/social", journal="social.journal")
+    >>> g = assocdb.open("cluster.toml", journal="/var/lib/assocdb/journal.db")
     """
     backend: Backend
-    if is_mysql_url(path):
+    journal_file: str | Path
+    if Path(path).suffix == ".toml":
+        backend = open_shardmap(path, shards)
+        journal_file = Path(path).with_suffix(".journal.db") if journal is None else journal
+    elif is_mysql_url(path):
         path, journal = _journal_from_url(str(path), journal)
         if journal is None:
             raise InvalidRequest(
@@ -69,7 +82,7 @@ def open_graph(
         from ._mysql import MySQLBackend
 
         backend = MySQLBackend.open(str(path), shards)
-        journal_file: str | Path = journal
+        journal_file = journal
     else:
         backend = SQLiteBackend.open(path, shards, busy_timeout=timeout)
         journal_file = Path(path) / "journal.db" if journal is None else journal
@@ -94,10 +107,20 @@ def open_backend(spec: dict[str, Any]) -> Backend:
     """The backend a spec describes, e.g. `{"kind": "sqlite", "path": "data/", "shards": 16}`."""
     kind = spec.get("kind")
     if kind == "sqlite":
-        return SQLiteBackend.open(spec["path"], spec.get("shards"))
+        return SQLiteBackend.open(spec["path"], spec.get("shards"), spec.get("timeout", 2.0))
     if kind == "mysql":
         from ._mysql import MySQLBackend
 
         options = {k: spec.get(k) for k in ("connect_timeout", "query_timeout", "pool_size")}
         return MySQLBackend.open(spec["url"], spec.get("shards"), **options)
-    raise InvalidRequest(f"unknown backend kind {kind!r}; known: sqlite, mysql")
+    if kind == "shardmap":
+        return ShardMapBackend.from_spec(spec, open_backend)
+    raise InvalidRequest(f"unknown backend kind {kind!r}; known: sqlite, mysql, shardmap")
+
+
+def open_shardmap(path: str | Path, shards: int | None = None) -> ShardMapBackend:
+    """The replicated backend the shard map file `path` describes."""
+    smap = load(path)
+    if shards is not None and shards != smap.shards:
+        raise InvalidRequest(f"{path} places {smap.shards} shards, not {shards}")
+    return ShardMapBackend(smap, open_backend, source=path)
