@@ -30,6 +30,7 @@ from . import _cursor
 from ._backend import Backend, EdgeScan
 from ._errors import Unavailable
 from ._ids import shard_of
+from ._merge import State
 from ._timeline_list import Entry
 
 FANOUT_PAGE = 2000  # followers per page
@@ -83,15 +84,18 @@ class Deliveries(msgspec.Struct, tag="deliver", array_like=True, frozen=True):
         return sorted(by_shard.items())
 
 
-def timed(backend: Backend, job: FanoutJob) -> FanoutJob:
+def timed(backend: Backend, job: FanoutJob) -> FanoutJob | None:
     """The job with its entry's time, taken from the author's post edge once the post
-    (or a later write of it) is applied; Unavailable until then."""
+    (or a later write of it) is applied; Unavailable until then; None if a later
+    write removed the post (nothing to deliver)."""
     if job.posts is None:
         return job
     _, item, author, stamp = job.entry
     rows = backend.edges(shard_of(author, backend.shards), author, job.posts, [item])
     if not rows or rows[0].updated_at < job.updated_at:
         raise Unavailable(f"waiting for the post of item {item} to be applied to deliver it")
+    if rows[0].state == State.REMOVED:
+        return None
     return msgspec.structs.replace(job, entry=(rows[0].time, item, author, stamp), posts=None)
 
 
@@ -106,7 +110,10 @@ def fanout_page(
     `deliver` runs the page's `Deliveries` (the applier journals it as a job of
     its own); by default they are merged here, every shard or an error.
     """
-    job = timed(backend, job)
+    timed_job = timed(backend, job)
+    if timed_job is None:
+        return None
+    job = timed_job
     index, boundary = 0, None
     if job.at is not None:
         index, time, id2 = job.at
