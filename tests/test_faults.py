@@ -259,3 +259,20 @@ def test_a_post_without_a_time_is_queued_while_the_authors_shard_is_down(graph: 
     for reader in readers:  # the same items, at the same times, once each
         assert graph.home_timeline(reader).items == own
     assert graph.queue_stats().bad == 0
+
+
+def test_a_hybrid_post_on_a_down_shard_fails_whole(graph: Graph) -> None:
+    """Hybrid mode reads the author's follower count first: an error, and nothing stored."""
+    graph.define_timeline("follows", mode="hybrid")
+    down = shard_of(1, graph.shards)
+    reader = next(n for n in range(2, 40) if shard_of(n, graph.shards) != down)
+    graph.assoc_add(reader, "follows", 1)
+    recover = inject(graph, failing(down, sqlite3.OperationalError))
+    with pytest.raises(Unavailable):
+        graph.post(1, 100, time=5)
+    recover()
+    assert graph.drain(timeout=10)
+    assert graph.user_timeline(1).items == []
+    graph.post(1, 100, time=5)
+    assert graph.drain(timeout=10)
+    assert [i.item for i in graph.home_timeline(reader).items] == [100]

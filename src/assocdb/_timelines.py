@@ -147,12 +147,15 @@ class TimelinesAPI(AssocReadsAPI):
         # Without a time, the stored post's is kept (as assoc_add keeps it), and the
         # fan-out takes it from the stored edge once the post is applied (`_fanout.timed`).
         keep = time is None
+        # Hybrid decides first (it reads the author's follower count): a post whose
+        # shard is down then fails whole, rather than be stored and never delivered.
+        deliver = config.mode == "write" or (
+            config.mode == "hybrid" and not self._celebrity(author, followers, config)
+        )
         result = self._submit(
             EdgeWrite(posts.id, None, author, item, State.NORMAL, ua, time, None, keep=keep), ua
         )
-        if config.mode == "write" or (
-            config.mode == "hybrid" and not self._celebrity(author, followers, config)
-        ):
+        if deliver:
             delivery = entry(0 if time is None else time, item, author, ua)
             job = FanoutJob(author, followers.id, [State.NORMAL], delivery, config.cap)
             if keep:
