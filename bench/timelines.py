@@ -15,6 +15,11 @@
    N x delivery / (read - write page) times per post.
 
 Run: `python -m bench timelines [--quick]` (about a minute; --quick: 20 s).
+
+`python -m bench timelines --mariadb` instead measures a second write-mode
+page on MariaDB/MySQL (ASSOCDB_BENCH_MYSQL_URL or ASSOCDB_TEST_MYSQL_URL)
+through the cache and without it, against the bare blob query (the same
+driver, one connection): what caching home lists buys over a network.
 """
 
 from __future__ import annotations
@@ -196,8 +201,63 @@ def page_costs(directory: Path, followees: int) -> dict[str, tuple[float, float]
     return costs
 
 
+def mariadb_pages() -> None:
+    """A second write-mode page, cached and uncached, on MariaDB (see the module doc)."""
+    import uuid
+
+    from assocdb._mysql import MySQLBackend
+
+    from .mysql import connect, server
+
+    url = f"{server()}/tltime{uuid.uuid4().hex[:8]}"
+    g = assocdb.open(url, shards=4, journal=":memory:", cache=None)
+    cached = None
+    try:
+        g.define_assoc("follows", inverse="followed_by")
+        g.define_timeline("follows", cap=800)
+        cached = assocdb.open(url, journal=":memory:", cache=assocdb.CacheConfig())
+        conn = connect(g._backend)  # type: ignore[arg-type]
+        print(f"timelines on {server()}: a second home page (limit 50), mode write")
+        for followees in (10, 100):
+            reader = followees
+            for author in range(AUTHOR, AUTHOR + followees):
+                g.assoc_add(reader, "follows", author)
+            for k in range(ITEMS_EACH):
+                for n, author in enumerate(range(AUTHOR, AUTHOR + followees)):
+                    g.post(author, 10**6 * (n + 1) + 1000 * k + reader, BASE + k * followees + n)
+            assert g.drain(60)
+            cursor = g.home_timeline(reader, limit=50, mode="write").next_cursor
+            page = partial(g.home_timeline, reader, cursor, 50, "write")
+            cached_page = partial(cached.home_timeline, reader, cursor, 50, "write")
+            assert cached_page() == page()
+            sql = g._backend._q(  # type: ignore[attr-defined]
+                "SELECT entries FROM {s}.timelines WHERE owner = %s", shard_of(reader, g.shards)
+            )
+
+            def bare(_: int, sql: str = sql, reader: int = reader) -> object:
+                cur = conn.cursor()
+                cur.execute(sql, (reader,))
+                (blob,) = cur.fetchone()
+                cur.close()
+                return unpack(blob)[50:100]
+
+            for label, read in (("uncached", page), ("cached", cached_page)):
+                ours, base = compare(lambda i, r=read: r(), bare, calls=300, rounds=5)  # type: ignore[misc]
+                label = f"  F={followees} {label}"
+                print(row(label, f"{ours:.0f} µs", f"{base:.0f} µs", ours / base, "vs bare query"))
+        conn.close()
+    finally:
+        if cached is not None:
+            cached.close()
+        g.close()
+        MySQLBackend.drop(url)
+
+
 def main(args: list[str] | None = None) -> None:
     args = sys.argv[1:] if args is None else args
+    if "--mariadb" in args:
+        mariadb_pages()
+        return
     quick = "--quick" in args
     sizes = [10, 10_000, 100_000 if quick else 1_000_000]
     directory = Path(tempfile.mkdtemp(prefix="assocdb-timelines-"))

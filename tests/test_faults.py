@@ -233,3 +233,46 @@ def test_async_mode_acknowledges_after_the_journal(stores: Stores) -> None:
     assert g.assoc_count(1, "follows") == 38
     assert g.assoc_count(20, "followed_by") == 1
     assert g.queue_stats().applied == 38
+
+
+def test_a_post_without_a_time_is_queued_while_the_authors_shard_is_down(graph: Graph) -> None:
+    """Its delivery waits for it, and takes the time it was stored with."""
+    graph.define_timeline("follows")
+    author = 1
+    down = shard_of(author, graph.shards)
+    readers = [n for n in range(2, 40) if shard_of(n, graph.shards) != down][:6]
+    for reader in readers:
+        graph.assoc_add(reader, "follows", author)
+    graph.post(author, 100, time=50)
+    assert graph.drain(timeout=10)
+    recover = inject(graph, failing(down, sqlite3.OperationalError))
+    assert graph.post(author, 100).status == "queued"  # a repost: keeps time 50, later
+    assert graph.post(author, 101).status == "queued"  # a new post: its time is its stamp's
+    for reader in readers:  # the other shards answer; nothing new arrived yet
+        assert [i.item for i in graph.home_timeline(reader).items] == [100]
+    recover()
+    assert graph.drain(timeout=30)
+    own = graph.user_timeline(author).items
+    assert [(i.item, i.time) for i in own][1:] == [(100, 50)]
+    assert own[0].item == 101
+    assert own[0].time > 50
+    for reader in readers:  # the same items, at the same times, once each
+        assert graph.home_timeline(reader).items == own
+    assert graph.queue_stats().bad == 0
+
+
+def test_a_hybrid_post_on_a_down_shard_fails_whole(graph: Graph) -> None:
+    """Hybrid mode reads the author's follower count first: an error, and nothing stored."""
+    graph.define_timeline("follows", mode="hybrid")
+    down = shard_of(1, graph.shards)
+    reader = next(n for n in range(2, 40) if shard_of(n, graph.shards) != down)
+    graph.assoc_add(reader, "follows", 1)
+    recover = inject(graph, failing(down, sqlite3.OperationalError))
+    with pytest.raises(Unavailable):
+        graph.post(1, 100, time=5)
+    recover()
+    assert graph.drain(timeout=10)
+    assert graph.user_timeline(1).items == []
+    graph.post(1, 100, time=5)
+    assert graph.drain(timeout=10)
+    assert [i.item for i in graph.home_timeline(reader).items] == [100]

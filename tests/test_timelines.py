@@ -10,8 +10,10 @@ hybrid) sees every live post of the current followees.
 
 from __future__ import annotations
 
+import os
 import random
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from assocdb._timeline_list import entry
 from .conftest import OpenGraph
 
 Key = tuple[int, int]  # (time, item)
+REDIS = os.environ.get("ASSOCDB_TEST_REDIS_URL")
 
 
 @dataclass
@@ -111,8 +114,13 @@ def setup(g: Graph, mode: str, cap: int = 800, threshold: int = 5) -> Model:
     return Model(mode, cap, threshold)
 
 
-def run_ops(g: Graph, model: Model, rnd: random.Random, steps: int, users: int = 20) -> None:
-    """Random follows (a few celebrities draw most), unfollows, posts and deletes."""
+def run_ops(
+    g: Graph, model: Model, rnd: random.Random, steps: int, users: int = 20, reads: bool = False
+) -> None:
+    """Random follows (a few celebrities draw most), unfollows, posts and deletes.
+
+    With `reads`, each step ends with a read of its user's first page (so a
+    cache holds home lists while deliveries change them)."""
     stars = [1, 2]
     items = iter(range(1000, 10**6))
     for _ in range(steps):
@@ -146,19 +154,34 @@ def run_ops(g: Graph, model: Model, rnd: random.Random, steps: int, users: int =
                 g.post_delete(author, item)
                 model.delete(author, item)
         assert g.drain(10)
+        if reads:
+            first = g.home_timeline(user, None, 4, model.mode)  # type: ignore[arg-type]
+            assert first.items == model.home(user, model.mode)[:4], user
+
+
+#: The caches a model test runs with: none, tier 1, tier 1 and Redis (when configured).
+CACHES = {
+    "uncached": None,
+    "cached": assocdb.CacheConfig(prefix=4, max_age=3600),  # short prefixes: partly cached
+    "redis": assocdb.CacheConfig(prefix=4, max_age=3600, redis=REDIS),
+}
 
 
 @pytest.mark.parametrize("mode", ["write", "read", "hybrid"])
 @pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("cache", list(CACHES))
 def test_home_timelines_match_the_model(
-    open_graph: OpenGraph, mode: str, seed: int, monkeypatch: pytest.MonkeyPatch
+    open_graph: OpenGraph, mode: str, seed: int, cache: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if cache == "redis" and not REDIS:
+        pytest.skip("ASSOCDB_TEST_REDIS_URL is not set")
     # Seed 2 reads the shards on threads, seed 1 inline: the same answers either way.
     monkeypatch.setattr(_timelines, "PARALLEL_READS", "always" if seed == 2 else "never")
-    g = open_graph()
+    g = open_graph(cache=CACHES[cache])
     model = setup(g, mode, cap=6 if seed == 1 else 30, threshold=3)  # trimmed often, or seldom
     rnd = random.Random(seed)
-    run_ops(g, model, rnd, 150)
+    # Cached, every step reads a page: deliveries change home lists the cache holds.
+    run_ops(g, model, rnd, 150, reads=cache != "uncached")
     if mode == "hybrid":
         assert model.stars  # the generated graph has celebrities
     for user in range(1, 21):
@@ -491,3 +514,121 @@ def test_hybrid_reads_that_read_the_follows_see_every_followed_celebrity(graph: 
     want = [104, 103, 102, 101, 100]
     assert [i.item for i in graph.home_timeline(1).items] == want
     assert [i.item for i in graph.home_timeline(1, mode="read").items] == want
+
+
+def test_a_cached_home_page_issues_no_sql(open_graph: OpenGraph) -> None:
+    g = open_graph(cache=assocdb.CacheConfig(max_age=3600))
+    g.define_assoc("follows", inverse="followed_by")
+    g.define_timeline("follows", mode="write")
+    for author in range(2, 12):
+        g.assoc_add(1, "follows", author)
+        g.post(author, 100 + author, author)
+    assert g.drain(10)
+    first = g.home_timeline(1, limit=5)
+    statements: list[str] = []
+    undo = g.trace(lambda shard, sql, seconds: statements.append(sql))
+    again = g.home_timeline(1, limit=5)
+    second = g.home_timeline(1, first.next_cursor, limit=5)
+    undo()
+    assert again == first
+    assert [i.item for i in second.items] == [106, 105, 104, 103, 102]
+    assert statements == []  # the home list and the follow edges came from the cache
+    g.post(12, 150, 50)  # a new followee's post: a delivery into the cached home list
+    g.assoc_add(1, "follows", 12)
+    g.post(12, 112, 12)
+    g.post_delete(11, 111)  # and a tombstone
+    assert g.drain(10)
+    statements.clear()
+    undo = g.trace(lambda shard, sql, seconds: statements.append(sql))
+    items = [i.item for i in g.home_timeline(1, limit=5).items]
+    undo()
+    assert items == [112, 110, 109, 108, 107]  # 150 came before the follow
+    assert not any("timelines" in sql for sql in statements)  # updated in place, not refilled
+
+
+@pytest.mark.skipif(not REDIS, reason="ASSOCDB_TEST_REDIS_URL is not set")
+def test_another_process_sees_deliveries_through_redis(tmp_path: Path) -> None:
+    cache = assocdb.CacheConfig(redis=REDIS, max_age=3600)  # only Redis can tell the reader
+    writer = assocdb.open(tmp_path / "g", shards=3, cache=cache)
+    writer.define_assoc("follows", inverse="followed_by")
+    writer.define_timeline("follows")
+    for user in range(2, 6):
+        writer.assoc_add(user, "follows", 1)
+    reader = assocdb.open(tmp_path / "g", cache=cache)
+    try:
+        for n in range(5):
+            writer.post(1, 100 + n, 10 + n)
+            assert writer.drain(10)
+            assert reader._cache.tier2.wait_for(writer._cache.tier2.barrier())  # type: ignore[union-attr]
+            for user in range(2, 6):
+                items = [i.item for i in reader.home_timeline(user).items]
+                assert items == list(range(100 + n, 99, -1)), (n, user)
+        third = assocdb.open(tmp_path / "g", cache=cache)
+        statements: list[str] = []
+        third.trace(lambda shard, sql, seconds: statements.append(sql))
+        for user in range(2, 6):
+            assert third.home_timeline(user, limit=1).items[0].item == 104
+        third.close()
+        # The reader's fills, shared through Redis (a new graph reads its timeline config).
+        assert [sql for sql in statements if "FROM meta" not in sql] == []
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_home_fill_older_than_a_delivery_is_not_cached(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=assocdb.CacheConfig(max_age=3600))
+    g.define_assoc("follows", inverse="followed_by")
+    g.define_timeline("follows")
+    g.assoc_add(2, "follows", 1)
+    g.post(1, 100, 10)
+    assert g.drain(10)
+    read, release = threading.Event(), threading.Event()
+    backend = g._backend
+    stored = backend.timelines
+
+    def slow(shard: int, owners: list[int]) -> dict[int, bytes]:
+        found = stored(shard, owners)
+        if threading.current_thread().name == "reader":
+            read.set()  # the fill has the blob without item 101...
+            release.wait(5)
+        return found
+
+    backend.timelines = slow  # type: ignore[method-assign]
+    reading = threading.Thread(target=lambda: g.home_timeline(2), name="reader")
+    reading.start()
+    assert read.wait(5)
+    g.post(1, 101, 11)  # ...and this delivery lands before it is installed
+    assert g.drain(10)
+    release.set()
+    reading.join()
+    backend.timelines = stored  # type: ignore[method-assign]
+    assert [i.item for i in g.home_timeline(2).items] == [101, 100]
+    stats = g.cache_stats()
+    assert stats is not None
+    assert stats.stale_fills == 1
+    g.close()
+
+
+def test_cached_home_lists_stay_within_the_memory_bound(tmp_path: Path) -> None:
+    cache = assocdb.CacheConfig(max_bytes=40_000, admit_after=1, max_age=3600)
+    g = assocdb.open(tmp_path / "g", shards=2, cache=cache)
+    g.define_assoc("follows", inverse="followed_by")
+    g.define_timeline("follows")
+    for user in range(2, 42):
+        g.assoc_add(user, "follows", 1)
+    for item in range(100, 130):  # 30 entries: about 1 KB a home list
+        g.post(1, item, item)
+    assert g.drain(10)
+    for _ in range(2):
+        for user in range(2, 42):
+            assert [i.item for i in g.home_timeline(user, limit=3).items] == [129, 128, 127]
+            stats = g.cache_stats()
+            assert stats is not None
+            assert stats.bytes <= 40_000
+    assert stats.evictions > 0
+    assert g._cache is not None
+    g._cache.invalidate()
+    assert g._cache._home_bytes == 0
+    assert g._cache.stats().bytes == 0
+    g.close()

@@ -392,6 +392,8 @@ class Applier:
                 errors.append(exc)
                 continue
             self.health.succeeded(shard)
+            if self.cache is not None:
+                self.cache.deliver(writes, work.cap)
             done |= 1 << number
         if errors:
             return self._failed(job, done, attempts, retries, start, errors)

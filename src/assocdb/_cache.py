@@ -6,7 +6,9 @@ It keeps what TAO's cache kept, in the forms the queries need:
   its visible (normal) edges, up to `prefix` entries, as a PackedList (about
   20 bytes an edge) plus the data of the edges that have any; `complete`
   says the prefix is the whole list;
-* per object: its row, or a negative entry ("no such object").
+* per object: its row, or a negative entry ("no such object");
+* per home timeline owner: the packed blob of `_timeline_list` (32 bytes an
+  entry), exactly as the shard stores it.
 
 A read asks a list entry to answer (`ListEntry.range`, `.time_range`,
 `.scan`, `.get`); the entry answers when its contents cover the query (a
@@ -18,9 +20,11 @@ fill (no thundering herd).
 Writes keep entries exact: every applied leg reports its changes (old and
 new row), and `apply` updates cached entries in place: remove the old entry
 from the prefix, insert the new one if it is visible and falls within the
-prefix, adjust the counts. A write that lands while a fill of the same key is
-in flight marks the fill stale, and a stale fill is not installed: a slow
-fill never hides a newer write. So a process always reads its own writes.
+prefix, adjust the counts. A leg of timeline deliveries is merged into the
+cached blobs with the shard's own rule (`merge_blob`). A write that lands
+while a fill of the same key is in flight marks the fill stale, and a stale
+fill is not installed: a slow fill never hides a newer write. So a process
+always reads its own writes.
 
 Writes of other processes are seen through tier 2 (Redis invalidations) or,
 without it, after `max_age` seconds at most: older entries are refilled.
@@ -35,7 +39,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +51,8 @@ from ._chunks import Columns, Entry, PackedList
 from ._cursor import Seek
 from ._hotkeys import HotKeys
 from ._merge import Changes, ObjRow, State
+from ._timeline_list import Entry as TimelineEntry
+from ._timeline_list import merge_blob
 
 if TYPE_CHECKING:
     from ._redis_tier import RedisTier
@@ -244,6 +250,8 @@ class Cache:
             self.tier2 = RedisTier(self.config.redis, graph_id, self.config.redis_ttl, self._remote)
         self._lists: OrderedDict[ListKey, ListEntry] = OrderedDict()
         self._objects: OrderedDict[int, tuple[Any, float]] = OrderedDict()
+        self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
+        self._home_bytes = 0
         self._fills: dict[tuple[str, Any], _Fill] = {}
         self._doorkeeper: dict[tuple[str, Any], int] = {}  # recent misses of uncached keys
         self._lock = threading.RLock()
@@ -320,6 +328,26 @@ class Cache:
             return self.obj(id, load)
         return row  # type: ignore[no-any-return]
 
+    def home(self, owner: int, load: Callable[[], bytes]) -> bytes:
+        """The owner's packed home timeline (b"" if none), filled on a miss."""
+        self.hot.seen(("home", owner))
+        with self._lock:
+            found = self._homes.get(owner)
+            if found is not None and time.monotonic() - found[1] < self.config.max_age:
+                self._homes.move_to_end(owner)
+                self.hits += 1
+                return found[0]
+            if found is not None:  # aged out
+                self._drop_home(owner)
+                self._readmit(("home", owner))
+            admitted = self._admit(("home", owner))
+        if not admitted:
+            return load()
+        blob = self._fill(("home", owner), load)
+        if blob is _WAITED:
+            return self.home(owner, load)
+        return blob  # type: ignore[no-any-return]
+
     # -- fills --------------------------------------------------------------------------
 
     def _admit(self, ticket_key: tuple[str, Any]) -> bool:
@@ -390,7 +418,12 @@ class Cache:
 
     def _install(self, ticket_key: tuple[str, Any], value: Any) -> None:
         kind, key = ticket_key
-        if kind == "object":
+        if kind == "home":
+            self._drop_home(key)
+            self._homes[key] = (value, time.monotonic())
+            self._home_bytes += _home_bytes(value)
+            self.bytes += _home_bytes(value)
+        elif kind == "object":
             self._objects[key] = (MISSING if value is None else value, time.monotonic())
             self._objects.move_to_end(key)
             self.bytes += _object_bytes(value)
@@ -455,6 +488,27 @@ class Cache:
         if self.tier2 is not None and touched:
             self.tier2.invalidate(list(dict.fromkeys(touched)))
 
+    def deliver(self, writes: Mapping[int, Sequence[TimelineEntry]], cap: int) -> None:
+        """Bring cached home timelines up to date with a merged leg of deliveries (and
+        tell tier 2): the same merge the shard did, so the blobs stay equal."""
+        touched: list[tuple[str, Any]] = []
+        with self._lock:
+            for owner, entries in writes.items():
+                key = ("home", owner)
+                touched.append(key)
+                self._stale(key)
+                found = self._homes.get(owner)
+                if found is not None:
+                    blob = merge_blob(found[0], entries, cap)
+                    if blob is not None:
+                        grown = _home_bytes(blob) - _home_bytes(found[0])
+                        self._home_bytes += grown
+                        self.bytes += grown
+                        self._homes[owner] = (blob, found[1])
+            self._evict()
+        if self.tier2 is not None and touched:
+            self.tier2.invalidate(touched)
+
     def _apply_edge(self, entry: ListEntry, old: Any, new: Any) -> None:
         if entry.counts is not None:
             if old is not None:
@@ -486,17 +540,23 @@ class Cache:
             ongoing.stale = True
 
     def invalidate(self, keys: Sequence[tuple[str, Any]] | None = None) -> None:
-        """Forget these entries ("counts"/"prefix", (id1, atype)) or ("object", id), or all."""
+        """Forget these entries ("counts"/"prefix", (id1, atype)), ("object", id) or
+        ("home", owner), or all."""
         with self._lock:
             if keys is None:
                 for fill in self._fills.values():
                     fill.stale = True
                 self._lists.clear()
                 self._objects.clear()
-                self.bytes = 0
+                self._homes.clear()
+                self.bytes = self._home_bytes = 0
                 return
             for kind, key in keys:
-                if kind == "object":
+                if kind == "home":
+                    self._stale((kind, key))
+                    if self._drop_home(key):
+                        self._readmit((kind, key))
+                elif kind == "object":
                     self._stale((kind, key))
                     found = self._objects.pop(key, None)
                     if found is not None:
@@ -540,10 +600,28 @@ class Cache:
         self.bytes -= entry.nbytes
         return True
 
+    def _drop_home(self, owner: int) -> bool:
+        """Forget a home timeline's entry; whether there was one."""
+        found = self._homes.pop(owner, None)
+        if found is None:
+            return False
+        self._home_bytes -= _home_bytes(found[0])
+        self.bytes -= _home_bytes(found[0])
+        return True
+
     def _evict(self) -> None:
         spared = 0
-        while self.bytes > self.config.max_bytes and (self._lists or self._objects):
-            if self._lists and (not self._objects or len(self._lists) >= len(self._objects)):
+        while self.bytes > self.config.max_bytes and (self._lists or self._objects or self._homes):
+            if self._homes and (
+                self._home_bytes * 2 >= self.bytes or not (self._lists or self._objects)
+            ):  # home timelines hold half the memory or more
+                owner = next(iter(self._homes))
+                if spared < 8 and self.hot.is_hot(("home", owner)):
+                    self._homes.move_to_end(owner)
+                    spared += 1
+                    continue
+                self._drop_home(owner)
+            elif self._lists and (not self._objects or len(self._lists) >= len(self._objects)):
                 key = next(iter(self._lists))
                 if spared < 8 and self.hot.is_hot(("list", *key)):
                     self._lists.move_to_end(key)  # the hottest lists stay longer
@@ -565,13 +643,17 @@ class Cache:
                 self.fills,
                 self.stale_fills,
                 self.evictions,
-                len(self._lists) + len(self._objects),
+                len(self._lists) + len(self._objects) + len(self._homes),
                 self.bytes,
                 round(self.hits / lookups, 4) if lookups else 0.0,
                 0 if tier2 is None else tier2.hits,
                 0 if tier2 is None else tier2.misses,
                 0 if tier2 is None else tier2.failures,
             )
+
+
+def _home_bytes(blob: bytes) -> int:
+    return _ENTRY_BYTES + len(blob)
 
 
 def _object_bytes(row: Any) -> int:

@@ -13,6 +13,10 @@ A post is delivered to current followers (normal edges). A delete is
 delivered to everyone who ever followed (every state, removed edges
 included), so an account that unfollowed between the post and its delete
 does not keep the item should it follow again.
+
+A post without a time does not read the author's shard (so a shard that is
+down queues the post rather than failing it): the job carries `posts`, and
+takes the entry's time from the stored post edge once that is applied.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import msgspec
 
 from . import _cursor
 from ._backend import Backend, EdgeScan
+from ._errors import Unavailable
 from ._ids import shard_of
+from ._merge import State
 from ._timeline_list import Entry
 
 FANOUT_PAGE = 2000  # followers per page
@@ -37,7 +43,8 @@ class FanoutJob(msgspec.Struct, tag="fanout", array_like=True, frozen=True):
 
     `followers` is the type id of the author's followers list; `states` the
     follower edge states delivered to; `at` is `(state index, time, id2)` of
-    the last follower done.
+    the last follower done. With `posts` (the posts type id), the entry's time
+    is not known yet: it is the stored post edge's (`timed`).
     """
 
     author: int
@@ -46,6 +53,7 @@ class FanoutJob(msgspec.Struct, tag="fanout", array_like=True, frozen=True):
     entry: Entry
     cap: int
     at: tuple[int, int, int] | None = None
+    posts: int | None = None
 
     keys: ClassVar[list[Key]] = []  # writes only timelines, which no resolved write reads
 
@@ -76,6 +84,21 @@ class Deliveries(msgspec.Struct, tag="deliver", array_like=True, frozen=True):
         return sorted(by_shard.items())
 
 
+def timed(backend: Backend, job: FanoutJob) -> FanoutJob | None:
+    """The job with its entry's time, taken from the author's post edge once the post
+    (or a later write of it) is applied; Unavailable until then; None if a later
+    write removed the post (nothing to deliver)."""
+    if job.posts is None:
+        return job
+    _, item, author, stamp = job.entry
+    rows = backend.edges(shard_of(author, backend.shards), author, job.posts, [item])
+    if not rows or rows[0].updated_at < job.updated_at:
+        raise Unavailable(f"waiting for the post of item {item} to be applied to deliver it")
+    if rows[0].state == State.REMOVED:
+        return None
+    return msgspec.structs.replace(job, entry=(rows[0].time, item, author, stamp), posts=None)
+
+
 def fanout_page(
     backend: Backend,
     job: FanoutJob,
@@ -87,6 +110,10 @@ def fanout_page(
     `deliver` runs the page's `Deliveries` (the applier journals it as a job of
     its own); by default they are merged here, every shard or an error.
     """
+    timed_job = timed(backend, job)
+    if timed_job is None:
+        return None
+    job = timed_job
     index, boundary = 0, None
     if job.at is not None:
         index, time, id2 = job.at

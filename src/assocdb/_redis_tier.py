@@ -7,6 +7,8 @@ graph's channel, so every other process's tier 1 drops them (its in-flight
 fills of those keys turn stale). A fill is stored in Redis only if the key's
 version is still the one read before the shard was (a Lua compare-and-set),
 so a slow fill never writes back a value a newer write invalidated.
+Home timelines are kept as their packed blob (`_timeline_list`); each leg
+of deliveries invalidates its owners like a write does.
 
 Everything is one pipelined round trip (redis-py: ~150 µs a call here, ~15
 µs a call pipelined). Redis is a cache, not a dependency: every call is
@@ -31,7 +33,8 @@ from ._merge import ObjRow
 
 log = logging.getLogger("assocdb.redis")
 
-TicketKey = tuple[str, Any]  # ("counts" | "prefix", (id1, atype)) or ("object", id)
+#: ("counts" | "prefix", (id1, atype)), ("object", id) or ("home", owner)
+TicketKey = tuple[str, Any]
 
 _CAS = """
 local version = redis.call('GET', KEYS[2])
@@ -216,6 +219,8 @@ class RedisTier:
         kind, k = key
         if kind == "object":
             return f"{self._prefix}o:{k}"
+        if kind == "home":
+            return f"{self._prefix}h:{k}"
         return f"{self._prefix}{kind[0]}:{k[0]}:{k[1]}"
 
     def close(self) -> None:
@@ -229,10 +234,14 @@ def _encode(key: TicketKey, value: Any) -> bytes:
         return msgspec.msgpack.encode([value])  # [None] is a cached "no such object"
     if key[0] == "counts":
         return msgspec.msgpack.encode(sorted(value.items()))
+    if key[0] == "home":
+        return bytes(value)  # the packed blob as it is
     return msgspec.msgpack.encode(value)
 
 
 def _decode(key: TicketKey, raw: bytes) -> Any:
+    if key[0] == "home":
+        return raw
     value = msgspec.msgpack.decode(raw)
     if key[0] == "object":
         return None if value[0] is None else ObjRow(*value[0])
@@ -242,4 +251,4 @@ def _decode(key: TicketKey, raw: bytes) -> Any:
 
 
 def _key(kind: str, k: Any) -> Any:
-    return k if kind == "object" else tuple(k)
+    return k if kind in ("object", "home") else tuple(k)

@@ -36,6 +36,7 @@ from ._cursor import Seek
 Entry = tuple[int, int, int, int]
 TimelineKey = tuple[int, int]  # (time, item)
 _WIDTH = 4
+_ENTRY_BYTES = _WIDTH * 8
 _SWAP = sys.byteorder != "little"  # the blob is little-endian on every machine
 
 
@@ -81,12 +82,14 @@ def merge(current: Iterable[Entry], writes: Iterable[Entry], cap: int) -> list[E
 
 def merge_blob(blob: bytes | None, writes: Sequence[Entry], cap: int) -> bytes | None:
     """`merge` on a stored blob: the new blob, or None if nothing changed."""
+    if len(writes) == 1:
+        head = unpack(blob[:_ENTRY_BYTES]) if blob else []
+        if not head or writes[0][:2] > head[0][:2]:
+            # The common case, a delivery newer than everything held: prepend the
+            # bytes, trim (no unpacking: the cache does this per cached follower).
+            return pack(writes) + (blob or b"")[: (cap - 1) * _ENTRY_BYTES]
     current = unpack(blob)
-    if len(writes) == 1 and (not current or writes[0][:2] > current[0][:2]):
-        # The common case, a delivery newer than everything held: prepend, trim.
-        merged = [writes[0], *current[: cap - 1]]
-    else:
-        merged = merge(current, writes, cap)
+    merged = merge(current, writes, cap)
     return None if merged == current else pack(merged)
 
 

@@ -141,6 +141,8 @@ class TimelinesAPI(AssocReadsAPI):
         `time` orders timelines (default: now in ms; posting an item again keeps
         its time). In write and hybrid mode the delivery is a background job
         (`g.drain()` waits for it); the result is that of the author's own list.
+        Without a `time`, a write-mode post reads nothing first: while the
+        author's shard is down it is `queued`, and its delivery waits for it.
 
         >>> g.post(1, 1001)
         WriteResult(status='applied', updated_at=...)
@@ -151,20 +153,23 @@ class TimelinesAPI(AssocReadsAPI):
             check_int64(time, "time")
         posts, followers = self._timeline_types(config)
         ua = self._stamp(updated_at)
-        if time is None:
-            stored = self._posted(posts, author, item)
-            live = stored is not None and stored[0] != State.REMOVED
-            time = stored[1] if stored is not None and live else ua // 1000
-        result = self._submit(
-            EdgeWrite(posts.id, None, author, item, State.NORMAL, ua, time, None), ua
-        )
-        if config.mode == "write" or (
+        # Without a time, the stored post's is kept (as assoc_add keeps it), and the
+        # fan-out takes it from the stored edge once the post is applied (`_fanout.timed`).
+        keep = time is None
+        # Hybrid decides first (it reads the author's follower count): a post whose
+        # shard is down then fails whole, rather than be stored and never delivered.
+        deliver = config.mode == "write" or (
             config.mode == "hybrid" and not self._celebrity(author, followers, config)
-        ):
-            delivery = entry(time, item, author, ua)
-            self._submit_background(
-                FanoutJob(author, followers.id, [State.NORMAL], delivery, config.cap)
-            )
+        )
+        result = self._submit(
+            EdgeWrite(posts.id, None, author, item, State.NORMAL, ua, time, None, keep=keep), ua
+        )
+        if deliver:
+            delivery = entry(0 if time is None else time, item, author, ua)
+            job = FanoutJob(author, followers.id, [State.NORMAL], delivery, config.cap)
+            if keep:
+                job = msgspec.structs.replace(job, posts=posts.id)
+            self._submit_background(job)
         return result
 
     def post_delete(self, author: int, item: int, updated_at: int | None = None) -> WriteResult:
@@ -358,11 +363,19 @@ class TimelinesAPI(AssocReadsAPI):
         return {row.id2 for row in rows if row.state == State.NORMAL}
 
     def _home_source(self, user: int, follows: AssocType) -> Source:
-        blob = self._backend.timelines(shard_of(user, self._shards), [user]).get(user)
-        entries = unpack(blob)
+        entries = unpack(self._home_blob(user))
         return lambda seek, n: home_rows(
             entries, lambda authors: self._followed(user, follows, authors), seek, n
         )
+
+    def _home_blob(self, user: int) -> bytes:
+        """The user's packed home list (b"" if none), through the cache when there is one."""
+        shard = shard_of(user, self._shards)
+
+        def load() -> bytes:
+            return self._backend.timelines(shard, [user]).get(user, b"")
+
+        return load() if self._cache is None else self._cache.home(user, load)
 
     def _pool(self) -> ThreadPoolExecutor | None:
         """Threads for reading shards in parallel, if that pays (see PARALLEL_READS)."""
