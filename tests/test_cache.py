@@ -311,3 +311,19 @@ def test_the_cache_counts_its_bytes_exactly_through_writes(tmp_path: Path) -> No
         _object_bytes(v[0]) for v in cache._objects.values()
     )
     g.close()
+
+
+def test_refilling_an_aged_object_does_not_count_it_twice(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_age=0.05, admit_after=1))
+    g.define_object("user")
+    ids = [g.obj_add("user", {"bio": "x" * 200}) for _ in range(5)]
+    for _ in range(3):
+        for obj_id in ids:
+            assert g.obj_get(obj_id) is not None
+        time.sleep(0.1)  # every entry ages out; the next reads refill them
+    cache = g._cache
+    assert cache is not None
+    assert cache.bytes == sum(e.nbytes for e in cache._lists.values()) + sum(
+        _object_bytes(v[0]) for v in cache._objects.values()
+    )
+    g.close()

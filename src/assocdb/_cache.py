@@ -424,6 +424,9 @@ class Cache:
             self._home_bytes += _home_bytes(value)
             self.bytes += _home_bytes(value)
         elif kind == "object":
+            replaced = self._objects.get(key)  # an aged entry, refilled
+            if replaced is not None:
+                self.bytes -= _object_bytes(replaced[0])
             self._objects[key] = (MISSING if value is None else value, time.monotonic())
             self._objects.move_to_end(key)
             self.bytes += _object_bytes(value)
