@@ -276,3 +276,23 @@ def test_a_hybrid_post_on_a_down_shard_fails_whole(graph: Graph) -> None:
     graph.post(1, 100, time=5)
     assert graph.drain(timeout=10)
     assert [i.item for i in graph.home_timeline(reader).items] == [100]
+
+
+def test_a_shard_comes_back_when_writes_keep_coming(graph: Graph) -> None:
+    # Every add without a time first reads the stored edge on id1's shard.
+    # When the shard's cool-down ends, that read is the caller let through as
+    # the probe: it must report back, or under steady load the shard stays down.
+    down = shard_of(3, graph.shards)
+    recover = inject(graph, failing(down, sqlite3.OperationalError))
+    for id2 in range(1, 100):  # failed reads count against the shard too
+        assert graph.assoc_add(3, "likes", id2).status == "queued"
+        if down in graph.queue_stats().down_shards:
+            break
+    assert down in graph.queue_stats().down_shards
+    recover()
+    while down in graph.queue_stats().down_shards:  # the cool-down, at most down_max
+        pass
+    assert graph.assoc_add(3, "likes", id2 + 1).status == "applied"
+    assert down not in graph.queue_stats().down_shards
+    assert graph.drain(timeout=30)
+    assert graph.assoc_count(3, "likes") == id2 + 1

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from assocdb import InvalidRequest, Unavailable
-from assocdb._journal import Failure, Journal
+from assocdb._journal import Failure, Journal, _Waiter
 
 
 @pytest.fixture
@@ -125,3 +128,103 @@ def test_an_unwritable_journal_refuses_to_acknowledge(tmp_path: Path) -> None:
     journal._conn.execute("PRAGMA query_only = 0")
     assert journal.append(b"b") > 0
     journal.close()
+
+
+# -- a journal that cannot write (a full disk) -----------------------------------
+
+
+class FailingConnection:
+    """The journal's connection with a fault at its choke point: statements whose SQL
+    starts with one of `failing` raise SQLITE_FULL, as on a full disk."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.failing: tuple[str, ...] = ()
+        self.before_commit: Callable[[], None] = lambda: None
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "COMMIT":
+            self.before_commit()
+        self._check(sql)
+        return self.conn.execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        self._check(sql)
+        return self.conn.executemany(sql, *args)
+
+    def _check(self, sql: str) -> None:
+        if sql.lstrip().startswith(self.failing):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+@pytest.fixture
+def faulty(journal: Journal) -> FailingConnection:
+    conn = FailingConnection(journal._conn)
+    journal._conn = conn  # type: ignore[assignment]
+    return conn
+
+
+def test_a_job_whose_commit_fails_is_refused_and_never_shown_an_id(
+    journal: Journal, faulty: FailingConnection
+) -> None:
+    # A waiter returns as soon as it sees its id: an id shown before the COMMIT
+    # fails acknowledges a job the file never held (and the next insert reuses it).
+    batch = [_Waiter(b"a"), _Waiter(b"b")]
+    seen: list[int | None] = []
+    faulty.before_commit = lambda: seen.extend(w.id for w in batch)
+    faulty.failing = ("COMMIT",)
+    journal._commit(batch)
+    assert seen == [None, None]
+    assert all(w.id is None and isinstance(w.error, Unavailable) for w in batch)
+    with pytest.raises(Unavailable):
+        journal.append(b"refused")
+    faulty.failing = ()
+    job = journal.append(b"c")  # not stuck in the failed transaction
+    assert [j.body for j in journal.unfinished()] == [b"c"]
+    assert journal.get(job) is not None
+
+
+def test_bookkeeping_that_fails_to_commit_rides_along_with_the_next(
+    journal: Journal, faulty: FailingConnection
+) -> None:
+    applied, failed = journal.append(b"applied"), journal.append(b"failed")
+    journal.complete(applied)
+    faulty.failing = ("COMMIT",)
+    with pytest.raises(Unavailable):
+        journal.fail(Failure(failed, 1, "shard 0: disk full", False, 0.0, False))
+    faulty.failing = ()
+    journal.flush()
+    reopened = Journal(journal.path)  # what the file holds
+    assert reopened.get(applied) is None
+    stored = reopened.get(failed)
+    assert stored is not None
+    assert (stored.state, stored.done) == ("error", 1)
+    reopened.close()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda j: j.append(b"x"),
+        lambda j: j.resolved(1, b"x"),
+        lambda j: j.progress(1, b"x"),
+        lambda j: j.claim_due(1e18, 10, 1.0),
+        lambda j: j.next_due(),
+        lambda j: j.jobs("error"),
+        lambda j: j.unfinished(),
+        lambda j: j.counts(),
+        lambda j: j.reinject(),
+        lambda j: j.retry_now(),
+        lambda j: (j.complete(1), j.flush()),
+    ],
+)
+def test_every_driver_error_is_mapped(
+    journal: Journal, faulty: FailingConnection, call: Callable[[Journal], object]
+) -> None:
+    journal.append(b"job")
+    faulty.failing = ("BEGIN", "SELECT", "INSERT", "UPDATE", "DELETE", "COMMIT")
+    with pytest.raises(Unavailable, match="disk is full"):
+        call(journal)

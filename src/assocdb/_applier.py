@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -54,6 +54,7 @@ from ._ops import (
 )
 
 log = logging.getLogger("assocdb.journal")
+T = TypeVar("T")
 
 Work = Rows | EdgeWrite | TypeChange | ObjectWrite | NodeJob | FanoutJob | Deliveries
 NODE_JOB_PAGE = 2000  # edges moved per page of a NodeJob
@@ -250,22 +251,37 @@ class Applier:
         if op.needs_row:
             if isinstance(op, ObjectWrite):
                 shard = shard_of(op.id, self._shards)
-                rows: list[Any] = self.backend.objects(shard, [op.id])
+                rows: list[Any] = self._read(self.backend.objects, shard, [op.id])
             else:
                 id1, atype, id2 = op.key
                 shard = shard_of(id1, self._shards)
-                self.health.check(shard)
-                rows = self.backend.edges(shard, id1, atype, [id2])
+                rows = self._read(self.backend.edges, shard, id1, atype, [id2])
             row = rows[0] if rows else None
         node_state = 0
         by_shard: dict[int, list[tuple[int, int]]] = {}
         for node, atype in op.node_lists:
             by_shard.setdefault(shard_of(node, self._shards), []).append((node, atype))
         for shard, keys in by_shard.items():
-            self.health.check(shard)
-            for stored in self.backend.node_states(shard, keys).values():
+            states = self._read(self.backend.node_states, shard, keys)
+            for stored in states.values():
                 node_state = max(node_state, stored.state)
         return Stored(row, node_state)
+
+    def _read(self, read: Callable[..., T], shard: int, *args: Any) -> T:
+        """One read of a shard, reported to its circuit breaker like a leg.
+
+        A read may be the caller let through as the probe of a shard marked
+        down: unless it reports back, the shard stays down while every write
+        first reads, so under load it would never come back.
+        """
+        self.health.check(shard)
+        try:
+            result = read(shard, *args)
+        except Unavailable as exc:
+            self._leg_unavailable(shard, exc)
+            raise
+        self.health.succeeded(shard)
+        return result
 
     def run(self, job: int, work: Work, done: int = 0, attempts: int = 0, retries: int = 0) -> bool:
         """Apply what is left of `job`; True if it is now fully applied."""

@@ -147,32 +147,59 @@ class Journal:
         return waiter.id
 
     def _commit(self, batch: list[_Waiter]) -> None:
+        """Insert the batch's jobs in one transaction; only then tell the waiters their ids.
+
+        A waiter returns as soon as it sees an id, so an id is published only
+        once the transaction is durable: an id seen before a COMMIT that then
+        fails would acknowledge a job the file never held, and its number
+        would be reused by the next insert (a rolled-back AUTOINCREMENT).
+        """
         now = time.time()
+        ids: list[int] = []
         try:
-            with self._transaction():
+            with self._bookkeeping() as taken, self._transaction():
                 for waiter in batch:
                     cursor = self._conn.execute(
                         "INSERT INTO jobs (body, created_at) VALUES (?, ?)", (waiter.body, now)
                     )
-                    waiter.id = cursor.lastrowid
-                self._write_bookkeeping()
+                    assert cursor.lastrowid is not None
+                    ids.append(cursor.lastrowid)
+                self._write_bookkeeping(*taken)
         except BaseException as exc:
-            error = exc if not isinstance(exc, sqlite3.Error) else map_driver_error(exc, "journal")
             for waiter in batch:
-                waiter.id, waiter.error = None, error
+                waiter.error = exc
             return
+        for waiter, job in zip(batch, ids, strict=True):
+            waiter.id = job
         self.commits += 1
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        with self._io:
+        """One write transaction; on any failure, the COMMIT's included, nothing of it stays.
+
+        SQLite may or may not roll back by itself when a statement or the
+        COMMIT fails (SQLITE_FULL, SQLITE_IOERR): roll back whatever is left
+        open, so the next transaction starts clean instead of failing forever.
+        """
+        with self._statements():
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield
+                self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.rollback()
+                if self._conn.in_transaction:
+                    self._conn.rollback()
                 raise
-            self._conn.execute("COMMIT")
+
+    @contextmanager
+    def _statements(self) -> Iterator[None]:
+        """The journal's choke point: one statement or transaction at a time, and every
+        driver error mapped into assocdb's error tree (a full disk is `Unavailable`)."""
+        with self._io:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise map_driver_error(exc, f"journal {self.path}") from exc
 
     # -- bookkeeping ------------------------------------------------------------
 
@@ -192,16 +219,29 @@ class Journal:
         with self._cond:
             if not self._completed and not self._failed:
                 return
-        try:
-            with self._transaction():
-                self._write_bookkeeping()
-        except sqlite3.Error as exc:
-            raise map_driver_error(exc, "journal") from exc
+        with self._bookkeeping() as taken, self._transaction():
+            self._write_bookkeeping(*taken)
 
-    def _write_bookkeeping(self) -> None:
+    @contextmanager
+    def _bookkeeping(self) -> Iterator[tuple[list[int], list[Failure]]]:
+        """Take the recorded completions and failures, to write in a transaction inside.
+
+        If that transaction fails (its COMMIT included) they are put back, to
+        ride along with the next one: a failure never written would leave its
+        job `new`, its delay and its error unrecorded.
+        """
         with self._cond:
-            completed, self._completed = self._completed, []
-            failed, self._failed = self._failed, []
+            taken = self._completed, self._failed
+            self._completed, self._failed = [], []
+        try:
+            yield taken
+        except BaseException:
+            with self._cond:
+                self._completed[:0] = taken[0]
+                self._failed[:0] = taken[1]
+            raise
+
+    def _write_bookkeeping(self, completed: list[int], failed: list[Failure]) -> None:
         if completed:
             self._conn.executemany("DELETE FROM jobs WHERE id = ?", [(j,) for j in completed])
         if failed:
@@ -256,7 +296,7 @@ class Journal:
 
     def next_due(self) -> float | None:
         """When the earliest error-queue job comes due, if any."""
-        with self._io:
+        with self._statements():
             row = self._conn.execute(
                 f"SELECT MIN(MAX(next_at, CASE state WHEN {NEW} THEN created_at + {STALE_NEW} "
                 f"ELSE 0 END)) FROM jobs WHERE state IN ({NEW}, {ERROR}, {RUNNING})"
@@ -274,13 +314,13 @@ class Journal:
 
     def counts(self) -> dict[JobState, int]:
         """How many jobs are in each state."""
-        with self._io:
+        with self._statements():
             rows = self._conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
         found: dict[int, int] = dict(rows)
         return {name: found.get(code, 0) for code, name in STATE_NAMES.items()}  # type: ignore[misc]
 
     def _select(self, where: str, params: tuple[object, ...]) -> list[Job]:
-        with self._io:
+        with self._statements():
             rows = self._conn.execute(
                 f"SELECT {_COLUMNS} FROM jobs WHERE {where}", params
             ).fetchall()
