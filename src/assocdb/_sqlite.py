@@ -25,7 +25,9 @@ errors and reports to tracers.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -110,6 +112,8 @@ _SELECT_NODE = "SELECT node, atype, state, updated_at FROM node_states WHERE nod
 _OBJ_COLUMNS = "id, otype, state, version, updated_at, data"
 _UPSERT_OBJ = f"INSERT OR REPLACE INTO objects ({_OBJ_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
 
+SETUP_LOCK = ".setup.lock"
+
 
 class SQLiteBackend:
     """Shards as SQLite files `shard-NNNN.db` in one directory."""
@@ -153,8 +157,10 @@ class SQLiteBackend:
         root.mkdir(parents=True, exist_ok=True)
         backend = cls(root, shards or DEFAULT_SHARDS, busy_timeout)
         # The shard count is written last: a crash halfway leaves no graph, not half of one.
-        backend.swap_meta("shards", None, str(backend.shards).encode())
-        return backend
+        if backend.swap_meta("shards", None, str(backend.shards).encode()):
+            return backend
+        backend.close()  # another process created the graph first: open that one
+        return cls.open(root, shards, busy_timeout)
 
     # -- the choke point --------------------------------------------------------
 
@@ -172,14 +178,15 @@ class SQLiteBackend:
             raise InvalidRequest("this graph has been closed")
         file = self.path / f"shard-{shard:04d}.db"
         try:
-            conn = sqlite3.connect(
-                file, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
-            )
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA mmap_size = 268435456")
-            conn.execute("PRAGMA cache_size = -16000")
-            conn.executescript(_DDL)
+            with _setup_lock(self.path):
+                conn = sqlite3.connect(
+                    file, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA mmap_size = 268435456")
+                conn.execute("PRAGMA cache_size = -16000")
+                conn.executescript(_DDL)
         except sqlite3.Error as exc:
             raise map_driver_error(exc, f"opening {file}") from exc
         with self._lock:
@@ -619,19 +626,42 @@ def _stored_shards(root: Path) -> int | None:
     file = root / "shard-0000.db"
     if not file.exists():
         return None
-    try:
-        conn = sqlite3.connect(file)
-    except sqlite3.Error as exc:
-        raise map_driver_error(exc, f"opening {file}") from exc
-    try:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'shards'").fetchone()
-    except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
-            raise map_driver_error(exc, f"reading {file}") from exc
-        row = None  # created, but a crash came before the graph was complete
-    finally:
-        conn.close()
+    with _setup_lock(root):  # not while another process is still setting the file up
+        try:
+            conn = sqlite3.connect(file)
+        except sqlite3.Error as exc:
+            raise map_driver_error(exc, f"opening {file}") from exc
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'shards'").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise map_driver_error(exc, f"reading {file}") from exc
+            row = None  # created, but a crash came before the graph was complete
+        finally:
+            conn.close()
     return int(row[0]) if row else None
+
+
+@contextmanager
+def _setup_lock(root: Path) -> Iterator[None]:
+    """Hold the graph directory's setup lock (threads and processes alike).
+
+    A shard file's one-time setup (creating it, switching it to WAL, its DDL)
+    fails with "database is locked" when two connections do it at once, and
+    SQLite's busy handler does not cover the switch to WAL: so connections are
+    set up one at a time, under an flock on `.setup.lock`. A directory that
+    cannot hold the lock file (read-only) has nothing to set up.
+    """
+    try:
+        fd = os.open(root / SETUP_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
 
 
 def _obj_row(row: Any) -> ObjRow:
