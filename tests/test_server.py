@@ -239,10 +239,11 @@ def test_a_huge_limit_is_clamped(server: Server) -> None:
 
 
 def test_wrong_http_methods_and_paths(server: Server) -> None:
-    response = httpx.get(f"{server.url}/v1/assoc_add")
+    token = {"authorization": f"Bearer {READER}"}  # without one: 401 (test_server_guards)
+    response = httpx.get(f"{server.url}/v1/assoc_add", headers=token)
     assert response.status_code == 405
     assert response.json()["error"]["code"] == "method_not_allowed"
-    assert httpx.get(f"{server.url}/nowhere").json()["error"]["code"] == "not_found"
+    assert httpx.get(f"{server.url}/nowhere", headers=token).json()["error"]["code"] == "not_found"
 
 
 def test_batch_limits(server: Server) -> None:

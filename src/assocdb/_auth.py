@@ -17,6 +17,7 @@ times say nothing about which bytes were right.
 from __future__ import annotations
 
 import hmac
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ._errors import InvalidRequest, PermissionDenied, Unauthenticated
+
+log = logging.getLogger("assocdb.server")
 
 SCOPES = ("read", "write", "admin")
 MIN_SECRET = 16
@@ -49,24 +52,57 @@ class Tokens:
     def load(
         cls, path: str | Path | None = None, environ: Mapping[str, str] = os.environ
     ) -> Tokens:
-        """Tokens from `path`, else `ASSOCDB_TOKENS_FILE`, else `ASSOCDB_TOKEN`, else none."""
+        """Tokens from `path`, else `ASSOCDB_TOKENS_FILE`, else `ASSOCDB_TOKEN`, else none.
+
+        A tokens file that is given must define at least one token: a file
+        that yields none would leave the server open to anyone.
+        """
         path = path or environ.get("ASSOCDB_TOKENS_FILE")
         if path:
-            return cls.from_toml(Path(path).read_text(encoding="utf-8"))
+            return cls.from_file(Path(path))
         single = environ.get("ASSOCDB_TOKEN")
         if single:
             return cls([_token("ASSOCDB_TOKEN", single, list(SCOPES))])
         return cls([])
 
     @classmethod
-    def from_toml(cls, text: str) -> Tokens:
+    def from_file(cls, path: Path) -> Tokens:
+        """The tokens of the TOML file at `path` (InvalidRequest if it defines none)."""
+        try:
+            text = path.read_bytes().decode("utf-8")
+            mode = path.stat().st_mode
+        except UnicodeDecodeError:
+            raise InvalidRequest(f"the tokens file {path} is not UTF-8 text") from None
+        except OSError as exc:
+            raise InvalidRequest(f"cannot read the tokens file {path}: {exc.strerror}") from None
+        if mode & 0o077:
+            log.warning(
+                "the tokens file %s can be read by other users (mode %o): chmod 600 it",
+                path,
+                mode & 0o777,
+            )
+        tokens = cls.from_toml(text, str(path))
+        if not tokens.enabled:
+            raise InvalidRequest(
+                f"the tokens file {path} defines no token: add a [[token]] table "
+                "with name, secret and scopes"
+            )
+        return tokens
+
+    @classmethod
+    def from_toml(cls, text: str, where: str = "the tokens file") -> Tokens:
         try:
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise InvalidRequest(f"the tokens file is not valid TOML: {exc}") from None
+            raise InvalidRequest(f"{where} is not valid TOML: {exc}") from None
+        unknown = sorted(set(doc) - {"token"})
+        if unknown:
+            raise InvalidRequest(
+                f"{where}: unknown table or key {unknown[0]!r}; tokens are [[token]] tables"
+            )
         entries = doc.get("token", [])
-        if not isinstance(entries, list):
-            raise InvalidRequest("the tokens file holds [[token]] tables")
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise InvalidRequest(f"{where} holds [[token]] tables")
         return cls(
             [
                 _token(e.get("name", f"token{n}"), e.get("secret"), e.get("scopes"))
@@ -74,8 +110,13 @@ class Tokens:
             ]
         )
 
-    def authorize(self, header: str | None, scope: str) -> str | None:
-        """The token's name if it may act in `scope`; Unauthenticated or PermissionDenied if not."""
+    def authenticate(self, header: str | None) -> None:
+        """Raise Unauthenticated unless the header carries a known token (any scope)."""
+        self.authorize(header, None)
+
+    def authorize(self, header: str | None, scope: str | None) -> str | None:
+        """The token's name if it may act in `scope` (None: in any);
+        Unauthenticated or PermissionDenied if not."""
         if not self._tokens:
             return None
         if not header or not header.startswith("Bearer "):
@@ -87,7 +128,7 @@ class Tokens:
                 found = token
         if found is None:
             raise Unauthenticated("unknown token")
-        if scope not in found.scopes and "admin" not in found.scopes:
+        if scope is not None and scope not in found.scopes and "admin" not in found.scopes:
             raise PermissionDenied(f"this token may not {scope}; it has {sorted(found.scopes)}")
         return found.name
 

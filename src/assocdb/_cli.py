@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import shutil
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -21,7 +23,29 @@ from ._datasets import ego_facebook
 from ._open import open_shardmap
 
 
-@click.group()
+class _Commands(click.Group):
+    """The `assocdb` group: a user's mistake in any command is one `Error:` line.
+
+    assocdb's errors, and the OS errors a user causes (a missing, read-only or
+    unreadable path, a busy port), become a click error (exit status 1)
+    instead of a traceback; a bug still shows its traceback.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except assocdb.AssocdbError as exc:
+            raise click.ClickException(exc.message) from None
+        except OSError as exc:
+            raise click.ClickException(_os_error(exc)) from None
+
+
+def _os_error(exc: OSError) -> str:
+    what = exc.strerror or str(exc)
+    return f"{exc.filename}: {what}" if exc.filename else what
+
+
+@click.group(cls=_Commands)
 @click.version_option(assocdb.__version__, prog_name="assocdb")
 def main() -> None:
     """assocdb: a data store for huge social graphs."""
@@ -196,7 +220,13 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
 @main.command()
 @click.argument("directory", type=NEW_GRAPH)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8080, show_default=True, type=int)
+@click.option(
+    "--port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="TCP port (0: any free one; the address is printed once bound).",
+)
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
 @click.option(
     "--tokens-file",
@@ -287,18 +317,41 @@ def serve(
         "cleaner": cleaner,
     }
     os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
+    listening = _listen(host, port)  # a busy port fails here, before anything is said
+    bound_host, bound_port = listening.getsockname()[:2]
+    metrics_dir = None
     if workers > 1:
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="assocdb-metrics-")
-    click.echo(f"serving {directory} on http://{host}:{port} (docs: /docs)", err=True)
-    uvicorn.run(
-        "assocdb._server:app_from_env",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        access_log=False,
-        log_level="warning",
-    )
+        metrics_dir = tempfile.mkdtemp(prefix="assocdb-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    click.echo(f"serving {directory} on http://{bound_host}:{bound_port} (docs: /docs)", err=True)
+    try:
+        uvicorn.run(
+            "assocdb._server:app_from_env",
+            factory=True,
+            fd=listening.fileno(),
+            workers=workers,
+            access_log=False,
+            log_level="warning",
+        )
+    finally:
+        listening.close()
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (OSError if the port is taken)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+        listening.listen(2048)
+    except OSError as exc:
+        listening.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    listening.set_inheritable(True)
+    return listening
 
 
 def _is_loopback(host: str) -> bool:

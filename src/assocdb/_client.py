@@ -135,6 +135,7 @@ class Client(Pagers):
         self._down_until = [0.0] * len(self._urls)
         self._next = 0
         self._retries = retries
+        self._budget = timeout / 2  # what a long call (drain, a build slice) may take
         import httpx  # here, not at the top: `import assocdb` stays light without a client
 
         self._httpx = httpx
@@ -148,6 +149,15 @@ class Client(Pagers):
         )
 
     # -- the transport ------------------------------------------------------------------
+
+    def _within_budget(self, seconds: Any) -> Any:
+        """A long call's seconds, capped so its answer comes within this client's timeout
+        (what is not a number goes as it is, for the server to reject)."""
+        if seconds is None:
+            return self._budget
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+            return min(seconds, self._budget)
+        return seconds
 
     def _call(self, name: str, args: Args) -> Any:
         safe = not (name == "obj_add" and getattr(args, "id", None) is None)
@@ -491,7 +501,9 @@ class Client(Pagers):
         return result
 
     def drain(self, timeout: float | None = None) -> bool:
-        result: bool = self._call("drain", Drain(timeout))
+        """Wait for the server's queue to empty, at most half this client's timeout
+        (and half the server's deadline); False if it did not (call again)."""
+        result: bool = self._call("drain", Drain(self._within_budget(timeout)))
         return result
 
     def check_counts(self, *, repair: bool = False) -> list[CountMismatch]:
@@ -604,8 +616,11 @@ class Client(Pagers):
     def index_build(
         self, name: str, *, rate: float | None = None, seconds: float | None = None
     ) -> IndexStatus:
-        """A slice of the build (at most the server's request deadline); call again to go on."""
-        result: IndexStatus = self._call("index_build", IndexBuild(name, rate, seconds))
+        """A slice of the build, within half this client's timeout (and half the server's
+        request deadline); call again to go on."""
+        result: IndexStatus = self._call(
+            "index_build", IndexBuild(name, rate, self._within_budget(seconds))
+        )
         return result
 
     def index_repair_recent(self, name: str) -> IndexCheck:

@@ -17,6 +17,8 @@ from ._merge import EdgeTuple, ObjRow
 from ._ops import Rows
 from ._records import STATE_NAMES, JobInfo, QueueStats
 
+MAX_DRAIN = 86_400.0  # seconds: a day is longer than any drain should take
+
 
 class QueueAdminAPI(GraphCore):
     """queue_stats, queue_jobs, queue_job, queue_retry, queue_reinject, drain."""
@@ -80,6 +82,7 @@ class QueueAdminAPI(GraphCore):
         Jobs in the error queue are retried on their schedule; a bad job never
         drains (inspect it with `queue_jobs("bad")`).
         """
+        check_drain_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if self._applier.idle():
@@ -90,6 +93,18 @@ class QueueAdminAPI(GraphCore):
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
+
+
+def check_drain_timeout(timeout: object) -> None:
+    """Raise InvalidRequest unless `timeout` is None or 0 … MAX_DRAIN seconds."""
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not 0 <= timeout <= MAX_DRAIN
+    ):
+        raise InvalidRequest(
+            f"timeout must be a number of seconds from 0 to {MAX_DRAIN:,.0f}, got {timeout!r}"
+        )
 
 
 def _info(job: Job) -> JobInfo:

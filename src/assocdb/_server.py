@@ -35,6 +35,7 @@ from ._errors import AssocdbError, DataTooLarge, InvalidRequest, NotFound, Timeo
 from ._graph import Graph
 from ._metrics import Metrics
 from ._openapi import docs_page, openapi
+from ._queue_admin import check_drain_timeout
 from ._wire import (
     BATCHABLE,
     METHODS,
@@ -97,7 +98,11 @@ class _Server:
     async def route_method(self, request: Request) -> Response:
         name = request.path_params["method"]
         method = METHODS.get(name)
-        if method is None:
+        if method is None:  # only a known token learns which methods exist
+            try:
+                self.tokens.authenticate(request.headers.get("authorization"))
+            except AssocdbError as exc:
+                return self._error(name, exc)
             return self._error(name, NotFound(f"no method {name!r}; see /docs"))
         return await self._call(
             request, name, method.scope, lambda body: self._run_one(method, body)
@@ -188,18 +193,15 @@ class _Server:
             return SchemaInfo(graph.schema.assoc_types, graph.schema.object_types)
         if name == "bulk_load":
             return graph.bulk_load([tuple(edge) for edge in args.edges], workers=1)
+        # Long calls get half the request's deadline: the answer (drained or
+        # not, the build's progress) must be on its way well before the deadline.
+        budget = self.limits.deadline / 2
         if name == "drain":
-            timeout = (
-                self.limits.deadline
-                if args.timeout is None
-                else min(args.timeout, self.limits.deadline)
-            )
-            return graph.drain(timeout)
-        if name == "index_build":  # a slice of the build, within the request's deadline
-            seconds = self.limits.deadline if args.seconds is None else args.seconds
-            return graph.index_build(
-                args.name, rate=args.rate, seconds=min(seconds, self.limits.deadline)
-            )
+            check_drain_timeout(args.timeout)
+            return graph.drain(budget if args.timeout is None else min(args.timeout, budget))
+        if name == "index_build":  # a slice of the build; call again to go on
+            seconds = budget if args.seconds is None else min(args.seconds, budget)
+            return graph.index_build(args.name, rate=args.rate, seconds=seconds)
         fields = {f: getattr(args, f) for f in args.__struct_fields__}
         return getattr(graph, name)(**fields)
 
@@ -248,6 +250,11 @@ class _Server:
     async def http_error(self, request: Request, exc: Exception) -> Response:
         """Starlette's own 404/405 in the one error shape."""
         assert isinstance(exc, HTTPException)
+        if exc.status_code in (404, 405):  # only a known token learns which routes exist
+            try:
+                self.tokens.authenticate(request.headers.get("authorization"))
+            except AssocdbError as denied:
+                return self._error("unknown", denied)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
         message = f"{request.method} {request.url.path}: {exc.detail}"
         body = _encode({"error": {"code": code, "message": message, "details": {}}})
