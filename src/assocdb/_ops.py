@@ -56,8 +56,8 @@ class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
     """Write the edge `id1 -atype-> id2` (and `id2 -inverse-> id1`) in `state`.
 
     With `keep`, a missing `time` or `data` is taken from the live edge (one
-    that exists and is not removed); a new edge gets time `updated_at // 1000`
-    and no data.
+    that exists and is not removed); a new edge gets time `new_time`, else
+    `updated_at // 1000`, and no data.
     """
 
     atype: int
@@ -69,6 +69,7 @@ class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
     time: int | None = None
     data: bytes | None = None
     keep: bool = False
+    new_time: int | None = None  # the time of a new edge (a post keeps its first time)
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -99,7 +100,7 @@ class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
             time = current[4] if time is None else time
             data = current[6] if data is None else data
         if time is None:
-            time = self.updated_at // 1000
+            time = self.updated_at // 1000 if self.new_time is None else self.new_time
         state = max(self.state, stored.node_state)
         return _with_inverse(
             self.atype, self.inverse, self.id1, self.id2, state, time, self.updated_at, data

@@ -138,11 +138,13 @@ class TimelinesAPI(AssocReadsAPI):
     ) -> WriteResult:
         """Add `item` to `author`'s timeline and deliver it to their followers' home timelines.
 
-        `time` orders timelines (default: now in ms; posting an item again keeps
-        its time). In write and hybrid mode the delivery is a background job
-        (`g.drain()` waits for it); the result is that of the author's own list.
-        Without a `time`, a write-mode post reads nothing first: while the
-        author's shard is down it is `queued`, and its delivery waits for it.
+        `time` orders timelines (default: now in ms). Posting an item again
+        keeps its first time, whatever `time` the new post carries: one item,
+        one entry in every home timeline (a client retrying a post with its own
+        clock makes no duplicate). In write and hybrid mode the delivery is a
+        background job (`g.drain()` waits for it); the result is that of the
+        author's own list. While the author's shard is down a post is `queued`,
+        and its delivery waits for it.
 
         >>> g.post(1, 1001)
         WriteResult(status='applied', updated_at=...)
@@ -153,23 +155,20 @@ class TimelinesAPI(AssocReadsAPI):
             check_int64(time, "time")
         posts, followers = self._timeline_types(config)
         ua = self._stamp(updated_at)
-        # Without a time, the stored post's is kept (as assoc_add keeps it), and the
-        # fan-out takes it from the stored edge once the post is applied (`_fanout.timed`).
-        keep = time is None
+        # A live post keeps its time (a new one takes `time`, else now), and the
+        # fan-out takes the time from the stored edge once the post is applied
+        # (`_fanout.timed`): deliveries and deletes of an item share one key.
         # Hybrid decides first (it reads the author's follower count): a post whose
         # shard is down then fails whole, rather than be stored and never delivered.
         deliver = config.mode == "write" or (
             config.mode == "hybrid" and not self._celebrity(author, followers, config)
         )
-        result = self._submit(
-            EdgeWrite(posts.id, None, author, item, State.NORMAL, ua, time, None, keep=keep), ua
-        )
+        post = EdgeWrite(posts.id, None, author, item, State.NORMAL, ua, keep=True, new_time=time)
+        result = self._submit(post, ua)
         if deliver:
-            delivery = entry(0 if time is None else time, item, author, ua)
+            delivery = entry(0, item, author, ua)  # its time: the stored post's
             job = FanoutJob(author, followers.id, [State.NORMAL], delivery, config.cap)
-            if keep:
-                job = msgspec.structs.replace(job, posts=posts.id)
-            self._submit_background(job)
+            self._submit_background(msgspec.structs.replace(job, posts=posts.id))
         return result
 
     def post_delete(self, author: int, item: int, updated_at: int | None = None) -> WriteResult:
