@@ -18,7 +18,7 @@ def test_timeline_commands(tmp_path: Path) -> None:
     run = CliRunner().invoke
     refused = run(main, ["timeline", "home", path, "2"])
     assert refused.exit_code == 1
-    assert "define_timeline" in refused.output
+    assert "assocdb timeline setup" in refused.output  # the command, not the Python call
     setup = run(main, ["timeline", "setup", path, "--mode", "hybrid", "--cap", "50"])
     assert setup.exit_code == 0, setup.output
     assert '"mode":"hybrid"' in setup.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -363,12 +364,34 @@ def test_bulk_load_with_worker_processes(graph: Graph) -> None:
 
 
 def test_bulk_load_refuses_a_bad_edge_by_position(graph: Graph) -> None:
-    with pytest.raises(InvalidRequest, match=r"edge #3 .*id2 must be"):
-        graph.bulk_load([(1, "likes", 2), (1, "likes", 3), (1, "likes", 0)])
     with pytest.raises(UnknownType, match=r"edge #1"):
         graph.bulk_load([(1, "nope", 2)])
     with pytest.raises(InvalidRequest, match=r"edge #1 .*an edge is"):
         graph.bulk_load([(1, "likes")])
+    assert all_edges(graph) == []  # a bad first edge: nothing is written
+    with pytest.raises(InvalidRequest, match=r"edge #3 .*id2 must be.* the 2 edges before") as bad:
+        graph.bulk_load([(1, "likes", 2, 7), (1, "likes", 3, 7), (1, "likes", 0), (1, "likes", 4)])
+    assert bad.value.details["stored"] == 2
+    assert [(e.id1, e.id2) for e in all_edges(graph)] == [(1, 2), (1, 3)]  # those before it
+    assert graph.assoc_count(1, "likes") == 2
     with pytest.raises(InvalidRequest, match=r"edge #2 .*atype must be a type name"):
-        graph.bulk_load([(1, "likes", 2, 3), (1, [], 2, 3)])
-    assert all_edges(graph) == []  # nothing of those batches was written
+        graph.bulk_load([(1, "likes", 2, 7), (1, [], 2, 3)])
+    assert [(e.id1, e.id2, e.time) for e in all_edges(graph)] == [(1, 2, 7), (1, 3, 7)]
+
+
+def test_bulk_load_stops_at_a_bad_edge_after_whole_rounds(graph: Graph) -> None:
+    def edges() -> Iterator[tuple[object, ...]]:
+        for n in range(1, 150_001):  # more than one round of rows (100,000)
+            yield (n, "likes", n + 1, n)
+        yield (0, "likes", 1)
+
+    with pytest.raises(InvalidRequest, match=r"edge #150,?001 .* the 150,000 edges before"):
+        graph.bulk_load(edges(), workers=1)
+    assert len(all_edges(graph)) == 150_000
+    assert graph.check_counts() == []
+
+
+@pytest.mark.parametrize("edges", [42, "1 likes 2", {"id1": 1}, None])
+def test_bulk_load_takes_an_iterable_of_edges(graph: Graph, edges: object) -> None:
+    with pytest.raises(InvalidRequest, match="edges must be an iterable"):
+        graph.bulk_load(edges)  # type: ignore[arg-type]

@@ -138,9 +138,9 @@ CASES: list[tuple[str, Call, type[Exception], str]] = [
     ("obj delete missing", lambda g: g.obj_delete(5), NotFound, "no object 5"),
     (
         "bulk bad edge",
-        lambda g: g.bulk_load([(1, "follows", 9), (1, "follows", -9)]),
+        lambda g: g.bulk_load([(1, "follows", -9), (1, "follows", 9)]),  # bad first: none
         InvalidRequest,
-        "#2",
+        "#1",
     ),
     ("bulk workers", lambda g: g.bulk_load([], workers=0), InvalidRequest, "workers"),
 ]

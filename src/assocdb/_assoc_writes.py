@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from . import _json
 from ._bulk import bulk_rows
 from ._core import GraphCore
-from ._errors import InvalidRequest
+from ._errors import AssocdbError, InvalidRequest
 from ._ids import check_id, check_int64, shard_of
 from ._merge import EdgeTuple, State
 from ._ops import MAX_ASSOC_DATA, EdgeWrite, TypeChange
@@ -122,16 +122,24 @@ class AssocWritesAPI(GraphCore):
         read of the existing edge); with explicit times, loading twice changes
         nothing, so a load may be re-run after a crash.
 
-        Edges are validated and written in rounds of 100,000 rows; a bad edge
-        raises InvalidRequest naming its position, after the rounds before it
-        were written. A load of more than 10,000 edges starts `workers`
-        processes (default: one per CPU) that write shards in parallel.
+        Edges are validated and written in rounds of 100,000 rows. A bad edge
+        (or an error raised by the input iterator) stops the load: every edge
+        before it is written first, and the InvalidRequest names the bad edge's
+        position and how many edges were stored (`details["stored"]`), so
+        the load can go on from there (with explicit times, loading the same
+        edges again changes nothing). A load of more than 10,000 edges starts
+        `workers` processes (default: one per CPU) that write shards in
+        parallel.
 
         >>> g.bulk_load([(1, "friend", 2), (2, "friend", 3, 1700000000000)])
         """
         workers = os.cpu_count() or 1 if workers is None else workers
         if type(workers) is not int or workers < 1:
             raise InvalidRequest(f"workers must be a positive integer, got {workers!r}")
+        if not isinstance(edges, Iterable) or isinstance(edges, (str, bytes, Mapping)):
+            raise InvalidRequest(
+                f"edges must be an iterable of (id1, atype, id2[, time[, data]]), got {edges!r:.80}"
+            )
         ua = self._clock.now()
         shards = self._shards
         shard_cache: dict[int, int] = {}  # ids repeat: an edge list is mostly one id1
@@ -139,7 +147,8 @@ class AssocWritesAPI(GraphCore):
         rows = count = 0
         writer = ShardWriter(self._backend)
         try:
-            for count, row in bulk_rows(edges, self._resolve_type, ua, MAX_ASSOC_DATA):
+            stop = _StopAtBadEdge()
+            for count, row in stop.rows(bulk_rows(edges, self._resolve_type, ua, MAX_ASSOC_DATA)):
                 shard = shard_cache.get(row[0])
                 if shard is None:
                     shard = shard_cache[row[0]] = shard_of(row[0], shards)
@@ -154,7 +163,8 @@ class AssocWritesAPI(GraphCore):
                         shard_cache.clear()
                     if progress is not None:
                         progress(count)
-            writer.write(batch)
+            writer.write(batch)  # every edge before a bad one, too
+            stop.raise_if_stopped()
         finally:
             writer.close()
             self._forget()  # rows were written around the cache
@@ -165,3 +175,31 @@ class AssocWritesAPI(GraphCore):
     def _resolve_type(self, name: object) -> tuple[int, int | None]:
         kind = self._assoc_type(name)
         return kind.id, self._inverse_id(kind)
+
+
+class _StopAtBadEdge:
+    """Ends a load's rows at a bad edge, to raise once the edges before it are stored."""
+
+    def __init__(self) -> None:
+        self.stored = 0  # input edges whose rows were all yielded
+        self.error: AssocdbError | None = None
+
+    def rows(self, rows: Iterator[tuple[int, EdgeTuple]]) -> Iterator[tuple[int, EdgeTuple]]:
+        try:
+            for position, row in rows:
+                self.stored = position - 1  # the edge at `position` may have another row
+                yield position, row
+                self.stored = position
+        except AssocdbError as exc:
+            self.error = exc
+
+    def raise_if_stopped(self) -> None:
+        if self.error is None:
+            return
+        exc = self.error
+        raise type(exc)(
+            f"{exc.message}; the load stopped there: the {self.stored:,} edges before it were "
+            "stored (fix it and load the rest, or everything again: with explicit times "
+            "nothing stored changes)",
+            **{**exc.details, "stored": self.stored},
+        ) from None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import gzip
+import os
 import shutil
 import socket
 import sys
@@ -21,6 +21,7 @@ from ._cli_graph import GRAPH, NEW_GRAPH
 from ._cli_index import index
 from ._datasets import ego_facebook
 from ._open import open_shardmap
+from ._schema import Schema, read_schema_file
 
 
 class _Commands(click.Group):
@@ -35,9 +36,30 @@ class _Commands(click.Group):
         try:
             return super().invoke(ctx)
         except assocdb.AssocdbError as exc:
-            raise click.ClickException(exc.message) from None
+            raise click.ClickException(in_cli_terms(exc.message)) from None
         except OSError as exc:
             raise click.ClickException(_os_error(exc)) from None
+
+
+#: The library's advice in Python terms, and what a command line user does instead.
+_CLI_TERMS = {
+    "define it first with define_assoc()": (
+        "define it first in a schema file: assocdb schema DIR schema.toml"
+    ),
+    "define it first with define_object()": (
+        "define it first in a schema file: assocdb schema DIR schema.toml"
+    ),
+    "call g.define_timeline('follows', mode='write') first": (
+        "run `assocdb timeline setup DIR` first"
+    ),
+}
+
+
+def in_cli_terms(message: str) -> str:
+    """A library error message, its advice given as commands rather than Python calls."""
+    for python, command in _CLI_TERMS.items():
+        message = message.replace(python, command)
+    return message
 
 
 def _os_error(exc: OSError) -> str:
@@ -87,6 +109,8 @@ def init(directory: str, shards: int, schema_file: str | None) -> None:
 
     Example: assocdb init data/graph --shards 64 --schema schema.toml
     """
+    if schema_file is not None:  # a bad file fails before anything is created
+        Schema().apply_toml(read_schema_file(schema_file))
     with assocdb.open(directory, shards=shards, schema=schema_file) as g:
         click.echo(f"{directory}: {g.shards} shards, {len(g.schema.assoc_types)} association types")
 
@@ -99,7 +123,7 @@ def schema(directory: str, schema_file: str | None) -> None:
 
     Example: assocdb schema data/graph schema.toml
     """
-    with assocdb.open(directory) as g:
+    with assocdb.open(directory, create=False) as g:
         if schema_file is not None:
             g.load_schema(schema_file)
         for kind in g.schema.assoc_types:
@@ -133,15 +157,71 @@ def _toml(text: str) -> str:
 def import_(directory: str, source: str, atype: str | None) -> None:
     """Bulk-load edges from SOURCE (text, gzip ok): lines 'id1 atype id2 [time]', or
     'id1 id2' pairs with --type. Times default to the line number, so reloading
-    changes nothing.
+    changes nothing. Blank lines and lines starting with # are skipped (SNAP
+    files start with such comments); CRLF line ends are fine.
+
+    A bad line stops the import: every edge before it is stored, and the error
+    names the line. Fix it and run the same import again (what is stored does
+    not change).
 
     Example: assocdb import data/graph friends.txt.gz --type friend
     """
-    with assocdb.open(directory) as g, _lines(source) as lines:
-        edges = (_edge(line, n, atype) for n, line in enumerate(lines, 1) if line.strip())
-        with click.progressbar(length=0, label="importing", show_pos=True) as bar:
-            count = g.bulk_load(edges, progress=lambda done: bar.update(done - bar.pos))
+    with assocdb.open(directory, create=False) as g, _Source(source) as src:
+        edges = src.edges(atype)
+        try:
+            if src.size is None:  # standard input: no size to measure against
+                count = g.bulk_load(edges)
+            else:
+                with click.progressbar(
+                    length=src.size, label="importing", show_percent=True
+                ) as bar:
+                    count = g.bulk_load(edges, progress=lambda _: bar.update(src.read() - bar.pos))
+                    bar.update(src.size - bar.pos)
+        except assocdb.InvalidRequest as exc:  # name the line, not the edge's position
+            message = exc.message
+            if not message.startswith("line "):
+                message = f"line {src.line}: {message.split(': ', 1)[-1]}"
+            raise click.ClickException(in_cli_terms(message)) from None
         click.echo(f"imported {count:,} edges")
+
+
+def _skipped(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith("#")
+
+
+class _Source:
+    """The lines of an import's input (a file, gzip or not, or '-'), and how many
+    of its bytes have been read, for the progress bar."""
+
+    def __init__(self, source: str) -> None:
+        self._raw: Any = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
+        self.size = None if source == "-" else os.path.getsize(source)
+        self._stream: Any = (
+            gzip.GzipFile(fileobj=self._raw) if source.endswith(".gz") else self._raw
+        )
+
+    def __enter__(self) -> _Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._raw is not sys.stdin.buffer:
+            self._raw.close()
+
+    def read(self) -> int:
+        """Bytes of the input read so far (compressed bytes for a .gz file)."""
+        return int(self._raw.tell())
+
+    def edges(self, atype: str | None) -> Iterator[tuple[Any, ...]]:
+        """The edges of the lines; `line` is the number of the latest one's line."""
+        for number, raw in enumerate(self._stream, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise assocdb.InvalidRequest(f"line {number}: not UTF-8 text") from None
+            if not _skipped(line):
+                self.line = number
+                yield _edge(line, number, atype)
 
 
 @main.command()
@@ -154,7 +234,7 @@ def export(directory: str, all_states: bool) -> None:
 
     Example: assocdb export data/graph | gzip > edges.txt.gz
     """
-    with assocdb.open(directory) as g:
+    with assocdb.open(directory, create=False) as g:
         names = {t.id: t.name for t in g.schema.assoc_types}
         backend = g._backend
         for shard in range(g.shards):
@@ -178,7 +258,7 @@ def check(directory: str, repair: bool) -> None:
 
     Example: assocdb check data/graph --repair
     """
-    with assocdb.open(directory) as g:
+    with assocdb.open(directory, create=False) as g:
         counts = g.check_counts(repair=repair)
         hanging = g.check_inverses(repair=repair)
     for m in counts:
@@ -195,14 +275,6 @@ def check(directory: str, repair: bool) -> None:
         sys.exit(1)
 
 
-def _lines(source: str) -> Any:
-    if source == "-":
-        return contextlib.nullcontext(sys.stdin)
-    if source.endswith(".gz"):
-        return gzip.open(source, "rt", encoding="utf-8")
-    return open(source, encoding="utf-8")
-
-
 def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
     parts = line.split()
     try:
@@ -214,7 +286,7 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
     except ValueError:
         pass
     expected = "'id1 atype id2 [time]' (or 'id1 id2' with --type)"
-    raise click.ClickException(f"line {number}: expected {expected}, got {line.strip()!r}")
+    raise assocdb.InvalidRequest(f"line {number}: expected {expected}, got {line.strip()!r}")
 
 
 @main.command()
@@ -377,33 +449,45 @@ def queue_stats(directory: str) -> None:
 
     Example: assocdb queue stats data/graph
     """
-    with assocdb.open(directory) as g:
+    with assocdb.open(directory, create=False) as g:
         for field, value in msgspec.structs.asdict(g.queue_stats()).items():
             click.echo(f"{field:<16} {value}")
 
 
 @queue.command("errors")
 @click.argument("directory", type=GRAPH)
-@click.option("--limit", default=50, show_default=True, help="How many jobs to list.")
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="How many jobs to list.",
+)
 def queue_errors(directory: str, limit: int) -> None:
     """List jobs in the error queue, oldest first.
 
     Example: assocdb queue errors data/graph --limit 20
     """
-    with assocdb.open(directory) as g:
+    with assocdb.open(directory, create=False) as g:
         _print_jobs(g.queue_jobs("error", limit=limit))
 
 
 @queue.command("bad")
 @click.argument("directory", type=GRAPH)
-@click.option("--limit", default=50, show_default=True, help="How many jobs to list.")
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="How many jobs to list.",
+)
 @click.option("--show", "show", type=int, help="Print this job in full, as JSON.")
 def queue_bad(directory: str, limit: int, show: int | None) -> None:
     """List bad jobs (failed too often), or show one in full.
 
     Example: assocdb queue bad data/graph --show 1234
     """
-    with assocdb.open(directory) as g:
+    with assocdb.open(directory, create=False) as g:
         if show is None:
             _print_jobs(g.queue_jobs("bad", limit=limit))
             return
@@ -420,7 +504,7 @@ def queue_retry(directory: str) -> None:
 
     Example: assocdb queue retry data/graph
     """
-    with assocdb.open(directory) as g:
+    with assocdb.open(directory, create=False) as g:
         click.echo(f"retrying {g.queue_retry()} jobs")
         drained = g.drain(timeout=30)
         click.echo("the queue is empty" if drained else f"still queued: {g.queue_stats().depth}")
@@ -437,7 +521,7 @@ def queue_reinject(directory: str, ids: tuple[int, ...], everything: bool) -> No
     """
     if not ids and not everything:
         raise click.UsageError("name the bad jobs to reinject, or pass --all")
-    with assocdb.open(directory) as g:
+    with assocdb.open(directory, create=False) as g:
         count = g.queue_reinject(None if everything else list(ids))
         click.echo(f"reinjected {count} jobs")
 
@@ -457,8 +541,7 @@ def shards_show(shard_map: str) -> None:
 
     Example: assocdb shards show cluster.toml
     """
-    with _map_errors():
-        backend = open_shardmap(shard_map)
+    backend = open_shardmap(shard_map)
     try:
         problems = {name: backend.probe(name) for name in backend.map.backends}
         click.echo("\n".join(shardmap_config.table(backend.map, problems)))
@@ -473,8 +556,7 @@ def shards_check(shard_map: str) -> None:
 
     Example: assocdb shards check cluster.toml
     """
-    with _map_errors():
-        backend = open_shardmap(shard_map)
+    backend = open_shardmap(shard_map)
     try:
         failed = 0
         for name in backend.map.backends:
@@ -499,10 +581,9 @@ def shards_set_weight(shard_map: str, shard_range: str, backend: str, weight: in
 
     Example: assocdb shards set-weight cluster.toml 0-7 db2 3
     """
-    with _map_errors():
-        smap = shardmap_config.load(shard_map)
-        shards = shardmap_config.parse_shards(shard_range, smap.shards)
-        shardmap_config.save(shardmap_config.with_weight(smap, shards, backend, weight), shard_map)
+    smap = shardmap_config.load(shard_map)
+    shards = shardmap_config.parse_shards(shard_range, smap.shards)
+    shardmap_config.save(shardmap_config.with_weight(smap, shards, backend, weight), shard_map)
     click.echo(f"{backend} now has weight {weight} on shards {shard_range}")
 
 
@@ -529,18 +610,9 @@ def shards_mark_up(shard_map: str, backend: str) -> None:
 
 
 def _set_down(shard_map: str, backend: str, down: bool) -> None:
-    with _map_errors():
-        smap = shardmap_config.load(shard_map)
-        shardmap_config.save(shardmap_config.with_down(smap, backend, down), shard_map)
+    smap = shardmap_config.load(shard_map)
+    shardmap_config.save(shardmap_config.with_down(smap, backend, down), shard_map)
     click.echo(f"{backend} is marked {'down' if down else 'up'} in {shard_map}")
-
-
-@contextlib.contextmanager
-def _map_errors() -> Iterator[None]:
-    try:
-        yield
-    except assocdb.InvalidRequest as exc:
-        raise click.ClickException(exc.message) from None
 
 
 def _print_jobs(jobs: list[assocdb.JobInfo]) -> None:
@@ -641,14 +713,9 @@ def timeline_user(directory: str, author: int, limit: int, cursor: str | None) -
         _print_timeline(g.user_timeline(author, cursor, limit))
 
 
-@contextlib.contextmanager
-def _graph(directory: str) -> Any:
-    """Open the graph; an assocdb error becomes a one-line message and exit status 1."""
-    try:
-        with assocdb.open(directory) as g:
-            yield g
-    except assocdb.AssocdbError as exc:
-        raise click.ClickException(exc.message) from None
+def _graph(directory: str) -> assocdb.Graph:
+    """The graph at DIRECTORY (its errors become one line: `_Commands`)."""
+    return assocdb.open(directory, create=False)
 
 
 def _print_timeline(page: assocdb.Page[assocdb.TimelineItem]) -> None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -19,14 +17,9 @@ from ._cli_graph import GRAPH
 _STEP = 0.5  # seconds per index_build call: how often the progress bar moves
 
 
-@contextlib.contextmanager
-def _graph(directory: str) -> Iterator[assocdb.Graph]:
-    """The graph, with assocdb's errors shown as one line instead of a traceback."""
-    try:
-        with assocdb.open(directory) as g:
-            yield g
-    except assocdb.AssocdbError as exc:
-        raise click.ClickException(exc.message) from None
+def _graph(directory: str) -> assocdb.Graph:
+    """The graph at DIRECTORY (its errors become one line: the `assocdb` group's)."""
+    return assocdb.open(directory, create=False)
 
 
 @click.group()

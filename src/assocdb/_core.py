@@ -41,7 +41,7 @@ from ._journal import Journal
 from ._merge import ObjRow, State
 from ._ops import NodeJob, Operation, Rows, Stored, resolve
 from ._records import WriteResult
-from ._schema import DEFAULT_LIMIT, AssocType, IndexDef, ObjectType, Schema
+from ._schema import DEFAULT_LIMIT, AssocType, IndexDef, ObjectType, Schema, read_schema_file
 
 _SCHEMA_KEY = "schema"
 _SCHEMA_RELOAD_SECONDS = 1.0
@@ -178,7 +178,7 @@ class GraphCore:
 
     def load_schema(self, path: str | Path) -> None:
         """Apply every definition in a TOML schema file (see `_schema`)."""
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_schema_file(path)
         self._change_schema(lambda s: s.apply_toml(text))
 
     def _change_schema(self, change: Callable[[Schema], Schema]) -> None:

@@ -98,3 +98,8 @@ class Timeout(Unavailable):
     """The call did not finish within its deadline; it may or may not have taken effect."""
 
     code = "timeout"
+
+
+def no_graph(where: str) -> NotFound:
+    """The error for opening, without creating, a place that holds no graph."""
+    return NotFound(f"no graph at {where} (create one with `assocdb init {where}`)")

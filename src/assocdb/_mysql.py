@@ -38,7 +38,7 @@ from urllib.parse import quote
 
 from ._backend import CountMismatch, EdgeScan, Id2Row, ListRow, Tracer, map_driver_error
 from ._compress import pack, unpack
-from ._errors import AssocdbError, InvalidRequest, Unavailable
+from ._errors import AssocdbError, InvalidRequest, Unavailable, no_graph
 from ._merge import (
     Changes,
     EdgeKey,
@@ -157,8 +157,11 @@ class MySQLBackend(MySQLIndexes):
         self._slow_pool = self._new_pool(MAINTENANCE_TIMEOUT)
 
     @classmethod
-    def open(cls, url: str, shards: int | None = None, **options: Any) -> MySQLBackend:
-        """Open the graph a `mysql://user@host:port/NAME` URL names, creating it if new.
+    def open(
+        cls, url: str, shards: int | None = None, *, create: bool = True, **options: Any
+    ) -> MySQLBackend:
+        """Open the graph a `mysql://user@host:port/NAME` URL names, creating it if new
+        (with `create=False`, NotFound instead, and no schema is created).
 
         `options` (connect_timeout, query_timeout, pool_size) override the URL's.
 
@@ -181,12 +184,16 @@ class MySQLBackend(MySQLIndexes):
                     f"(omit shards to open it)"
                 )
             return cls(settings._replace(shards=stored), stored)
+        if not create:
+            raise no_graph(f"{settings.server_url()}{settings.name}")
         count = shards or DEFAULT_SHARDS
         backend = cls(settings._replace(shards=count), count)
         backend._create()
         # The shard count is written last: a crash halfway leaves no graph, not half of one.
-        backend.swap_meta("shards", None, str(count).encode())
-        return backend
+        if backend.swap_meta("shards", None, str(count).encode()):
+            return backend
+        backend.close()  # another process created the graph first: open that one
+        return cls.open(url, shards, create=False, **options)
 
     @classmethod
     def drop(cls, url: str) -> None:

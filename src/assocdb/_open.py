@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -30,8 +31,12 @@ def open_graph(
     timeout: float = 2.0,
     retry: RetryPolicy | None = None,
     cache: CacheConfig | None = DEFAULT_CACHE,
+    create: bool = True,
 ) -> Graph:
     """Open the graph stored in directory `path` (or at a MySQL URL), creating it if needed.
+
+    * `create=False` opens only: a place that holds no graph raises
+      `NotFound` ("no graph at …") and nothing is created there.
 
     * `shards` (default 16) is fixed when the graph is created; omit it to
       open an existing graph.
@@ -68,6 +73,7 @@ def open_graph(
     """
     backend: Backend
     journal_file: str | Path
+    _check_scheme(path)
     if Path(path).suffix == ".toml":
         backend = open_shardmap(path, shards)
         journal_file = Path(path).with_suffix(".journal.db") if journal is None else journal
@@ -81,15 +87,29 @@ def open_graph(
             )
         from ._mysql import MySQLBackend
 
-        backend = MySQLBackend.open(str(path), shards)
+        backend = MySQLBackend.open(str(path), shards, create=create)
         journal_file = journal
     else:
-        backend = SQLiteBackend.open(path, shards, busy_timeout=timeout)
+        backend = SQLiteBackend.open(path, shards, busy_timeout=timeout, create=create)
         journal_file = Path(path) / "journal.db" if journal is None else journal
     graph = Graph(backend, Journal(journal_file), sync=sync, retry=retry, cache=cache)
     if schema is not None:
         graph.load_schema(schema)
     return graph
+
+
+def _check_scheme(path: str | Path) -> None:
+    """InvalidRequest for a URL whose scheme assocdb does not open (not a directory)."""
+    if not isinstance(path, (str, Path)):
+        raise InvalidRequest(
+            f"open takes a directory, a mysql:// URL or a shard map (.toml), got {path!r}"
+        )
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", str(path))
+    if scheme and not is_mysql_url(str(path)):
+        raise InvalidRequest(
+            f"unknown URL scheme {scheme.group(1)!r}: assocdb opens a directory, a "
+            "mysql:// (or mariadb://) URL, or a shard map (.toml)"
+        )
 
 
 def _journal_from_url(url: str, journal: str | Path | None) -> tuple[str, str | Path | None]:
@@ -111,7 +131,9 @@ def open_backend(spec: dict[str, Any]) -> Backend:
     if kind == "mysql":
         from ._mysql import MySQLBackend
 
-        options = {k: spec.get(k) for k in ("connect_timeout", "query_timeout", "pool_size")}
+        options: dict[str, Any] = {
+            k: spec.get(k) for k in ("connect_timeout", "query_timeout", "pool_size")
+        }
         return MySQLBackend.open(spec["url"], spec.get("shards"), **options)
     if kind == "shardmap":
         return ShardMapBackend.from_spec(spec, open_backend)

@@ -27,6 +27,7 @@ import difflib
 import re
 import tomllib
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
@@ -324,6 +325,14 @@ class Schema:
         return self.to_json() == other.to_json()
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def read_schema_file(path: str | Path) -> str:
+    """The text of a TOML schema file (SchemaError if it is not UTF-8)."""
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise SchemaError(f"{path} is not a TOML schema file (not UTF-8 text)") from None
 
 
 def _tables(doc: dict[str, Any], section: str) -> list[tuple[str, dict[str, Any]]]:

@@ -49,7 +49,7 @@ from ._backend import (
 )
 from ._compress import pack, unpack
 from ._entities import merge_entries
-from ._errors import AssocdbError, InvalidRequest, Unavailable
+from ._errors import AssocdbError, InvalidRequest, Unavailable, no_graph
 from ._merge import (
     Changes,
     EdgeKey,
@@ -138,15 +138,24 @@ class SQLiteBackend:
 
     @classmethod
     def open(
-        cls, path: str | Path, shards: int | None = None, busy_timeout: float = 2.0
+        cls,
+        path: str | Path,
+        shards: int | None = None,
+        busy_timeout: float = 2.0,
+        create: bool = True,
     ) -> SQLiteBackend:
-        """Open the graph in directory `path`, creating it (with `shards`) if new."""
+        """Open the graph in directory `path`, creating it (with `shards`) if new
+        (with `create=False`, NotFound instead, and nothing is created)."""
         root = Path(path)
         if shards is not None and (type(shards) is not int or not 0 < shards <= MAX_SHARDS):
             raise InvalidRequest(
                 f"shards must be an integer from 1 to {MAX_SHARDS}, got {shards!r}"
             )
+        if root.exists() and not root.is_dir():
+            raise InvalidRequest(f"{root} is a file, not a graph directory")
         stored = _stored_shards(root)
+        if stored is None and not create:
+            raise no_graph(str(root))
         if stored is not None:
             if shards is not None and shards != stored:
                 raise InvalidRequest(
@@ -160,7 +169,7 @@ class SQLiteBackend:
         if backend.swap_meta("shards", None, str(backend.shards).encode()):
             return backend
         backend.close()  # another process created the graph first: open that one
-        return cls.open(root, shards, busy_timeout)
+        return cls.open(root, shards, busy_timeout, create=False)
 
     # -- the choke point --------------------------------------------------------
 
