@@ -3,18 +3,25 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# What running needs (the package and its dependencies), and what testing needs
+# on top of it (pytest, mypy, ruff, schemathesis, the MySQL C driver).
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
 .PHONY: run test check bench format clean
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	$(BIN)/python -m pip install -q -e '.[mysql]' || echo "mysqlclient not built: using PyMySQL"
 	touch $(STAMP)
 
-run: $(STAMP)  ## load ego-Facebook into ./data/demo, answer a few questions, serve it on :8080
+run: $(RUN_STAMP)  ## load ego-Facebook into ./data/demo, answer a few questions, serve it on :8080
 	$(BIN)/assocdb demo data/demo
 	$(BIN)/assocdb serve data/demo --port 8080
 

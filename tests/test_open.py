@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import assocdb
-from assocdb import InvalidRequest, NotFound
+from assocdb import InvalidRequest, NotFound, UnknownType
 
 from .stores import Stores
 
@@ -58,3 +58,42 @@ def test_a_file_is_not_a_graph_directory(tmp_path: Path) -> None:
 def test_open_refuses_what_is_not_a_place(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequest, match="open takes a directory"):
         assocdb.open(42)  # type: ignore[arg-type]
+
+
+# -- small corners of the library (issue: a newcomer's first hour) -------------------------
+
+
+def test_node_state_reads_one_direction(tmp_path: Path) -> None:
+    with assocdb.open(tmp_path / "g", shards=2) as g:
+        g.define_assoc("follows", inverse="followed_by")
+        assert g.node_state(1, "follows", direction="in") == "normal"
+        with pytest.raises(InvalidRequest, match="one direction"):
+            g.node_state(1, "follows", direction="both")  # type: ignore[arg-type]
+
+
+def test_change_type_of_a_missing_edge_names_the_type(tmp_path: Path) -> None:
+    with assocdb.open(tmp_path / "g", shards=2) as g:
+        g.define_assoc("follows")
+        g.define_assoc("blocks")
+        with pytest.raises(NotFound, match="of type 'follows'") as missing:
+            g.assoc_change_type(1, "follows", 2, "blocks")
+        assert "type id" not in str(missing.value)
+
+
+def test_an_unknown_type_is_one_error_not_two(tmp_path: Path) -> None:
+    with assocdb.open(tmp_path / "g", shards=2) as g:
+        g.define_assoc("follows")
+        with pytest.raises(UnknownType, match="did you mean 'follows'") as unknown:
+            g.assoc_add(1, "folows", 2)
+        assert unknown.value.__context__ is None  # no "during handling of the above…"
+        with pytest.raises(UnknownType) as unknown_object:
+            g.obj_add("usr", {})
+        assert unknown_object.value.__context__ is None
+
+
+def test_the_docs_page_shows_real_defaults() -> None:
+    from assocdb._openapi import docs_page
+
+    page = docs_page()
+    assert "NODEFAULT" not in page
+    assert "eq = []" in page

@@ -9,7 +9,7 @@ from typing import Any
 from . import _json
 from ._bulk import bulk_rows
 from ._core import GraphCore
-from ._errors import AssocdbError, InvalidRequest
+from ._errors import AssocdbError, InvalidRequest, NotFound
 from ._ids import check_id, check_int64, shard_of
 from ._merge import EdgeTuple, State
 from ._ops import MAX_ASSOC_DATA, EdgeWrite, TypeChange
@@ -104,7 +104,12 @@ class AssocWritesAPI(GraphCore):
             raise InvalidRequest(f"the association is already of type {old.name!r}")
         ua = self._stamp(updated_at)
         op = TypeChange(old.id, self._inverse_id(old), new.id, self._inverse_id(new), id1, id2, ua)
-        return self._submit(op, ua)
+        try:
+            return self._submit(op, ua)
+        except NotFound:  # the pure rule knows type ids; say the names
+            raise NotFound(
+                f"no association {id1} -> {id2} of type {old.name!r}", id1=id1, id2=id2
+            ) from None
 
     def bulk_load(
         self,

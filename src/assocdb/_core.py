@@ -210,7 +210,9 @@ class GraphCore:
         except UnknownType:
             if not self._refresh_schema():
                 raise
-            return self._schema.assoc_type(name)
+        # Another process may have defined it: ask the schema re-read (outside the
+        # handler, so a second miss is one error, not one "during handling of" another).
+        return self._schema.assoc_type(name)
 
     def _object_type(self, name: object) -> ObjectType:
         try:
@@ -218,7 +220,7 @@ class GraphCore:
         except UnknownType:
             if not self._refresh_schema():
                 raise
-            return self._schema.object_type(name)
+        return self._schema.object_type(name)
 
     def _inverse_id(self, kind: AssocType) -> int | None:
         inverse = self._schema.inverse(kind)

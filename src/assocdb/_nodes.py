@@ -75,8 +75,16 @@ class NodesAPI(GraphCore):
     def node_state(
         self, node: int, atype: str, *, direction: Literal["out", "in"] = "out"
     ) -> StateName:
-        """The state of the node's edges of this type in one direction ("normal" if never set)."""
+        """The state of the node's edges of this type in one direction ("normal" if never set).
+
+        One direction at a time: "both" is InvalidRequest (ask for "out" and "in").
+        """
         node = check_id(node, "node")
+        if direction not in ("out", "in"):
+            raise InvalidRequest(
+                f"node_state reads one direction, 'out' or 'in' (ask twice for both); "
+                f"got {direction!r}"
+            )
         ((kind, _),) = self._node_lists(self._assoc_type(atype), direction)
         stored = self._backend.node_states(shard_of(node, self._shards), [(node, kind.id)])
         row = stored.get((node, kind.id))

@@ -88,13 +88,20 @@ def openapi(secured: bool) -> dict[str, Any]:
     return document
 
 
+def _default(field: msgspec.structs.FieldInfo) -> Any:
+    """A field's default value (a mutable one is made by its factory: [] not NODEFAULT)."""
+    if field.default is msgspec.NODEFAULT:
+        return field.default_factory()
+    return field.default
+
+
 def docs_page() -> str:
     """A plain HTML page listing every method, its scope and arguments."""
     rows = []
     for name, method in METHODS.items():
         fields = []
         for field in msgspec.structs.fields(method.args):
-            default = "" if field.required else f" = {field.default!r}"
+            default = "" if field.required else f" = {_default(field)!r}"
             fields.append(f"{field.name}{default}")
         rows.append(
             f"<tr><td><code>POST /v1/{name}</code></td><td>{method.scope}</td>"

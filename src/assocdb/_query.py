@@ -11,8 +11,8 @@ queries, nested to any depth:
 Results are ids, descending: a single term in its list order (newest first,
 by `(time, id2)`), a compound query by id2. Pages use keyset cursors like
 every other list, scoped to the query, so a cursor of another query is
-refused. `count()` is exact when that is cheap (a term, or a compound whose
-operands are small) and otherwise an upper bound flagged `exact=False`.
+refused. `count()` is exact when that is cheap (a term, or a compound whose own
+upper bound is at most 10,000) and otherwise that bound flagged `exact=False`.
 
 This module is the pure description; `_query_exec` runs it.
 """
