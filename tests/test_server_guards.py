@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import signal
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,8 @@ from .http_server import ADMIN, READER, Server, free_port
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     directory = tmp_path_factory.mktemp("guarded") / "graph"
     with assocdb.open(directory, shards=2) as g:
+        g.define_assoc("follows", inverse="followed_by")
+        g.bulk_load((1, "follows", n, n) for n in range(2, 402))  # 1 follows 400
         g.define_object("user")
         g.define_index("user_by_name", "user", ["name"])
         g.define_index("user_by_name_too", "user", ["name"])
@@ -145,3 +148,105 @@ def test_serve_with_workers_removes_its_metrics_directory(tmp_path: Path) -> Non
 
 def test_free_port_helper_gives_a_port() -> None:
     assert 0 < free_port() < 65536
+
+
+# -- bad bodies ------------------------------------------------------------------------------
+
+
+def nested_query(depth: int) -> bytes:
+    query = b'{"type":"term","node":1,"atype":"follows"}'
+    for _ in range(depth):
+        query = b'{"type":"union","parts":[' + query + b"]}"
+    return b'{"query":' + query + b"}"
+
+
+@pytest.mark.parametrize(
+    ("method", "body"),
+    [
+        ("obj_add", b'{"otype":"user","data":{"a":' + b"[" * 1500 + b"]" * 1500 + b"}}"),
+        ("obj_add", b'{"otype":"user","data":{"a":' + b"[" * 200 + b"]" * 200 + b"}}"),
+        ("query_page", nested_query(3000)),
+        ("query_page", nested_query(100)),
+        ("obj_add", b'{"otype":"user","data":{"a":"\xff\xfe"}}'),
+        ("batch", b'{"requests":[{"method":"query_count","args":' + nested_query(3000) + b"}]}"),
+    ],
+)
+def test_deep_or_undecodable_bodies_are_400(server: Server, method: str, body: bytes) -> None:
+    answer = httpx.post(
+        f"{server.url}/v1/{method}", content=body, headers={"authorization": f"Bearer {ADMIN}"}
+    )
+    if method == "batch":
+        assert answer.status_code in (200, 400)
+        if answer.status_code == 200:
+            assert answer.json()["results"][0]["error"]["code"] == "invalid_request"
+        return
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == "invalid_request"
+
+
+# -- work and size bounds ------------------------------------------------------------------
+
+
+def test_a_batch_whose_answer_is_too_big_is_413(server: Server) -> None:
+    reads = [{"method": "assoc_range", "args": {"id1": 1, "atype": "follows", "limit": 400}}]
+    headers = {"authorization": f"Bearer {READER}"}
+    small = httpx.post(f"{server.url}/v1/batch", json={"requests": reads * 100}, headers=headers)
+    assert small.status_code == 200
+    big = httpx.post(f"{server.url}/v1/batch", json={"requests": reads * 200}, headers=headers)
+    assert big.status_code == 413
+    assert "more than 50,000 rows" in big.json()["error"]["message"]
+
+
+def test_a_query_of_too_many_terms_is_400(server: Server) -> None:
+    term = {"type": "term", "node": 1, "atype": "follows"}
+    query = {"type": "union", "parts": [term] * 300}
+    headers = {"authorization": f"Bearer {READER}"}
+    answer = httpx.post(f"{server.url}/v1/query_count", json={"query": query}, headers=headers)
+    assert answer.status_code == 400
+    assert "at most 256 terms" in answer.json()["error"]["message"]
+
+
+def test_the_smallest_time_is_refused(server: Server) -> None:
+    headers = {"authorization": f"Bearer {ADMIN}"}
+    body = {"id1": 5, "atype": "follows", "id2": 6, "time": -(2**63)}
+    answer = httpx.post(f"{server.url}/v1/assoc_add", json=body, headers=headers)
+    assert answer.status_code == 400
+    assert "-2^63+1" in answer.json()["error"]["message"]
+    body["time"] = -(2**63) + 1
+    assert httpx.post(f"{server.url}/v1/assoc_add", json=body, headers=headers).status_code == 200
+
+
+def send_partial_body(server: Server) -> socket.socket:
+    """A request whose body stops short of its Content-Length."""
+    conn = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    conn.sendall(
+        b"POST /v1/assoc_count HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Bearer {READER}\r\n".encode()
+        + b"Content-Length: 100\r\n\r\n"
+        + b'{"id1": 1,'
+    )
+    return conn
+
+
+def test_a_stalled_body_does_not_hold_the_server(server: Server) -> None:
+    conn = send_partial_body(server)
+    answer = conn.recv(4096)  # the server answers once the deadline (2 s) passed
+    conn.close()
+    assert answer.startswith(b"HTTP/1.1 503")
+    assert b"did not arrive within" in answer
+
+
+def test_a_client_leaving_mid_body_is_not_an_error(tmp_path: Path) -> None:
+    directory = tmp_path / "graph"
+    assocdb.open(directory, shards=2).close()
+    running = Server(directory, True)
+    send_partial_body(running).close()
+    headers = {"authorization": f"Bearer {READER}"}
+    body = {"id1": 1, "atype": "x"}
+    assert httpx.post(f"{running.url}/v1/assoc_count", json=body, headers=headers).status_code
+    running.process.send_signal(signal.SIGTERM)
+    running.process.wait(timeout=60)
+    assert running.process.stderr is not None
+    log = running.process.stderr.read().decode()
+    running.stop()
+    assert "Traceback" not in log

@@ -10,7 +10,7 @@ from . import _json
 from ._bulk import bulk_rows
 from ._core import GraphCore
 from ._errors import AssocdbError, InvalidRequest, NotFound
-from ._ids import check_id, check_int64, shard_of
+from ._ids import check_id, check_time, shard_of
 from ._merge import EdgeTuple, State
 from ._ops import MAX_ASSOC_DATA, EdgeWrite, TypeChange
 from ._records import WriteResult
@@ -43,7 +43,7 @@ class AssocWritesAPI(GraphCore):
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
         kind = self._assoc_type(atype)
         if time is not None:
-            check_int64(time, "time")
+            check_time(time)
         raw = None if data is None else _json.encode(data, MAX_ASSOC_DATA, "association data")
         ua = self._stamp(updated_at)
         op = EdgeWrite(

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import _json
 from ._errors import AssocdbError, InvalidRequest
-from ._ids import MAX_INT64, MIN_INT64, check_id, check_int64
+from ._ids import MAX_INT64, MIN_TIME, check_id, check_time
 from ._merge import EdgeTuple, State
 
 #: name -> (type id, inverse type id or None)
@@ -43,7 +43,7 @@ def bulk_rows(
             or type(time) is not int
             or not 0 < id1 <= MAX_INT64
             or not 0 < id2 <= MAX_INT64
-            or not MIN_INT64 <= time <= MAX_INT64
+            or not MIN_TIME <= time <= MAX_INT64
         ):
             try:
                 id1, atype, id2, time, raw = _unpack(edge, default_time, max_data)
@@ -68,7 +68,7 @@ def _unpack(
     if not isinstance(edge[1], str):
         raise InvalidRequest(f"atype must be a type name, got {edge[1]!r}")
     id2 = check_id(edge[2], "id2")
-    time = check_int64(edge[3], "time") if len(edge) > 3 and edge[3] is not None else default_time
+    time = check_time(edge[3]) if len(edge) > 3 and edge[3] is not None else default_time
     data = edge[4] if len(edge) > 4 else None
     raw = None if data is None else _json.encode(data, max_data, "association data")
     return id1, edge[1], id2, time, raw

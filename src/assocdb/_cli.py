@@ -389,41 +389,42 @@ def serve(
         "cleaner": cleaner,
     }
     os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
-    listening = _listen(host, port)  # a busy port fails here, before anything is said
-    bound_host, bound_port = listening.getsockname()[:2]
+    port = _check_port(host, port)  # a busy port fails here, before anything is said
     metrics_dir = None
     if workers > 1:
         metrics_dir = tempfile.mkdtemp(prefix="assocdb-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-    click.echo(f"serving {directory} on http://{bound_host}:{bound_port} (docs: /docs)", err=True)
+    click.echo(f"serving {directory} on http://{host}:{port} (docs: /docs)", err=True)
     try:
         uvicorn.run(
             "assocdb._server:app_from_env",
             factory=True,
-            fd=listening.fileno(),
+            host=host,
+            port=port,
             workers=workers,
             access_log=False,
             log_level="warning",
         )
     finally:
-        listening.close()
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port (OSError if the port is taken)."""
+def _check_port(host: str, port: int) -> int:
+    """The port to serve on (a free one for 0); OSError if it is taken.
+
+    (uvicorn binds it again a moment later: handing it this socket instead
+    would make asyncio see a Unix socket and leave Nagle's algorithm on.)
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listening.bind((host, port))
-        listening.listen(2048)
-    except OSError as exc:
-        listening.close()
-        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    listening.set_inheritable(True)
-    return listening
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        bound: int = probe.getsockname()[1]
+        return bound
 
 
 def _is_loopback(host: str) -> bool:

@@ -23,6 +23,7 @@ from ._errors import InvalidRequest
 
 MAX_INT64 = 2**63 - 1
 MIN_INT64 = -(2**63)
+MIN_TIME = MIN_INT64 + 1  # the smallest edge time
 _MASK = MAX_INT64  # the 63 low bits
 _C1 = 0x3F58476D1CE4E5B9  # odd, so multiplication is invertible mod 2^63
 _C2 = 0x14D049BB133111EB
@@ -79,6 +80,19 @@ def check_id(value: object, name: str = "id") -> int:
     if not 0 < value <= MAX_INT64:
         raise InvalidRequest(
             f"{name} must be between 1 and 2^63-1, got {value}", **{name: str(value)}
+        )
+    return value
+
+
+def check_time(value: object, name: str = "time") -> int:
+    """Return `value` if it is a valid edge time (MIN_TIME … 2^63-1), else InvalidRequest.
+
+    -2^63 itself is kept out: cursors and range bounds use it as "before every time".
+    """
+    if type(value) is not int or not MIN_TIME <= value <= MAX_INT64:
+        raise InvalidRequest(
+            f"{name} must be an integer from -2^63+1 to 2^63-1, got {value!r}",
+            **{name: repr(value)},
         )
     return value
 

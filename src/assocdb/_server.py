@@ -25,7 +25,7 @@ import anyio
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
@@ -33,6 +33,7 @@ from ._auth import Tokens
 from ._cache import CacheConfig
 from ._errors import AssocdbError, DataTooLarge, InvalidRequest, NotFound, Timeout, Unavailable
 from ._graph import Graph
+from ._json import MAX_DEPTH
 from ._metrics import Metrics
 from ._openapi import docs_page, openapi
 from ._queue_admin import check_drain_timeout
@@ -60,11 +61,23 @@ class Limits:
     max_body: int = 4 << 20  # bytes; an object's data may be 1 MiB, JSON-escaped
     max_batch: int = 200  # reads per /v1/batch
     deadline: float = 10.0  # seconds a request may run
-    #: Run reads on the event loop instead of a worker thread. A thread hop
-    #: costs more than a SQLite read (measured: 8k → 3.5k requests/s for an
-    #: empty handler), and SQLite reads in WAL mode never wait for writers;
-    #: for a network backend, threads let reads overlap and this stays off.
+    #: Run the reads of INLINE_READS on the event loop instead of a worker
+    #: thread. A thread hop costs more than a SQLite read (measured: 8k → 3.5k
+    #: requests/s for an empty handler), and SQLite reads in WAL mode never
+    #: wait for writers; for a network backend, threads let reads overlap and
+    #: this stays off.
     inline_reads: bool = False
+    max_batch_rows: int = 50_000  # rows (edges, ids, items) in one batch's answer
+
+
+#: Reads whose cost is one bounded index probe: safe to run on the event loop.
+#: Lists walked by position, set queries, timelines and batches can take long,
+#: so they run in worker threads, where the loop (and /healthz) stays free and
+#: the request deadline holds.
+INLINE_READS = frozenset(
+    {"assoc_count", "assoc_get", "assoc_contains", "assoc_edge", "assoc_page", "obj_get"}
+    | {"assoc_time_range", "node_state", "schema"}
+)
 
 
 def create_app(
@@ -105,20 +118,29 @@ class _Server:
                 return self._error(name, exc)
             return self._error(name, NotFound(f"no method {name!r}; see /docs"))
         return await self._call(
-            request, name, method.scope, lambda body: self._run_one(method, body)
+            request,
+            name,
+            method.scope,
+            lambda body: self._run_one(method, body),
+            inline=self.limits.inline_reads and name in INLINE_READS,
         )
 
     async def route_batch(self, request: Request) -> Response:
-        return await self._call(request, "batch", "read", self._run_batch)
+        return await self._call(request, "batch", "read", self._run_batch, inline=False)
 
     async def _call(
-        self, request: Request, name: str, scope: str, run: Callable[[bytes], bytes]
+        self,
+        request: Request,
+        name: str,
+        scope: str,
+        run: Callable[[bytes], bytes],
+        inline: bool = False,
     ) -> Response:
         start = time.perf_counter()
         try:
             self.tokens.authorize(request.headers.get("authorization"), scope)
             body = await self._body(request)
-            if scope == "read" and self.limits.inline_reads:
+            if inline:
                 payload = run(body)
             else:
                 with anyio.fail_after(self.limits.deadline):
@@ -129,6 +151,9 @@ class _Server:
             )
         except AssocdbError as exc:
             return self._error(name, exc, start)
+        except ClientDisconnect:  # a normal event: the client went away mid-request
+            log.info("%s: the client disconnected before its request was read", name)
+            return Response(status_code=499)
         except Exception:
             log.exception("%s failed unexpectedly", name)
             return self._error(
@@ -143,11 +168,16 @@ class _Server:
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise DataTooLarge(f"the body is {int(declared):,} bytes; the limit is {limit:,}")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise DataTooLarge(f"the body is over the limit of {limit:,} bytes")
-            chunks.append(chunk)
+        # A slow or stalled client must not hold a worker: the body has the
+        # request's deadline to arrive.
+        with anyio.move_on_after(self.limits.deadline) as waited:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise DataTooLarge(f"the body is over the limit of {limit:,} bytes")
+                chunks.append(chunk)
+        if waited.cancelled_caught:
+            raise Timeout(f"the request body did not arrive within {self.limits.deadline} s")
         return b"".join(chunks)
 
     def _run_one(self, method: Method, body: bytes) -> bytes:
@@ -161,6 +191,7 @@ class _Server:
                 f"at most {self.limits.max_batch} requests per batch, got {len(batch.requests)}"
             )
         results: list[Any] = []
+        rows = 0
         for item in batch.requests:
             try:
                 if item.method not in BATCHABLE:
@@ -170,10 +201,21 @@ class _Server:
                     args = msgspec.convert(item.args, method.args)
                 except msgspec.ValidationError as exc:
                     raise InvalidRequest(f"{item.method}: {exc}") from None
-                results.append({"result": self._invoke(method, args)})
+                except RecursionError:
+                    raise InvalidRequest(f"{item.method}: {TOO_DEEP}") from None
+                result = self._invoke(method, args)
+                results.append({"result": result})
             except AssocdbError as exc:
                 results.append(msgspec.json.decode(error_body(exc)))
                 self.metrics.errors.labels(exc.code).inc()
+                continue
+            rows += _rows(result)
+            if rows > self.limits.max_batch_rows:
+                raise DataTooLarge(
+                    f"the batch's answer would hold more than {self.limits.max_batch_rows:,} "
+                    "rows; split it into smaller batches or pages",
+                    limit=self.limits.max_batch_rows,
+                )
         return _encode({"results": results})
 
     def _invoke(self, method: Method, args: Any) -> Any:
@@ -274,6 +316,14 @@ class _Server:
         self.metrics.responses.labels(name, str(status)).inc()
 
 
+def _rows(result: Any) -> int:
+    """How many rows a read's answer holds, for the batch's answer bound."""
+    if isinstance(result, list):
+        return len(result)
+    items = getattr(result, "items", None)
+    return len(items) if isinstance(items, list) else 1
+
+
 def _decode(body: bytes, kind: Any) -> Any:
     try:
         return msgspec.json.decode(body or b"{}", type=kind)
@@ -281,6 +331,15 @@ def _decode(body: bytes, kind: Any) -> Any:
         raise InvalidRequest(f"invalid arguments: {exc}") from None
     except msgspec.DecodeError as exc:
         raise InvalidRequest(f"the body is not valid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"the body is not valid UTF-8 JSON: {exc.reason}") from None
+    except RecursionError:
+        raise InvalidRequest(TOO_DEEP) from None
+
+
+TOO_DEEP = (
+    f"the body's JSON nests too deeply (data nests at most {MAX_DEPTH} levels, queries at most 32)"
+)
 
 
 def app_from_env() -> Starlette:

@@ -36,7 +36,7 @@ from ._assoc_reads import AssocReadsAPI
 from ._backend import EdgeScan, ListRow
 from ._errors import InvalidRequest, NotFound, UnknownType
 from ._fanout import FanoutJob
-from ._ids import check_id, check_int64, shard_of
+from ._ids import check_id, check_time, shard_of
 from ._merge import State
 from ._ops import EdgeWrite
 from ._records import Page, TimelineConfig, TimelineItem, WriteResult
@@ -152,7 +152,7 @@ class TimelinesAPI(AssocReadsAPI):
         config = self._config()
         author, item = check_id(author, "author"), check_id(item, "item")
         if time is not None:
-            check_int64(time, "time")
+            check_time(time)
         posts, followers = self._timeline_types(config)
         ua = self._stamp(updated_at)
         # A live post keeps its time (a new one takes `time`, else now), and the

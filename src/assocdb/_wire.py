@@ -95,10 +95,15 @@ def to_spec(query: Query) -> QuerySpec:
     return IntersectSpec(parts) if isinstance(query, Intersect) else UnionSpec(parts)
 
 
+MAX_QUERY_TERMS = 256  # terms in one query sent over the wire
+
+
 def from_spec(spec: QuerySpec, runner: Runner, depth: Int64 = 0) -> Query:
-    """The query a wire form describes, checked (ids, states, nesting)."""
+    """The query a wire form describes, checked (ids, states, nesting, size)."""
     if depth > 32:
         raise InvalidRequest("queries nest at most 32 levels deep")
+    if depth == 0 and _has_more_terms(spec, MAX_QUERY_TERMS):
+        raise InvalidRequest(f"a query holds at most {MAX_QUERY_TERMS} terms")
     if isinstance(spec, TermSpec):
         return Term(runner, spec.node, spec.atype, spec.incoming, spec.states, spec.id2s)
     if isinstance(spec, DifferenceSpec):
@@ -113,6 +118,22 @@ def from_spec(spec: QuerySpec, runner: Runner, depth: Int64 = 0) -> Query:
     if not rest:
         return first
     return first.intersect(*rest) if isinstance(spec, IntersectSpec) else first.union(*rest)
+
+
+def _has_more_terms(spec: QuerySpec, limit: int) -> bool:
+    """Whether the query tree holds more than `limit` terms (stops counting there)."""
+    pending, terms = [spec], 0
+    while pending:
+        node = pending.pop()
+        if isinstance(node, TermSpec):
+            terms += 1
+            if terms > limit:
+                return True
+        elif isinstance(node, DifferenceSpec):
+            pending += [node.left, node.right]
+        else:
+            pending += node.parts
+    return False
 
 
 # -- method arguments (fields in the order of the Graph method's parameters) -----------
