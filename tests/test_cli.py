@@ -103,7 +103,7 @@ def test_init_schema_import_export_and_check(tmp_path: Path) -> None:
     assert "6 followed_by 5 100" in exported
     assert "3 friend 2 4" in exported  # time = line number (blank lines count)
     assert (
-        runner.invoke(main, ["check", graph]).output.strip()
+        runner.invoke(main, ["check", graph]).stdout.strip()  # progress goes to stderr
         == "found 0 wrong counts and 0 hanging edges"
     )
 

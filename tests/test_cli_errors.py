@@ -145,3 +145,20 @@ def test_a_url_assocdb_does_not_know_is_one_line(
     message = one_error_line(run("init", "postgresql://postgres@127.0.0.1:5432/db/g"))
     assert "unknown URL scheme 'postgresql'" in message
     assert list(tmp_path.iterdir()) == []
+
+
+def test_check_reports_progress_and_a_ready_index_says_so(graph_dir: Path) -> None:
+    checked = CliRunner().invoke(main, ["check", str(graph_dir)])
+    assert checked.exit_code == 0
+    assert "counts, by shard" in checked.stderr
+    assert checked.stdout.strip() == "found 0 wrong counts and 0 hanging edges"
+    with assocdb.open(graph_dir) as g:
+        g.define_object("user")
+        g.obj_add("user", {"name": "ada"})
+        g.define_index("user_by_name", "user", ["name"])
+    assert run("index", "build", str(graph_dir), "user_by_name").exit_code == 0
+    again = run("index", "build", str(graph_dir), "user_by_name")
+    assert again.exit_code == 0
+    assert (
+        again.output.strip() == "index user_by_name is ready: every object of its type is indexed"
+    )

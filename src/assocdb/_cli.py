@@ -259,7 +259,10 @@ def check(directory: str, repair: bool) -> None:
     Example: assocdb check data/graph --repair
     """
     with assocdb.open(directory, create=False) as g:
-        counts = g.check_counts(repair=repair)
+        shard_range = range(g.shards)
+        with click.progressbar(shard_range, label="counts, by shard", file=sys.stderr) as shards:
+            counts = [m for shard in shards for m in g._backend.recount(shard, repair)]
+        click.echo("inverse edges: every edge against its mirror…", err=True)
         hanging = g.check_inverses(repair=repair)
     for m in counts:
         where = f"shard {m.shard}: ({m.id1}, type {m.atype}, state {m.state})"

@@ -71,6 +71,9 @@ def build(directory: str, name: str, rate: float | None, seconds: float | None) 
         check_positive(rate, "rate", zero=False)  # also when there is nothing left to build
         check_positive(seconds, "seconds", zero=True)
         deadline = None if seconds is None else time.monotonic() + seconds
+        if g.index_status(name).state == "ready":
+            click.echo(f"index {name} is ready: every object of its type is indexed")
+            return
         status = g.index_status(name)
         left = max(0, status.total - status.scanned)
         with click.progressbar(length=left, label=f"building {name}", show_eta=True) as bar:
