@@ -20,6 +20,7 @@ every leg has been applied.
 
 from __future__ import annotations
 
+import logging
 import time as _time
 import uuid
 from collections.abc import Callable
@@ -42,6 +43,8 @@ from ._merge import ObjRow, State
 from ._ops import NodeJob, Operation, Rows, Stored, resolve
 from ._records import WriteResult
 from ._schema import DEFAULT_LIMIT, AssocType, IndexDef, ObjectType, Schema, read_schema_file
+
+log = logging.getLogger("assocdb")
 
 _SCHEMA_KEY = "schema"
 _SCHEMA_RELOAD_SECONDS = 1.0
@@ -74,8 +77,18 @@ class GraphCore:
         self._applier = Applier(backend, journal, retry, cache=self._cache)
         self._indexes_read_at = _time.monotonic()
         self._applier.entries = self._with_entries
-        replay(self._applier, journal)
-        self._applier.start()
+        if journal.read_only:  # a snapshot: read it, apply nothing
+            waiting = sum(journal.counts()[state] for state in ("new", "error", "running"))
+            if waiting:
+                log.warning(
+                    "%s is read-only: %d journaled writes cannot be applied until it is "
+                    "writable again (reads do not see them)",
+                    journal.path,
+                    waiting,
+                )
+        else:
+            replay(self._applier, journal)
+            self._applier.start()
         recovery_hooks = getattr(backend, "recovery_hooks", None)  # a replicated backend's
         if recovery_hooks is not None:
             recovery_hooks.append(self._retry_queued)

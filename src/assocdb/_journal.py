@@ -30,6 +30,7 @@ periodic flush): losing them in a crash only means replaying an applied job.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -104,13 +105,20 @@ class Journal:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        #: On a read-only file system (a snapshot, a read-only mount) the journal
+        #: is read as it is: its jobs can be listed but not applied, and writes
+        #: are refused.
+        self.read_only = str(path) != ":memory:" and not _writable(self.path)
         try:
-            self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=10.0
-            )
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = FULL")
-            self._conn.executescript(_DDL)
+            if self.read_only:
+                self._conn = _read_only_connection(self.path)
+            else:
+                self._conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=10.0
+                )
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = FULL")
+                self._conn.executescript(_DDL)
         except sqlite3.Error as exc:
             raise map_driver_error(exc, f"journal {self.path}") from exc
         self._io = threading.RLock()  # one statement or transaction at a time
@@ -125,6 +133,11 @@ class Journal:
 
     def append(self, body: bytes) -> int:
         """Store a job durably and return its id (group-committed with concurrent appends)."""
+        if self.read_only:
+            raise Unavailable(
+                f"the journal {self.path} is on a read-only file system: "
+                "this graph can be read, not written"
+            )
         waiter = _Waiter(body)
         with self._cond:
             self._queue.append(waiter)
@@ -216,6 +229,8 @@ class Journal:
 
     def flush(self) -> None:
         """Write recorded completions and failures now."""
+        if self.read_only:
+            return
         with self._cond:
             if not self._completed and not self._failed:
                 return
@@ -349,6 +364,23 @@ class Journal:
             self.flush()
         with self._io:
             self._conn.close()
+
+
+def _writable(path: Path) -> bool:
+    """Whether the journal at `path` can be written (its file, or its directory to create it)."""
+    if path.exists():
+        return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    return os.access(path.parent, os.W_OK) or not path.parent.exists()
+
+
+def _read_only_connection(path: Path) -> sqlite3.Connection:
+    """The journal of a read-only file system, as it is (an empty one if it has none)."""
+    if path.exists():
+        uri = f"file:{path}?immutable=1"
+        return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn.executescript(_DDL)
+    return conn
 
 
 def _pack(done: int) -> bytes:

@@ -135,6 +135,9 @@ class SQLiteBackend:
         # which sleeps (1, 2, 5 … 100 ms) instead of queueing.
         self._writers = [threading.Lock() for _ in range(shards)]
         self._closed = False
+        #: A graph on a read-only file system (a snapshot, a read-only mount) is
+        #: read as it is; its writes fail.
+        self.read_only = not _writable_dir(path)
 
     @classmethod
     def open(
@@ -187,6 +190,11 @@ class SQLiteBackend:
             raise InvalidRequest("this graph has been closed")
         file = self.path / f"shard-{shard:04d}.db"
         try:
+            if self.read_only:
+                conn = _read_only_shard(file)
+                with self._lock:
+                    self._all.append(conn)
+                return conn
             with _setup_lock(self.path):
                 conn = sqlite3.connect(
                     file, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
@@ -637,7 +645,7 @@ def _stored_shards(root: Path) -> int | None:
         return None
     with _setup_lock(root):  # not while another process is still setting the file up
         try:
-            conn = sqlite3.connect(file)
+            conn = _read_only_shard(file) if not _writable_dir(root) else sqlite3.connect(file)
         except sqlite3.Error as exc:
             raise map_driver_error(exc, f"opening {file}") from exc
         try:
@@ -649,6 +657,30 @@ def _stored_shards(root: Path) -> int | None:
         finally:
             conn.close()
     return int(row[0]) if row else None
+
+
+def _writable_dir(root: Path) -> bool:
+    """Whether the graph directory can be written (a missing one: it is to be created)."""
+    return not root.exists() or os.access(root, os.W_OK)
+
+
+def _read_only_shard(file: Path) -> sqlite3.Connection:
+    """A shard of a read-only directory, as it is: `immutable` needs no lock or -shm file
+    (which it could not create). A shard never written is empty. A WAL file that was
+    never checkpointed (an unclean stop) cannot be read this way: say so."""
+    wal = file.with_name(file.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise Unavailable(
+            f"{file} is on a read-only file system with writes still in its WAL file "
+            f"({wal.name}, left by an unclean stop): copy the directory somewhere "
+            "writable and open it there"
+        )
+    if not file.exists():
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn.executescript(_DDL)
+        return conn
+    uri = f"file:{file}?immutable=1"
+    return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
 
 
 @contextmanager
