@@ -4,17 +4,19 @@ arrive; a Redis outage costs no errors."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from pathlib import Path
 
 import pytest
+import redis
 from hypothesis import settings
 
 import assocdb
-from assocdb import CacheConfig, Client
+from assocdb import CacheConfig, Client, Graph
 
-from .http_server import ADMIN, WRITER, Server
+from .http_server import ADMIN, WRITER, Server, free_port
 from .redis_server import RedisProcess, redis_url
 from .test_server import make_graph
 from .test_state_machine import GraphMachine
@@ -131,3 +133,62 @@ def test_two_app_servers_sharing_redis(tmp_path: Path) -> None:
     finally:
         first.stop()
         second.stop()
+
+
+def check_no_stale_reads(writer: Graph, other: Graph, seconds: float, bound: float) -> None:
+    """For `seconds`: the writer always reads its write; the other process within `bound`."""
+    start = time.monotonic()
+    stale_in_other = []
+    while time.monotonic() < start + seconds:
+        assert writer.assoc_count(1, "likes") == 2  # read-after-write: always
+        if other.assoc_count(1, "likes") != 2:
+            stale_in_other.append(time.monotonic() - start)
+    assert max(stale_in_other, default=0.0) < bound
+    assert other.assoc_count(1, "likes") == 2
+
+
+def two_processes(url: str, where: Path) -> tuple[Graph, Graph]:
+    """A writer and another process (each its own tier 1) sharing Redis; count 1 cached."""
+    cache = CacheConfig(redis=url, max_age=0.2)
+    writer = assocdb.open(where, shards=2, cache=cache)
+    writer.define_assoc("likes")
+    other = assocdb.open(where, cache=cache)
+    writer.assoc_add(1, "likes", 2)
+    assert writer.assoc_count(1, "likes") == 1  # cached in Redis and in both tiers 1
+    assert other.assoc_count(1, "likes") == 1
+    return writer, other
+
+
+def test_after_a_redis_hang_no_process_reads_its_old_values_for_long(tmp_path: Path) -> None:
+    private = RedisProcess(tmp_path)
+    writer, other = two_processes(private.url, tmp_path / "g")
+    private.process.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        assert writer.assoc_add(1, "likes", 3).status == "applied"
+        assert time.monotonic() - started < 2.0  # a hung cache costs a timeout, not retries
+        assert writer.assoc_count(1, "likes") == 2
+    finally:
+        private.process.send_signal(signal.SIGCONT)
+    check_no_stale_reads(writer, other, seconds=7.0, bound=1.0 + 0.2 + 0.5)
+    for g in (writer, other):
+        g.close()
+    private.kill()
+
+
+def test_an_invalidation_redis_missed_is_sent_when_it_answers_again(tmp_path: Path) -> None:
+    # The writer cannot reach Redis (a partition: the other process can) when it
+    # writes, so Redis keeps the old count. Redis must not serve it for its ttl.
+    private = RedisProcess(tmp_path)
+    writer, other = two_processes(private.url, tmp_path / "g")
+    tier = writer._cache.tier2  # type: ignore[union-attr]
+    reachable = tier._redis
+    tier._redis = redis.Redis(port=free_port(), socket_connect_timeout=0.25)  # refused
+    try:
+        assert writer.assoc_add(1, "likes", 3).status == "applied"
+    finally:
+        tier._redis = reachable
+    check_no_stale_reads(writer, other, seconds=7.0, bound=1.0 + 0.2 + 0.5)
+    for g in (writer, other):
+        g.close()
+    private.kill()

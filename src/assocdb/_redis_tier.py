@@ -13,9 +13,16 @@ of deliveries invalidates its owners like a write does.
 Everything is one pipelined round trip (redis-py: ~150 µs a call here, ~15
 µs a call pipelined). Redis is a cache, not a dependency: every call is
 guarded, and while Redis fails the graph reads tier 1 and the shards
-(retrying Redis after a pause), returning no errors. Values expire after
-`ttl` seconds and tier-1 entries after their max_age, which bounds how stale
-anything can be after invalidations were lost in an outage.
+(retrying Redis after a pause), returning no errors.
+
+An invalidation that cannot reach Redis (it hangs or is down) is not
+dropped: its keys are kept (all of the graph's, past `MAX_UNSENT`), and once
+the pause is over they are sent before this process reads Redis again, and by
+the listener even if this process reads nothing. Otherwise Redis would keep
+serving the value the write replaced until its `ttl` ran out, to the writing
+process too once its own tier-1 entry aged. A listener that lost its
+subscription drops its tier 1 when it is back (it may have missed messages).
+So after an outage stale reads end within the pause plus tier 1's max_age.
 """
 
 from __future__ import annotations
@@ -44,7 +51,8 @@ if (version == false and ARGV[1] == '') or version == ARGV[1] then
 end
 return 0
 """
-_PAUSE = 5.0  # seconds Redis is left alone after a failure
+_PAUSE = 1.0  # seconds Redis is left alone after a failure
+MAX_UNSENT = 100_000  # invalidations kept while Redis fails; beyond, the whole graph's
 
 
 class RedisTier:
@@ -58,15 +66,24 @@ class RedisTier:
         on_invalidate: Callable[[list[TicketKey] | None], None],
     ) -> None:
         import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
 
         self._errors = (redis.RedisError, OSError)
-        self._redis = redis.Redis.from_url(url, socket_timeout=0.25, socket_connect_timeout=0.25)
+        # A cache fails fast: no retries with backoff (redis-py's default turned
+        # one call to a hung Redis into tens of seconds).
+        self._redis = redis.Redis.from_url(
+            url, socket_timeout=0.25, socket_connect_timeout=0.25, retry=Retry(NoBackoff(), 0)
+        )
         self._prefix = f"assocdb:{graph_id}:"
         self._channel = f"{self._prefix}invalidations"
         self._origin = uuid.uuid4().hex
         self._ttl_ms = int(ttl * 1000)
         self._cas = self._redis.register_script(_CAS)
         self._down_until = 0.0
+        self._unsent: set[TicketKey] = set()  # invalidations Redis has not had yet
+        self._unsent_all = False  # too many of them: forget the whole graph's keys
+        self._unsent_lock = threading.Lock()
         self._on_invalidate = on_invalidate
         self._stop = threading.Event()
         self.hits = self.misses = self.failures = 0
@@ -126,31 +143,70 @@ class RedisTier:
     # -- writes -----------------------------------------------------------------------
 
     def invalidate(self, keys: Sequence[TicketKey]) -> None:
-        """Bump the keys' versions, drop their values and tell every other process."""
-        if not keys or not self._up():
+        """Bump the keys' versions, drop their values and tell every other process
+        (now, or as soon as Redis answers again)."""
+        if not keys:
+            return
+        if not self._up():
+            self._keep_unsent(keys, everything=False)
             return
         try:
-            pipe = self._redis.pipeline(transaction=False)
-            for key in keys:
-                name = self._name(key)
-                pipe.incr("v:" + name)
-                pipe.pexpire("v:" + name, self._ttl_ms * 10)
-                pipe.delete(name)
-            pipe.publish(self._channel, msgspec.msgpack.encode([self._origin, list(keys)]))
-            pipe.execute()
+            self._send_invalidations(keys)
         except self._errors as exc:
+            self._keep_unsent(keys, everything=False)
             self._failed(exc)
 
     def flush(self) -> None:
         """Forget everything cached for this graph, here and in every process (bulk loads)."""
         if not self._up():
+            self._keep_unsent([], everything=True)
             return
         try:
-            for name in self._redis.scan_iter(match=self._prefix + "*", count=1000):
-                self._redis.unlink(name)
-            self._redis.publish(self._channel, msgspec.msgpack.encode([self._origin, "*"]))
+            self._send_flush()
         except self._errors as exc:
+            self._keep_unsent([], everything=True)
             self._failed(exc)
+
+    def _send_invalidations(self, keys: Sequence[TicketKey]) -> None:
+        pipe = self._redis.pipeline(transaction=False)
+        for key in keys:
+            name = self._name(key)
+            pipe.incr("v:" + name)
+            pipe.pexpire("v:" + name, self._ttl_ms * 10)
+            pipe.delete(name)
+        pipe.publish(self._channel, msgspec.msgpack.encode([self._origin, list(keys)]))
+        pipe.execute()
+
+    def _send_flush(self) -> None:
+        for name in self._redis.scan_iter(match=self._prefix + "*", count=1000):
+            self._redis.unlink(name)  # (versions, "v:" + name, stay: they only go up)
+        self._redis.publish(self._channel, msgspec.msgpack.encode([self._origin, "*"]))
+
+    def _keep_unsent(self, keys: Sequence[TicketKey], everything: bool) -> None:
+        with self._unsent_lock:
+            self._unsent.update(keys)
+            if everything or len(self._unsent) > MAX_UNSENT:
+                self._unsent_all = True
+                self._unsent.clear()
+
+    def _send_unsent(self) -> bool:
+        """Deliver the invalidations Redis missed; False if it still fails."""
+        with self._unsent_lock:
+            keys, everything = list(self._unsent), self._unsent_all
+            self._unsent, self._unsent_all = set(), False
+        if not keys and not everything:
+            return True
+        try:
+            if everything:
+                self._send_flush()
+            else:
+                self._send_invalidations(keys)
+        except self._errors as exc:
+            self._keep_unsent(keys, everything)
+            self._failed(exc)
+            return False
+        log.info("sent %s invalidations Redis missed", "all" if everything else len(keys))
+        return True
 
     def barrier(self) -> str:
         """Publish a marker after everything this process published so far; its token."""
@@ -167,20 +223,28 @@ class RedisTier:
             return self._barrier_seen.wait_for(lambda: token in self._seen_barriers, timeout)
 
     def _listen(self) -> None:
+        lost = False
         while not self._stop.is_set():
             pubsub, self._pubsub = self._pubsub, None
             if pubsub is None:
                 pubsub = self._subscribe()
                 if pubsub is None:
+                    lost = True
                     self._stop.wait(_PAUSE)
                     continue
+            if lost:  # messages published meanwhile are gone: trust nothing held
+                self._on_invalidate(None)
+                lost = False
             try:
                 while not self._stop.is_set():
-                    message = pubsub.get_message(timeout=0.5)
+                    message = pubsub.get_message(timeout=0.2)
                     if message is not None and message["type"] == "message":
                         self._received(message["data"])
+                    elif self._unsent or self._unsent_all:
+                        self._up()  # sends them once the pause is over
             except self._errors as exc:
                 self._failed(exc)
+                lost = True
                 self._stop.wait(_PAUSE)
             finally:
                 pubsub.close()
@@ -205,11 +269,17 @@ class RedisTier:
     # -- health ----------------------------------------------------------------------
 
     def _up(self) -> bool:
-        return time.monotonic() >= self._down_until
+        """May Redis be used now? After a failure, not before the pause is over and the
+        invalidations it missed are delivered."""
+        if time.monotonic() < self._down_until:
+            return False
+        if self._unsent or self._unsent_all:
+            return self._send_unsent()
+        return True
 
     def _failed(self, exc: BaseException) -> None:
         self.failures += 1
-        if self._up():
+        if time.monotonic() >= self._down_until:  # (not _up(): that would retry Redis)
             log.warning(
                 "Redis is failing (%s); using tier 1 and the shards for %.0f s", exc, _PAUSE
             )
