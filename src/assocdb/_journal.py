@@ -113,12 +113,7 @@ class Journal:
             if self.read_only:
                 self._conn = _read_only_connection(self.path)
             else:
-                self._conn = sqlite3.connect(
-                    self.path, isolation_level=None, check_same_thread=False, timeout=10.0
-                )
-                self._conn.execute("PRAGMA journal_mode = WAL")
-                self._conn.execute("PRAGMA synchronous = FULL")
-                self._conn.executescript(_DDL)
+                self._conn = _open_writable(self.path)
         except sqlite3.Error as exc:
             raise map_driver_error(exc, f"journal {self.path}") from exc
         self._io = threading.RLock()  # one statement or transaction at a time
@@ -364,6 +359,25 @@ class Journal:
             self.flush()
         with self._io:
             self._conn.close()
+
+
+def _open_writable(path: Path, patience: float = 10.0) -> sqlite3.Connection:
+    """The journal's connection, set up (WAL, its table) even while other processes
+    open the same new file: SQLite's busy handler does not cover the switch to WAL,
+    so a 'database is locked' during setup is retried for `patience` seconds."""
+    give_up = time.monotonic() + patience
+    while True:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.executescript(_DDL)
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "locked" not in str(exc) or time.monotonic() > give_up:
+                raise
+            time.sleep(0.005)
 
 
 def _writable(path: Path) -> bool:
