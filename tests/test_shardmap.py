@@ -485,3 +485,38 @@ def test_indexes_and_timelines_reach_every_replica(graph: Graph) -> None:
         assert entries[0] == entries[1]
         homes = [m.timelines(shard, [2, 3, 4]) for m in members]
         assert homes[0] == homes[1]
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_a_write_after_a_partly_written_one_is_read_back_at_once(
+    make_map: MapMaker, cached: bool
+) -> None:
+    # The first write lands on one replica of the shard (the other fails): it is
+    # queued for the other. The next write of the same row must not wait behind
+    # it unapplied: the row it resolves against is on the replica that took
+    # the first, which is where reads go. Read back at once, every time.
+    slow = RetryPolicy(base=60, cap=60, down_after=100)  # the queue waits: reads must not
+    cache = assocdb.CacheConfig() if cached else None
+    g = open_cluster(make_map, retry=slow, cache=cache)
+    backend = cluster(g)
+    node = next(n for n in NODES if shard_of(n, g.shards) == 0)  # on db1 and db2
+    g.assoc_add(node, "follows", 7, time=1)
+    cure = fail(backend, "db2")
+    try:
+        for n in range(10):
+            added = g.assoc_add(node, "follows", 7, data={"n": n})
+            assert added.status == "queued"  # db2 missed it
+            assert [a.data for a in g.assoc_range(node, "follows")] == [{"n": n}]
+            assert g.assoc_get(7, "followed_by", [node])[0].data == {"n": n}
+            assert g.assoc_delete(node, "follows", 7).status == "queued"
+            assert g.assoc_range(node, "follows") == []
+            assert g.assoc_count(node, "follows") == 0
+            assert g.assoc_count(7, "followed_by") == 0
+    finally:
+        cure()
+    wait_until(lambda: up(backend, "db2"))
+    g.queue_retry()
+    assert g.drain(timeout=30)
+    assert_replicas_converged(backend)
+    assert g.assoc_count(node, "follows") == 0
+    g.close()

@@ -473,16 +473,26 @@ def test_times_at_the_ends_of_int64_pass_through_the_cache(graph: Graph) -> None
     graph.post(2, 100, 5)
     assert [i.item for i in graph.user_timeline(2).items] == [100]  # the list is now cached
     graph.post(2, 101, 2**63 - 1)
-    graph.post(2, 102, -(2**63))
+    graph.post(2, 102, -(2**63) + 1)  # the smallest time (-2^63 bounds ranges and cursors)
     graph.drain()
     want = [
         TimelineItem(101, 2, 2**63 - 1),
         TimelineItem(100, 2, 5),
-        TimelineItem(102, 2, -(2**63)),
+        TimelineItem(102, 2, -(2**63) + 1),
     ]
     assert graph.user_timeline(2).items == want
     assert graph.home_timeline(1).items == want
     assert graph.home_timeline(1, mode="read").items == want
+
+
+def test_the_time_minus_2_to_the_63_is_refused(graph: Graph) -> None:
+    graph.define_timeline("follows")
+    with pytest.raises(InvalidRequest, match="-2\\^63\\+1"):
+        graph.post(2, 102, -(2**63))
+    with pytest.raises(InvalidRequest, match="-2\\^63\\+1"):
+        graph.assoc_add(1, "follows", 2, time=-(2**63))
+    with pytest.raises(InvalidRequest, match="-2\\^63\\+1"):
+        graph.bulk_load([(1, "follows", 2, -(2**63))])
 
 
 def test_define_timeline_keeps_an_existing_posts_type_as_it_is(graph: Graph) -> None:

@@ -19,6 +19,7 @@ its timeout each time, and the retrier's attempts double as probes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import random
@@ -246,7 +247,17 @@ class Applier:
     # -- one attempt ---------------------------------------------------------------
 
     def read_current(self, op: Operation) -> Stored:
-        """What resolving `op` needs: its key's stored row and its lists' node state."""
+        """What resolving `op` needs: its key's stored row and its lists' node state.
+
+        On a shard map, only from replicas that missed none of this process's
+        writes of the shard (`fresh_reads`): a later write of a row whose earlier
+        write is still queued for some replicas resolves against one that has it.
+        """
+        fresh_reads = getattr(self.backend, "fresh_reads", None)
+        with fresh_reads() if fresh_reads is not None else contextlib.nullcontext():
+            return self._read_current(op)
+
+    def _read_current(self, op: Operation) -> Stored:
         row: Any = None
         if op.needs_row:
             if isinstance(op, ObjectWrite):
@@ -316,6 +327,12 @@ class Applier:
             self.health.succeeded(leg.shard)
             done |= 1 << number
         if errors:
+            if all(_landed_somewhere(e) for e in errors):
+                # Every leg is on some replica of its shard (a shard map), and
+                # reads prefer replicas that did not miss it: later writes of
+                # these rows resolve against that instead of waiting unapplied
+                # (they could not be read back until the retry).
+                self.pending.discard(job)
             return self._failed(job, done, attempts, retries, start, errors)
         self.journal.complete(job)
         self.pending.discard(job)
@@ -535,6 +552,11 @@ class Applier:
             self._queue.put(None)
         for thread in self._threads:
             thread.join(timeout=max(0.1, deadline - time.monotonic()))
+
+
+def _landed_somewhere(error: BaseException) -> bool:
+    """Whether a failed leg was written to some replicas of its shard (`_shardmap`)."""
+    return isinstance(error, Unavailable) and bool(error.details.get("partial"))
 
 
 def replay(applier: Applier, journal: Journal, on_job: Callable[[int], None] | None = None) -> int:

@@ -48,8 +48,9 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -152,6 +153,7 @@ class ShardMapBackend:
             self.parallel_writes = any(m.spec["kind"] != "sqlite" for m in self._members.values())
         self._writers: ThreadPoolExecutor | None = None
         self._behind: dict[tuple[str, int], set[int]] = {}  # (member, shard) -> missed writes
+        self._fresh_only = threading.local()  # see `fresh_reads`
         self._meta_copies: set[str] = set()  # settings not yet copied to every replica
         self._stop = threading.Event()
         self._prober = threading.Thread(
@@ -314,7 +316,21 @@ class ShardMapBackend:
             if weight and member.health.allows():
                 late = behind and (member.name, shard) in behind
                 (stale if late else fresh).append((member, weight))
+        if getattr(self._fresh_only, "on", False):
+            return self._weighted(fresh)
         return self._weighted(fresh) + self._weighted(stale)
+
+    @contextmanager
+    def fresh_reads(self) -> Iterator[None]:
+        """Within: reads in this thread skip replicas behind on their shard (Unavailable
+        if only those are up). A write resolved against the stored row reads this way:
+        a replica that missed this process's earlier write of the row would resolve it
+        wrongly, where a read can merely be stale."""
+        self._fresh_only.on = True
+        try:
+            yield
+        finally:
+            self._fresh_only.on = False
 
     def _weighted(self, pool: list[tuple[_Member, int]]) -> list[_Member]:
         order: list[_Member] = []
