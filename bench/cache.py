@@ -23,9 +23,10 @@ import tracemalloc
 from pathlib import Path
 
 import assocdb
-from assocdb._cache import Cache, CacheConfig
-from assocdb._datasets import ego_facebook
-from assocdb._ids import shard_of
+from assocdb.cache.tier1 import Cache
+from assocdb.cli.datasets import ego_facebook
+from assocdb.core.ids import shard_of
+from assocdb.core.records import CacheConfig
 
 from .timing import per_call_us
 

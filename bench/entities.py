@@ -28,8 +28,8 @@ from pathlib import Path
 import msgspec
 
 import assocdb
-from assocdb._ids import shard_of
-from assocdb._merge import ObjRow, State
+from assocdb.core.ids import shard_of
+from assocdb.core.merge import ObjRow, State
 
 from .timing import HEADER, compare, row
 

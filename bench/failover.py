@@ -36,7 +36,7 @@ from pathlib import Path
 
 import assocdb
 from assocdb import Graph, Unavailable
-from assocdb._shardmap import ShardMapBackend
+from assocdb.storage.shardmap import ShardMapBackend
 
 SHARDS = 16
 MEMBERS = ("db1", "db2", "db3")

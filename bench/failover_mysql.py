@@ -37,7 +37,7 @@ from typing import TypeVar
 
 import assocdb
 from assocdb import Graph, Unavailable
-from assocdb._shardmap import ShardMapBackend
+from assocdb.storage.shardmap import ShardMapBackend
 
 PORTS = (3310, 3311, 3312)
 MEMBERS = ("db1", "db2", "db3")
@@ -204,7 +204,7 @@ def main(outage: float = 30.0, steady: float = 10.0) -> None:
         )
     finally:
         g.close()
-        from assocdb._mysql import MySQLBackend  # type: ignore[import-not-found,unused-ignore]
+        from assocdb.storage.mysql import MySQLBackend
 
         for config in backend.map.backends.values():
             assert config.url is not None

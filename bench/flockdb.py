@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import assocdb
-from assocdb._sqlite import _DDL
+from assocdb.storage.sqlite import _DDL
 
 from .timing import compare, row
 

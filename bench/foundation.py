@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import assocdb
-from assocdb._datasets import ego_facebook
-from assocdb._ids import shard_of
-from assocdb._sqlite import _DDL
+from assocdb.cli.datasets import ego_facebook
+from assocdb.core.ids import shard_of
+from assocdb.storage.sqlite import _DDL
 
 from .timing import HEADER, compare, row
 

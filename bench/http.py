@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 
 import assocdb
-from assocdb._datasets import ego_facebook
+from assocdb.cli.datasets import ego_facebook
 
 SECONDS = 8
 CONNECTIONS = 16
@@ -77,7 +77,7 @@ def serve(directory: Path, port: int, workers: int, cache_mb: int) -> subprocess
     command = [
         sys.executable,
         "-c",
-        "from assocdb._cli import main; main()",
+        "from assocdb.cli.main import main; main()",
         "serve",
         str(directory),
     ]

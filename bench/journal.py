@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import assocdb
-from assocdb._journal import Journal
+from assocdb.writes.journal import Journal
 
 THREADS = 16
 SECONDS = 3.0

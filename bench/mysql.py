@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import assocdb
-from assocdb._datasets import ego_facebook
-from assocdb._ids import shard_of
-from assocdb._mysql import _SHARD_DDL, MySQLBackend
-from assocdb._mysqlpool import connect_args, parse_url
+from assocdb.cli.datasets import ego_facebook
+from assocdb.core.ids import shard_of
+from assocdb.storage.mysql import _SHARD_DDL, MySQLBackend
+from assocdb.storage.mysqlpool import connect_args, parse_url
 
 from .timing import HEADER, compare, row
 

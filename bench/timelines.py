@@ -37,8 +37,8 @@ from pathlib import Path
 
 import assocdb
 from assocdb import _timelines
-from assocdb._ids import shard_of
-from assocdb._timeline_list import entry, unpack
+from assocdb.core.ids import shard_of
+from assocdb.core.timeline_list import entry, unpack
 
 from .timing import compare, row
 
@@ -205,7 +205,7 @@ def mariadb_pages() -> None:
     """A second write-mode page, cached and uncached, on MariaDB (see the module doc)."""
     import uuid
 
-    from assocdb._mysql import MySQLBackend
+    from assocdb.storage.mysql import MySQLBackend
 
     from .mysql import connect, server
 

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from assocdb import Graph
-
-from .stores import BACKENDS, Stores
+from tests.support.stores import BACKENDS, Stores
 
 OpenGraph = Callable[..., Graph]
 

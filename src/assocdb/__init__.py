@@ -13,12 +13,10 @@ directory, with no server.
 
 from __future__ import annotations
 
-from ._applier import RetryPolicy
-from ._backend import CountMismatch
-from ._cache import CacheConfig, CacheStats, HotKey
-from ._checks import HangingEdge
-from ._client import Batch, Client, Deferred
-from ._errors import (
+from .api.graph import Graph
+from .api.open import open_graph as open
+from .client.client import Batch, Client, Deferred
+from .core.errors import (
     AssocdbError,
     Conflict,
     DataTooLarge,
@@ -32,13 +30,16 @@ from ._errors import (
     Unavailable,
     UnknownType,
 )
-from ._graph import Graph
-from ._open import open_graph as open
-from ._query import Query
-from ._records import STATE_NAMES as STATES
-from ._records import (
+from .core.query import Query
+from .core.records import STATE_NAMES as STATES
+from .core.records import (
     Assoc,
+    CacheConfig,
+    CacheStats,
     Count,
+    CountMismatch,
+    HangingEdge,
+    HotKey,
     IndexCheck,
     IndexPage,
     IndexStatus,
@@ -50,7 +51,8 @@ from ._records import (
     TimelineItem,
     WriteResult,
 )
-from ._schema import AssocType, ObjectType, Schema
+from .core.schema import AssocType, ObjectType, Schema
+from .writes.applier import RetryPolicy
 
 __version__ = "0.1.0"
 

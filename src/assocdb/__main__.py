@@ -1,5 +1,5 @@
 """`python -m assocdb`: the `assocdb` command."""
 
-from ._cli import main
+from .cli.main import main
 
 main()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from assocdb._mysql import MySQLBackend
+from assocdb.storage.mysql import MySQLBackend
 
 from .assocdb_embedded import AssocdbStore
 

@@ -1,0 +1,93 @@
+"""Consistency checks: counts against rows, and every edge against its inverse.
+
+A hanging edge (one side written, the other not) is normally completed by
+the journal's retries. The checker is the second line: it reads every edge
+of a type with an inverse, looks up the mirrored row on the other shard, and
+reports rows that are missing or differ. Repair applies, to both sides, the
+higher-ranked of the two values under the merge rule, which is the later
+write: the same value every replay would converge to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import msgspec
+
+from ..core.ids import shard_of
+from ..core.merge import EdgeRow, EdgeTuple, edge_rank
+from ..core.ops import Rows, legs
+from ..core.records import STATE_NAMES, Assoc, HangingEdge
+from .engine import GraphCore
+
+_PAGE = 1000
+
+
+class ChecksAPI(GraphCore):
+    """check_inverses (check_counts lives with GraphCore)."""
+
+    def check_inverses(self, *, repair: bool = False) -> list[HangingEdge]:
+        """Every edge whose inverse row is missing or differs; optionally repair them.
+
+        A full scan of every shard: an operator's tool, not a request path.
+        """
+        found: list[HangingEdge] = []
+        for page in self._edge_pages():
+            mirrors = self._mirrors(page)
+            for row in page:
+                other = self._inverse_type(row[1])
+                if other is None or (other == row[1] and row[0] == row[2]):
+                    continue
+                mirror = mirrors.get((row[2], other, row[0]))
+                if mirror is not None and mirror[3:] == row[3:]:
+                    continue
+                found.append(
+                    HangingEdge(self._assoc(row), None if mirror is None else self._assoc(mirror))
+                )
+                if repair:
+                    self._repair(row, mirror, other)
+        if repair and found:
+            self._forget()
+        return found
+
+    def _edge_pages(self) -> Iterator[list[EdgeRow]]:
+        for shard in range(self._shards):
+            after = None
+            while page := self._backend.export_edges(shard, after, _PAGE):
+                yield page
+                after = page[-1][:3]
+
+    def _mirrors(self, page: list[EdgeRow]) -> dict[tuple[int, int, int], EdgeRow]:
+        wanted: dict[tuple[int, int], list[int]] = {}
+        for row in page:
+            other = self._inverse_type(row[1])
+            if other is not None:
+                wanted.setdefault((row[2], other), []).append(row[0])
+        mirrors = {}
+        for (node, atype), id2s in wanted.items():
+            for mirror in self._backend.edges(shard_of(node, self._shards), node, atype, id2s):
+                mirrors[mirror[:3]] = mirror
+        return mirrors
+
+    def _inverse_type(self, atype: int) -> int | None:
+        try:
+            return self._inverse_id(self._schema.assoc_by_id(atype))
+        except KeyError:
+            self._schema = self._read_schema()
+            return self._inverse_id(self._schema.assoc_by_id(atype))
+
+    def _repair(self, row: EdgeRow, mirror: EdgeRow | None, other: int) -> None:
+        best: EdgeTuple = row
+        if mirror is not None:
+            flipped: EdgeTuple = (row[0], row[1], row[2], *mirror[3:])
+            if edge_rank(flipped) > edge_rank(row):
+                best = flipped
+        state, time, updated_at, data = best[3:]
+        rows = Rows(edges=[best, (row[2], other, row[0], state, time, updated_at, data)])
+        for leg in legs(rows, self._shards):
+            self._backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
+
+    def _assoc(self, row: EdgeRow) -> Assoc:
+        name = self._schema.assoc_by_id(row[1]).name
+        data = None if row[6] is None else msgspec.json.decode(row[6])
+        return Assoc(row[0], name, row[2], row[4], STATE_NAMES[row[3]], row[5], data)

@@ -1,0 +1,283 @@
+"""Secondary indexes on objects (FriendFeed): define, drop, query, status.
+
+An index is declared at run time (`define_index`), stored in the schema,
+and from then on every object write of its type carries the index entries
+it implies (`_entities`). Existing objects are indexed by the build of
+`_cleaner.py`, which also repairs. A query is one range scan of the index on
+one shard (when it gives the `shard_on` property by equality) or on every
+shard, merged; each entry found is re-checked against the object's current
+row, so a stale or dangling entry never returns a wrong object.
+
+Query shape: `eq` gives values of the leading key properties, in order;
+`low`/`high` (inclusive) bound the next key component (a property, or the
+object's `updated_at` for an index ordered by recency). Results come in key
+order, ascending, or descending with `desc=True`; pages are keyset cursors
+on `(key, object id)`, opaque and bound to the query like every cursor.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+from base64 import urlsafe_b64decode, urlsafe_b64encode
+from collections.abc import Sequence
+from hashlib import blake2b
+from typing import Any, NamedTuple
+
+from ..core import json as _json
+from ..core import keys as _keys
+from ..core.cursor import shown
+from ..core.entities import key_of, shard_for_value
+from ..core.errors import Conflict, InvalidCursor, InvalidRequest, NotFound
+from ..core.ids import shard_of
+from ..core.merge import ObjRow, State
+from ..core.records import IndexPage, IndexStatus, Obj
+from ..core.scans import IndexScan
+from ..core.schema import DEFAULT_LIMIT, IndexDef
+from .engine import GraphCore
+
+_CURSOR_VERSION = 1
+_MAC = 8
+_ID = struct.Struct(">q")
+BUILD_KEY = "index:{}:build"
+DEFINED_KEY = "index:{}:defined"
+
+
+class IndexesAPI(GraphCore):
+    """define_index, drop_index, index_query, index_status, indexes."""
+
+    def define_index(
+        self,
+        name: str,
+        otype: str,
+        properties: list[str],
+        *,
+        order: str | None = None,
+        unique: bool = False,
+        shard_on: str | None = None,
+    ) -> IndexStatus:
+        """Declare a secondary index on objects of `otype`; a no-op if defined alike.
+
+        From now on writes maintain it; existing objects are indexed by
+        `index_build` (or the cleaner thread). Until then it is "building" and
+        queries answer with `complete=False`. `order` adds `"recency"` (the
+        object's `updated_at`) or one more property as the last key part;
+        `shard_on` (one of `properties`) places entries by that value, so an
+        equality query on it reads one shard. With `unique`, a write giving a
+        second live object the same key raises Conflict (checked when the write
+        enters; two racing writers can both pass).
+
+        >>> g.define_index("user_by_email", "user", ["email"], shard_on="email")
+        """
+        self._object_type(otype)  # UnknownType, refreshing the schema first
+        defined_at = self._clock.now()
+        self._change_schema(
+            lambda s: s.define_index(
+                name, otype, properties, order=order, unique=unique, shard_on=shard_on
+            )
+        )
+        index = self._schema.index(name)
+        # The cleaner's recent passes start here: writes from then on that a
+        # process made before it saw the index are judged by them.
+        self._backend.swap_meta(DEFINED_KEY.format(index.id), None, str(defined_at).encode())
+        return self.index_status(name)
+
+    def drop_index(self, name: str) -> None:
+        """Stop maintaining an index and remove its tables (NotFound if there is none).
+
+        Another process stops writing it within a second (when it re-reads the schema).
+        """
+        index = self._index(name)
+        self._change_schema(lambda s: s.drop_index(name))
+        for shard in range(self._shards):
+            self._backend.index_drop(shard, index.id)
+
+    def indexes(self) -> list[IndexStatus]:
+        """Every defined index with its build progress."""
+        self._schema = self._read_schema()
+        return [self.index_status(index.name) for index in self._schema.indexes]
+
+    def index_status(self, name: str) -> IndexStatus:
+        """The index's definition, state and build progress."""
+        index = self._index(name)
+        raw = self._backend.get_meta(BUILD_KEY.format(index.id))
+        scanned = 0 if raw is None else int(_json.decode(raw).get("scanned", 0))
+        total = sum(self._backend.objects_count(s, index.otype) for s in range(self._shards))
+        return IndexStatus(
+            index.name,
+            self._schema.object_by_id(index.otype).name,
+            index.properties,
+            index.order,
+            index.unique,
+            index.shard_on,
+            index.state,
+            scanned,
+            total,
+        )
+
+    def index_query(
+        self,
+        name: str,
+        eq: Sequence[Any] = (),
+        low: Any = None,
+        high: Any = None,
+        *,
+        desc: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> IndexPage:
+        """Objects whose indexed properties match, in index order, re-checked.
+
+        >>> g.index_query("user_by_email", eq=["ada@example.com"]).items
+        >>> g.index_query("user_by_age", low=18, high=30, limit=100)
+        """
+        index = self._index(name)
+        plan = _plan(index, eq, low, high, desc, self._shards)
+        limit = _check_limit(limit)
+        after = None if cursor is None else _decode_cursor(plan.scope, cursor)
+        items, next_after = self._index_read(index, plan, after, limit)
+        token = None if next_after is None else _encode_cursor(plan.scope, next_after)
+        return IndexPage(items, token, index.state == "ready")
+
+    # -- internals -------------------------------------------------------------------
+
+    def _index(self, name: object) -> IndexDef:
+        self._refresh_indexes()  # another process may have built or dropped it
+        try:
+            return self._schema.index(name)
+        except NotFound:
+            self._schema = self._read_schema()
+            return self._schema.index(name)
+
+    def _index_read(
+        self, index: IndexDef, plan: _Plan, after: tuple[bytes, int] | None, limit: int
+    ) -> tuple[list[Obj], tuple[bytes, int] | None]:
+        """Up to `limit` verified objects after `after`, and where the next page starts."""
+        items: list[Obj] = []
+        while True:
+            want = limit - len(items) + 1  # one more: is there anything after the page?
+            rows = self._index_candidates(index, plan, after, want)
+            if not rows:
+                return items, None
+            checked = self._recheck(index, rows)
+            for row in rows:
+                if len(items) == limit:
+                    return items, after  # `row` is a candidate beyond the page
+                found = checked.get(row)
+                if found is not None:
+                    items.append(found)
+                after = row
+            if len(rows) < want:
+                return items, None
+
+    def _index_candidates(
+        self, index: IndexDef, plan: _Plan, after: tuple[bytes, int] | None, want: int
+    ) -> list[tuple[bytes, int]]:
+        """The first `want` live entries after `after` over the plan's shards, in order."""
+        scan = IndexScan(plan.low, plan.high, after, plan.desc, want)
+        per_shard = [self._backend.index_scan(s, index.id, scan) for s in plan.shards]
+        merged = heapq.merge(*per_shard, reverse=plan.desc)
+        return [row for _, row in zip(range(want), merged, strict=False)]
+
+    def _recheck(self, index: IndexDef, rows: list[tuple[bytes, int]]) -> dict[Any, Obj]:
+        """The entries that still hold: the object is live and has exactly that key."""
+        stored = self._objects_by_id([id for _, id in rows])
+        name = self._schema.object_by_id(index.otype).name
+        found: dict[Any, Obj] = {}
+        for key, id in rows:
+            row = stored.get(id)
+            if row is None or row.state == State.REMOVED or row.otype != index.otype:
+                continue
+            data = _json.decode(row.data)
+            if key_of(index, data, row.updated_at, strict=False) == key:
+                found[(key, id)] = Obj(id, name, data, row.version, row.updated_at)
+        return found
+
+    def _objects_by_id(self, ids: list[int]) -> dict[int, ObjRow]:
+        """The stored rows of these objects (any state), one read per shard."""
+        by_shard: dict[int, list[int]] = {}
+        for id in ids:
+            by_shard.setdefault(shard_of(id, self._shards), []).append(id)
+        found: dict[int, ObjRow] = {}
+        for shard, some in by_shard.items():
+            found.update((row.id, row) for row in self._backend.objects(shard, some))
+        return found
+
+    def _check_unique(self, index: IndexDef, key: bytes, shard: int, id: int) -> None:
+        """Conflict if another live object holds `key` in a unique index."""
+        scan = IndexScan(key, key + b"\x00", None, False, 16)
+        rows = [r for r in self._backend.index_scan(shard, index.id, scan) if r[1] != id]
+        if rows and self._recheck(index, rows):
+            raise Conflict(
+                f"index {index.name!r} is unique and another object has the same "
+                f"{', '.join(index.key_properties)}",
+                index=index.name,
+            )
+
+
+class _Plan(NamedTuple):
+    """Where one index query reads: its key range, shards, direction and cursor scope."""
+
+    low: bytes
+    high: bytes
+    shards: list[int]
+    desc: bool
+    scope: bytes
+
+
+def _plan(
+    index: IndexDef, eq: object, low: object, high: object, desc: object, shards: int
+) -> _Plan:
+    if isinstance(eq, (str, bytes)) or not isinstance(eq, (list, tuple)):
+        raise InvalidRequest(f"eq must be a list of values, got {eq!r}")
+    parts = len(index.key_properties) + index.recency
+    if len(eq) > parts:
+        raise InvalidRequest(
+            f"index {index.name!r} has {parts} key parts ({_parts(index)}); eq gave {len(eq)}"
+        )
+    if (low is not None or high is not None) and len(eq) == parts:
+        raise InvalidRequest(
+            f"low/high bound the key part after the eq values; index {index.name!r} has "
+            f"no part after {len(eq)} ({_parts(index)})"
+        )
+    if type(desc) is not bool:
+        raise InvalidRequest(f"desc must be true or false, got {desc!r}")
+    prefix = _keys.encode(eq, "eq")
+    lo = prefix if low is None else prefix + _keys.encode([low], "low")
+    hi = _keys.upper(prefix if high is None else prefix + _keys.encode([high], "high"))
+    targets = list(range(shards))
+    if index.shard_on is not None and index.properties.index(index.shard_on) < len(eq):
+        targets = [shard_for_value(eq[index.properties.index(index.shard_on)], shards)]
+    scope = _ID.pack(index.id) + bytes([desc]) + _ID.pack(len(lo)) + lo + hi
+    return _Plan(lo, hi, targets, desc, scope)
+
+
+def _parts(index: IndexDef) -> str:
+    return ", ".join([*index.key_properties, *(["updated_at"] if index.recency else [])])
+
+
+def _check_limit(limit: object) -> int:
+    if type(limit) is not int or not 0 < limit <= DEFAULT_LIMIT:
+        raise InvalidRequest(f"limit must be an integer from 1 to {DEFAULT_LIMIT}, got {limit!r}")
+    return limit
+
+
+def _encode_cursor(scope: bytes, after: tuple[bytes, int]) -> str:
+    body = bytes([_CURSOR_VERSION]) + _ID.pack(after[1]) + after[0]
+    mac = blake2b(body + scope, digest_size=_MAC).digest()
+    return urlsafe_b64encode(body + mac).rstrip(b"=").decode("ascii")
+
+
+def _decode_cursor(scope: bytes, token: object) -> tuple[bytes, int]:
+    if not isinstance(token, str) or not 0 < len(token) <= 2 * _keys.MAX_KEY_BYTES:
+        raise InvalidCursor(f"a cursor is a string returned by a page, got {shown(token)}")
+    try:
+        raw = urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except ValueError:
+        raise InvalidCursor(f"malformed cursor {token!r}") from None
+    body, mac = raw[:-_MAC], raw[-_MAC:]
+    if len(body) < 9 or body[0] != _CURSOR_VERSION:
+        raise InvalidCursor(f"malformed cursor {token!r}")
+    if blake2b(body + scope, digest_size=_MAC).digest() != mac:
+        raise InvalidCursor(f"cursor {token!r} was not issued for this query; start from None")
+    return body[9:], _ID.unpack(body[1:9])[0]

@@ -1,0 +1,140 @@
+"""The object half of the Graph API: typed, schemaless JSON property bags."""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+from ..core import json as _json
+from ..core.errors import InvalidRequest, Unavailable
+from ..core.ids import allocated_id, check_id, shard_of
+from ..core.merge import ObjRow, State
+from ..core.ops import MAX_OBJECT_DATA, ObjectWrite, Rows
+from ..core.records import Obj, WriteResult
+from ..storage.backend import Backend
+from .engine import GraphCore
+
+_REMOVED = State.REMOVED
+
+
+class ObjectsAPI(GraphCore):
+    """obj_add, obj_get, obj_update, obj_delete."""
+
+    _ids: _IdBlocks
+
+    def obj_add(
+        self,
+        otype: str,
+        data: dict[str, Any] | None = None,
+        *,
+        id: int | None = None,
+        near: int | None = None,
+        updated_at: int | None = None,
+    ) -> int:
+        """Create an object and return its id.
+
+        Without `id`, an id is allocated on a random shard, or on the shard of
+        `near` to colocate related objects. With `id` (an external id), adding
+        the same object again is a no-op; a different live object there raises
+        Conflict.
+
+        >>> uid = g.obj_add("user", {"name": "ada"})
+        """
+        kind = self._object_type(otype)
+        raw = _object_data({} if data is None else data)
+        if id is not None and near is not None:
+            raise InvalidRequest("give either id= or near=, not both")
+        if id is not None:
+            new_id = check_id(id)
+            ua = self._stamp(updated_at)
+            self._submit(ObjectWrite(new_id, ua, otype=kind.id, data=raw), ua)
+            return new_id
+        near_shard = None if near is None else shard_of(check_id(near, "near"), self._shards)
+        new_id = self._allocate(near_shard)
+        ua = self._stamp(updated_at)
+        # A freshly allocated id has no stored row: the write is concrete already.
+        self._submit(Rows(objects=[ObjRow(new_id, kind.id, State.NORMAL, 1, ua, raw)]), ua)
+        return new_id
+
+    def obj_get(self, id: int) -> Obj | None:
+        """The object with this id, or None if there is none (or it was deleted)."""
+        id = check_id(id)
+        shard = shard_of(id, self._shards)
+
+        def load() -> ObjRow | None:
+            rows = self._backend.objects(shard, [id])
+            return rows[0] if rows else None
+
+        row = load() if self._cache is None else self._cache.obj(id, load)
+        if row is None or row.state == _REMOVED:
+            return None
+        name = self._otype_name(row.otype)
+        return Obj(row.id, name, _json.decode(row.data), row.version, row.updated_at)
+
+    def obj_update(
+        self, id: int, data: dict[str, Any], *, updated_at: int | None = None
+    ) -> WriteResult:
+        """Set the given properties of an object (a shallow merge); NotFound if none.
+
+        >>> g.obj_update(uid, {"bio": "Analyst"})
+        """
+        id = check_id(id)
+        patch = _object_data(data)
+        ua = self._stamp(updated_at)
+        return self._submit(ObjectWrite(id, ua, patch=patch), ua)
+
+    def obj_delete(self, id: int, *, updated_at: int | None = None) -> WriteResult:
+        """Delete an object, leaving a tombstone; NotFound if it never existed.
+
+        Deleting a deleted object again is harmless (a retry may do that).
+        """
+        id = check_id(id)
+        ua = self._stamp(updated_at)
+        return self._submit(ObjectWrite(id, ua, state=_REMOVED), ua)
+
+    def _allocate(self, shard: int | None) -> int:
+        if shard is not None:
+            return self._ids.take(shard)
+        # Any shard will do: if one is down, try another.
+        failure: Unavailable | None = None
+        for candidate in random.sample(range(self._shards), min(3, self._shards)):
+            try:
+                return self._ids.take(candidate)
+            except Unavailable as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    def _otype_name(self, otype: int) -> str:
+        try:
+            return self._schema.object_by_id(otype).name
+        except KeyError:
+            self._schema = self._read_schema()
+            return self._schema.object_by_id(otype).name
+
+
+class _IdBlocks:
+    """Hands out allocated ids per shard, reserving sequence numbers 64 at a time."""
+
+    BLOCK = 64
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._blocks: dict[int, tuple[int, int]] = {}  # shard -> (next seq, end)
+        self._lock = threading.Lock()
+
+    def take(self, shard: int) -> int:
+        with self._lock:
+            seq, end = self._blocks.get(shard, (0, 0))
+            if seq >= end:
+                seq = self._backend.allocate(shard, self.BLOCK)
+                end = seq + self.BLOCK
+            self._blocks[shard] = (seq + 1, end)
+        return allocated_id(seq, shard, self._backend.shards)
+
+
+def _object_data(data: object) -> bytes:
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"object data must be a JSON object (dict), got {type(data).__name__}")
+    return _json.encode(data, MAX_OBJECT_DATA, "object data")

@@ -1,0 +1,276 @@
+"""Running set-arithmetic queries: streams in id2 order, batched probes, cheap plans.
+
+Every query can do three things:
+
+* `stream(q, boundary, forward)`: its ids in id2 order (descending when
+  forward) past a boundary, lazily. A term reads its list through the
+  `(id1, atype, id2)` index in chunks: one index range scan per chunk.
+* `probe(q, ids)`: which of `ids` are in it: batched point lookups.
+* `upper(q)`: an upper bound on its size, from the stored counts.
+
+Plans follow from these. An intersection walks its smallest operand and
+probes the others with each chunk, so the first page of (1M followers ∩ 200
+followings) reads about 200 rows of each. A union merges its operands'
+streams. A difference walks its left side and probes the right. Pages stop
+pulling as soon as they have `limit + 1` ids.
+
+A query that is a single term is paged in its list's own order (`(time,
+id2)`, newest first), as `assoc_page` does, with several states merged.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from ..core import cursor as _cursor
+from ..core.errors import InvalidRequest
+from ..core.ids import shard_of
+from ..core.query import Compound, Difference, Intersect, Query, Term, Union
+from ..core.records import STATE_NAMES, Count, Page, StateName
+from ..core.scans import EdgeScan
+from ..core.schema import AssocType
+from .engine import GraphCore
+
+CHUNK = 500  # ids per index scan and per probe
+EXACT_LIMIT = 10_000  # a compound count walks at most this many ids to be exact
+
+
+class QueryAPI(GraphCore):
+    """select, and running the queries built from it."""
+
+    def select(
+        self,
+        node: int,
+        atype: str,
+        *,
+        incoming: bool = False,
+        states: Sequence[StateName] = ("normal",),
+        id2s: Iterable[int] | None = None,
+    ) -> Query:
+        """The ids `node` points to by `atype` (or, with `incoming`, that point to it).
+
+        `states` chooses which edges count (visible ones by default); `id2s`
+        restricts the result to those ids. Combine with `&`, `|`, `-` (or
+        `.intersect`, `.union`, `.difference`); read with `.page()`,
+        `.pages()`, iteration or `.count()`.
+
+        >>> mutual = g.select(1, "follows") & g.select(1, "follows", incoming=True)
+        >>> mutual.page(limit=20).items
+        """
+        query = Term(self, node, atype, incoming, states, id2s)
+        _Executor(self).kind(query)  # unknown types and missing inverses are refused now
+        return query
+
+    def _query_page(self, query: Query, cursor: str | None, limit: int) -> Page[int]:
+        if type(limit) is not int or limit <= 0:
+            raise InvalidRequest(f"limit must be a positive integer, got {limit!r}")
+        run = _Executor(self)
+        limit = min(limit, run.limit(query))
+        if isinstance(query, Term):
+            seek = _cursor.START if cursor is None else _cursor.decode(query.scope, cursor, 2)
+            rows, after, before = _cursor.paginate(
+                lambda s, n: run.term_in_list_order(query, s, n),
+                lambda row: row,
+                query.scope,
+                seek,
+                limit,
+            )
+            return Page([id2 for _, id2 in rows], after, before)
+        seek = _cursor.START if cursor is None else _cursor.decode(query.scope, cursor, 1)
+        ids, after, before = _cursor.paginate(
+            lambda s, n: list(itertools.islice(run.stream_from(query, s), n)),
+            lambda id2: (id2,),
+            query.scope,
+            seek,
+            limit,
+        )
+        return Page(ids, after, before)
+
+    def _query_count(self, query: Query) -> Count:
+        run = _Executor(self)
+        bound = run.upper(query)
+        if isinstance(query, Term) or bound == 0:
+            return Count(bound, exact=True)
+        if bound > EXACT_LIMIT:
+            return Count(bound, exact=False)
+        return Count(sum(1 for _ in run.stream(query, None, True)), exact=True)
+
+
+class _Executor:
+    """One query run: backend reads, with the counts it looked up remembered."""
+
+    def __init__(self, graph: GraphCore) -> None:
+        self._graph = graph
+        self._backend = graph._backend
+        self._shards = graph._shards
+        self._uppers: dict[bytes, int] = {}
+
+    # -- resolving terms against the schema ----------------------------------------
+
+    def kind(self, q: Term) -> AssocType:
+        """The type of the list a term reads (the inverse type when incoming)."""
+        kind = self._graph._assoc_type(q.atype)
+        if not q.incoming:
+            return kind
+        inverse = self._graph._schema.inverse(kind)
+        if inverse is None:
+            raise InvalidRequest(
+                f"{kind.name!r} has no inverse type, so incoming edges are not stored; "
+                f"define it with inverse= or symmetric=True"
+            )
+        return inverse
+
+    def limit(self, q: Query) -> int:
+        """The most ids one page returns: the smallest type limit involved."""
+        if isinstance(q, Term):
+            return self.kind(q).limit
+        assert isinstance(q, Compound)
+        return min(self.limit(part) for part in q.parts)
+
+    def codes(self, q: Term) -> tuple[int, ...]:
+        return tuple(STATE_NAMES.index(state) for state in q.states)
+
+    # -- terms -----------------------------------------------------------------------
+
+    def term_in_list_order(self, q: Term, seek: _cursor.Seek, n: int) -> list[tuple[int, int]]:
+        """Up to n `(time, id2)` of a term, in its list's order from `seek`."""
+        if q.id2s is not None:
+            return self._restricted_in_list_order(q, seek, n)
+        shard, atype = shard_of(q.node, self._shards), self.kind(q).id
+        runs = [
+            [(r[1], r[0]) for r in self._backend.scan(shard, EdgeScan(q.node, atype, s, seek, n))]
+            for s in self.codes(q)
+        ]
+        if len(runs) == 1:
+            return runs[0]
+        merged = heapq.merge(*runs, reverse=seek.forward)
+        return list(itertools.islice(merged, n))
+
+    def _restricted_in_list_order(
+        self, q: Term, seek: _cursor.Seek, n: int
+    ) -> list[tuple[int, int]]:
+        assert q.id2s is not None
+        shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+        rows = self._backend.edges(shard, q.node, atype, list(q.id2s))
+        keys = sorted(((r.time, r.id2) for r in rows if r.state in codes), reverse=seek.forward)
+        if seek.boundary is not None:
+            keys = [k for k in keys if _past(k, seek)]
+        return keys[:n]
+
+    def probe(self, q: Query, ids: list[int]) -> set[int]:
+        """Which of `ids` are in `q`."""
+        if not ids:
+            return set()
+        if isinstance(q, Term):
+            wanted = ids if q.id2s is None else [i for i in ids if i in q.id2s]
+            if not wanted:
+                return set()
+            shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+            rows = self._backend.edges(shard, q.node, atype, wanted)
+            return {r.id2 for r in rows if r.state in codes}
+        if isinstance(q, Intersect):
+            found = set(ids)
+            for part in self._by_size(q):
+                found = self.probe(part, [i for i in ids if i in found])
+            return found
+        if isinstance(q, Union):
+            found = set()
+            for part in q.parts:
+                found |= self.probe(part, [i for i in ids if i not in found])
+            return found
+        assert isinstance(q, Difference)
+        left = self.probe(q.left, ids)
+        return left - self.probe(q.right, [i for i in ids if i in left])
+
+    # -- streams in id2 order ---------------------------------------------------------
+
+    def stream_from(self, q: Query, seek: _cursor.Seek) -> Iterator[int]:
+        boundary = None if seek.boundary is None else seek.boundary[0]
+        if boundary is not None and seek.inclusive:  # ids are integers: b inclusive = b±1 exclusive
+            boundary += 1 if seek.forward else -1
+        return self.stream(q, boundary, seek.forward)
+
+    def stream(self, q: Query, boundary: int | None, forward: bool) -> Iterator[int]:
+        """The ids of `q` past `boundary`, descending if `forward`, lazily."""
+        if isinstance(q, Term):
+            return self._term_stream(q, boundary, forward)
+        if isinstance(q, Union):
+            merged = heapq.merge(
+                *(self.stream(p, boundary, forward) for p in q.parts), reverse=forward
+            )
+            return (id2 for id2, _ in itertools.groupby(merged))
+        if isinstance(q, Intersect):
+            driver, *others = self._by_size(q)
+            return self._filtered(self.stream(driver, boundary, forward), others, keep=True)
+        assert isinstance(q, Difference)
+        return self._filtered(self.stream(q.left, boundary, forward), [q.right], keep=False)
+
+    def _term_stream(self, q: Term, boundary: int | None, forward: bool) -> Iterator[int]:
+        if q.id2s is not None:
+            ordered = sorted(q.id2s, reverse=forward)
+            if boundary is not None:
+                ordered = [i for i in ordered if (i < boundary if forward else i > boundary)]
+            for chunk in _chunks(iter(ordered), CHUNK):
+                found = self.probe(q, chunk)
+                yield from (i for i in chunk if i in found)
+            return
+        shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+        while True:
+            rows = self._backend.scan_id2(shard, q.node, atype, codes, boundary, forward, CHUNK)
+            yield from (row[0] for row in rows)
+            if len(rows) < CHUNK:
+                return
+            boundary = rows[-1][0]
+
+    def _filtered(self, ids: Iterator[int], others: Sequence[Query], keep: bool) -> Iterator[int]:
+        """`ids` that are in all `others` (keep) or in none of them (not keep), chunk by chunk."""
+        for chunk in _chunks(ids, CHUNK):
+            survivors = chunk
+            for other in others:
+                found = self.probe(other, survivors)
+                survivors = [i for i in survivors if (i in found) == keep]
+            yield from survivors
+
+    # -- sizes ------------------------------------------------------------------------
+
+    def upper(self, q: Query) -> int:
+        """An upper bound on the size of `q`; exact for a term."""
+        cached = self._uppers.get(q.scope)
+        if cached is not None:
+            return cached
+        if isinstance(q, Term):
+            if q.id2s is not None:
+                bound = len(self.probe(q, list(q.id2s)))
+            else:
+                shard = shard_of(q.node, self._shards)
+                counts = self._backend.counts(shard, q.node, self.kind(q).id)
+                bound = sum(counts.get(s, 0) for s in self.codes(q))
+        elif isinstance(q, Intersect):
+            bound = min(self.upper(p) for p in q.parts)
+        elif isinstance(q, Union):
+            bound = sum(self.upper(p) for p in q.parts)
+        else:
+            assert isinstance(q, Compound)
+            bound = self.upper(q.parts[0])
+        self._uppers[q.scope] = bound
+        return bound
+
+    def _by_size(self, q: Compound) -> list[Query]:
+        """The operands, smallest first: the smallest one is walked, the others probed."""
+        return sorted(q.parts, key=self.upper)
+
+
+def _chunks(ids: Iterator[int], size: int) -> Iterator[list[int]]:
+    while chunk := list(itertools.islice(ids, size)):
+        yield chunk
+
+
+def _past(key: tuple[int, int], seek: _cursor.Seek) -> bool:
+    assert seek.boundary is not None
+    boundary: Any = seek.boundary
+    if seek.forward:
+        return key < boundary or (seek.inclusive and key == boundary)
+    return key > boundary or (seek.inclusive and key == boundary)

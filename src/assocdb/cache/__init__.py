@@ -1,0 +1,1 @@
+"""cache: see docs/architecture.md, "Layers"."""

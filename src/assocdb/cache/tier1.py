@@ -1,0 +1,615 @@
+"""The graph-aware cache, tier 1: in-process, memory-bounded, write-through.
+
+It keeps what TAO's cache kept, in the forms the queries need:
+
+* per list `(id1, atype)`: the counts per state, and the newest prefix of
+  its visible (normal) edges, up to `prefix` entries, as a PackedList (about
+  20 bytes an edge) plus the data of the edges that have any; `complete`
+  says the prefix is the whole list;
+* per object: its row, or a negative entry ("no such object");
+* per home timeline owner: the packed blob of `_timeline_list` (32 bytes an
+  entry), exactly as the shard stores it.
+
+A read asks a list entry to answer (`ListEntry.range`, `.time_range`,
+`.scan`, `.get`); the entry answers when its contents cover the query (a
+range within the prefix, anything of a complete prefix, anything at all when
+the count is zero) and says None otherwise, and the read goes to the shard.
+Misses are filled from the shard; concurrent misses on one key share one
+fill (no thundering herd).
+
+Writes keep entries exact: every applied leg reports its changes (old and
+new row), and `apply` updates cached entries in place: remove the old entry
+from the prefix, insert the new one if it is visible and falls within the
+prefix, adjust the counts. A leg of timeline deliveries is merged into the
+cached blobs with the shard's own rule (`merge_blob`). A write that lands
+while a fill of the same key is in flight marks the fill stale, and a stale
+fill is not installed: a slow fill never hides a newer write. So a process
+always reads its own writes.
+
+Writes of other processes are seen through tier 2 (Redis invalidations) or,
+without it, after `max_age` seconds at most: older entries are refilled.
+
+Memory is bounded in bytes with LRU eviction; the hottest keys (`HotKeys`)
+are spared when they come up for eviction.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from ..core import json as _json
+from ..core.cursor import Seek
+from ..core.merge import Changes, ObjRow, State
+from ..core.records import CacheConfig, CacheStats
+from ..core.scans import ListRow
+from ..core.timeline_list import Entry as TimelineEntry
+from ..core.timeline_list import merge_blob
+from .chunks import Columns, Entry, PackedList
+from .hotkeys import HotKeys
+
+if TYPE_CHECKING:
+    from .redis_tier import RedisTier
+
+_NORMAL = State.NORMAL
+_ENTRY_BYTES = 240  # an entry's own objects, its dict slot and key
+_DATA_SLOT = 57  # a cached data value's dict slot and key, besides the value itself
+_SMALL_GET = 256  # assoc_get scans a complete prefix up to this size
+_DOORKEEPER = 65_536  # keys remembered as missed once
+_ROOM = 0.9  # below this share of max_bytes, every miss is admitted
+_WAITED = object()  # a fill another thread did: read the cache again
+MISSING: Any = object()  # a negative entry: "no such object"
+
+ListKey = tuple[int, int]
+
+
+class ListEntry:
+    """What is cached of one list, and the queries it can answer."""
+
+    __slots__ = ("born", "complete", "counts", "data", "data_bytes", "nbytes", "prefix")
+
+    def __init__(self) -> None:
+        self.counts: list[int] | None = None  # per state number
+        self.prefix: PackedList | None = None
+        self.complete = False
+        self.data: dict[int, Any] = {}  # id2 -> `kept(data)` of the prefix's edges with data
+        self.data_bytes = 0  # what `data` holds, kept up to date by set_data/drop_data
+        self.born = time.monotonic()
+        self.nbytes = _ENTRY_BYTES
+
+    def measure(self) -> int:
+        prefix = 0 if self.prefix is None else self.prefix.nbytes() + 96 * len(self.prefix._chunks)
+        self.nbytes = _ENTRY_BYTES + prefix + self.data_bytes
+        return self.nbytes
+
+    def set_data(self, id2: int, raw: bytes) -> None:
+        self.drop_data(id2)
+        value = self.data[id2] = kept(raw)
+        self.data_bytes += sys.getsizeof(value) + _DATA_SLOT
+
+    def drop_data(self, id2: int) -> None:
+        value = self.data.pop(id2, None)
+        if value is not None:
+            self.data_bytes -= sys.getsizeof(value) + _DATA_SLOT
+
+    def empty(self) -> bool:
+        """The list is known to have no visible edge."""
+        return (self.counts is not None and self.counts[_NORMAL] == 0) or (
+            self.complete and self.prefix is not None and len(self.prefix) == 0
+        )
+
+    def range(self, pos: int, limit: int) -> Columns | None:
+        """Entries pos..pos+limit-1, if cached."""
+        if self.empty():
+            return _NO_COLUMNS
+        prefix = self.prefix
+        if prefix is None or not (self.complete or pos + limit <= len(prefix)):
+            return None
+        return prefix.columns(pos, pos + limit)
+
+    def time_range(self, high: int, low: int, limit: int) -> list[Entry] | None:
+        """Up to `limit` entries with low <= time <= high, if cached."""
+        if self.empty():
+            return []
+        prefix = self.prefix
+        if prefix is None:
+            return None
+        found: list[Entry] = []
+        for entry in prefix.iter_after((high, 2**63), True):
+            if entry[0] < low or len(found) == limit:
+                return found  # the prefix reaches past the range: it is all here
+            found.append(entry)
+        return found if self.complete or len(found) == limit else None
+
+    def scan(self, seek: Seek, n: int) -> list[Entry] | None:
+        """A page scan (see `_cursor`), if cached."""
+        if self.empty():
+            return []
+        prefix = self.prefix
+        if prefix is None:
+            return None
+        if seek.boundary is None:
+            return _rows(prefix.columns(0, n)) if self.complete or n <= len(prefix) else None
+        key = (seek.boundary[0], seek.boundary[1])
+        if seek.forward:
+            start = prefix.index(key, seek.inclusive)
+            found = prefix.columns(start, start + n)
+            return _rows(found) if self.complete or len(found[0]) == n else None
+        last = prefix.last()
+        if self.complete or (last is not None and key >= last):
+            return prefix.before(key, seek.inclusive, n)
+        return None
+
+    def get(self, id2s: Sequence[int]) -> list[Entry] | None:
+        """The visible entries of these id2s, if the whole (small) list is cached."""
+        if self.empty():
+            return []
+        prefix = self.prefix
+        if prefix is None or not self.complete or len(prefix) > _SMALL_GET:
+            return None
+        wanted = set(id2s)
+        return [entry for entry in prefix if entry[1] in wanted]
+
+
+_NO_COLUMNS: Columns = ([], [], [])
+
+
+def kept(raw: bytes) -> Any:
+    """How tier 1 keeps an edge's data (JSON `raw`): strings, numbers and booleans
+    decoded, so every read shares them instead of decoding again (they are
+    immutable); arrays and objects as their JSON, decoded per read (a caller
+    may change what it gets)."""
+    if raw[:1] in b"[{":
+        return raw
+    value = _json.decode(raw)
+    return raw if value is None else value
+
+
+def _rows(columns: Columns) -> list[Entry]:
+    id2s, times, stamps = columns
+    return list(zip(times, id2s, stamps, strict=True))
+
+
+class _Fill:
+    """One fill in flight: held until it is installed, so concurrent misses can wait."""
+
+    __slots__ = ("done", "stale")
+
+    def __init__(self) -> None:
+        self.done = threading.Lock()  # cheaper to make than an Event; released when done
+        self.done.acquire()
+        self.stale = False
+
+    def wait(self) -> None:
+        with self.done:
+            pass
+
+
+class Cache:
+    """Tier 1. Thread-safe; the Graph consults it before the backend."""
+
+    def __init__(self, config: CacheConfig | None = None, graph_id: str = "graph") -> None:
+        self.config = config or CacheConfig()
+        self.tier2: RedisTier | None = None
+        if self.config.redis is not None:
+            from .redis_tier import RedisTier
+
+            self.tier2 = RedisTier(self.config.redis, graph_id, self.config.redis_ttl, self._remote)
+        self._lists: OrderedDict[ListKey, ListEntry] = OrderedDict()
+        self._objects: OrderedDict[int, tuple[Any, float]] = OrderedDict()
+        self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
+        self._home_bytes = 0
+        self._fills: dict[tuple[str, Any], _Fill] = {}
+        self._doorkeeper: dict[tuple[str, Any], int] = {}  # recent misses of uncached keys
+        self._lock = threading.RLock()
+        self.hot = HotKeys()
+        self.bytes = 0
+        self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
+
+    # -- reads ------------------------------------------------------------------------
+
+    def counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
+        """The list's counts per state number (filled on a miss)."""
+        self.hot.seen(("list", *key))
+        with self._lock:
+            entry = self._fresh_list(key)
+            if entry is not None and entry.counts is not None:
+                self.hits += 1
+                return list(entry.counts)
+            admitted = self._admit(("counts", key))
+        if not admitted:
+            loaded = load()
+            return [loaded.get(s, 0) for s in range(4)]
+        loaded = self._fill(("counts", key), load)
+        if loaded is _WAITED:
+            return self.counts(key, load)
+        return [loaded.get(s, 0) for s in range(4)]
+
+    def known_counts(self, key: ListKey) -> list[int] | None:
+        """The list's counts if they are cached (no fill)."""
+        with self._lock:
+            entry = self._fresh_list(key)
+            return None if entry is None or entry.counts is None else list(entry.counts)
+
+    @contextmanager
+    def listed(
+        self, key: ListKey, load: Callable[[int], Sequence[ListRow]]
+    ) -> Iterator[ListEntry | None]:
+        """The list's entry, its prefix filled on a miss, locked while in use.
+
+        None when it could not be cached (a write raced the fill): read the shard.
+        """
+        self.hot.seen(("list", *key))
+        with self._lock:
+            entry = self._fresh_list(key)
+            if entry is not None and (entry.prefix is not None or entry.empty()):
+                self.hits += 1
+                yield entry
+                return
+            admitted = self._admit(("prefix", key))
+        if not admitted:  # read once so far: the caller reads just what it needs
+            yield None
+            return
+        cap = self.config.prefix
+        self._fill(("prefix", key), lambda: load(cap + 1))
+        with self._lock:
+            entry = self._lists.get(key)
+            yield entry if entry is not None and entry.prefix is not None else None
+
+    def obj(self, id: int, load: Callable[[], ObjRow | None]) -> ObjRow | None:
+        """The object row (filled on a miss); None if there is none."""
+        self.hot.seen(("object", id))
+        with self._lock:
+            found = self._objects.get(id)
+            if found is not None and time.monotonic() - found[1] < self.config.max_age:
+                self._objects.move_to_end(id)
+                self.hits += 1
+                return None if found[0] is MISSING else found[0]
+            if found is not None:  # aged out while in use
+                self._readmit(("object", id))
+            admitted = self._admit(("object", id))
+        if not admitted:
+            return load()
+        row = self._fill(("object", id), load)
+        if row is _WAITED:
+            return self.obj(id, load)
+        return row  # type: ignore[no-any-return]
+
+    def home(self, owner: int, load: Callable[[], bytes]) -> bytes:
+        """The owner's packed home timeline (b"" if none), filled on a miss."""
+        self.hot.seen(("home", owner))
+        with self._lock:
+            found = self._homes.get(owner)
+            if found is not None and time.monotonic() - found[1] < self.config.max_age:
+                self._homes.move_to_end(owner)
+                self.hits += 1
+                return found[0]
+            if found is not None:  # aged out
+                self._drop_home(owner)
+                self._readmit(("home", owner))
+            admitted = self._admit(("home", owner))
+        if not admitted:
+            return load()
+        blob = self._fill(("home", owner), load)
+        if blob is _WAITED:
+            return self.home(owner, load)
+        return blob  # type: ignore[no-any-return]
+
+    # -- fills --------------------------------------------------------------------------
+
+    def _admit(self, ticket_key: tuple[str, Any]) -> bool:
+        """Whether a miss of this key should fill the cache (call with the lock held).
+
+        While the cache has room, every miss fills. Once it is nearly full, a key
+        is admitted on its `admit_after`-th recent miss (TinyLFU's doorkeeper):
+        one-off reads go straight to the shard instead of evicting hot entries.
+        """
+        self.misses += 1
+        if self.config.admit_after <= 1 or self.bytes < self.config.max_bytes * _ROOM:
+            return True
+        doorkeeper = self._doorkeeper
+        seen = doorkeeper.pop(ticket_key, 0) + 1
+        if seen >= self.config.admit_after:
+            return True
+        doorkeeper[ticket_key] = seen
+        if len(doorkeeper) > _DOORKEEPER:
+            del doorkeeper[next(iter(doorkeeper))]  # forget the oldest
+        return False
+
+    def _readmit(self, ticket_key: tuple[str, Any]) -> None:
+        """An invalidated entry was in use: its next miss fills it again."""
+        if self.config.admit_after > 1:
+            self._doorkeeper[ticket_key] = self.config.admit_after - 1
+
+    def _fill(self, ticket_key: tuple[str, Any], load: Callable[[], Any]) -> Any:
+        """Load on a miss and install the result, unless a write made it stale.
+
+        A concurrent miss of the same key waits for this load instead of
+        issuing its own, then gets _WAITED and reads the cache again.
+        """
+        with self._lock:
+            ongoing = self._fills.get(ticket_key)
+            if ongoing is None:
+                ticket = self._fills[ticket_key] = _Fill()
+        if ongoing is not None:
+            ongoing.wait()
+            return load() if ongoing.stale else _WAITED
+        try:
+            value = self._load(ticket_key, load)
+        except BaseException:
+            with self._lock:
+                del self._fills[ticket_key]
+            ticket.stale = True
+            ticket.done.release()
+            raise
+        with self._lock:
+            del self._fills[ticket_key]
+            self.fills += 1
+            if ticket.stale:
+                self.stale_fills += 1  # a write landed meanwhile: do not install
+            else:
+                self._install(ticket_key, value)
+        ticket.done.release()
+        return value
+
+    def _load(self, ticket_key: tuple[str, Any], load: Callable[[], Any]) -> Any:
+        """From tier 2 if it has the key, else from the shard (offered to tier 2)."""
+        if self.tier2 is None:
+            return load()
+        value, version, found = self.tier2.get(ticket_key)
+        if found:
+            return value
+        value = load()
+        self.tier2.put(ticket_key, value, version)
+        return value
+
+    def _install(self, ticket_key: tuple[str, Any], value: Any) -> None:
+        kind, key = ticket_key
+        if kind == "home":
+            self._drop_home(key)
+            self._homes[key] = (value, time.monotonic())
+            self._home_bytes += _home_bytes(value)
+            self.bytes += _home_bytes(value)
+        elif kind == "object":
+            replaced = self._objects.get(key)  # an aged entry, refilled
+            if replaced is not None:
+                self.bytes -= _object_bytes(replaced[0])
+            self._objects[key] = (MISSING if value is None else value, time.monotonic())
+            self._objects.move_to_end(key)
+            self.bytes += _object_bytes(value)
+        else:
+            entry = self._fresh_list(key)
+            if entry is None:
+                entry = self._lists[key] = ListEntry()
+                self.bytes += entry.nbytes
+            if kind == "counts":
+                entry.counts = [value.get(s, 0) for s in range(4)]
+            else:
+                cap = self.config.prefix
+                entry.complete = len(value) <= cap
+                rows = value[:cap]
+                entry.prefix = PackedList((r[1], r[0], r[2]) for r in rows)
+                entry.data, entry.data_bytes = {}, 0
+                for r in rows:
+                    if r[3] is not None:
+                        entry.set_data(r[0], r[3])
+            self.bytes -= entry.nbytes
+            self.bytes += entry.measure()
+        self._evict()
+
+    def _fresh_list(self, key: ListKey) -> ListEntry | None:
+        entry = self._lists.get(key)
+        if entry is None:
+            return None
+        if time.monotonic() - entry.born >= self.config.max_age:
+            self._drop_list(key)
+            self._readmit(("counts", key))
+            self._readmit(("prefix", key))
+            return None
+        self._lists.move_to_end(key)
+        return entry
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def apply(self, changes: Changes) -> None:
+        """Bring cached entries up to date with what a leg changed (and tell tier 2)."""
+        touched: list[tuple[str, Any]] = []
+        with self._lock:
+            for old, new in changes.edges:
+                key = (new[0], new[1])
+                touched += [("counts", key), ("prefix", key)]
+                self._stale(("counts", key))
+                self._stale(("prefix", key))
+                entry = self._lists.get(key)
+                if entry is not None:
+                    self._apply_edge(entry, old, new)
+                    self.bytes -= entry.nbytes
+                    self.bytes += entry.measure()
+            for row in changes.objects:
+                touched.append(("object", row.id))
+                self._stale(("object", row.id))
+                found = self._objects.get(row.id)
+                if found is not None:
+                    self.bytes -= _object_bytes(found[0])
+                    value = MISSING if row.state == State.REMOVED else row
+                    self._objects[row.id] = (value, found[1])
+                    self.bytes += _object_bytes(value)
+            self._evict()
+        if self.tier2 is not None and touched:
+            self.tier2.invalidate(list(dict.fromkeys(touched)))
+
+    def deliver(self, writes: Mapping[int, Sequence[TimelineEntry]], cap: int) -> None:
+        """Bring cached home timelines up to date with a merged leg of deliveries (and
+        tell tier 2): the same merge the shard did, so the blobs stay equal."""
+        touched: list[tuple[str, Any]] = []
+        with self._lock:
+            for owner, entries in writes.items():
+                key = ("home", owner)
+                touched.append(key)
+                self._stale(key)
+                found = self._homes.get(owner)
+                if found is not None:
+                    blob = merge_blob(found[0], entries, cap)
+                    if blob is not None:
+                        grown = _home_bytes(blob) - _home_bytes(found[0])
+                        self._home_bytes += grown
+                        self.bytes += grown
+                        self._homes[owner] = (blob, found[1])
+            self._evict()
+        if self.tier2 is not None and touched:
+            self.tier2.invalidate(touched)
+
+    def _apply_edge(self, entry: ListEntry, old: Any, new: Any) -> None:
+        if entry.counts is not None:
+            if old is not None:
+                entry.counts[old[3]] -= 1
+            entry.counts[new[3]] += 1
+        prefix = entry.prefix
+        if prefix is None:
+            return
+        id2 = new[2]
+        if old is not None and old[3] == _NORMAL:
+            prefix.remove((old[4], id2))
+            entry.drop_data(id2)
+        if new[3] == _NORMAL:
+            last = prefix.last()
+            if entry.complete or (last is not None and (new[4], id2) > last):
+                prefix.insert((new[4], id2, new[5]))
+                if new[6] is not None:
+                    entry.set_data(id2, new[6])
+                if len(prefix) > self.config.prefix:
+                    _, dropped, _ = prefix.pop_last()
+                    entry.drop_data(dropped)
+                    entry.complete = False
+        if not entry.complete and len(prefix) == 0:
+            entry.prefix = None  # an empty prefix of a longer list tells nothing
+
+    def _stale(self, ticket_key: tuple[str, Any]) -> None:
+        ongoing = self._fills.get(ticket_key)
+        if ongoing is not None:
+            ongoing.stale = True
+
+    def invalidate(self, keys: Sequence[tuple[str, Any]] | None = None) -> None:
+        """Forget these entries ("counts"/"prefix", (id1, atype)), ("object", id) or
+        ("home", owner), or all."""
+        with self._lock:
+            if keys is None:
+                for fill in self._fills.values():
+                    fill.stale = True
+                self._lists.clear()
+                self._objects.clear()
+                self._homes.clear()
+                self.bytes = self._home_bytes = 0
+                return
+            for kind, key in keys:
+                if kind == "home":
+                    self._stale((kind, key))
+                    if self._drop_home(key):
+                        self._readmit((kind, key))
+                elif kind == "object":
+                    self._stale((kind, key))
+                    found = self._objects.pop(key, None)
+                    if found is not None:
+                        self.bytes -= _object_bytes(found[0])
+                        self._readmit((kind, key))
+                else:
+                    self._stale(("counts", key))
+                    self._stale(("prefix", key))
+                    if self._drop_list(key):
+                        self._readmit(("counts", key))
+                        self._readmit(("prefix", key))
+
+    def forget(self, keys: list[tuple[str, Any]]) -> None:
+        """Forget these entries here, in tier 2 and in every process (rows changed
+        in a way no change set describes: a write that reached only some replicas)."""
+        self.invalidate(keys)
+        if self.tier2 is not None:
+            self.tier2.invalidate(keys)
+
+    def flush(self) -> None:
+        """Forget everything, in tier 2 and every process too (rows changed around the cache)."""
+        self.invalidate()
+        if self.tier2 is not None:
+            self.tier2.flush()
+
+    def _remote(self, keys: list[tuple[str, Any]] | None) -> None:
+        """Invalidations from other processes, delivered by tier 2."""
+        self.invalidate(keys)
+
+    def close(self) -> None:
+        if self.tier2 is not None:
+            self.tier2.close()
+
+    # -- memory ---------------------------------------------------------------------------
+
+    def _drop_list(self, key: ListKey) -> bool:
+        """Forget a list's entry; whether there was one."""
+        entry = self._lists.pop(key, None)
+        if entry is None:
+            return False
+        self.bytes -= entry.nbytes
+        return True
+
+    def _drop_home(self, owner: int) -> bool:
+        """Forget a home timeline's entry; whether there was one."""
+        found = self._homes.pop(owner, None)
+        if found is None:
+            return False
+        self._home_bytes -= _home_bytes(found[0])
+        self.bytes -= _home_bytes(found[0])
+        return True
+
+    def _evict(self) -> None:
+        spared = 0
+        while self.bytes > self.config.max_bytes and (self._lists or self._objects or self._homes):
+            if self._homes and (
+                self._home_bytes * 2 >= self.bytes or not (self._lists or self._objects)
+            ):  # home timelines hold half the memory or more
+                owner = next(iter(self._homes))
+                if spared < 8 and self.hot.is_hot(("home", owner)):
+                    self._homes.move_to_end(owner)
+                    spared += 1
+                    continue
+                self._drop_home(owner)
+            elif self._lists and (not self._objects or len(self._lists) >= len(self._objects)):
+                key = next(iter(self._lists))
+                if spared < 8 and self.hot.is_hot(("list", *key)):
+                    self._lists.move_to_end(key)  # the hottest lists stay longer
+                    spared += 1
+                    continue
+                self._drop_list(key)
+            else:
+                _, (row, _) = self._objects.popitem(last=False)
+                self.bytes -= _object_bytes(row)
+            self.evictions += 1
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            lookups = self.hits + self.misses
+            tier2 = self.tier2
+            return CacheStats(
+                self.hits,
+                self.misses,
+                self.fills,
+                self.stale_fills,
+                self.evictions,
+                len(self._lists) + len(self._objects) + len(self._homes),
+                self.bytes,
+                round(self.hits / lookups, 4) if lookups else 0.0,
+                0 if tier2 is None else tier2.hits,
+                0 if tier2 is None else tier2.misses,
+                0 if tier2 is None else tier2.failures,
+            )
+
+
+def _home_bytes(blob: bytes) -> int:
+    return _ENTRY_BYTES + len(blob)
+
+
+def _object_bytes(row: Any) -> int:
+    return _ENTRY_BYTES + (0 if row is None or row is MISSING else len(row.data))

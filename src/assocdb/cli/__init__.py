@@ -1,0 +1,1 @@
+"""cli: see docs/architecture.md, "Layers"."""

@@ -1,0 +1,746 @@
+"""The `assocdb` command line: a few lines over the library per command."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import click
+import msgspec
+
+import assocdb
+
+from ..core.schema import Schema, read_schema_file
+from ..storage import shardmap_config
+from ..storage.registry import open_shardmap
+from .datasets import ego_facebook
+from .graph import GRAPH, NEW_GRAPH
+from .index import index
+
+
+class _Commands(click.Group):
+    """The `assocdb` group: a user's mistake in any command is one `Error:` line.
+
+    assocdb's errors, and the OS errors a user causes (a missing, read-only or
+    unreadable path, a busy port), become a click error (exit status 1)
+    instead of a traceback; a bug still shows its traceback.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except assocdb.AssocdbError as exc:
+            raise click.ClickException(in_cli_terms(exc.message)) from None
+        except OSError as exc:
+            raise click.ClickException(_os_error(exc)) from None
+
+
+#: The library's advice in Python terms, and what a command line user does instead.
+_CLI_TERMS = {
+    "define it first with define_assoc()": (
+        "define it first in a schema file: assocdb schema DIR schema.toml"
+    ),
+    "define it first with define_object()": (
+        "define it first in a schema file: assocdb schema DIR schema.toml"
+    ),
+    "call g.define_timeline('follows', mode='write') first": (
+        "run `assocdb timeline setup DIR` first"
+    ),
+}
+
+
+def in_cli_terms(message: str) -> str:
+    """A library error message, its advice given as commands rather than Python calls."""
+    for python, command in _CLI_TERMS.items():
+        message = message.replace(python, command)
+    return message
+
+
+def _os_error(exc: OSError) -> str:
+    what = exc.strerror or str(exc)
+    return f"{exc.filename}: {what}" if exc.filename else what
+
+
+@click.group(cls=_Commands)
+@click.version_option(assocdb.__version__, prog_name="assocdb")
+def main() -> None:
+    """assocdb: a data store for huge social graphs."""
+
+
+@main.command()
+@click.argument("directory", default="data/demo", type=NEW_GRAPH)
+def demo(directory: str) -> None:
+    """Load the ego-Facebook friendship graph into DIRECTORY and ask it questions.
+
+    Person n of the SNAP file is id n + 1. Friendships get times in file order,
+    so "newest first" means "latest in the file first".
+
+    Example: assocdb demo data/demo
+    """
+    with assocdb.open(directory) as g:
+        g.define_assoc("friend", symmetric=True)
+        if g.assoc_count(1, "friend") == 0:
+            started = time.perf_counter()
+            base = 1_600_000_000_000
+            edges = ((a, "friend", b, base + n) for n, (a, b) in enumerate(ego_facebook()))
+            loaded = g.bulk_load(edges)
+            seconds = time.perf_counter() - started
+            click.echo(f"loaded {loaded:,} friendships (both directions) in {seconds:.2f} s")
+        person, other = 1, 2
+        click.echo(f"person {person} has {g.assoc_count(person, 'friend')} friends")
+        page = g.assoc_page(person, "friend", limit=10)
+        click.echo(f"their 10 newest friends: {[a.id2 for a in page.items]}")
+        mutual = mutual_friends(g, person, other)
+        click.echo(f"{len(mutual)} mutual friends of {person} and {other}: {mutual[:20]}")
+
+
+@main.command()
+@click.argument("directory", type=NEW_GRAPH)
+@click.option("--shards", default=16, show_default=True, type=click.IntRange(1, 4096))
+@click.option("--schema", "schema_file", type=click.Path(dir_okay=False, exists=True))
+def init(directory: str, shards: int, schema_file: str | None) -> None:
+    """Create a graph in DIRECTORY (with a TOML schema, if given).
+
+    Example: assocdb init data/graph --shards 64 --schema schema.toml
+    """
+    if schema_file is not None:  # a bad file fails before anything is created
+        Schema().apply_toml(read_schema_file(schema_file))
+    with assocdb.open(directory, shards=shards, schema=schema_file) as g:
+        click.echo(f"{directory}: {g.shards} shards, {len(g.schema.assoc_types)} association types")
+
+
+@main.command()
+@click.argument("directory", type=GRAPH)
+@click.argument("schema_file", required=False, type=click.Path(dir_okay=False, exists=True))
+def schema(directory: str, schema_file: str | None) -> None:
+    """Print the schema of DIRECTORY as TOML, or apply SCHEMA_FILE to it.
+
+    Example: assocdb schema data/graph schema.toml
+    """
+    with assocdb.open(directory, create=False) as g:
+        if schema_file is not None:
+            g.load_schema(schema_file)
+        for kind in g.schema.assoc_types:
+            click.echo(f"[assoc.{kind.name}]")
+            if kind.inverse:
+                click.echo(f'inverse = "{kind.inverse}"')
+            if kind.symmetric:
+                click.echo("symmetric = true")
+            click.echo(f"limit = {kind.limit}\n")
+        for otype in g.schema.object_types:
+            click.echo(f"[object.{otype.name}]\n")
+        for index in g.schema.indexes:  # what `[index.NAME]` in a schema file defines
+            click.echo(f"[index.{index.name}]")
+            click.echo(f"otype = {_toml(g.schema.object_by_id(index.otype).name)}")
+            click.echo(f"properties = [{', '.join(_toml(p) for p in index.properties)}]")
+            for key in ("order", "shard_on"):
+                if getattr(index, key) is not None:
+                    click.echo(f"{key} = {_toml(getattr(index, key))}")
+            click.echo("unique = true\n" if index.unique else "")
+
+
+def _toml(text: str) -> str:
+    """A TOML basic string (property names may hold any character)."""
+    return msgspec.json.encode(text).decode()
+
+
+@main.command("import")
+@click.argument("directory", type=GRAPH)
+@click.argument("source", type=click.Path(dir_okay=False, exists=True, allow_dash=True))
+@click.option("--type", "atype", help="Association type of pairs (lines of 'id1 id2').")
+def import_(directory: str, source: str, atype: str | None) -> None:
+    """Bulk-load edges from SOURCE (text, gzip ok): lines 'id1 atype id2 [time]', or
+    'id1 id2' pairs with --type. Times default to the line number, so reloading
+    changes nothing. Blank lines and lines starting with # are skipped (SNAP
+    files start with such comments); CRLF line ends are fine.
+
+    A bad line stops the import: every edge before it is stored, and the error
+    names the line. Fix it and run the same import again (what is stored does
+    not change).
+
+    Example: assocdb import data/graph friends.txt.gz --type friend
+    """
+    with assocdb.open(directory, create=False) as g, _Source(source) as src:
+        edges = src.edges(atype)
+        try:
+            if src.size is None:  # standard input: no size to measure against
+                count = g.bulk_load(edges)
+            else:
+                with click.progressbar(
+                    length=src.size, label="importing", show_percent=True
+                ) as bar:
+                    count = g.bulk_load(edges, progress=lambda _: bar.update(src.read() - bar.pos))
+                    bar.update(src.size - bar.pos)
+        except assocdb.InvalidRequest as exc:  # name the line, not the edge's position
+            message = exc.message
+            if not message.startswith("line "):
+                message = f"line {src.line}: {message.split(': ', 1)[-1]}"
+            raise click.ClickException(in_cli_terms(message)) from None
+        click.echo(f"imported {count:,} edges")
+
+
+def _skipped(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith("#")
+
+
+class _Source:
+    """The lines of an import's input (a file, gzip or not, or '-'), and how many
+    of its bytes have been read, for the progress bar."""
+
+    def __init__(self, source: str) -> None:
+        self._raw: Any = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
+        self.size = None if source == "-" else os.path.getsize(source)
+        self._stream: Any = (
+            gzip.GzipFile(fileobj=self._raw) if source.endswith(".gz") else self._raw
+        )
+
+    def __enter__(self) -> _Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._raw is not sys.stdin.buffer:
+            self._raw.close()
+
+    def read(self) -> int:
+        """Bytes of the input read so far (compressed bytes for a .gz file)."""
+        return int(self._raw.tell())
+
+    def edges(self, atype: str | None) -> Iterator[tuple[Any, ...]]:
+        """The edges of the lines; `line` is the number of the latest one's line."""
+        for number, raw in enumerate(self._stream, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise assocdb.InvalidRequest(f"line {number}: not UTF-8 text") from None
+            if not _skipped(line):
+                self.line = number
+                yield _edge(line, number, atype)
+
+
+@main.command()
+@click.argument("directory", type=GRAPH)
+@click.option(
+    "--all-states", is_flag=True, help="Export tombstones and hidden edges too (5th column)."
+)
+def export(directory: str, all_states: bool) -> None:
+    """Write every edge of DIRECTORY to stdout as 'id1 atype id2 time' lines.
+
+    Example: assocdb export data/graph | gzip > edges.txt.gz
+    """
+    with assocdb.open(directory, create=False) as g:
+        names = {t.id: t.name for t in g.schema.assoc_types}
+        backend = g._backend
+        for shard in range(g.shards):
+            after = None
+            while page := backend.export_edges(shard, after, 5000):
+                for id1, atype, id2, state, time_, _ua, _data in page:
+                    if all_states:
+                        click.echo(f"{id1} {names[atype]} {id2} {time_} {assocdb.STATES[state]}")
+                    elif state == 0:
+                        click.echo(f"{id1} {names[atype]} {id2} {time_}")
+                after = page[-1][:3]
+
+
+@main.command()
+@click.argument("directory", type=GRAPH)
+@click.option("--repair", is_flag=True, help="Fix what is found.")
+def check(directory: str, repair: bool) -> None:
+    """Check counts against edge rows, and every edge against its inverse.
+
+    Exits 1 if something was wrong (and, with --repair, fixes it).
+
+    Example: assocdb check data/graph --repair
+    """
+    with assocdb.open(directory, create=False) as g:
+        shard_range = range(g.shards)
+        with click.progressbar(shard_range, label="counts, by shard", file=sys.stderr) as shards:
+            counts = [m for shard in shards for m in g._backend.recount(shard, repair)]
+        click.echo("inverse edges: every edge against its mirror…", err=True)
+        hanging = g.check_inverses(repair=repair)
+    for m in counts:
+        where = f"shard {m.shard}: ({m.id1}, type {m.atype}, state {m.state})"
+        click.echo(f"count {where}: {m.stored} stored, {m.actual} rows")
+    for h in hanging:
+        problem = "missing" if h.mirror is None else "different"
+        click.echo(
+            f"hanging edge {h.edge.id1} -{h.edge.atype}-> {h.edge.id2}: its mirror is {problem}"
+        )
+    verb = "repaired" if repair else "found"
+    click.echo(f"{verb} {len(counts)} wrong counts and {len(hanging)} hanging edges")
+    if counts or hanging:
+        sys.exit(1)
+
+
+def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
+    parts = line.split()
+    try:
+        if atype is not None and len(parts) == 2:
+            return (int(parts[0]), atype, int(parts[1]), number)
+        if len(parts) in (3, 4):
+            time_ = int(parts[3]) if len(parts) == 4 else number
+            return (int(parts[0]), parts[1], int(parts[2]), time_)
+    except ValueError:
+        pass
+    expected = "'id1 atype id2 [time]' (or 'id1 id2' with --type)"
+    raise assocdb.InvalidRequest(f"line {number}: expected {expected}, got {line.strip()!r}")
+
+
+@main.command()
+@click.argument("directory", type=NEW_GRAPH)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="TCP port (0: any free one; the address is printed once bound).",
+)
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
+@click.option(
+    "--tokens-file",
+    type=click.Path(dir_okay=False, exists=True),
+    envvar="ASSOCDB_TOKENS_FILE",
+    help="TOML file of bearer tokens and scopes (or set ASSOCDB_TOKENS_FILE / ASSOCDB_TOKEN).",
+)
+@click.option("--background", is_flag=True, help="Acknowledge writes once journaled (sync=False).")
+@click.option("--deadline", default=10.0, show_default=True, help="Seconds a request may run.")
+@click.option("--max-body", default=4 << 20, show_default=True, help="Largest request body, bytes.")
+@click.option("--max-batch", default=200, show_default=True, help="Most reads per /v1/batch.")
+@click.option(
+    "--cache-mb",
+    type=click.IntRange(0),
+    help="In-process cache per worker, MiB (0: off). Default: 128 with one worker or with "
+    "--redis, off with "
+    "several (their caches would not see each other's writes).",
+)
+@click.option(
+    "--cache-max-age", default=10.0, show_default=True, help="Seconds a cache entry lives."
+)
+@click.option(
+    "--cache-prefix",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1, 1_000_000),
+    help="Newest edges of each list the cache keeps (a longer page reads the shard).",
+)
+@click.option(
+    "--redis",
+    envvar="ASSOCDB_REDIS",
+    help="Redis URL for the shared cache tier: invalidations reach every worker and server.",
+)
+@click.option(
+    "--cleaner",
+    is_flag=True,
+    help="Build new indexes and repair recent index entries in the background (each worker).",
+)
+def serve(
+    directory: str,
+    host: str,
+    port: int,
+    workers: int,
+    tokens_file: str | None,
+    background: bool,
+    deadline: float,
+    max_body: int,
+    max_batch: int,
+    cache_mb: int | None,
+    cache_max_age: float,
+    cache_prefix: int,
+    redis: str | None,
+    cleaner: bool,
+) -> None:
+    """Serve the graph in DIRECTORY (or on a shard map, cluster.toml) over HTTP (JSON; /docs).
+
+    Without tokens it listens on loopback only. Tokens never come from the
+    command line: use a tokens file or the environment.
+
+    Example: ASSOCDB_TOKENS_FILE=tokens.toml assocdb serve data/graph --host 0.0.0.0
+    """
+    import os
+    import tempfile
+
+    import uvicorn
+
+    from ..serve.auth import Tokens
+
+    tokens = Tokens.load(tokens_file)
+    if not tokens.enabled and not _is_loopback(host):
+        raise click.UsageError(
+            f"refusing to listen on {host} without tokens: set ASSOCDB_TOKENS_FILE or ASSOCDB_TOKEN"
+        )
+    assocdb.open(directory).close()  # create it, replay what a crash left, fail early if broken
+    if cache_mb is None:
+        cache_mb = 128 if workers == 1 or redis else 0
+    config = {
+        "path": directory,
+        "sync": not background,
+        "tokens_file": tokens_file,
+        "deadline": deadline,
+        "max_body": max_body,
+        "max_batch": max_batch,
+        "cache_bytes": cache_mb << 20,
+        "cache_max_age": cache_max_age,
+        "cache_prefix": cache_prefix,
+        "redis": redis,
+        "cleaner": cleaner,
+    }
+    os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
+    port = _check_port(host, port)  # a busy port fails here, before anything is said
+    metrics_dir = None
+    if workers > 1:
+        metrics_dir = tempfile.mkdtemp(prefix="assocdb-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    click.echo(f"serving {directory} on http://{host}:{port} (docs: /docs)", err=True)
+    try:
+        uvicorn.run(
+            "assocdb.serve.server:app_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            access_log=False,
+            log_level="warning",
+        )
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _check_port(host: str, port: int) -> int:
+    """The port to serve on (a free one for 0); OSError if it is taken.
+
+    (uvicorn binds it again a moment later: handing it this socket instead
+    would make asyncio see a Unix socket and leave Nagle's algorithm on.)
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        bound: int = probe.getsockname()[1]
+        return bound
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@main.group()
+def queue() -> None:
+    """Inspect and steer the write journal: stats, errors, bad jobs, retries."""
+
+
+@queue.command("stats")
+@click.argument("directory", type=GRAPH)
+def queue_stats(directory: str) -> None:
+    """Print how many jobs wait, fail or went bad.
+
+    Example: assocdb queue stats data/graph
+    """
+    with assocdb.open(directory, create=False) as g:
+        for field, value in msgspec.structs.asdict(g.queue_stats()).items():
+            click.echo(f"{field:<16} {value}")
+
+
+@queue.command("errors")
+@click.argument("directory", type=GRAPH)
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="How many jobs to list.",
+)
+def queue_errors(directory: str, limit: int) -> None:
+    """List jobs in the error queue, oldest first.
+
+    Example: assocdb queue errors data/graph --limit 20
+    """
+    with assocdb.open(directory, create=False) as g:
+        _print_jobs(g.queue_jobs("error", limit=limit))
+
+
+@queue.command("bad")
+@click.argument("directory", type=GRAPH)
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="How many jobs to list.",
+)
+@click.option("--show", "show", type=int, help="Print this job in full, as JSON.")
+def queue_bad(directory: str, limit: int, show: int | None) -> None:
+    """List bad jobs (failed too often), or show one in full.
+
+    Example: assocdb queue bad data/graph --show 1234
+    """
+    with assocdb.open(directory, create=False) as g:
+        if show is None:
+            _print_jobs(g.queue_jobs("bad", limit=limit))
+            return
+        job = g.queue_job(show)
+        if job is None:
+            raise click.ClickException(f"no job {show} in the journal")
+        click.echo(msgspec.json.format(msgspec.json.encode(job)).decode())
+
+
+@queue.command("retry")
+@click.argument("directory", type=GRAPH)
+def queue_retry(directory: str) -> None:
+    """Retry every job in the error queue now, then wait for the queue to drain.
+
+    Example: assocdb queue retry data/graph
+    """
+    with assocdb.open(directory, create=False) as g:
+        click.echo(f"retrying {g.queue_retry()} jobs")
+        drained = g.drain(timeout=30)
+        click.echo("the queue is empty" if drained else f"still queued: {g.queue_stats().depth}")
+
+
+@queue.command("reinject")
+@click.argument("directory", type=GRAPH)
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--all", "everything", is_flag=True, help="Reinject every bad job.")
+def queue_reinject(directory: str, ids: tuple[int, ...], everything: bool) -> None:
+    """Move bad jobs (by id, or --all) back to the error queue to be retried.
+
+    Example: assocdb queue reinject data/graph 1234 1240
+    """
+    if not ids and not everything:
+        raise click.UsageError("name the bad jobs to reinject, or pass --all")
+    with assocdb.open(directory, create=False) as g:
+        count = g.queue_reinject(None if everything else list(ids))
+        click.echo(f"reinjected {count} jobs")
+
+
+@main.group()
+def shards() -> None:
+    """Show, check and change a shard map: a TOML file placing shards on replica sets.
+
+    Running processes take new weights and drains from the file within a second.
+    """
+
+
+@shards.command("show")
+@click.argument("shard_map", type=click.Path(dir_okay=False, exists=True))
+def shards_show(shard_map: str) -> None:
+    """Print each backend (probed now: up, down or drained) and each shard's replicas.
+
+    Example: assocdb shards show cluster.toml
+    """
+    backend = open_shardmap(shard_map)
+    try:
+        problems = {name: backend.probe(name) for name in backend.map.backends}
+        click.echo("\n".join(shardmap_config.table(backend.map, problems)))
+    finally:
+        backend.close()
+
+
+@shards.command("check")
+@click.argument("shard_map", type=click.Path(dir_okay=False, exists=True))
+def shards_check(shard_map: str) -> None:
+    """Validate the map and probe every backend; exit status 1 if one does not answer.
+
+    Example: assocdb shards check cluster.toml
+    """
+    backend = open_shardmap(shard_map)
+    try:
+        failed = 0
+        for name in backend.map.backends:
+            started = time.perf_counter()
+            problem = backend.probe(name)
+            ms = (time.perf_counter() - started) * 1000
+            click.echo(f"{name:<12} {'FAILED: ' + problem if problem else 'ok'} ({ms:.1f} ms)")
+            failed += problem is not None
+    finally:
+        backend.close()
+    if failed:
+        raise click.ClickException(f"{failed} backend(s) did not answer")
+
+
+@shards.command("set-weight")
+@click.argument("shard_map", type=click.Path(dir_okay=False, exists=True))
+@click.argument("shard_range")
+@click.argument("backend")
+@click.argument("weight", type=int)
+def shards_set_weight(shard_map: str, shard_range: str, backend: str, weight: int) -> None:
+    """Set BACKEND's read weight on the shards SHARD_RANGE ("0-7", "3", "0-3,8"); 0: write-only.
+
+    Example: assocdb shards set-weight cluster.toml 0-7 db2 3
+    """
+    smap = shardmap_config.load(shard_map)
+    shards = shardmap_config.parse_shards(shard_range, smap.shards)
+    shardmap_config.save(shardmap_config.with_weight(smap, shards, backend, weight), shard_map)
+    click.echo(f"{backend} now has weight {weight} on shards {shard_range}")
+
+
+@shards.command("mark-down")
+@click.argument("shard_map", type=click.Path(dir_okay=False, exists=True))
+@click.argument("backend")
+def shards_mark_down(shard_map: str, backend: str) -> None:
+    """Drain BACKEND: no reads or writes go to it (its writes wait in the journals).
+
+    Example: assocdb shards mark-down cluster.toml db2
+    """
+    _set_down(shard_map, backend, True)
+
+
+@shards.command("mark-up")
+@click.argument("shard_map", type=click.Path(dir_okay=False, exists=True))
+@click.argument("backend")
+def shards_mark_up(shard_map: str, backend: str) -> None:
+    """Give a drained BACKEND back: it serves again once a probe passes.
+
+    Example: assocdb shards mark-up cluster.toml db2
+    """
+    _set_down(shard_map, backend, False)
+
+
+def _set_down(shard_map: str, backend: str, down: bool) -> None:
+    smap = shardmap_config.load(shard_map)
+    shardmap_config.save(shardmap_config.with_down(smap, backend, down), shard_map)
+    click.echo(f"{backend} is marked {'down' if down else 'up'} in {shard_map}")
+
+
+def _print_jobs(jobs: list[assocdb.JobInfo]) -> None:
+    if not jobs:
+        click.echo("no jobs")
+        return
+    click.echo(f"{'id':>8} {'attempts':>8} {'retries':>8}  error")
+    for job in jobs:
+        click.echo(f"{job.id:>8} {job.attempts:>8} {job.retries:>8}  {job.error}")
+
+
+@main.group()
+def timeline() -> None:
+    """Timelines: set up, post, delete, and read home and user timelines."""
+
+
+_DIR = click.argument("directory", type=GRAPH)
+_MODE = click.Choice(["write", "read", "hybrid"])
+
+
+@timeline.command("setup")
+@_DIR
+@click.option("--follows", default="follows", show_default=True, help="Follow type (with inverse).")
+@click.option("--mode", type=_MODE, default="write", show_default=True)
+@click.option("--cap", default=800, show_default=True, help="Entries kept per home timeline.")
+@click.option("--celebrity-threshold", default=10_000, show_default=True, type=int)
+def timeline_setup(
+    directory: str, follows: str, mode: Any, cap: int, celebrity_threshold: int
+) -> None:
+    """Turn on timelines for DIRECTORY (or change their mode).
+
+    Example: assocdb timeline setup data/graph --mode hybrid --celebrity-threshold 100000
+    """
+    with _graph(directory) as g:
+        config = g.define_timeline(
+            follows, mode=mode, cap=cap, celebrity_threshold=celebrity_threshold
+        )
+        click.echo(msgspec.json.encode(config).decode())
+
+
+@timeline.command("post")
+@_DIR
+@click.argument("author", type=int)
+@click.argument("item", type=int)
+@click.option("--time", "time_", type=int, help="Sort key (default: now, in ms).")
+def timeline_post(directory: str, author: int, item: int, time_: int | None) -> None:
+    """Post ITEM as AUTHOR and wait for the delivery to followers.
+
+    Example: assocdb timeline post data/graph 1 1001
+    """
+    with _graph(directory) as g:
+        result = g.post(author, item, time_)
+        g.drain()
+        click.echo(f"posted ({result.status}) and delivered")
+
+
+@timeline.command("delete")
+@_DIR
+@click.argument("author", type=int)
+@click.argument("item", type=int)
+def timeline_delete(directory: str, author: int, item: int) -> None:
+    """Delete AUTHOR's ITEM everywhere it was delivered.
+
+    Example: assocdb timeline delete data/graph 1 1001
+    """
+    with _graph(directory) as g:
+        g.post_delete(author, item)
+        g.drain()
+        click.echo("deleted")
+
+
+@timeline.command("home")
+@_DIR
+@click.argument("user", type=int)
+@click.option("--limit", default=20, show_default=True)
+@click.option("--cursor", help="A cursor printed by the previous page.")
+@click.option("--mode", type=_MODE, help="Override the configured mode for this read.")
+def timeline_home(directory: str, user: int, limit: int, cursor: str | None, mode: Any) -> None:
+    """Print a page of USER's home timeline: time, item, author per line.
+
+    Example: assocdb timeline home data/graph 2 --limit 20
+    """
+    with _graph(directory) as g:
+        _print_timeline(g.home_timeline(user, cursor, limit, mode))
+
+
+@timeline.command("user")
+@_DIR
+@click.argument("author", type=int)
+@click.option("--limit", default=20, show_default=True)
+@click.option("--cursor", help="A cursor printed by the previous page.")
+def timeline_user(directory: str, author: int, limit: int, cursor: str | None) -> None:
+    """Print a page of the items AUTHOR posted.
+
+    Example: assocdb timeline user data/graph 1
+    """
+    with _graph(directory) as g:
+        _print_timeline(g.user_timeline(author, cursor, limit))
+
+
+def _graph(directory: str) -> assocdb.Graph:
+    """The graph at DIRECTORY (its errors become one line: `_Commands`)."""
+    return assocdb.open(directory, create=False)
+
+
+def _print_timeline(page: assocdb.Page[assocdb.TimelineItem]) -> None:
+    for item in page.items:
+        click.echo(f"{item.time}\t{item.item}\t{item.author}")
+    if page.next_cursor is not None:
+        click.echo(f"next: --cursor {page.next_cursor}")
+
+
+def mutual_friends(g: assocdb.Graph, a: int, b: int) -> list[int]:
+    """Walk the smaller friend list and probe the larger one for each page of it."""
+    small, large = sorted((a, b), key=lambda n: g.assoc_count(n, "friend"))
+    found: list[int] = []
+    cursor = None
+    while True:
+        page = g.assoc_page(small, "friend", cursor, limit=500)
+        probe = [x.id2 for x in page.items]
+        found += [x.id2 for x in g.assoc_get(large, "friend", probe)] if probe else []
+        cursor = page.next_cursor
+        if cursor is None:
+            return sorted(found)
+
+
+main.add_command(index)

@@ -1,0 +1,1 @@
+"""core: see docs/architecture.md, "Layers"."""

@@ -1,0 +1,70 @@
+"""Validated JSON encoding for object and association data.
+
+msgspec encodes fast but is lenient in ways that would silently change a
+user's data: NaN and ±inf become `null`, non-string dict keys become strings,
+sets become arrays and bytes become base64 strings. All are refused here, with
+a message that says where in the value the problem is, before anything is
+stored.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgspec
+
+from .errors import DataTooLarge, InvalidRequest
+
+MAX_DEPTH = 64
+
+_encode = msgspec.json.encode
+_decode = msgspec.json.decode
+
+
+def encode(value: object, limit: int, what: str) -> bytes:
+    """Return `value` as JSON bytes, or raise InvalidRequest / DataTooLarge."""
+    _check(value, what, 0)
+    raw = _encode(value)
+    if len(raw) > limit:
+        raise DataTooLarge(
+            f"{what} is {len(raw):,} bytes as JSON; the limit is {limit:,}",
+            size=len(raw),
+            limit=limit,
+        )
+    return raw
+
+
+def decode(raw: bytes) -> Any:
+    """The JSON value stored as `raw`."""
+    return _decode(raw)
+
+
+def _check(value: object, where: str, depth: int) -> None:
+    kind = type(value)
+    if kind in _SCALARS:
+        return
+    if kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise InvalidRequest(f"{where} is {value}; JSON has no NaN or infinity")
+        return
+    if kind is not dict and kind is not list and kind is not tuple:
+        raise InvalidRequest(
+            f"{where} is a {kind.__name__}; JSON holds only objects (dict), arrays (list), "
+            f"strings, numbers, true/false and null"
+        )
+    if depth >= MAX_DEPTH:
+        raise InvalidRequest(f"{where} is nested more than {MAX_DEPTH} levels deep")
+    if kind is dict:
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                raise InvalidRequest(f"{where} has a key {key!r}; JSON object keys are strings")
+            if type(item) not in _SCALARS:
+                _check(item, f"{where}[{key!r}]", depth + 1)
+    else:
+        for index, item in enumerate(value):  # type: ignore[arg-type]
+            if type(item) not in _SCALARS:
+                _check(item, f"{where}[{index}]", depth + 1)
+
+
+_SCALARS = frozenset({str, int, bool, type(None)})

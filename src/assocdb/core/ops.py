@@ -1,0 +1,321 @@
+"""Write operations: what a journal job holds, and how it becomes rows.
+
+Every write is first an *operation*, a small value the journal can store. Some
+operations depend on the row stored now: an add without `time` keeps the live
+edge's time (a re-follow does not jump to the top of the list), an object
+update patches the stored data, versions count up. Resolving an operation
+against that current row (`resolve`) turns it into concrete rows: whole
+register values for the merge rule, the forward row and its inverse with
+identical fields. Rows are then grouped into *legs*, one per shard, each
+applied in one transaction and each idempotent.
+
+The Graph resolves an operation when it enters, by reading the current row,
+so the journal normally holds concrete rows and replaying it in any order
+gives the same store. When the shard cannot be read (it is down), the
+operation is journaled unresolved and resolved once, durably, before its
+first leg is applied. Either way, every leg of a job is applied with the same
+concrete values, on every replica.
+
+Node states (FlockDB): a list `(node, atype)` may be archived, negated or
+removed as a whole. An edge written while one of its two lists has such a
+state takes the stronger of the two states ("node state dominates"), so an
+edge added to an archived account is written archived. `NodeJob` is the
+background job that moves a list's existing edges, page by page.
+
+Everything here is pure: msgspec values in, tuples out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar, NamedTuple
+
+import msgspec
+
+from . import json as _json
+from .errors import AssocdbError, Conflict, NotFound
+from .ids import shard_of
+from .merge import EdgeTuple, NodeRow, ObjRow, State
+
+_REMOVED = State.REMOVED
+#: A stored row's identity: (id1, atype, id2) for an edge, (id,) for an object.
+Key = tuple[int, ...]
+ListKey = tuple[int, int]  # (node, atype): one association list
+MAX_OBJECT_DATA = 1 << 20  # 1 MiB
+MAX_ASSOC_DATA = 64 << 10  # 64 KiB
+
+
+class Stored(NamedTuple):
+    """What resolving an operation needs from the store."""
+
+    row: Any = None  # the stored edge or object of the operation's key, or None
+    node_state: int = State.NORMAL  # the strongest node state of the lists it writes
+
+
+class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
+    """Write the edge `id1 -atype-> id2` (and `id2 -inverse-> id1`) in `state`.
+
+    With `keep`, a missing `time` or `data` is taken from the live edge (one
+    that exists and is not removed); a new edge gets time `new_time`, else
+    `updated_at // 1000`, and no data.
+    """
+
+    atype: int
+    inverse: int | None
+    id1: int
+    id2: int
+    state: int
+    updated_at: int
+    time: int | None = None
+    data: bytes | None = None
+    keep: bool = False
+    new_time: int | None = None  # the time of a new edge (a post keeps its first time)
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.id1, self.atype, self.id2)
+
+    @property
+    def needs_row(self) -> bool:
+        return self.keep and (self.time is None or self.data is None)
+
+    @property
+    def needs_current(self) -> bool:
+        return self.state != _REMOVED  # a removal beats any node state: no reads
+
+    @property
+    def node_lists(self) -> list[ListKey]:
+        return _lists(self.atype, self.inverse, self.id1, self.id2)
+
+    @property
+    def keys(self) -> list[Key]:
+        return _edge_keys(self.atype, self.inverse, self.id1, self.id2)
+
+    def resolve(self, stored: Stored) -> list[EdgeTuple]:
+        current: EdgeTuple | None = stored.row
+        time, data = self.time, self.data
+        live = current is not None and current[3] != _REMOVED
+        if self.keep and live:
+            assert current is not None
+            time = current[4] if time is None else time
+            data = current[6] if data is None else data
+        if time is None:
+            time = self.updated_at // 1000 if self.new_time is None else self.new_time
+        state = max(self.state, stored.node_state)
+        return _with_inverse(
+            self.atype, self.inverse, self.id1, self.id2, state, time, self.updated_at, data
+        )
+
+
+class TypeChange(msgspec.Struct, tag="change", array_like=True, frozen=True):
+    """Move the live edge `id1 -old-> id2` to type `new`, keeping state, time and data."""
+
+    old: int
+    old_inverse: int | None
+    new: int
+    new_inverse: int | None
+    id1: int
+    id2: int
+    updated_at: int
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.id1, self.old, self.id2)
+
+    needs_row = True
+    needs_current = True
+
+    @property
+    def node_lists(self) -> list[ListKey]:
+        return _lists(self.new, self.new_inverse, self.id1, self.id2)
+
+    @property
+    def keys(self) -> list[Key]:
+        old = _edge_keys(self.old, self.old_inverse, self.id1, self.id2)
+        return old + _edge_keys(self.new, self.new_inverse, self.id1, self.id2)
+
+    def resolve(self, stored: Stored) -> list[EdgeTuple]:
+        current = stored.row
+        if current is None or current[3] == _REMOVED:
+            raise NotFound(f"no association {self.id1} -> {self.id2} of type id {self.old}")
+        ua = self.updated_at
+        rows = _with_inverse(self.old, self.old_inverse, self.id1, self.id2, _REMOVED, 0, ua, None)
+        state, time, data = max(current[3], stored.node_state), current[4], current[6]
+        return rows + _with_inverse(
+            self.new, self.new_inverse, self.id1, self.id2, state, time, ua, data
+        )
+
+
+class ObjectWrite(msgspec.Struct, tag="obj", array_like=True, frozen=True):
+    """Add, update (patch) or delete the object `id`.
+
+    * add: `otype` and `data`; a live object with different data is a Conflict;
+    * update: `patch`, merged into the live object's data (NotFound if none);
+    * delete: `state` removed (NotFound if the object never existed).
+    The version is one more than the stored one.
+    """
+
+    id: int
+    updated_at: int
+    state: int = State.NORMAL
+    otype: int | None = None
+    data: bytes | None = None
+    patch: bytes | None = None
+
+    needs_row = True
+    needs_current = True
+    node_lists: ClassVar[list[ListKey]] = []
+
+    @property
+    def keys(self) -> list[Key]:
+        return [(self.id,)]
+
+    def resolve(self, stored: Stored) -> ObjRow:
+        current: ObjRow | None = stored.row
+        live = current is not None and current.state != _REMOVED
+        version = current.version + 1 if current is not None else 1
+        if self.state == _REMOVED:
+            if current is None:
+                raise NotFound(f"no object {self.id}", id=self.id)
+            return ObjRow(self.id, current.otype, _REMOVED, version, self.updated_at, b"{}")
+        if self.patch is not None:
+            if not live:
+                raise NotFound(f"no object {self.id}", id=self.id)
+            assert current is not None
+            merged = {**_json.decode(current.data), **_json.decode(self.patch)}
+            raw = _json.encode(merged, MAX_OBJECT_DATA, "object data after the update")
+            return ObjRow(self.id, current.otype, State.NORMAL, version, self.updated_at, raw)
+        assert self.otype is not None
+        assert self.data is not None
+        if live:
+            assert current is not None
+            if (current.otype, current.data) != (self.otype, self.data):
+                raise Conflict(f"object {self.id} already exists", id=self.id)
+            return current  # adding the same object again changes nothing
+        return ObjRow(self.id, self.otype, State.NORMAL, version, self.updated_at, self.data)
+
+
+Operation = EdgeWrite | TypeChange | ObjectWrite
+
+
+class Rows(msgspec.Struct, tag="rows", array_like=True, frozen=True):
+    """Concrete rows: what an operation resolves to."""
+
+    edges: list[EdgeTuple] = []
+    objects: list[ObjRow] = []
+    nodes: list[NodeRow] = []
+    #: Secondary index entries `(shard, index, key, id, updated_at, version, state)`.
+    index: list[tuple[int, int, bytes, int, int, int, int]] = []
+
+    @property
+    def keys(self) -> list[Key]:
+        return [row[:3] for row in self.edges] + [(row[0],) for row in self.objects]
+
+
+class NodeJob(msgspec.Struct, tag="node", array_like=True, frozen=True):
+    """Move every edge of some lists of `node` from their `sources` states to `state`.
+
+    Each list is `(atype, other, sources)`: the list `(node, atype)`, the
+    type of the mirrored rows `(id2, other, node)` (None if there are none),
+    and the states to move out of. Edges keep their time and data and are
+    stamped with the job's `updated_at`, so redoing a page changes nothing.
+    The job runs in the background a page at a time; `at` records where it
+    is, `(list, source, time, id2)` of the last edge moved.
+    """
+
+    node: int
+    lists: list[tuple[int, int | None, list[int]]]
+    state: int
+    updated_at: int
+    at: tuple[int, int, int, int] | None = None
+
+    keys: ClassVar[list[Key]] = []  # its pages are journaled as jobs of their own
+
+
+def page_rows(
+    job: NodeJob, atype: int, other: int | None, page: Iterable[tuple[int, int, bytes | None]]
+) -> Rows:
+    """The rows that move one page `(id2, time, data)` of the list `(job.node, atype)`."""
+    edges: list[EdgeTuple] = []
+    for id2, time, data in page:
+        edges += _with_inverse(atype, other, job.node, id2, job.state, time, job.updated_at, data)
+    return Rows(edges=edges)
+
+
+class Leg(NamedTuple):
+    """The rows a job stores on one shard, applied there atomically."""
+
+    shard: int
+    edges: list[EdgeTuple]
+    objects: list[ObjRow]
+    nodes: list[NodeRow]
+    entries: list[tuple[int, bytes, int, int, int, int]]  # index entries (`_entities.Entry`)
+
+
+def resolve(op: Operation, stored: Stored) -> Rows:
+    """The rows `op` writes, given what is stored."""
+    if isinstance(op, ObjectWrite):
+        return Rows(objects=[op.resolve(stored)])
+    return Rows(edges=op.resolve(stored))
+
+
+def legs(rows: Rows, shards: int) -> list[Leg]:
+    """The rows grouped by shard, in shard order (so leg numbers are stable)."""
+    by_shard: dict[int, Leg] = {}
+
+    def leg(key: int) -> Leg:
+        shard = shard_of(key, shards)
+        found = by_shard.get(shard)
+        if found is None:
+            found = by_shard[shard] = Leg(shard, [], [], [], [])
+        return found
+
+    for edge in rows.edges:
+        leg(edge[0]).edges.append(edge)
+    for obj in rows.objects:
+        leg(obj[0]).objects.append(obj)
+    for node in rows.nodes:
+        leg(node[0]).nodes.append(node)
+    for shard, index, key, id, updated_at, version, state in rows.index:
+        found = by_shard.get(shard)
+        if found is None:
+            found = by_shard[shard] = Leg(shard, [], [], [], [])
+        found.entries.append((index, key, id, updated_at, version, state))
+    return [by_shard[shard] for shard in sorted(by_shard)]
+
+
+def is_rejection(exc: BaseException) -> bool:
+    """True for errors that say the write cannot apply, whatever is retried."""
+    return isinstance(exc, (NotFound, Conflict)) or (
+        isinstance(exc, AssocdbError) and exc.code in {"invalid_request", "data_too_large"}
+    )
+
+
+def _edge_keys(atype: int, inverse: int | None, id1: int, id2: int) -> list[Key]:
+    keys: list[Key] = [(id1, atype, id2)]
+    if inverse is not None:
+        keys.append((id2, inverse, id1))
+    return keys
+
+
+def _lists(atype: int, inverse: int | None, id1: int, id2: int) -> list[ListKey]:
+    lists: list[ListKey] = [(id1, atype)]
+    if inverse is not None:
+        lists.append((id2, inverse))
+    return lists
+
+
+def _with_inverse(
+    atype: int,
+    inverse: int | None,
+    id1: int,
+    id2: int,
+    state: int,
+    time: int,
+    updated_at: int,
+    data: bytes | None,
+) -> list[EdgeTuple]:
+    rows: list[EdgeTuple] = [(id1, atype, id2, state, time, updated_at, data)]
+    if inverse is not None and not (inverse == atype and id1 == id2):
+        rows.append((id2, inverse, id1, state, time, updated_at, data))
+    return rows

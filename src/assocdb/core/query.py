@@ -1,0 +1,209 @@
+"""Set arithmetic over association lists: FlockDB's select, intersect, union, difference.
+
+A query is a *term*, one association list with a state filter and an
+optional id2 restriction, or the intersection, union or difference of
+queries, nested to any depth:
+
+    both = g.select(1, "follows") & g.select(2, "follows")      # who do 1 and 2 both follow?
+    fans = g.select(1, "follows", incoming=True) - g.select(1, "follows")  # not followed back
+    page = fans.page(limit=100); more = fans.page(page.next_cursor, limit=100)
+
+Results are ids, descending: a single term in its list order (newest first,
+by `(time, id2)`), a compound query by id2. Pages use keyset cursors like
+every other list, scoped to the query, so a cursor of another query is
+refused. `count()` is exact when that is cheap (a term, or a compound whose own
+upper bound is at most 10,000) and otherwise that bound flagged `exact=False`.
+
+This module is the pure description; `_query_exec` runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
+
+from .errors import InvalidRequest
+from .ids import check_id
+from .records import STATE_NAMES, Count, Page
+
+MAX_ID2S = 10_000
+
+DEFAULT_LIMIT = 50
+
+
+class Runner(Protocol):
+    """What runs queries: the Graph."""
+
+    def _query_page(self, query: Query, cursor: str | None, limit: int) -> Page[int]: ...
+    def _query_count(self, query: Query) -> Count: ...
+
+
+class Query:
+    """A set of ids built from association lists; see the module doc."""
+
+    __slots__ = ("_runner",)
+
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
+
+    # -- building ---------------------------------------------------------------
+
+    def intersect(self, *others: Query) -> Query:
+        """The ids in this query and in every one of `others`."""
+        return Intersect(self._runner, self._operands("intersect", others))
+
+    def union(self, *others: Query) -> Query:
+        """The ids in this query or in any of `others`."""
+        return Union(self._runner, self._operands("union", others))
+
+    def difference(self, other: Query) -> Query:
+        """The ids in this query and not in `other`."""
+        (right,) = self._operands("difference", (other,))[1:]
+        return Difference(self._runner, self, right)
+
+    __and__ = intersect
+    __or__ = union
+    __sub__ = difference
+
+    def _operands(self, operation: str, others: tuple[object, ...]) -> tuple[Query, ...]:
+        if not others:
+            raise InvalidRequest(f"{operation} needs at least one other query")
+        for other in others:
+            if not isinstance(other, Query):
+                raise InvalidRequest(f"{operation} takes queries, got {type(other).__name__}")
+            if other._runner is not self._runner:
+                raise InvalidRequest(f"{operation} takes queries of the same graph")
+        return (self, *others)  # type: ignore[arg-type]
+
+    # -- running ------------------------------------------------------------------
+
+    def page(self, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Page[int]:
+        """One page of ids; pass `next_cursor` (or `prev_cursor`) back for the next."""
+        return self._runner._query_page(self, cursor, limit)
+
+    def pages(self, limit: int = 500) -> Iterator[Page[int]]:
+        """Every page, first to last."""
+        cursor = None
+        while True:
+            page = self.page(cursor, limit)
+            yield page
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def __iter__(self) -> Iterator[int]:
+        """Every id of the result, in order (walking the pages)."""
+        for page in self.pages():
+            yield from page.items
+
+    def count(self) -> Count:
+        """How many ids the query has: exact when cheap, else an upper bound (exact=False)."""
+        return self._runner._query_count(self)
+
+    # -- description ----------------------------------------------------------------
+
+    @property
+    def scope(self) -> bytes:
+        """A canonical description: cursors are bound to it."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.scope.decode()
+
+
+class Term(Query):
+    """One association list: what `node` points to by `atype` (or, `incoming`,
+    what points to it), edges in `states`, optionally only `id2s`.
+
+    A term holds names, not resolved types, so a remote client builds the same
+    values; the graph checks them when the query runs.
+    """
+
+    __slots__ = ("atype", "id2s", "incoming", "node", "states")
+
+    def __init__(
+        self,
+        runner: Runner,
+        node: int,
+        atype: str,
+        incoming: bool,
+        states: Sequence[str],
+        id2s: Iterable[int] | None,
+    ) -> None:
+        super().__init__(runner)
+        self.node = check_id(node, "node")
+        if not isinstance(atype, str):
+            raise InvalidRequest(f"atype must be a type name, got {atype!r}")
+        if type(incoming) is not bool:
+            raise InvalidRequest(f"incoming must be true or false, got {incoming!r}")
+        self.atype = atype
+        self.incoming = incoming
+        self.states = _states(states)
+        self.id2s = _restriction(id2s)
+
+    @property
+    def scope(self) -> bytes:
+        only = "" if self.id2s is None else f";{','.join(map(str, self.id2s))}"
+        direction = "<" if self.incoming else ">"
+        return f"t({self.node}{direction}{self.atype},{'+'.join(self.states)}{only})".encode()
+
+
+class Compound(Query):
+    """An operation over queries."""
+
+    __slots__ = ("parts",)
+    symbol = "?"
+
+    def __init__(self, runner: Runner, parts: tuple[Query, ...]) -> None:
+        super().__init__(runner)
+        self.parts = parts
+
+    @property
+    def scope(self) -> bytes:
+        return self.symbol.encode() + b"(" + b",".join(p.scope for p in self.parts) + b")"
+
+
+class Intersect(Compound):
+    __slots__ = ()
+    symbol = "i"
+
+
+class Union(Compound):
+    __slots__ = ()
+    symbol = "u"
+
+
+class Difference(Compound):
+    __slots__ = ()
+    symbol = "d"
+
+    def __init__(self, runner: Runner, left: Query, right: Query) -> None:
+        super().__init__(runner, (left, right))
+
+    @property
+    def left(self) -> Query:
+        return self.parts[0]
+
+    @property
+    def right(self) -> Query:
+        return self.parts[1]
+
+
+def _states(states: object) -> tuple[str, ...]:
+    if isinstance(states, str) or not isinstance(states, Sequence) or not states:
+        raise InvalidRequest(f"states must be a non-empty list of state names, got {states!r}")
+    for state in states:
+        if state not in STATE_NAMES:
+            raise InvalidRequest(f"state must be one of {', '.join(STATE_NAMES)}; got {state!r}")
+    return tuple(sorted(set(states), key=STATE_NAMES.index))
+
+
+def _restriction(id2s: object) -> tuple[int, ...] | None:
+    if id2s is None:
+        return None
+    if isinstance(id2s, (str, bytes)) or not isinstance(id2s, Iterable):
+        raise InvalidRequest(f"id2s must be a list of ids, got {type(id2s).__name__}")
+    wanted = tuple(sorted({check_id(i, "id2") for i in id2s}))
+    if len(wanted) > MAX_ID2S:
+        raise InvalidRequest(f"at most {MAX_ID2S:,} id2s in a query term, got {len(wanted):,}")
+    return wanted

@@ -1,0 +1,57 @@
+"""What a backend scan takes and gives: list rows, scans of lists and indexes, tracers.
+
+Plain tuples and NamedTuples, shared by the backends, the cache and the
+read paths that build records from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from .cursor import Seek
+
+#: (shard, sql, seconds) for every statement a backend runs.
+Tracer = Callable[[int, str, float], None]
+
+#: A row of an association list: (id2, time, updated_at, data).
+ListRow = tuple[int, int, int, bytes | None]
+
+#: A row of a list read in id2 order: (id2, state, time).
+Id2Row = tuple[int, int, int]
+
+
+class EdgeScan(NamedTuple):
+    """One index range scan of the list `(id1, atype, state)`, newest first.
+
+    `seek` positions the scan on `(time, id2)`; `high`/`low` bound `time`
+    (inclusive); `offset` skips rows (only assoc_range's `pos` uses it).
+    """
+
+    id1: int
+    atype: int
+    state: int
+    seek: Seek
+    limit: int
+    high: int | None = None
+    low: int | None = None
+    offset: int = 0
+
+
+#: A secondary index entry: (index id, key, object id, updated_at, version, state)
+#: (`_entities`).
+IndexEntry = tuple[int, bytes, int, int, int, int]
+
+
+class IndexScan(NamedTuple):
+    """A range scan of one index's live entries: `low <= key < high`, ordered by `(key, id)`.
+
+    `after` is the last `(key, id)` of the previous page (exclusive), in the
+    scan's direction; `desc` reads from the high end down.
+    """
+
+    low: bytes
+    high: bytes
+    after: tuple[bytes, int] | None
+    desc: bool
+    limit: int

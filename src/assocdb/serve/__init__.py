@@ -1,0 +1,1 @@
+"""serve: see docs/architecture.md, "Layers"."""

@@ -1,0 +1,150 @@
+"""Prometheus metrics of a server: requests, library operations, statements, the journal.
+
+Several worker processes (`assocdb serve --workers N`) share one view
+through prometheus-client's multiprocess mode when `PROMETHEUS_MULTIPROC_DIR`
+is set (the serve command sets it); the journal's numbers are read at scrape
+time from the journal, which every worker shares anyway.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from ..api.graph import Graph
+from ..storage.shardmap import ShardMapBackend
+
+_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+)
+
+
+class Metrics:
+    """The server's metrics, registered in their own registry."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Histogram(
+            "assocdb_request_seconds",
+            "HTTP request latency by API method.",
+            ["method"],
+            registry=r,
+            buckets=_BUCKETS,
+        )
+        self.responses = Counter(
+            "assocdb_responses",
+            "HTTP responses by API method and status.",
+            ["method", "status"],
+            registry=r,
+        )
+        self.operations = Histogram(
+            "assocdb_operation_seconds",
+            "Library operation latency (in the worker thread).",
+            ["operation"],
+            registry=r,
+            buckets=_BUCKETS,
+        )
+        self.errors = Counter(
+            "assocdb_errors", "Errors answered, by error code.", ["code"], registry=r
+        )
+        self.statements = Histogram(
+            "assocdb_statement_seconds",
+            "Backend SQL statement latency by shard.",
+            ["shard"],
+            registry=r,
+            buckets=_BUCKETS,
+        )
+        graph.trace(lambda shard, sql, seconds: self.statements.labels(str(shard)).observe(seconds))
+        self._journal = _JournalCollector(graph)
+
+    def render(self) -> bytes:
+        """The text exposition format, for GET /metrics."""
+        registry = self.registry
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        registry.register(self._journal)
+        try:
+            return generate_latest(registry)
+        finally:
+            registry.unregister(self._journal)
+
+
+class _JournalCollector(Collector):
+    def __init__(self, graph: Graph) -> None:
+        self._graph = graph
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        stats = self._graph.queue_stats()
+        for name, value, text in (
+            ("assocdb_queue_depth", stats.depth, "Journaled jobs not yet fully applied."),
+            ("assocdb_queue_errors", stats.errors, "Jobs in the error queue."),
+            ("assocdb_queue_bad", stats.bad, "Bad jobs waiting for a person."),
+            ("assocdb_queue_running", stats.running, "Long background jobs in progress."),
+            ("assocdb_apply_p99_seconds", stats.apply_p99_ms / 1000, "p99 of recent job applies."),
+            ("assocdb_shards_down", len(stats.down_shards), "Shards marked down."),
+        ):
+            yield GaugeMetricFamily(name, text, value=value)
+        yield from _member_metrics(self._graph._backend)
+        cache = self._graph.cache_stats()
+        if cache is not None:
+            for name, value, text in (
+                ("assocdb_cache_hits", cache.hits, "Tier-1 cache hits since start."),
+                ("assocdb_cache_misses", cache.misses, "Tier-1 cache misses since start."),
+                ("assocdb_cache_hit_ratio", cache.hit_rate, "Tier-1 hits / lookups."),
+                ("assocdb_cache_fills", cache.fills, "Cache fills from tier 2 or the shards."),
+                ("assocdb_cache_evictions", cache.evictions, "Tier-1 entries evicted."),
+                ("assocdb_cache_bytes", cache.bytes, "Tier-1 memory, bytes."),
+                ("assocdb_cache_entries", cache.entries, "Tier-1 entries."),
+                ("assocdb_cache_redis_hits", cache.redis_hits, "Tier-2 (Redis) hits."),
+                ("assocdb_cache_redis_failures", cache.redis_failures, "Failed Redis calls."),
+            ):
+                yield GaugeMetricFamily(name, text, value=value)
+
+
+def _member_metrics(backend: object) -> Iterator[GaugeMetricFamily]:
+    """Up/down and failures of each member backend of a shard map (none otherwise)."""
+    if not isinstance(backend, ShardMapBackend):
+        return
+    families = {
+        "up": GaugeMetricFamily(
+            "assocdb_backend_up", "1 if the backend takes work, 0 if down.", labels=["backend"]
+        ),
+        "failures": GaugeMetricFamily(
+            "assocdb_backend_failures", "Failed calls and probes since start.", labels=["backend"]
+        ),
+        "downs": GaugeMetricFamily(
+            "assocdb_backend_downs", "Times marked down since start.", labels=["backend"]
+        ),
+    }
+    for member in backend.status():
+        families["up"].add_metric([member.name], float(member.up and not member.drained))
+        families["failures"].add_metric([member.name], member.failures)
+        families["downs"].add_metric([member.name], member.downs)
+    yield from families.values()
+    yield GaugeMetricFamily(
+        "assocdb_read_failovers",
+        "Reads answered by another replica after one failed, since start.",
+        value=backend.failovers,
+    )

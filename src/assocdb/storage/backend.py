@@ -1,0 +1,165 @@
+"""The storage interface every backend implements, and what backends share.
+
+A backend stores a fixed number of logical shards. Each method works on one
+shard and is one transaction there; none knows about association types,
+inverses or the schema (the Graph plans those). Writes go through `apply`,
+which reads the current rows of the written keys, folds the writes in with the
+pure merge rule of `_merge`, and stores the changed rows and count deltas in
+the same transaction. So the rule lives in one place and a new backend is
+mostly SQL text.
+
+Every statement a backend runs passes through its one choke point, which maps
+driver errors with `map_driver_error` and reports each statement to the
+tracers (so a test can assert that a read issued no SQL at all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from ..core.errors import AssocdbError, InvalidRequest, Unavailable
+from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
+from ..core.records import CountMismatch
+from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
+from ..core.timeline_list import Entry as TimelineEntry
+
+
+class Backend(Protocol):
+    """Storage for `shards` logical shards."""
+
+    shards: int
+    tracers: list[Tracer]
+
+    def apply(
+        self,
+        shard: int,
+        edges: Sequence[EdgeTuple],
+        objects: Sequence[ObjRow],
+        nodes: Sequence[NodeRow] = (),
+    ) -> Changes:
+        """Merge these rows into the shard, with their count deltas, atomically;
+        return what changed (the cache applies it)."""
+
+    def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
+        """The rows of one association list range, in the seek's direction."""
+
+    def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
+        """The stored edges `(id1, atype, id2)` for these id2s, in any state."""
+
+    def scan_id2(
+        self,
+        shard: int,
+        id1: int,
+        atype: int,
+        states: Sequence[int],
+        boundary: int | None,
+        forward: bool,
+        limit: int,
+    ) -> list[Id2Row]:
+        """The list `(id1, atype)` in id2 order (descending when `forward`), only
+        edges in `states`, starting past id2 `boundary`: one index range scan."""
+
+    def node_states(
+        self, shard: int, keys: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], NodeRow]:
+        """The stored node states of these lists `(node, atype)`."""
+
+    def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
+        """Up to `limit` edges of the shard in key order, starting after `after`."""
+
+    def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
+        """The count of edges per state of the list `(id1, atype)`."""
+
+    def objects(self, shard: int, ids: Sequence[int]) -> list[ObjRow]:
+        """The stored objects with these ids, tombstones included."""
+
+    def objects_page(self, shard: int, otype: int, after: int, limit: int) -> list[ObjRow]:
+        """Up to `limit` objects of type `otype` with id > `after`, in id order, tombstones
+        included (the index builder's scan)."""
+
+    def objects_count(self, shard: int, otype: int) -> int:
+        """How many objects of type `otype` the shard holds, tombstones included."""
+
+    def objects_since(
+        self, shard: int, otype: int, after: tuple[int, int], limit: int
+    ) -> list[ObjRow]:
+        """Up to `limit` objects of type `otype` with `(updated_at, id) > after`, in that
+        order (the cleaner's pass over recent writes; needs an `(otype, updated_at)` index)."""
+
+    def index_apply(self, shard: int, entries: Sequence[IndexEntry]) -> int:
+        """Merge index entries into their tables on the shard (creating a table on first
+        use), atomically, under `_entities.merge_entries`; return how many changed."""
+
+    def index_entries(self, shard: int, index: int, ids: Sequence[int]) -> list[IndexEntry]:
+        """Every stored entry (tombstones too) of these objects in the index, on this shard."""
+
+    def index_scan(self, shard: int, index: int, scan: IndexScan) -> list[tuple[bytes, int]]:
+        """The live entries `(key, id)` of one index range (none if the table does not exist)."""
+
+    def index_export(
+        self, shard: int, index: int, after: tuple[bytes, int] | None, limit: int
+    ) -> list[IndexEntry]:
+        """Up to `limit` stored entries (tombstones too) in `(key, id)` order, after `after`."""
+
+    def index_purge(self, shard: int, index: int, before: int) -> int:
+        """Delete the index's removal entries stamped before `before`; return how many."""
+
+    def index_drop(self, shard: int, index: int) -> None:
+        """Remove the index's table on the shard (if there is one)."""
+
+    def allocate(self, shard: int, n: int) -> int:
+        """Reserve `n` id sequence numbers on the shard; return the first."""
+
+    def get_meta(self, key: str) -> bytes | None:
+        """A graph-wide setting (kept on shard 0)."""
+
+    def swap_meta(self, key: str, expected: bytes | None, value: bytes) -> bool:
+        """Set a graph-wide setting if it still equals `expected`."""
+
+    def timelines(self, shard: int, owners: Sequence[int]) -> dict[int, bytes]:
+        """The stored home-timeline blobs of these owners (absent owners are left out)."""
+
+    def merge_timelines(
+        self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
+    ) -> int:
+        """Fold each owner's writes into their home timeline with `_timeline_list.merge_blob`,
+        atomically; return how many timelines changed.
+
+        One table `timelines (owner BIGINT PRIMARY KEY, entries BLOB)`; read the
+        owners' rows so no concurrent merge slips in between (SQLite: the write
+        transaction; MySQL: SELECT … FOR UPDATE), merge in Python, upsert the
+        changed rows."""
+
+    def recount(self, shard: int, repair: bool) -> list[CountMismatch]:
+        """Compare (and optionally fix) every stored count with the edge rows."""
+
+    def spec(self) -> dict[str, Any]:
+        """JSON-able settings that open this backend again (`_open.open_backend`)."""
+
+    def close(self) -> None:
+        """Release every connection."""
+
+
+#: PEP 249 exception class names and what they mean for a caller. Mapping by
+#: name (peewee's trick) works for every driver without importing any of them.
+_DRIVER_ERRORS: dict[str, type[AssocdbError]] = {
+    "OperationalError": Unavailable,  # locked, timed out, connection lost, disk I/O
+    "InterfaceError": Unavailable,  # the connection is gone
+    "InternalError": Unavailable,
+    "DataError": InvalidRequest,
+    "IntegrityError": AssocdbError,  # never expected: writes are merges
+    "ProgrammingError": AssocdbError,  # a bug in assocdb's SQL
+    "NotSupportedError": AssocdbError,
+}
+
+
+def map_driver_error(exc: Exception, where: str) -> AssocdbError:
+    """The assocdb error for a driver exception raised at `where`."""
+    for cls in type(exc).__mro__:
+        kind = _DRIVER_ERRORS.get(cls.__name__)
+        if kind is not None:
+            break
+    else:
+        kind = Unavailable
+    return kind(f"{where}: {type(exc).__name__}: {exc}", backend_error=type(exc).__name__)

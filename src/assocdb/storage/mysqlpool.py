@@ -1,0 +1,189 @@
+"""Connections to one MySQL/MariaDB server: URL settings, the driver, a bounded pool.
+
+The driver is mysqlclient (`MySQLdb`, C, releases the GIL while it waits)
+when it can be imported, else PyMySQL (pure Python). Both speak PEP 249 with
+the `%s` paramstyle and rewrite `executemany` of an `INSERT ... VALUES` into
+multi-row INSERTs, so the backend's SQL is the same for both.
+
+Timeouts are aggressive by default (connect 1 s, each socket read or write
+2 s): a server that hangs must cost a caller seconds, not minutes, so the
+journal can queue the write and the caller moves on. mysqlclient takes whole
+seconds; fractions are rounded up for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import re
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, NamedTuple
+from urllib.parse import parse_qs, unquote, urlparse
+
+from ..core.errors import InvalidRequest, Unavailable
+
+SCHEMES = ("mysql", "mariadb")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
+
+
+def driver() -> ModuleType:
+    """mysqlclient's MySQLdb if it imports, else PyMySQL."""
+    try:
+        return importlib.import_module("MySQLdb")
+    except ImportError:
+        return importlib.import_module("pymysql")
+
+
+def is_mysql_url(target: object) -> bool:
+    """Whether `target` is a `mysql://` (or `mariadb://`) URL rather than a path."""
+    return isinstance(target, str) and target.split("://", 1)[0] in SCHEMES and "://" in target
+
+
+class Settings(NamedTuple):
+    """Where the server is and how long to wait for it."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    name: str  # the graph's name: its schemas are NAME_meta, NAME_s0, NAME_s1, …
+    shards: int | None
+    connect_timeout: float = 1.0
+    query_timeout: float = 2.0
+    pool_size: int = 8
+
+    def server_url(self) -> str:
+        """The URL without the graph name and options (no password)."""
+        return f"mysql://{self.user}@{self.host}:{self.port}/"
+
+
+def parse_url(url: str, **overrides: Any) -> Settings:
+    """Settings from `mysql://user:pw@host:port/NAME?shards=16&query_timeout=2`.
+
+    Options in the query string: shards, connect_timeout, query_timeout,
+    pool_size; keyword `overrides` that are not None win over them.
+    """
+    parts = urlparse(url)
+    if parts.scheme not in SCHEMES:
+        raise InvalidRequest(f"not a mysql:// URL: {url!r}")
+    name = parts.path.strip("/")
+    if not _NAME.fullmatch(name):
+        raise InvalidRequest(
+            f"the URL must name the graph with a letter and up to 39 letters, digits or "
+            f"underscores, as in mysql://root@127.0.0.1:3306/mygraph; got {name!r}"
+        )
+    options: dict[str, Any] = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    options.update({k: v for k, v in overrides.items() if v is not None})
+    unknown = options.keys() - {"shards", "connect_timeout", "query_timeout", "pool_size"}
+    if unknown:
+        raise InvalidRequest(f"unknown mysql URL options: {sorted(unknown)}")
+    try:
+        shards = None if options.get("shards") is None else int(options["shards"])
+        connect_timeout = float(options.get("connect_timeout", 1.0))
+        query_timeout = float(options.get("query_timeout", 2.0))
+        pool_size = int(options.get("pool_size", 8))
+    except ValueError as exc:
+        raise InvalidRequest(f"bad mysql URL option in {url!r}: {exc}") from None
+    if not (0 < connect_timeout <= 3600 and 0 < query_timeout <= 3600 and 0 < pool_size <= 1000):
+        raise InvalidRequest(
+            "connect_timeout and query_timeout must be in (0, 3600] seconds and "
+            f"pool_size in 1..1000; got {connect_timeout}, {query_timeout}, {pool_size}"
+        )
+    return Settings(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=unquote(parts.username or "root"),
+        password=unquote(parts.password or ""),
+        name=name,
+        shards=shards,
+        connect_timeout=connect_timeout,
+        query_timeout=query_timeout,
+        pool_size=pool_size,
+    )
+
+
+def connect_args(settings: Settings, mysqlclient: bool, read_timeout: float) -> dict[str, Any]:
+    """Keyword arguments of `connect()` for either driver."""
+    seconds: Callable[[float], float] = (lambda s: max(1, math.ceil(s))) if mysqlclient else float
+    # A lock wait gives up before the socket read does, so a blocked write
+    # ends with a clean server error (and a usable connection), not a hang.
+    lock_wait = max(1, int(read_timeout / 2))
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "user": settings.user,
+        "password": settings.password,
+        "connect_timeout": seconds(settings.connect_timeout),
+        "read_timeout": seconds(read_timeout),
+        "write_timeout": seconds(read_timeout),
+        "autocommit": True,
+        "charset": "utf8mb4",
+        "init_command": (
+            f"SET SESSION innodb_lock_wait_timeout = {lock_wait}, "
+            "sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+        ),
+    }
+
+
+class Pool:
+    """At most `size` connections to one server, shared by threads.
+
+    `get` hands out an idle connection or opens one; `put` takes it back, or
+    closes it when it is `broken` (after any driver error: the connection may
+    be mid-transaction or dead, and a new one costs a millisecond).
+    """
+
+    def __init__(self, connect: Callable[[], Any], size: int, wait: float) -> None:
+        self._connect = connect
+        self._wait = wait
+        self._slots = threading.BoundedSemaphore(size)
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def get(self) -> tuple[Any, bool]:
+        """A connection, and whether it was reused (it may have gone stale)."""
+        if self._closed:
+            raise InvalidRequest("this graph has been closed")
+        if not self._slots.acquire(timeout=self._wait):
+            raise Unavailable(f"no free database connection within {self._wait} s")
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is not None:
+            return conn, True
+        try:
+            return self._connect(), False
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def put(self, conn: Any, broken: bool) -> None:
+        with self._lock:
+            keep = not broken and not self._closed
+            if keep:
+                self._idle.append(conn)
+        if not keep:
+            _close_quietly(conn)
+        self._slots.release()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            _close_quietly(conn)
+
+
+def _close_quietly(conn: Any) -> None:
+    with contextlib.suppress(Exception):  # already dead: nothing to release
+        conn.close()
+
+
+def errno_of(exc: BaseException) -> int | None:
+    """The server's or client's error number behind a mapped driver error."""
+    cause = exc.__cause__
+    args = getattr(cause, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None

@@ -1,0 +1,341 @@
+"""The shard map file: which backends hold which logical shards (pure: text in, data out).
+
+A shard map (Gizzard's forwarding table) places each of a graph's `shards`
+logical shards on a *replica set* of named backends. A write goes to every
+replica of its shard; a read goes to one healthy replica, chosen by weight.
+
+    shards = 16
+
+    [backends.db1]
+    url = "mysql://root@10.0.0.1:3306/graph"   # a MySQL/MariaDB server
+    connect_timeout = 1.0
+    query_timeout = 2.0
+
+    [backends.db2]
+    path = "data/db2"                          # a SQLite directory (relative to this file)
+
+    [[placement]]
+    shards = "0-7"
+    replicas = [{backend = "db1", weight = 2}, {backend = "db2", weight = 1}]
+
+    [[placement]]
+    shards = "8-15"
+    replicas = [{backend = "db2"}, {backend = "db1"}]
+
+    [detector]                                 # optional: the failure detector
+    threshold = 3                              # consecutive failures that mark a backend down
+    probe_interval = 0.5                       # first probe of a down backend after this (s)
+    probe_max = 10.0                           # probes back off, doubling, up to this (s)
+
+Every shard must be placed exactly once. The first replica listed is the
+shard's *primary*: it allocates ids and decides graph settings (see
+`_shardmap`). A backend with `down = true` gets no work until the flag is
+removed (an operator's drain). Every member backend is opened with the
+map's shard count and holds its shards under their own numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..core.errors import InvalidRequest
+
+MAX_SHARDS = 4096
+MAX_WEIGHT = 1000
+
+
+class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One database: a MySQL/MariaDB server (`url`) or a SQLite directory (`path`)."""
+
+    url: str | None = None
+    path: str | None = None
+    connect_timeout: float = 1.0
+    query_timeout: float = 2.0
+    down: bool = False
+
+
+class Replica(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    backend: str
+    weight: int = 1
+
+
+class Placement(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    shards: str | int
+    replicas: list[Replica]
+
+
+class DetectorConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    threshold: int = 3
+    probe_interval: float = 0.5
+    probe_max: float = 10.0
+
+
+class MapFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The file as written; `ShardMap` is what it means."""
+
+    shards: int
+    backends: dict[str, BackendConfig]
+    placement: list[Placement]
+    detector: DetectorConfig = DetectorConfig()
+
+
+class ShardMap(msgspec.Struct, frozen=True):
+    """A validated shard map: `replicas[shard]` lists that shard's replicas, primary first."""
+
+    shards: int
+    backends: dict[str, BackendConfig]
+    placement: list[Placement]
+    detector: DetectorConfig
+    replicas: list[tuple[Replica, ...]]
+    base: str = "."  # the directory relative SQLite paths start from
+
+    def member_spec(self, name: str) -> dict[str, Any]:
+        """The `open_backend` spec of backend `name`."""
+        config = self.backends[name]
+        if config.path is not None:
+            path = Path(self.base, config.path)
+            return {"kind": "sqlite", "path": str(path), "shards": self.shards,
+                    "timeout": config.query_timeout}  # fmt: skip
+        assert config.url is not None
+        return {
+            "kind": config.url.split(":", 1)[0],
+            "url": config.url,
+            "shards": self.shards,
+            "connect_timeout": config.connect_timeout,
+            "query_timeout": config.query_timeout,
+        }
+
+    def shards_of(self, name: str) -> list[int]:
+        """The shards backend `name` holds a replica of."""
+        return [s for s, reps in enumerate(self.replicas) if any(r.backend == name for r in reps)]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The map as plain data (what the file says), for `spec()` and rewriting."""
+        raw = MapFile(self.shards, self.backends, self.placement, self.detector)
+        data: dict[str, Any] = msgspec.to_builtins(raw)
+        return data
+
+
+def parse(text: str, source: str = "shard map", base: str | Path = ".") -> ShardMap:
+    """The shard map in TOML `text`; InvalidRequest says what is wrong and where."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidRequest(f"{source}: not valid TOML: {exc}") from None
+    return from_dict(data, source, base)
+
+
+def load(path: str | Path) -> ShardMap:
+    """The shard map in file `path` (relative SQLite paths start from its directory)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidRequest(f"cannot read shard map {file}: {exc.strerror}") from None
+    return parse(text, str(file), file.parent)
+
+
+def from_dict(data: Any, source: str = "shard map", base: str | Path = ".") -> ShardMap:
+    """Validate plain data shaped like the file."""
+    try:
+        raw = msgspec.convert(data, MapFile)
+    except msgspec.ValidationError as exc:
+        raise InvalidRequest(f"{source}: {exc}") from None
+    _check_numbers(raw, source)
+    replicas: list[tuple[Replica, ...] | None] = [None] * raw.shards
+    for number, placement in enumerate(raw.placement, 1):
+        where = f"{source}: placement {number} (shards {placement.shards!s})"
+        shards = parse_shards(placement.shards, raw.shards, where)
+        _check_replicas(placement.replicas, raw.backends, where)
+        for shard in shards:
+            if replicas[shard] is not None:
+                raise InvalidRequest(f"{where}: shard {shard} is already placed by an earlier one")
+            replicas[shard] = tuple(placement.replicas)
+    missing = [s for s, reps in enumerate(replicas) if reps is None]
+    if missing:
+        raise InvalidRequest(f"{source}: shards {format_shards(missing)} are not placed")
+    placed = [reps for reps in replicas if reps is not None]
+    return ShardMap(raw.shards, raw.backends, raw.placement, raw.detector, placed, str(base))
+
+
+def _check_numbers(raw: MapFile, source: str) -> None:
+    if not 0 < raw.shards <= MAX_SHARDS:
+        raise InvalidRequest(f"{source}: shards must be from 1 to {MAX_SHARDS}, got {raw.shards}")
+    for name, config in raw.backends.items():
+        if (config.url is None) == (config.path is None):
+            raise InvalidRequest(f"{source}: backend {name!r} needs exactly one of url or path")
+        if config.url is not None and "://" not in config.url:
+            raise InvalidRequest(
+                f"{source}: backend {name!r}: url {config.url!r} is not like mysql://host/db"
+            )
+        if not (config.connect_timeout > 0 and config.query_timeout > 0):
+            raise InvalidRequest(f"{source}: backend {name!r}: timeouts must be positive")
+    detector = raw.detector
+    if detector.threshold < 1 or not 0 < detector.probe_interval <= detector.probe_max:
+        raise InvalidRequest(
+            f"{source}: detector needs threshold ≥ 1 and 0 < probe_interval ≤ probe_max"
+        )
+
+
+def _check_replicas(
+    replicas: list[Replica], backends: dict[str, BackendConfig], where: str
+) -> None:
+    if not replicas:
+        raise InvalidRequest(f"{where}: needs at least one replica")
+    names = [r.backend for r in replicas]
+    for name in names:
+        if name not in backends:
+            known = ", ".join(sorted(backends)) or "none"
+            raise InvalidRequest(f"{where}: unknown backend {name!r} (known: {known})")
+    if len(set(names)) != len(names):
+        raise InvalidRequest(f"{where}: a backend is listed twice among the replicas")
+    for replica in replicas:
+        if not 0 <= replica.weight <= MAX_WEIGHT:
+            raise InvalidRequest(
+                f"{where}: weight of {replica.backend!r} must be from 0 to {MAX_WEIGHT} "
+                f"(0: written to, never read from), got {replica.weight}"
+            )
+    if all(r.weight == 0 for r in replicas):
+        raise InvalidRequest(f"{where}: every replica has weight 0, so nothing could be read")
+
+
+def parse_shards(text: str | int, shards: int, where: str = "shards") -> list[int]:
+    """The shard numbers `text` names: "5", "0-7", "0-3,8-11" (or an int)."""
+    if isinstance(text, int):
+        text = str(text)
+    found: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        low, _, high = part.partition("-")
+        try:
+            first, last = int(low), int(high or low)
+        except ValueError:
+            raise InvalidRequest(
+                f'{where}: {text!r} is not a shard range like "0-7" or "0-3,8"'
+            ) from None
+        if not 0 <= first <= last < shards:
+            raise InvalidRequest(f"{where}: {part!r} is outside shards 0-{shards - 1}")
+        found.extend(range(first, last + 1))
+    if len(set(found)) != len(found):
+        raise InvalidRequest(f"{where}: {text!r} names a shard twice")
+    return found
+
+
+def format_shards(shards: Iterable[int]) -> str:
+    """Shard numbers as ranges: [0, 1, 2, 5] -> "0-2,5"."""
+    runs: list[list[int]] = []
+    for shard in sorted(shards):
+        if runs and shard == runs[-1][1] + 1:
+            runs[-1][1] = shard
+        else:
+            runs.append([shard, shard])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+# -- changing a map (the CLI's set-weight, mark-down, mark-up) ------------------------
+
+
+def with_weight(smap: ShardMap, shards: list[int], backend: str, weight: int) -> ShardMap:
+    """The map with `backend`'s weight set to `weight` on `shards` (placements are split)."""
+    wanted = set(shards)
+    for shard in wanted:
+        if backend not in [r.backend for r in smap.replicas[shard]]:
+            raise InvalidRequest(f"backend {backend!r} holds no replica of shard {shard}")
+    # One placement per run of shards with the same replicas, after the change.
+    rows: list[tuple[int, tuple[Replica, ...]]] = []
+    for shard, reps in enumerate(smap.replicas):
+        if shard in wanted:
+            changed = (Replica(r.backend, weight) if r.backend == backend else r for r in reps)
+            rows.append((shard, tuple(changed)))
+        else:
+            rows.append((shard, reps))
+    placement: list[Placement] = []
+    start = 0
+    for index in range(1, len(rows) + 1):
+        if index == len(rows) or rows[index][1] != rows[start][1]:
+            span = format_shards(range(start, index))
+            placement.append(Placement(span, list(rows[start][1])))
+            start = index
+    data = smap.as_dict()
+    data["placement"] = msgspec.to_builtins(placement)
+    return from_dict(data, "changed shard map", smap.base)
+
+
+def with_down(smap: ShardMap, backend: str, down: bool) -> ShardMap:
+    """The map with `backend` drained (`down=True`) or back in service."""
+    if backend not in smap.backends:
+        raise InvalidRequest(f"unknown backend {backend!r} (known: {', '.join(smap.backends)})")
+    data = smap.as_dict()
+    data["backends"][backend]["down"] = down
+    return from_dict(data, "changed shard map", smap.base)
+
+
+def to_toml(smap: ShardMap) -> str:
+    """The map as TOML text (what `load` reads back; comments of the old file are not kept)."""
+    lines = [f"shards = {smap.shards}", ""]
+    for name, config in smap.backends.items():
+        lines.append(f"[backends.{_key(name)}]")
+        for field, value in msgspec.to_builtins(config).items():
+            if value is not None:
+                lines.append(f"{field} = {_value(value)}")
+        lines.append("")
+    detector = msgspec.to_builtins(smap.detector)
+    lines.append("[detector]")
+    lines += [f"{field} = {_value(value)}" for field, value in detector.items()]
+    for placement in smap.placement:
+        reps = ", ".join(
+            f"{{backend = {_value(r.backend)}, weight = {r.weight}}}" for r in placement.replicas
+        )
+        lines += ["", "[[placement]]", f"shards = {_value(str(placement.shards))}"]
+        lines.append(f"replicas = [{reps}]")
+    return "\n".join(lines) + "\n"
+
+
+def _key(name: str) -> str:
+    return name if name.replace("-", "").replace("_", "").isalnum() else _value(name)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return msgspec.json.encode(value).decode()  # a JSON string is a TOML basic string
+    return repr(value)
+
+
+def save(smap: ShardMap, path: str | Path) -> None:
+    """Write the map to `path` atomically (a running process never reads half a file)."""
+    file = Path(path)
+    temporary = file.with_name(f".{file.name}.tmp")
+    temporary.write_text(to_toml(smap), encoding="utf-8")
+    os.replace(temporary, file)
+
+
+def table(smap: ShardMap, problems: Mapping[str, str | None]) -> list[str]:
+    """`assocdb shards show`: the backends (with a probe's outcome), then shard → replicas."""
+    lines = [f"{'backend':<12} {'state':<8} {'shards':<16} where"]
+    for name, config in smap.backends.items():
+        problem = problems.get(name)
+        state = "drained" if config.down else "down" if problem else "up"
+        where = shown(config.url) if config.url else config.path
+        lines.append(f"{name:<12} {state:<8} {format_shards(smap.shards_of(name)):<16} {where}")
+        if problem:
+            lines.append(f"{'':<12} {problem}")
+    lines += ["", f"{'shards':<12} replicas (primary first, backend:weight)"]
+    for placement in smap.placement:
+        reps = "  ".join(f"{r.backend}:{r.weight}" for r in placement.replicas)
+        lines.append(f"{placement.shards!s:<12} {reps}")
+    return lines
+
+
+def shown(url: str) -> str:
+    """A URL fit to print: its password masked."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    return f"{scheme}{sep}{user}:***@{host}" if at and colon else url

@@ -1,0 +1,1 @@
+"""writes: see docs/architecture.md, "Layers"."""

@@ -1,0 +1,583 @@
+"""Applying journaled jobs: now, in the background, and again after failures.
+
+There is one code path for every attempt, first or hundredth ("make every
+case an error case"): `Applier.run` resolves the job if it is not yet
+concrete, applies each leg that is not yet done, and tells the journal how it
+ended. A failed job goes to the error queue with exponential backoff and
+jitter; the retrier thread feeds due jobs back into `run`.
+
+* Availability failures (`Unavailable`: a backend down, locked, timing out)
+  retry forever and never count against the job.
+* Other failures count; after `RetryPolicy.max_attempts` the job is moved to
+  the bad jobs with its error. A job whose write is rejected outright (the
+  object it updates does not exist) goes there at once.
+
+A shard that fails repeatedly is marked down by `ShardHealth` for a growing
+cool-down: jobs for it go straight to the error queue instead of waiting for
+its timeout each time, and the retrier's attempts double as probes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import msgspec
+
+from ..cache.tier1 import Cache
+from ..core import cursor as _cursor
+from ..core.errors import Unavailable
+from ..core.ids import shard_of
+from ..core.ops import (
+    EdgeWrite,
+    Key,
+    Leg,
+    NodeJob,
+    ObjectWrite,
+    Operation,
+    Rows,
+    Stored,
+    TypeChange,
+    is_rejection,
+    legs,
+    page_rows,
+    resolve,
+)
+from ..core.scans import EdgeScan
+from ..storage.backend import Backend
+from .fanout import Deliveries, FanoutJob, fanout_page
+from .journal import Failure, Journal
+
+log = logging.getLogger("assocdb.journal")
+T = TypeVar("T")
+
+Work = Rows | EdgeWrite | TypeChange | ObjectWrite | NodeJob | FanoutJob | Deliveries
+NODE_JOB_PAGE = 2000  # edges moved per page of a NodeJob
+NODE_JOB_PAGES = 10  # pages per turn before a NodeJob yields to other work
+_encoder = msgspec.msgpack.Encoder()
+_decoder: msgspec.msgpack.Decoder[Work] = msgspec.msgpack.Decoder(Work)
+
+
+def encode(work: Work) -> bytes:
+    return _encoder.encode(work)
+
+
+def decode(body: bytes) -> Work:
+    return _decoder.decode(body)
+
+
+class RetryPolicy(msgspec.Struct, frozen=True):
+    """How failed writes are retried.
+
+    The error queue backs off `base * 2**retries` seconds, up to `cap`, with
+    jitter; a job that fails `max_attempts` times for reasons other than
+    availability becomes a bad job. A shard with `down_after` availability
+    failures in a row is marked down for `down_for` seconds, doubling up to
+    `down_max` while it keeps failing.
+    """
+
+    base: float = 0.05
+    cap: float = 30.0
+    max_attempts: int = 8
+    down_after: int = 3
+    down_for: float = 0.25
+    down_max: float = 10.0
+    claim_hold: float = 60.0  # how long a claimed job is kept from other retriers
+
+    def delay(self, retries: int, rnd: random.Random) -> float:
+        backoff: float = min(self.cap, self.base * 2.0 ** min(retries, 30))
+        return backoff * rnd.uniform(0.5, 1.0)
+
+
+class ShardHealth:
+    """A circuit breaker per shard: down after `threshold` availability failures in a row."""
+
+    def __init__(
+        self, threshold: int = 3, cooldown: float = 0.25, max_cooldown: float = 10.0
+    ) -> None:
+        self.threshold = threshold
+        self.cooldown = cooldown
+        self.max_cooldown = max_cooldown
+        self._failures: dict[int, int] = {}
+        self._down_until: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def check(self, shard: int) -> None:
+        """Raise Unavailable at once while the shard cools down.
+
+        When the cool-down ends, one caller is let through as a probe and the
+        others keep failing fast until the probe reports back.
+        """
+        if shard not in self._down_until:
+            return
+        with self._lock:
+            until = self._down_until.get(shard)
+            if until is None:
+                return
+            now = time.monotonic()
+            if now < until:
+                raise Unavailable(f"shard {shard} is marked down; retrying in the background")
+            self._down_until[shard] = now + self.cooldown  # this caller probes
+
+    def failed(self, shard: int) -> None:
+        with self._lock:
+            n = self._failures[shard] = self._failures.get(shard, 0) + 1
+            if n >= self.threshold:
+                pause = min(self.max_cooldown, self.cooldown * 2.0 ** min(n - self.threshold, 30))
+                self._down_until[shard] = time.monotonic() + pause
+
+    def succeeded(self, shard: int) -> None:
+        if shard in self._failures:
+            with self._lock:
+                self._failures.pop(shard, None)
+                self._down_until.pop(shard, None)
+
+    def down(self) -> list[int]:
+        now = time.monotonic()
+        return sorted(s for s, until in self._down_until.items() if until > now)
+
+
+class Pending:
+    """The stored rows that this process's journaled, not yet applied jobs will write.
+
+    A write that depends on the stored row (a re-add keeping the edge's time,
+    an object patch) is resolved only once every earlier job that writes the
+    same row has been applied; otherwise it would be resolved against a state
+    that an earlier, still queued write is about to change. (Jobs of other
+    processes sharing the journal are not tracked: across processes, a queued
+    write is seen once it is applied.)
+    """
+
+    def __init__(self) -> None:
+        self._jobs: dict[Key, set[int]] = {}
+        self._keys: dict[int, list[Key]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, job: int, keys: list[Key]) -> None:
+        with self._lock:
+            self._keys[job] = keys
+            for key in keys:
+                self._jobs.setdefault(key, set()).add(job)
+
+    def discard(self, job: int) -> None:
+        with self._lock:
+            for key in self._keys.pop(job, ()):
+                jobs = self._jobs.get(key)
+                if jobs is not None:
+                    jobs.discard(job)
+                    if not jobs:
+                        del self._jobs[key]
+
+    def blocked(self, keys: list[Key], before: int | None = None) -> bool:
+        """True if a pending job (older than job `before`, if given) writes one of `keys`."""
+        with self._lock:
+            for key in keys:
+                for job in self._jobs.get(key, ()):
+                    if before is None or job < before:
+                        return True
+        return False
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class ApplyStats:
+    """Counters the metrics layer reads."""
+
+    def __init__(self) -> None:
+        self.applied = 0
+        self.failed = 0
+        self.retries = 0
+        self.bad = 0
+        self.latencies: deque[float] = deque(maxlen=2048)
+        self.lock = threading.Lock()
+
+    def record(self, seconds: float, ok: bool, retry: bool, bad: bool) -> None:
+        with self.lock:
+            self.latencies.append(seconds)
+            self.applied += ok
+            self.failed += not ok
+            self.retries += retry
+            self.bad += bad
+
+    def percentile(self, q: float) -> float:
+        with self.lock:
+            ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+class Applier:
+    """Runs jobs against a backend and keeps the journal informed."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        journal: Journal,
+        policy: RetryPolicy | None = None,
+        health: ShardHealth | None = None,
+        cache: Cache | None = None,
+    ) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.journal = journal
+        self.policy = policy or RetryPolicy()
+        self.health = health or ShardHealth(
+            self.policy.down_after, self.policy.down_for, self.policy.down_max
+        )
+        self.stats = ApplyStats()
+        self.pending = Pending()
+        #: Adds the secondary index entries of a resolved object write (`_entities`):
+        #: `entries(stored row, rows) -> rows`. Set by the Graph, which knows the indexes.
+        self.entries: Callable[[Any, Rows], Rows] | None = None
+        self._shards = backend.shards
+        self._random = random.Random()
+        self._queue: queue.Queue[tuple[int, Work] | None] = queue.Queue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+
+    # -- one attempt ---------------------------------------------------------------
+
+    def read_current(self, op: Operation) -> Stored:
+        """What resolving `op` needs: its key's stored row and its lists' node state.
+
+        On a shard map, only from replicas that missed none of this process's
+        writes of the shard (`fresh_reads`): a later write of a row whose earlier
+        write is still queued for some replicas resolves against one that has it.
+        """
+        fresh_reads = getattr(self.backend, "fresh_reads", None)
+        with fresh_reads() if fresh_reads is not None else contextlib.nullcontext():
+            return self._read_current(op)
+
+    def _read_current(self, op: Operation) -> Stored:
+        row: Any = None
+        if op.needs_row:
+            if isinstance(op, ObjectWrite):
+                shard = shard_of(op.id, self._shards)
+                rows: list[Any] = self._read(self.backend.objects, shard, [op.id])
+            else:
+                id1, atype, id2 = op.key
+                shard = shard_of(id1, self._shards)
+                rows = self._read(self.backend.edges, shard, id1, atype, [id2])
+            row = rows[0] if rows else None
+        node_state = 0
+        by_shard: dict[int, list[tuple[int, int]]] = {}
+        for node, atype in op.node_lists:
+            by_shard.setdefault(shard_of(node, self._shards), []).append((node, atype))
+        for shard, keys in by_shard.items():
+            states = self._read(self.backend.node_states, shard, keys)
+            for stored in states.values():
+                node_state = max(node_state, stored.state)
+        return Stored(row, node_state)
+
+    def _read(self, read: Callable[..., T], shard: int, *args: Any) -> T:
+        """One read of a shard, reported to its circuit breaker like a leg.
+
+        A read may be the caller let through as the probe of a shard marked
+        down: unless it reports back, the shard stays down while every write
+        first reads, so under load it would never come back.
+        """
+        self.health.check(shard)
+        try:
+            result = read(shard, *args)
+        except Unavailable as exc:
+            self._leg_unavailable(shard, exc)
+            raise
+        self.health.succeeded(shard)
+        return result
+
+    def run(self, job: int, work: Work, done: int = 0, attempts: int = 0, retries: int = 0) -> bool:
+        """Apply what is left of `job`; True if it is now fully applied."""
+        start = time.perf_counter()
+        if isinstance(work, (NodeJob, FanoutJob)):
+            return self._run_node_job(job, work, attempts, retries)
+        if isinstance(work, Deliveries):
+            return self._run_deliveries(job, work, done, attempts, retries)
+        if not isinstance(work, Rows):
+            resolved = self._resolve(job, work)
+            if isinstance(resolved, BaseException):
+                return self._failed(job, done, attempts, retries, start, [resolved])
+            work = resolved
+        errors: list[BaseException] = []
+        for number, leg in enumerate(legs(work, self._shards)):
+            if done >> number & 1:
+                continue
+            try:
+                self.health.check(leg.shard)
+            except Unavailable as exc:  # cooling down: not a new failure of the shard
+                errors.append(exc)
+                continue
+            try:
+                self._apply_leg(leg)
+            except Unavailable as exc:
+                self._leg_unavailable(leg.shard, exc)
+                errors.append(exc)
+                continue
+            except Exception as exc:  # a bug or a bad row must not lose the write
+                errors.append(exc)
+                continue
+            self.health.succeeded(leg.shard)
+            done |= 1 << number
+        if errors:
+            if all(_landed_somewhere(e) for e in errors):
+                # Every leg is on some replica of its shard (a shard map), and
+                # reads prefer replicas that did not miss it: later writes of
+                # these rows resolve against that instead of waiting unapplied
+                # (they could not be read back until the retry).
+                self.pending.discard(job)
+            return self._failed(job, done, attempts, retries, start, errors)
+        self.journal.complete(job)
+        self.pending.discard(job)
+        self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
+        return True
+
+    def _resolve(self, job: int, work: EdgeWrite | TypeChange | ObjectWrite) -> Rows | Exception:
+        """The rows a write comes to against what is stored (journaled), or why not yet."""
+        if self.pending.blocked(work.keys, before=job):
+            return Unavailable("waiting for an earlier write to the same row")
+        try:
+            stored = self.read_current(work)
+            rows = resolve(work, stored)
+            if self.entries is not None and rows.objects:
+                rows = self.entries(stored.row, rows)
+        except Exception as exc:
+            return exc
+        self.journal.resolved(job, encode(rows))
+        return rows
+
+    def _apply_leg(self, leg: Leg) -> None:
+        if leg.edges or leg.objects or leg.nodes:
+            changes = self.backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
+            # Now, not after the entries: if they fail, the retry of the leg finds
+            # the rows stored and changes nothing, so the cache would never learn.
+            if self.cache is not None:
+                self.cache.apply(changes)
+        if leg.entries:  # secondary index entries: no cache holds them
+            self.backend.index_apply(leg.shard, leg.entries)
+
+    def _leg_unavailable(self, shard: int, exc: Unavailable) -> None:
+        """Count a failed leg against its shard, unless it landed on some of the shard's
+        replicas (`partial`, from `_shardmap`): then the shard works, one replica is down."""
+        if not exc.details.get("partial"):
+            self.health.failed(shard)
+
+    def _run_node_job(
+        self, job: int, work: NodeJob | FanoutJob, attempts: int, retries: int
+    ) -> bool:
+        """Do up to NODE_JOB_PAGES pages of a long job, recording progress after each.
+
+        A NodeJob moves a node's edges; a FanoutJob delivers a post to followers.
+        """
+        start = time.perf_counter()
+        for _ in range(NODE_JOB_PAGES):
+            try:
+                following: NodeJob | FanoutJob | None
+                if isinstance(work, FanoutJob):
+                    following = fanout_page(self.backend, work, deliver=self._deliver)
+                else:
+                    following = self._node_job_page(work)
+            except Exception as exc:
+                return self._failed(job, 0, attempts, retries, start, [exc])
+            if following is None:
+                self.journal.complete(job)
+                self.stats.record(
+                    time.perf_counter() - start, ok=True, retry=retries > 0, bad=False
+                )
+                return True
+            work = following
+            self.journal.progress(job, encode(work))
+        self._wake.set()  # the retrier carries on from here
+        return False
+
+    def _deliver(self, work: Deliveries) -> None:
+        """Journal and run one page of a fan-out; a failed shard retries on its own."""
+        self.run(self.journal.append(encode(work)), work)
+
+    def _run_deliveries(
+        self, job: int, work: Deliveries, done: int, attempts: int, retries: int
+    ) -> bool:
+        """Merge a page of deliveries into home timelines, one leg per shard."""
+        start = time.perf_counter()
+        errors: list[BaseException] = []
+        for number, (shard, writes) in enumerate(work.legs(self._shards)):
+            if done >> number & 1:
+                continue
+            try:
+                self.health.check(shard)
+            except Unavailable as exc:  # cooling down: not a new failure of the shard
+                errors.append(exc)
+                continue
+            try:
+                self.backend.merge_timelines(shard, writes, work.cap)
+            except Unavailable as exc:
+                self._leg_unavailable(shard, exc)
+                errors.append(exc)
+                continue
+            except Exception as exc:  # a bug must not lose the delivery
+                errors.append(exc)
+                continue
+            self.health.succeeded(shard)
+            if self.cache is not None:
+                self.cache.deliver(writes, work.cap)
+            done |= 1 << number
+        if errors:
+            return self._failed(job, done, attempts, retries, start, errors)
+        self.journal.complete(job)
+        self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
+        return True
+
+    def _node_job_page(self, work: NodeJob) -> NodeJob | None:
+        """Move the next page of the job's edges; the job as it stands after, or None when done."""
+        list_index, source_index, boundary = 0, 0, None
+        if work.at is not None:
+            list_index, source_index, *last = work.at
+            boundary = (last[0], last[1])
+        shard = shard_of(work.node, self._shards)
+        while list_index < len(work.lists):
+            atype, other, sources = work.lists[list_index]
+            while source_index < len(sources):
+                seek = _cursor.START if boundary is None else _cursor.Seek(True, boundary, False)
+                query = EdgeScan(work.node, atype, sources[source_index], seek, NODE_JOB_PAGE)
+                page = self.backend.scan(shard, query)
+                if page:
+                    rows = page_rows(work, atype, other, [(r[0], r[1], r[3]) for r in page])
+                    sub = self.journal.append(encode(rows))  # its own job: retried on its own
+                    self.pending.add(sub, rows.keys)
+                    self.run(sub, rows)
+                    at = (list_index, source_index, page[-1][1], page[-1][0])
+                    return msgspec.structs.replace(work, at=at)
+                source_index, boundary = source_index + 1, None
+            list_index, source_index = list_index + 1, 0
+        return None
+
+    def _failed(
+        self,
+        job: int,
+        done: int,
+        attempts: int,
+        retries: int,
+        start: float,
+        errors: list[BaseException],
+    ) -> bool:
+        counts = any(not isinstance(e, Unavailable) for e in errors)
+        rejected = any(is_rejection(e) for e in errors)
+        bad = rejected or (counts and attempts + 1 >= self.policy.max_attempts)
+        message = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
+        next_at = time.time() + self.policy.delay(retries, self._random)
+        self.journal.fail(Failure(job, done, message, counts, next_at, bad))
+        self.stats.record(time.perf_counter() - start, ok=False, retry=retries > 0, bad=bad)
+        if bad:
+            self.pending.discard(job)  # parked: later writes no longer wait for it
+            log.error("job %d is now a bad job: %s", job, message)
+        self._wake.set()
+        return False
+
+    # -- background work -------------------------------------------------------------
+
+    def start(self, async_threads: int = 1) -> None:
+        """Start the retrier and `async_threads` threads applying queued jobs."""
+        self._threads = [
+            threading.Thread(target=self._retry_loop, name="assocdb-retrier", daemon=True)
+        ]
+        self._threads += [
+            threading.Thread(target=self._async_loop, name=f"assocdb-apply-{n}", daemon=True)
+            for n in range(async_threads)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def enqueue(self, job: int, work: Work) -> None:
+        """Apply `job` in the background (the journal already holds it)."""
+        with self._busy_lock:
+            self._busy += 1
+        self._queue.put((job, work))
+
+    def idle(self) -> bool:
+        """True when no background apply is waiting or running."""
+        return self._busy == 0
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _async_loop(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                self.run(*item)
+            except Exception:  # the journal still holds it; the next open replays it
+                log.exception("applying job %d failed unexpectedly", item[0])
+            finally:
+                with self._busy_lock:
+                    self._busy -= 1
+
+    def _retry_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._retry_due()
+                self.journal.flush()
+                pause = self._pause()
+            except Exception:
+                log.exception("the retrier met an error; trying again shortly")
+                pause = 1.0
+            self._wake.wait(pause)
+            self._wake.clear()
+
+    def _retry_due(self) -> None:
+        while not self._stop.is_set():
+            jobs = self.journal.claim_due(time.time(), 100, self.policy.claim_hold)
+            for job in jobs:
+                self.run(job.id, decode(job.body), job.done, job.attempts, job.retries + 1)
+            if len(jobs) < 100:
+                return
+
+    def _pause(self) -> float:
+        due = self.journal.next_due()
+        return 1.0 if due is None else max(0.005, min(1.0, due - time.time()))
+
+    def stop(self, drain: float = 5.0) -> None:
+        """Stop the threads, first giving queued background applies `drain` seconds."""
+        deadline = time.monotonic() + drain
+        while not self.idle() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self._stop.set()
+        self._wake.set()
+        for _ in self._threads[1:]:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join(timeout=max(0.1, deadline - time.monotonic()))
+
+
+def _landed_somewhere(error: BaseException) -> bool:
+    """Whether a failed leg was written to some replicas of its shard (`_shardmap`)."""
+    return isinstance(error, Unavailable) and bool(error.details.get("partial"))
+
+
+def replay(applier: Applier, journal: Journal, on_job: Callable[[int], None] | None = None) -> int:
+    """Apply every `new` job (the ones a crash may have left); return how many.
+
+    First every unfinished job (new or in the error queue) is registered as
+    pending, so writes resolved from now on wait for the ones before them.
+    """
+    for state in ("new", "error"):
+        after = 0
+        while batch := journal.jobs(state, after, 1000):
+            for job in batch:
+                applier.pending.add(job.id, decode(job.body).keys)
+            after = batch[-1].id
+    count, after = 0, 0
+    while batch := journal.unfinished(after):
+        for job in batch:
+            applier.run(job.id, decode(job.body), job.done, job.attempts, job.retries)
+            count += 1
+            if on_job is not None:
+                on_job(job.id)
+        after = batch[-1].id
+    return count

@@ -1,0 +1,413 @@
+"""The write journal: a durable local queue of jobs, group-committed.
+
+Every write is appended here, and synced to disk, before it is acknowledged.
+The journal is one SQLite file (WAL, synchronous=FULL) shared by the
+processes that use the same graph directory. A job is in one of three states:
+
+    new ──applied──► (deleted)
+     │
+     └─failed──► error ──retried, applied──► (deleted)
+                   │  ▲
+                   │  └── retried (availability failures: forever)
+                   └─too many other failures──► bad ──reinject──► error
+
+* `new`: appended and not yet known to be applied. On open, every `new` job
+  is replayed: a crash costs redundant work, never lost work. (Another live
+  process's in-flight job may be replayed too; legs are idempotent.)
+* `error`: waiting in the error queue until `next_at`; `done` records which of
+  its legs were applied, so a retry redoes only the rest.
+* `bad`: failed too often for a reason other than availability; kept with its
+  error for a person to inspect and re-inject.
+* `running`: a long job (moving all edges of a node) that works a page at a
+  time; its body records how far it got, and the retrier continues it.
+
+Group commit: appending threads queue their jobs; the first becomes the
+leader and commits everything queued, in one transaction and one fsync,
+while the others wait for it; then the next waiting thread leads. Completions
+and failures are recorded in memory and ride along in the next commit (or a
+periodic flush): losing them in a crash only means replaying an applied job.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import NamedTuple
+
+import msgspec
+
+from ..core.errors import InvalidRequest, Unavailable
+from ..core.records import JobState
+from ..storage.backend import map_driver_error
+
+NEW, ERROR, BAD, RUNNING = 0, 1, 2, 3
+STATE_NAMES = {NEW: "new", ERROR: "error", BAD: "bad", RUNNING: "running"}
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    state INTEGER NOT NULL DEFAULT 0,
+    body BLOB NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    retries INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, next_at);
+"""
+STALE_NEW = 30.0  # seconds after which a `new` job is presumed orphaned
+_COLUMNS = "id, state, body, done, attempts, retries, next_at, created_at, error"
+
+
+class Job(msgspec.Struct, frozen=True):
+    """A journaled job, as stored."""
+
+    id: int
+    state: JobState
+    body: bytes
+    done: int
+    attempts: int
+    retries: int
+    next_at: float
+    created_at: float
+    error: str | None
+
+
+class Failure(NamedTuple):
+    """How a job's attempt ended, for the journal to record."""
+
+    job: int
+    done: int
+    error: str
+    counts: bool  # a non-availability failure: counts towards `bad`
+    next_at: float
+    bad: bool
+
+
+class _Waiter:
+    __slots__ = ("body", "error", "id")
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.id: int | None = None
+        self.error: BaseException | None = None
+
+
+class Journal:
+    """The durable job queue in the SQLite file at `path`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        #: On a read-only file system (a snapshot, a read-only mount) the journal
+        #: is read as it is: its jobs can be listed but not applied, and writes
+        #: are refused.
+        self.read_only = str(path) != ":memory:" and not _writable(self.path)
+        try:
+            if self.read_only:
+                self._conn = _read_only_connection(self.path)
+            else:
+                self._conn = _open_writable(self.path)
+        except sqlite3.Error as exc:
+            raise map_driver_error(exc, f"journal {self.path}") from exc
+        self._io = threading.RLock()  # one statement or transaction at a time
+        self._cond = threading.Condition()
+        self._queue: list[_Waiter] = []
+        self._leading = False
+        self._completed: list[int] = []
+        self._failed: list[Failure] = []
+        self.commits = 0  # fsyncs, for the group-commit benchmark and tests
+
+    # -- appending --------------------------------------------------------------
+
+    def append(self, body: bytes) -> int:
+        """Store a job durably and return its id (group-committed with concurrent appends)."""
+        if self.read_only:
+            raise Unavailable(
+                f"the journal {self.path} is on a read-only file system: "
+                "this graph can be read, not written"
+            )
+        waiter = _Waiter(body)
+        with self._cond:
+            self._queue.append(waiter)
+            while waiter.id is None and waiter.error is None:
+                if self._leading:
+                    self._cond.wait()
+                    continue
+                self._leading = True
+                batch, self._queue = self._queue, []
+                self._cond.release()
+                try:
+                    self._commit(batch)
+                finally:
+                    self._cond.acquire()
+                    self._leading = False
+                    self._cond.notify_all()
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.id is not None
+        return waiter.id
+
+    def _commit(self, batch: list[_Waiter]) -> None:
+        """Insert the batch's jobs in one transaction; only then tell the waiters their ids.
+
+        A waiter returns as soon as it sees an id, so an id is published only
+        once the transaction is durable: an id seen before a COMMIT that then
+        fails would acknowledge a job the file never held, and its number
+        would be reused by the next insert (a rolled-back AUTOINCREMENT).
+        """
+        now = time.time()
+        ids: list[int] = []
+        try:
+            with self._bookkeeping() as taken, self._transaction():
+                for waiter in batch:
+                    cursor = self._conn.execute(
+                        "INSERT INTO jobs (body, created_at) VALUES (?, ?)", (waiter.body, now)
+                    )
+                    assert cursor.lastrowid is not None
+                    ids.append(cursor.lastrowid)
+                self._write_bookkeeping(*taken)
+        except BaseException as exc:
+            for waiter in batch:
+                waiter.error = exc
+            return
+        for waiter, job in zip(batch, ids, strict=True):
+            waiter.id = job
+        self.commits += 1
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction; on any failure, the COMMIT's included, nothing of it stays.
+
+        SQLite may or may not roll back by itself when a statement or the
+        COMMIT fails (SQLITE_FULL, SQLITE_IOERR): roll back whatever is left
+        open, so the next transaction starts clean instead of failing forever.
+        """
+        with self._statements():
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.rollback()
+                raise
+
+    @contextmanager
+    def _statements(self) -> Iterator[None]:
+        """The journal's choke point: one statement or transaction at a time, and every
+        driver error mapped into assocdb's error tree (a full disk is `Unavailable`)."""
+        with self._io:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise map_driver_error(exc, f"journal {self.path}") from exc
+
+    # -- bookkeeping ------------------------------------------------------------
+
+    def complete(self, job: int) -> None:
+        """Record that every leg of `job` was applied (written with the next commit)."""
+        with self._cond:
+            self._completed.append(job)
+
+    def fail(self, failure: Failure) -> None:
+        """Record a failed attempt now: the retrier reads the error queue from the file."""
+        with self._cond:
+            self._failed.append(failure)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write recorded completions and failures now."""
+        if self.read_only:
+            return
+        with self._cond:
+            if not self._completed and not self._failed:
+                return
+        with self._bookkeeping() as taken, self._transaction():
+            self._write_bookkeeping(*taken)
+
+    @contextmanager
+    def _bookkeeping(self) -> Iterator[tuple[list[int], list[Failure]]]:
+        """Take the recorded completions and failures, to write in a transaction inside.
+
+        If that transaction fails (its COMMIT included) they are put back, to
+        ride along with the next one: a failure never written would leave its
+        job `new`, its delay and its error unrecorded.
+        """
+        with self._cond:
+            taken = self._completed, self._failed
+            self._completed, self._failed = [], []
+        try:
+            yield taken
+        except BaseException:
+            with self._cond:
+                self._completed[:0] = taken[0]
+                self._failed[:0] = taken[1]
+            raise
+
+    def _write_bookkeeping(self, completed: list[int], failed: list[Failure]) -> None:
+        if completed:
+            self._conn.executemany("DELETE FROM jobs WHERE id = ?", [(j,) for j in completed])
+        if failed:
+            self._conn.executemany(
+                "UPDATE jobs SET state = ?, done = ?, error = ?, attempts = attempts + ?, "
+                "retries = retries + 1, next_at = ? WHERE id = ?",
+                [
+                    (BAD if f.bad else ERROR, f.done, f.error, int(f.counts), f.next_at, f.job)
+                    for f in failed
+                ],
+            )
+
+    def resolved(self, job: int, body: bytes) -> None:
+        """Replace an unresolved job's body with its resolution, durably."""
+        with self._transaction():
+            self._conn.execute("UPDATE jobs SET body = ? WHERE id = ?", (body, job))
+        self.commits += 1
+
+    # -- reading and claiming -----------------------------------------------------
+
+    def progress(self, job: int, body: bytes) -> None:
+        """Record how far a long job got; it continues in the background (state running)."""
+        with self._transaction():
+            self._conn.execute(
+                f"UPDATE jobs SET body = ?, state = {RUNNING}, next_at = 0, done = ? WHERE id = ?",
+                (body, _pack(0), job),
+            )
+
+    def unfinished(self, after: int = 0, limit: int = 1000) -> list[Job]:
+        """`new` jobs with ids above `after`: those a crash may have left unapplied."""
+        return self._select(f"state = {NEW} AND id > ? ORDER BY id LIMIT ?", (after, limit))
+
+    def claim_due(self, now: float, limit: int, hold: float) -> list[Job]:
+        """Take error-queue jobs due by `now`, pushing their next_at `hold` seconds on.
+
+        The push keeps other processes' retriers off a job while this one works
+        on it; if this process dies, the job comes due again. `new` jobs older
+        than STALE_NEW seconds are taken too: their process most likely died
+        (applying one takes milliseconds), and applying one twice is harmless.
+        """
+        with self._transaction():
+            jobs = self._select(
+                f"(state IN ({ERROR}, {RUNNING}) AND next_at <= ?) "
+                f"OR (state = {NEW} AND created_at < ? AND next_at <= ?) ORDER BY id LIMIT ?",
+                (now, now - STALE_NEW, now, limit),
+            )
+            if jobs:
+                self._conn.executemany(
+                    "UPDATE jobs SET next_at = ? WHERE id = ?", [(now + hold, j.id) for j in jobs]
+                )
+        return jobs
+
+    def next_due(self) -> float | None:
+        """When the earliest error-queue job comes due, if any."""
+        with self._statements():
+            row = self._conn.execute(
+                f"SELECT MIN(MAX(next_at, CASE state WHEN {NEW} THEN created_at + {STALE_NEW} "
+                f"ELSE 0 END)) FROM jobs WHERE state IN ({NEW}, {ERROR}, {RUNNING})"
+            ).fetchone()
+        return None if row[0] is None else float(row[0])
+
+    def get(self, job: int) -> Job | None:
+        jobs = self._select("id = ?", (job,))
+        return jobs[0] if jobs else None
+
+    def jobs(self, state: JobState, after: int = 0, limit: int = 100) -> list[Job]:
+        """Jobs in `state`, by id, after id `after`."""
+        code = _state_code(state)
+        return self._select(f"state = {code} AND id > ? ORDER BY id LIMIT ?", (after, limit))
+
+    def counts(self) -> dict[JobState, int]:
+        """How many jobs are in each state."""
+        with self._statements():
+            rows = self._conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+        found: dict[int, int] = dict(rows)
+        return {name: found.get(code, 0) for code, name in STATE_NAMES.items()}  # type: ignore[misc]
+
+    def _select(self, where: str, params: tuple[object, ...]) -> list[Job]:
+        with self._statements():
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM jobs WHERE {where}", params
+            ).fetchall()
+        return [
+            Job(r[0], STATE_NAMES[r[1]], r[2], _unpack(r[3]), *r[4:])  # type: ignore[arg-type]
+            for r in rows
+        ]
+
+    # -- operator actions -----------------------------------------------------------
+
+    def reinject(self, jobs: list[int] | None = None) -> int:
+        """Move bad jobs (these, or all) back to the error queue, due now, attempts reset."""
+        with self._transaction():
+            sql = f"UPDATE jobs SET state = {ERROR}, attempts = 0, next_at = 0 WHERE state = {BAD}"
+            if jobs is None:
+                return self._conn.execute(sql).rowcount
+            return sum(self._conn.execute(sql + " AND id = ?", (j,)).rowcount for j in jobs)
+
+    def retry_now(self) -> int:
+        """Make every error-queue job due now."""
+        with self._transaction():
+            return self._conn.execute(f"UPDATE jobs SET next_at = 0 WHERE state = {ERROR}").rowcount
+
+    def close(self) -> None:
+        with suppress(Unavailable):  # bookkeeping only: the jobs replay on the next open
+            self.flush()
+        with self._io:
+            self._conn.close()
+
+
+def _open_writable(path: Path, patience: float = 10.0) -> sqlite3.Connection:
+    """The journal's connection, set up (WAL, its table) even while other processes
+    open the same new file: SQLite's busy handler does not cover the switch to WAL,
+    so a 'database is locked' during setup is retried for `patience` seconds."""
+    give_up = time.monotonic() + patience
+    while True:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.executescript(_DDL)
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "locked" not in str(exc) or time.monotonic() > give_up:
+                raise
+            time.sleep(0.005)
+
+
+def _writable(path: Path) -> bool:
+    """Whether the journal at `path` can be written (its file, or its directory to create it)."""
+    if path.exists():
+        return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    return os.access(path.parent, os.W_OK) or not path.parent.exists()
+
+
+def _read_only_connection(path: Path) -> sqlite3.Connection:
+    """The journal of a read-only file system, as it is (an empty one if it has none)."""
+    if path.exists():
+        uri = f"file:{path}?immutable=1"
+        return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn.executescript(_DDL)
+    return conn
+
+
+def _pack(done: int) -> bytes:
+    """A leg bitmask as bytes: a job may have more legs than a 64-bit integer has bits."""
+    return done.to_bytes(max(1, (done.bit_length() + 7) // 8), "big")
+
+
+def _unpack(done: bytes | int) -> int:
+    return done if isinstance(done, int) else int.from_bytes(done, "big")
+
+
+def _state_code(state: str) -> int:
+    for code, name in STATE_NAMES.items():
+        if name == state:
+            return code
+    raise InvalidRequest(f"job state must be one of new, error, bad, running; got {state!r}")

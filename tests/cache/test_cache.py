@@ -1,0 +1,329 @@
+"""The in-process cache: covered reads issue no SQL, writes are read back, fills race safely."""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import assocdb
+from assocdb import CacheConfig, Graph
+from assocdb.cache.tier1 import _DATA_SLOT, _object_bytes
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> Iterator[Graph]:
+    g = assocdb.open(tmp_path / "g", shards=4, cache=CacheConfig(prefix=100, admit_after=1))
+    g.define_assoc("follows", inverse="followed_by")
+    g.define_assoc("likes")
+    g.define_object("user")
+    yield g
+    g.close()
+
+
+def statements(g: Graph, read: Callable[[], object]) -> list[str]:
+    """The SQL a read issued."""
+    seen: list[str] = []
+    undo = g.trace(lambda shard, sql, seconds: seen.append(sql))
+    try:
+        read()
+    finally:
+        undo()
+    return seen
+
+
+def test_covered_reads_issue_no_sql(graph: Graph) -> None:
+    g = graph
+    for n in range(1, 31):
+        g.assoc_add(1, "follows", n + 100, time=n, data={"n": n} if n % 2 else None)
+    uid = g.obj_add("user", {"name": "ada"})
+    first = g.assoc_range(1, "follows", limit=10)  # fills
+    g.assoc_count(1, "follows")
+    g.obj_get(uid)
+    assert statements(g, lambda: g.assoc_range(1, "follows", limit=10)) == []
+    assert statements(g, lambda: g.assoc_range(1, "follows", pos=5, limit=20)) == []
+    assert statements(g, lambda: g.assoc_count(1, "follows")) == []
+    assert statements(g, lambda: g.assoc_count(1, "follows", "removed")) == []
+    assert statements(g, lambda: g.assoc_time_range(1, "follows", 20, 10)) == []
+    assert statements(g, lambda: g.assoc_get(1, "follows", [105, 106, 999])) == []
+    assert statements(g, lambda: g.obj_get(uid)) == []
+    page = g.assoc_page(1, "follows", limit=7)
+    assert statements(g, lambda: g.assoc_page(1, "follows", page.next_cursor, limit=7)) == []
+    assert g.assoc_range(1, "follows", limit=10) == first
+    assert [a.data for a in first[:2]] == [None, {"n": 29}]
+
+
+def test_a_count_of_zero_answers_any_range(graph: Graph) -> None:
+    graph.assoc_count(5, "likes")
+    assert statements(graph, lambda: graph.assoc_range(5, "likes", limit=5000)) == []
+    assert statements(graph, lambda: graph.assoc_page(5, "likes")) == []
+
+
+def test_a_missing_object_is_cached_too(graph: Graph) -> None:
+    assert graph.obj_get(424242) is None
+    assert statements(graph, lambda: graph.obj_get(424242)) == []
+
+
+def test_reads_beyond_the_prefix_go_to_the_shard(graph: Graph) -> None:
+    g = graph
+    g.bulk_load([(2, "likes", n, n) for n in range(1, 251)])  # longer than the prefix of 100
+    assert [a.id2 for a in g.assoc_range(2, "likes", limit=5)] == [250, 249, 248, 247, 246]
+    assert statements(g, lambda: g.assoc_range(2, "likes", pos=90, limit=10)) == []
+    deep = g.assoc_range(2, "likes", pos=95, limit=10)
+    assert [a.id2 for a in deep] == list(range(155, 145, -1))
+    assert statements(g, lambda: g.assoc_range(2, "likes", pos=95, limit=10))  # not covered
+    walked = [a.id2 for p in g.assoc_pages(2, "likes", limit=40) for a in p.items]
+    assert walked == list(range(250, 0, -1))
+
+
+def test_writes_update_cached_lists_in_place(graph: Graph) -> None:
+    g = graph
+    for n in range(1, 6):
+        g.assoc_add(3, "follows", n, time=n * 10)
+    g.assoc_range(3, "follows")
+    g.assoc_count(3, "follows")
+    g.assoc_add(3, "follows", 6, time=25)
+    g.assoc_delete(3, "follows", 2)
+    g.assoc_archive(3, "follows", 4)
+    g.assoc_add(3, "follows", 1)  # a re-add keeps its time
+    reads = statements(g, lambda: g.assoc_range(3, "follows"))
+    assert reads == []
+    assert [(a.id2, a.time) for a in g.assoc_range(3, "follows")] == [
+        (5, 50),
+        (3, 30),
+        (6, 25),
+        (1, 10),
+    ]
+    assert g.assoc_count(3, "follows") == 4
+    assert g.assoc_count(3, "follows", "archived") == 1
+    assert g.assoc_count(3, "follows", "removed") == 1
+
+
+def test_a_full_prefix_drops_its_oldest_and_stays_correct(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(prefix=3, admit_after=1))
+    g.define_assoc("likes")
+    for n in (10, 20, 30):
+        g.assoc_add(1, "likes", n, time=n)
+    assert [a.id2 for a in g.assoc_range(1, "likes", limit=3)] == [30, 20, 10]  # complete
+    g.assoc_add(1, "likes", 40, time=40)  # the prefix is full: 10 falls out
+    g.assoc_add(1, "likes", 5, time=5)  # older than the prefix: not cached
+    assert [a.id2 for a in g.assoc_range(1, "likes", limit=5)] == [40, 30, 20, 10, 5]
+    g.assoc_delete(1, "likes", 30)
+    assert [a.id2 for a in g.assoc_range(1, "likes", limit=5)] == [40, 20, 10, 5]
+    g.close()
+
+
+def test_an_old_edge_never_jumps_the_gap_of_an_incomplete_prefix(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(prefix=3, admit_after=1))
+    g.define_assoc("likes")
+    for n in (10, 20, 30, 40):
+        g.assoc_add(1, "likes", n, time=n)
+    assert [a.id2 for a in g.assoc_range(1, "likes", limit=3)] == [40, 30, 20]  # 10 is beyond
+    g.assoc_delete(1, "likes", 30)  # the prefix has room now: [40, 20]
+    g.assoc_add(1, "likes", 5, time=5)  # older than 10, which the prefix does not hold
+    assert [a.id2 for a in g.assoc_range(1, "likes", limit=3)] == [40, 20, 10]
+    g.close()
+
+
+def test_a_slow_fill_never_hides_a_newer_write(graph: Graph) -> None:
+    g = graph
+    g.assoc_add(4, "likes", 1, time=1)
+    started, release = threading.Event(), threading.Event()
+
+    def slow_scans(shard: int, sql: str) -> None:
+        if sql.startswith("SELECT id2, time") and not release.is_set():
+            started.set()
+            release.wait(5)
+
+    g._backend.faults.append(slow_scans)  # type: ignore[attr-defined]
+    reader = threading.Thread(target=lambda: g.assoc_range(4, "likes"))
+    reader.start()
+    started.wait(5)  # the fill has read the shard (without the next write)...
+    g.assoc_add(4, "likes", 2, time=2)  # ...when a write lands
+    release.set()
+    reader.join()
+    g._backend.faults.clear()  # type: ignore[attr-defined]
+    assert [a.id2 for a in g.assoc_range(4, "likes")] == [2, 1]
+    assert g.cache_stats().stale_fills == 1  # type: ignore[union-attr]
+
+
+def test_concurrent_misses_share_one_fill(graph: Graph) -> None:
+    g = graph
+    g.bulk_load([(5, "likes", n, n) for n in range(1, 50)])
+    scans: list[str] = []
+    gate = threading.Event()
+
+    def slow(shard: int, sql: str) -> None:
+        if sql.startswith("SELECT id2, time"):
+            scans.append(sql)
+            gate.wait(0.3)
+
+    g._backend.faults.append(slow)  # type: ignore[attr-defined]
+    readers = [threading.Thread(target=lambda: g.assoc_range(5, "likes")) for _ in range(8)]
+    for r in readers:
+        r.start()
+    time.sleep(0.1)
+    gate.set()
+    for r in readers:
+        r.join()
+    g._backend.faults.clear()  # type: ignore[attr-defined]
+    assert len(scans) == 1
+
+
+def test_memory_is_bounded(tmp_path: Path) -> None:
+    g = assocdb.open(
+        tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=40_000, prefix=100, admit_after=1)
+    )
+    g.define_assoc("likes")
+    g.bulk_load([(n, "likes", m, m) for n in range(1, 41) for m in range(1, 61)])
+    for n in range(1, 41):
+        g.assoc_range(n, "likes", limit=10)
+    stats = g.cache_stats()
+    assert stats is not None
+    assert stats.bytes <= 40_000
+    assert stats.evictions > 0
+    assert [a.id2 for a in g.assoc_range(1, "likes", limit=3)] == [60, 59, 58]  # evicted, refilled
+    g.close()
+
+
+def test_other_processes_writes_show_within_max_age(tmp_path: Path) -> None:
+    ours = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_age=0.3, admit_after=1))
+    ours.define_assoc("likes")
+    theirs = assocdb.open(tmp_path / "g", cache=None)
+    assert ours.assoc_count(1, "likes") == 0
+    theirs.assoc_add(1, "likes", 2)
+    assert ours.assoc_count(1, "likes") == 0  # cached, for now
+    time.sleep(0.35)
+    assert ours.assoc_count(1, "likes") == 1
+    ours.close()
+    theirs.close()
+
+
+def test_hot_keys_name_the_key_and_its_shard(graph: Graph) -> None:
+    for _ in range(2000):
+        graph.assoc_count(77, "likes")
+    top = graph.hot_keys(3)
+    assert (top[0].kind, top[0].id, top[0].atype) == (
+        "list",
+        77,
+        graph.schema.assoc_type("likes").id,
+    )
+    assert top[0].shard == assocdb.core.ids.shard_of(77, graph.shards)
+    assert top[0].per_second > 0
+
+
+def test_bulk_loads_and_repairs_drop_the_cache(graph: Graph) -> None:
+    graph.assoc_count(9, "likes")
+    graph.bulk_load([(9, "likes", 1)])
+    assert graph.assoc_count(9, "likes") == 1
+
+
+def test_the_cache_can_be_turned_off(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", cache=None)
+    g.define_assoc("likes")
+    g.assoc_add(1, "likes", 2)
+    assert g.cache_stats() is None
+    assert g.hot_keys() == []
+    assert statements(g, lambda: g.assoc_count(1, "likes"))  # always the shard
+    g.close()
+
+
+def full_cache(tmp_path: Path) -> Graph:
+    """A graph whose small cache is already full of other lists."""
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=60_000))
+    g.define_assoc("likes")
+    g.bulk_load([(1, "likes", n, n) for n in range(1, 2000)])
+    g.bulk_load([(id1, "likes", n, n) for id1 in range(10, 200) for n in range(1, 4)])
+    for id1 in range(10, 200):
+        g.assoc_range(id1, "likes")
+    stats = g.cache_stats()
+    assert stats is not None
+    assert stats.bytes > 0.9 * 60_000
+    return g
+
+
+def test_while_there_is_room_every_miss_fills(graph: Graph) -> None:
+    g = graph
+    g.assoc_add(1, "follows", 2)
+    assert statements(g, lambda: g.assoc_count(1, "follows"))
+    assert statements(g, lambda: g.assoc_count(1, "follows")) == []
+
+
+def test_a_full_cache_admits_a_key_on_its_second_miss(tmp_path: Path) -> None:
+    g = full_cache(tmp_path)
+    first = statements(g, lambda: g.assoc_range(1, "likes", limit=10))
+    assert len(first) == 1  # read once: just the page, no prefix fill
+    assert "LIMIT" in first[0]
+    assert statements(g, lambda: g.assoc_range(1, "likes", limit=10))  # second miss: fills
+    assert statements(g, lambda: g.assoc_range(1, "likes", limit=10)) == []  # cached
+    g.close()
+
+
+def test_an_invalidated_key_is_refilled_on_its_next_miss(tmp_path: Path) -> None:
+    g = full_cache(tmp_path)
+    g.assoc_count(1, "likes")
+    g.assoc_count(1, "likes")  # second miss: cached
+    assert statements(g, lambda: g.assoc_count(1, "likes")) == []
+    assert g._cache is not None
+    likes = g.schema.assoc_type("likes").id
+    g._cache.invalidate([("counts", (1, likes))])  # as another process's write does
+    assert statements(g, lambda: g.assoc_count(1, "likes"))  # refilled at once
+    assert statements(g, lambda: g.assoc_count(1, "likes")) == []
+    g.close()
+
+
+def test_data_read_from_the_cache_is_the_callers_own(graph: Graph) -> None:
+    g = graph
+    g.assoc_add(1, "follows", 2, data={"tags": ["a"]})
+    g.assoc_add(1, "follows", 3, data="plain")
+    for _ in range(3):
+        first = g.assoc_range(1, "follows")
+    assert statements(g, lambda: g.assoc_range(1, "follows")) == []  # cached
+    first[1].data["tags"].append("changed by the caller")
+    again = g.assoc_range(1, "follows")
+    assert [a.data for a in again] == ["plain", {"tags": ["a"]}]
+
+
+def test_the_cache_counts_its_bytes_exactly_through_writes(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(prefix=20, admit_after=1))
+    g.define_assoc("likes")
+    rng = random.Random(7)
+    for n in range(300):
+        if n % 25 == 0:
+            g.assoc_range(1, "likes", limit=20)  # (re)fill the prefix
+        id2 = rng.randrange(1, 40)
+        if rng.random() < 0.3:
+            g.assoc_delete(1, "likes", id2)
+        else:
+            data = rng.choice([None, "x" * rng.randrange(50), {"n": n}, n])
+            g.assoc_add(1, "likes", id2, time=rng.randrange(100), data=data)
+    cache = g._cache
+    assert cache is not None
+    for entry in cache._lists.values():
+        assert entry.data_bytes == sum(sys.getsizeof(v) + _DATA_SLOT for v in entry.data.values())
+        assert entry.nbytes == entry.measure()
+    assert cache.bytes == sum(e.nbytes for e in cache._lists.values()) + sum(
+        _object_bytes(v[0]) for v in cache._objects.values()
+    )
+    g.close()
+
+
+def test_refilling_an_aged_object_does_not_count_it_twice(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_age=0.05, admit_after=1))
+    g.define_object("user")
+    ids = [g.obj_add("user", {"bio": "x" * 200}) for _ in range(5)]
+    for _ in range(3):
+        for obj_id in ids:
+            assert g.obj_get(obj_id) is not None
+        time.sleep(0.1)  # every entry ages out; the next reads refill them
+    cache = g._cache
+    assert cache is not None
+    assert cache.bytes == sum(e.nbytes for e in cache._lists.values()) + sum(
+        _object_bytes(v[0]) for v in cache._objects.values()
+    )
+    g.close()

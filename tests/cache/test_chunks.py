@@ -1,0 +1,104 @@
+"""The packed list against a sorted Python list."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from assocdb import _chunks
+from assocdb.cache.chunks import PackedList
+
+keys = st.tuples(st.integers(-5, 40), st.integers(1, 6))
+stamps = st.sampled_from([0, 5, 999, 2**40, -(2**33)])
+
+
+class PackedListMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        _chunks.CHUNK = 4  # tiny chunks: splits and empties happen often
+        self.packed = PackedList()
+        self.model: dict[tuple[int, int], int] = {}
+
+    def teardown(self) -> None:
+        _chunks.CHUNK = 256
+
+    def ordered(self) -> list[tuple[int, int, int]]:
+        return [(t, i, u) for (t, i), u in sorted(self.model.items(), reverse=True)]
+
+    @rule(key=keys, stamp=stamps)
+    def insert(self, key: tuple[int, int], stamp: int) -> None:
+        if key not in self.model:
+            updated_at = key[0] * 1000 + stamp
+            self.packed.insert((*key, updated_at))
+            self.model[key] = updated_at
+
+    @rule(key=keys)
+    def remove(self, key: tuple[int, int]) -> None:
+        assert self.packed.remove(key) == (key in self.model)
+        self.model.pop(key, None)
+
+    @rule()
+    def pop_last(self) -> None:
+        if self.model:
+            expected = self.ordered()[-1]
+            assert self.packed.pop_last() == expected
+            del self.model[expected[:2]]
+
+    @rule(key=keys, inclusive=st.booleans(), limit=st.integers(1, 9))
+    def seeks(self, key: tuple[int, int], inclusive: bool, limit: int) -> None:
+        ordered = self.ordered()
+        older = [e for e in ordered if e[:2] < key or (inclusive and e[:2] == key)]
+        newer = [e for e in reversed(ordered) if e[:2] > key or (inclusive and e[:2] == key)]
+        assert self.packed.after(key, inclusive, limit) == older[:limit]
+        assert self.packed.before(key, inclusive, limit) == newer[:limit]
+        assert self.packed.find(key) == (next((e for e in ordered if e[:2] == key), None))
+
+    @rule(start=st.integers(0, 12), size=st.integers(0, 12))
+    def slices(self, start: int, size: int) -> None:
+        assert self.packed.slice(start, start + size) == self.ordered()[start : start + size]
+
+    @invariant()
+    def same_entries(self) -> None:
+        assert list(self.packed) == self.ordered()
+        assert len(self.packed) == len(self.model)
+        assert self.packed.last() == (self.ordered()[-1][:2] if self.model else None)
+
+
+TestPackedList = PackedListMachine.TestCase
+TestPackedList.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 10**12), st.integers(1, 2**62)), unique=True, max_size=600)
+)
+def test_bulk_built_lists_match(pairs: list[tuple[int, int]]) -> None:
+    entries = sorted(((t, i, t * 1000 + 7) for t, i in pairs), reverse=True)
+    packed = PackedList(entries)
+    assert list(packed) == entries
+    assert packed.slice(10, 60) == entries[10:60]
+
+
+def test_an_entry_costs_20_bytes_in_the_common_case() -> None:
+    entries = [(10**12 - n, n, (10**12 - n) * 1000 + 500) for n in range(1000)]
+    assert PackedList(entries).nbytes() == 20 * 1000
+    odd = [(n, n, 10**15) for n in range(1000)]  # explicit times: offsets need 64 bits
+    assert PackedList(sorted(odd, reverse=True)).nbytes() == 24 * 1000
+
+
+def test_times_at_the_ends_of_int64() -> None:
+    # An edge's time is any signed 64-bit integer; `time * 1000` then is not,
+    # and the offset from it must still fit its array.
+    now = 1_795_000_000_000_000  # µs, as write stamps are
+    entries = [(2**63 - 1, 1, now), (2**53, 4, now + 1), (5, 2, now), (-(2**63), 3, now)]
+    inserted = PackedList()
+    for e in reversed(entries):
+        inserted.insert(e)
+    for packed in (PackedList(entries), inserted):
+        assert list(packed) == entries
+        assert packed.columns(0, 4) == (
+            [1, 4, 2, 3],
+            [e[0] for e in entries],
+            [e[2] for e in entries],
+        )
+        assert packed.find((-(2**63), 3)) == entries[-1]

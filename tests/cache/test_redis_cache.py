@@ -1,0 +1,193 @@
+"""Tier 2: Redis shared by processes. Writes are seen everywhere once invalidations
+arrive; a Redis outage costs no errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from hypothesis import settings
+
+import assocdb
+from assocdb import CacheConfig, Client, Graph
+from tests.api.test_state_machine import GraphMachine
+from tests.http.test_server import make_graph
+from tests.support.http_server import ADMIN, WRITER, Server, free_port
+from tests.support.redis_server import RedisProcess, redis_url
+
+REDIS = os.environ.get("ASSOCDB_TEST_REDIS_URL")
+needs_redis = pytest.mark.skipif(not REDIS, reason="ASSOCDB_TEST_REDIS_URL is not set")
+
+
+class RedisGraphMachine(GraphMachine):
+    """Tier 1 and Redis, one process: the writer always reads its own writes."""
+
+    CACHE = CacheConfig(redis=REDIS)
+
+
+class TwoProcessesMachine(GraphMachine):
+    """Writes through one graph, reads through another one sharing Redis (as another app
+    server would): once the writer's invalidations have arrived, never stale."""
+
+    CACHE = CacheConfig(redis=REDIS)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.other = assocdb.open(self.directory, cache=self.CACHE)
+
+    def teardown(self) -> None:
+        self.other.close()
+        super().teardown()
+
+    def reader(self) -> assocdb.Graph:
+        writer, reader = self.graph._cache.tier2, self.other._cache.tier2  # type: ignore[union-attr]
+        assert reader.wait_for(writer.barrier())  # type: ignore[union-attr]
+        return self.other
+
+
+RedisGraphMachine.TestCase.settings = settings(
+    max_examples=30, stateful_step_count=30, deadline=None
+)
+TwoProcessesMachine.TestCase.settings = settings(
+    max_examples=30, stateful_step_count=30, deadline=None
+)
+TestRedisGraphMachine = needs_redis(RedisGraphMachine.TestCase)
+TestTwoProcessesMachine = needs_redis(TwoProcessesMachine.TestCase)
+
+
+def test_a_fill_older_than_a_write_is_not_stored_in_redis(tmp_path: Path) -> None:
+    cache = CacheConfig(redis=redis_url())
+    filler = assocdb.open(tmp_path / "g", shards=2, cache=cache)
+    filler.define_assoc("likes")
+    writer = assocdb.open(tmp_path / "g", cache=cache)
+    filler.assoc_add(1, "likes", 1, time=1)
+    started, release = threading.Event(), threading.Event()
+
+    def slow(shard: int, sql: str) -> None:
+        if sql.startswith("SELECT id2, time") and not release.is_set():
+            started.set()
+            release.wait(5)
+
+    filler._backend.faults.append(slow)  # type: ignore[attr-defined]
+    reading = threading.Thread(target=lambda: filler.assoc_range(1, "likes"))
+    reading.start()
+    started.wait(5)  # the fill read the shard before...
+    writer.assoc_add(1, "likes", 2, time=2)  # ...this write
+    release.set()
+    reading.join()
+    filler._backend.faults.clear()  # type: ignore[attr-defined]
+    third = assocdb.open(tmp_path / "g", cache=cache)
+    assert [a.id2 for a in third.assoc_range(1, "likes")] == [2, 1]  # not the stale fill
+    for g in (filler, writer, third):
+        g.close()
+
+
+def test_a_redis_outage_costs_no_errors(tmp_path: Path) -> None:
+    private = RedisProcess(tmp_path)
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(redis=private.url))
+    g.define_assoc("likes")
+    g.assoc_add(1, "likes", 2)
+    assert g.assoc_count(1, "likes") == 1
+    private.kill()
+    for n in range(3, 30):  # writes and reads carry on through tier 1 and the shards
+        assert g.assoc_add(1, "likes", n).status == "applied"
+        assert g.assoc_count(1, "likes") == n - 1
+        assert g.obj_get(n) is None
+    stats = g.cache_stats()
+    assert stats is not None
+    assert stats.redis_failures > 0
+    g.close()
+
+
+def test_two_app_servers_sharing_redis(tmp_path: Path) -> None:
+    url = redis_url()
+    directory = tmp_path / "graph"
+    make_graph(directory)
+    first = Server(directory, True, "--redis", url)
+    second = Server(directory, True, "--redis", url)
+    try:
+        with Client(first.url, token=WRITER) as a, Client(second.url, token=WRITER) as b:
+            assert b.assoc_count(1, "follows") == 0  # cached by the second server
+            lags = []
+            for n in range(2, 22):
+                a.assoc_add(1, "follows", n)
+                start = time.perf_counter()
+                while b.assoc_count(1, "follows") != n - 1:
+                    assert time.perf_counter() - start < 1.0, "not visible within a second"
+                    time.sleep(0.001)
+                lags.append(time.perf_counter() - start)
+            assert b.assoc_count(1, "follows") == 20  # no write since: answered from the cache
+        with Client(second.url, token=ADMIN) as admin:
+            stats = admin.cache_stats()
+            assert stats is not None
+            assert stats.hits > 0
+        lags.sort()
+        median, worst = lags[10] * 1e3, lags[-1] * 1e3
+        print(f"\nvisible on the other server after: median {median:.1f} ms, max {worst:.1f} ms")
+    finally:
+        first.stop()
+        second.stop()
+
+
+def check_no_stale_reads(writer: Graph, other: Graph, seconds: float, bound: float) -> None:
+    """For `seconds`: the writer always reads its write; the other process within `bound`."""
+    start = time.monotonic()
+    stale_in_other = []
+    while time.monotonic() < start + seconds:
+        assert writer.assoc_count(1, "likes") == 2  # read-after-write: always
+        if other.assoc_count(1, "likes") != 2:
+            stale_in_other.append(time.monotonic() - start)
+    assert max(stale_in_other, default=0.0) < bound
+    assert other.assoc_count(1, "likes") == 2
+
+
+def two_processes(url: str, where: Path) -> tuple[Graph, Graph]:
+    """A writer and another process (each its own tier 1) sharing Redis; count 1 cached."""
+    cache = CacheConfig(redis=url, max_age=0.2)
+    writer = assocdb.open(where, shards=2, cache=cache)
+    writer.define_assoc("likes")
+    other = assocdb.open(where, cache=cache)
+    writer.assoc_add(1, "likes", 2)
+    assert writer.assoc_count(1, "likes") == 1  # cached in Redis and in both tiers 1
+    assert other.assoc_count(1, "likes") == 1
+    return writer, other
+
+
+def test_after_a_redis_hang_no_process_reads_its_old_values_for_long(tmp_path: Path) -> None:
+    private = RedisProcess(tmp_path)
+    writer, other = two_processes(private.url, tmp_path / "g")
+    private.process.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        assert writer.assoc_add(1, "likes", 3).status == "applied"
+        assert time.monotonic() - started < 2.0  # a hung cache costs a timeout, not retries
+        assert writer.assoc_count(1, "likes") == 2
+    finally:
+        private.process.send_signal(signal.SIGCONT)
+    check_no_stale_reads(writer, other, seconds=7.0, bound=1.0 + 0.2 + 0.5)
+    for g in (writer, other):
+        g.close()
+    private.kill()
+
+
+def test_an_invalidation_redis_missed_is_sent_when_it_answers_again(tmp_path: Path) -> None:
+    # The writer cannot reach Redis (a partition: the other process can) when it
+    # writes, so Redis keeps the old count. Redis must not serve it for its ttl.
+    private = RedisProcess(tmp_path)
+    writer, other = two_processes(private.url, tmp_path / "g")
+    tier = writer._cache.tier2  # type: ignore[union-attr]
+    reachable = tier._redis
+    tier._redis = redis.Redis(port=free_port(), socket_connect_timeout=0.25)  # refused
+    try:
+        assert writer.assoc_add(1, "likes", 3).status == "applied"
+    finally:
+        tier._redis = reachable
+    check_no_stale_reads(writer, other, seconds=7.0, bound=1.0 + 0.2 + 0.5)
+    for g in (writer, other):
+        g.close()
+    private.kill()

@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from assocdb.cli.main import main
+from tests.support.stores import Stores
+
+
+def test_demo_loads_ego_facebook_and_answers(stores: Stores) -> None:
+    where, journal = stores.location("demo")
+    target = str(where) if stores.kind == "sqlite" else f"{where}&journal={journal}"
+    runner = CliRunner()
+    first = runner.invoke(main, ["demo", target])
+    assert first.exit_code == 0, first.output
+    assert "loaded 88,234 friendships" in first.output
+    assert "person 1 has 347 friends" in first.output
+    assert "their 10 newest friends: [348, 347, 346" in first.output
+    assert "16 mutual friends of 1 and 2" in first.output
+    again = runner.invoke(main, ["demo", target])
+    assert again.exit_code == 0
+    assert "loaded" not in again.output  # the second run reuses the data
+    assert "person 1 has 347 friends" in again.output
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0
+    assert "assocdb" in result.output
+
+
+def test_queue_commands(tmp_path: Path) -> None:
+    import sqlite3
+
+    import assocdb
+    from assocdb.writes.applier import RetryPolicy
+
+    fast = RetryPolicy(base=0.001, cap=0.01, max_attempts=2)
+    with assocdb.open(tmp_path / "g", shards=2, retry=fast) as g:
+        g.define_assoc("likes")
+
+        def broken(shard: int, sql: str) -> None:
+            if sql.startswith("INSERT OR REPLACE INTO edges"):
+                raise sqlite3.IntegrityError("injected")
+
+        g._backend.faults.append(broken)  # type: ignore[attr-defined]
+        g.assoc_add(1, "likes", 2, time=1, data=1)
+        assert g.drain(timeout=10)
+        g._backend.faults.clear()  # type: ignore[attr-defined]
+    runner = CliRunner()
+    directory = str(tmp_path / "g")
+    stats = runner.invoke(main, ["queue", "stats", directory])
+    assert stats.exit_code == 0, stats.output
+    assert "bad              1" in stats.output
+    bad = runner.invoke(main, ["queue", "bad", directory])
+    assert "IntegrityError: injected" in bad.output
+    job_id = bad.output.splitlines()[1].split()[0]
+    shown = runner.invoke(main, ["queue", "bad", directory, "--show", job_id])
+    assert '"kind": "rows"' in shown.output
+    assert runner.invoke(main, ["queue", "errors", directory]).output.strip() == "no jobs"
+    assert runner.invoke(main, ["queue", "reinject", directory]).exit_code == 2  # nothing named
+    reinjected = runner.invoke(main, ["queue", "reinject", directory, job_id])
+    assert "reinjected 1 jobs" in reinjected.output
+    retried = runner.invoke(main, ["queue", "retry", directory])
+    assert "the queue is empty" in retried.output
+    with assocdb.open(directory) as g:
+        assert [a.id2 for a in g.assoc_range(1, "likes")] == [2]
+        assert g.queue_stats().bad == 0
+    missing = runner.invoke(main, ["queue", "bad", directory, "--show", "999"])
+    assert missing.exit_code == 1
+    assert "no job 999" in missing.output
+
+
+def test_init_schema_import_export_and_check(tmp_path: Path) -> None:
+    runner = CliRunner()
+    graph = str(tmp_path / "g")
+    schema = tmp_path / "schema.toml"
+    schema.write_text(
+        '[assoc.follows]\ninverse = "followed_by"\n[assoc.friend]\nsymmetric = true\n'
+    )
+    assert (
+        "4 shards, 3 association types"
+        in runner.invoke(main, ["init", graph, "--shards", "4", "--schema", str(schema)]).output
+    )
+    shown = runner.invoke(main, ["schema", graph]).output
+    assert '[assoc.follows]\ninverse = "followed_by"' in shown
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("1 2\n1 3\n\n2 3\n")
+    imported = runner.invoke(main, ["import", graph, str(pairs), "--type", "friend"])
+    assert "imported 3 edges" in imported.output, imported.output
+    lines = tmp_path / "lines.txt"
+    lines.write_text("5 follows 6 100\n7 follows 6\n")
+    assert runner.invoke(main, ["import", graph, str(lines)]).exit_code == 0
+    bad = tmp_path / "bad.txt"
+    bad.write_text("5 follows\n")
+    failed = runner.invoke(main, ["import", graph, str(bad)])
+    assert failed.exit_code == 1
+    assert "line 1: expected" in failed.output
+    exported = runner.invoke(main, ["export", graph]).output.splitlines()
+    assert "5 follows 6 100" in exported
+    assert "6 followed_by 5 100" in exported
+    assert "3 friend 2 4" in exported  # time = line number (blank lines count)
+    assert (
+        runner.invoke(main, ["check", graph]).stdout.strip()  # progress goes to stderr
+        == "found 0 wrong counts and 0 hanging edges"
+    )
+
+
+def test_a_mysql_url_without_a_journal_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["check", "mysql://root@127.0.0.1:3306/g"])
+    assert result.exit_code == 2
+    assert "add ?journal=PATH" in result.output
+
+
+def test_the_printed_schema_recreates_the_schema_indexes_included(tmp_path: Path) -> None:
+    runner = CliRunner()
+    schema = tmp_path / "schema.toml"
+    schema.write_text(
+        '[assoc.follows]\ninverse = "followed_by"\nlimit = 100\n[object.user]\n'
+        '[index.by_email]\notype = "user"\nproperties = ["email"]\nunique = true\n'
+        'shard_on = "email"\n'
+        '[index.by_age]\notype = "user"\nproperties = ["age", "city"]\norder = "recency"\n'
+    )
+    first, second = str(tmp_path / "a"), str(tmp_path / "b")
+    assert runner.invoke(main, ["init", first, "--schema", str(schema)]).exit_code == 0
+    printed = runner.invoke(main, ["schema", first]).output
+    assert "[index.by_email]" in printed
+    again = tmp_path / "again.toml"
+    again.write_text(printed)
+    assert runner.invoke(main, ["init", second, "--schema", str(again)]).exit_code == 0
+    assert runner.invoke(main, ["schema", second]).output == printed
+
+
+def test_shards_commands(tmp_path: Path) -> None:
+    import assocdb
+    from tests.support.shardmaps import write_map
+
+    path = write_map(tmp_path)
+    assocdb.open(path).close()
+    runner = CliRunner()
+    shown = runner.invoke(main, ["shards", "show", str(path)])
+    assert shown.exit_code == 0, shown.output
+    assert "db1          up       0,2-3,5" in shown.output
+    assert "0            db1:1  db2:1" in shown.output
+    assert runner.invoke(main, ["shards", "check", str(path)]).exit_code == 0
+    # A backend that cannot be opened fails the check, and shows as down.
+    (tmp_path / "db3" / "shard-0000.db").write_bytes(b"not a database" * 100)
+    checked = runner.invoke(main, ["shards", "check", str(path)])
+    assert checked.exit_code == 1
+    assert "db3          FAILED" in checked.output
+    assert "1 backend(s) did not answer" in checked.output
+    assert "db3          down" in runner.invoke(main, ["shards", "show", str(path)]).output
+    # Changes are validated, then written.
+    weighted = runner.invoke(main, ["shards", "set-weight", str(path), "0-1", "db2", "4"])
+    assert weighted.exit_code == 0, weighted.output
+    assert "db1:1  db2:4" in runner.invoke(main, ["shards", "show", str(path)]).output
+    refused = runner.invoke(main, ["shards", "set-weight", str(path), "0", "db3", "1"])
+    assert refused.exit_code == 1
+    assert "holds no replica of shard 0" in refused.output
+    assert "down = true" not in path.read_text()
+    assert runner.invoke(main, ["shards", "mark-down", str(path), "db3"]).exit_code == 0
+    assert "down = true" in path.read_text()
+    assert "db3          drained" in runner.invoke(main, ["shards", "show", str(path)]).output
+    assert runner.invoke(main, ["shards", "mark-up", str(path), "db3"]).exit_code == 0
+    unknown = runner.invoke(main, ["shards", "mark-up", str(path), "db9"])
+    assert "unknown backend 'db9'" in unknown.output
+    broken = tmp_path / "broken.toml"
+    broken.write_text("shards = 4\n")
+    bad = runner.invoke(main, ["shards", "show", str(broken)])
+    assert bad.exit_code == 1
+    assert "missing required field" in bad.output

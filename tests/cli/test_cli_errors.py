@@ -1,0 +1,164 @@
+"""A user's mistakes on the command line: one `Error:` line, a non-zero exit, nothing
+created or changed; read-only commands never create a graph."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+import assocdb
+from assocdb.cli.main import main
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def one_error_line(result: Result, status: int = 1) -> str:
+    assert result.exit_code == status, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = [x for x in result.output.strip().splitlines() if not x.startswith("importing")]
+    assert len(lines) == 1, result.output  # (an import's progress bar may stand before it)
+    assert lines[0].startswith("Error: "), result.output
+    return lines[0]
+
+
+def snapshot(path: Path) -> dict[str, str]:
+    """Every file under `path` with a hash of its bytes (empty if it does not exist)."""
+    if not path.exists():
+        return {}
+    return {
+        str(f.relative_to(path)): hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(path.rglob("*"))
+        if f.is_file()
+    }
+
+
+@pytest.fixture
+def graph_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "g"
+    with assocdb.open(path, shards=2) as g:
+        g.define_assoc("follows", inverse="followed_by")
+        g.assoc_add(1, "follows", 2, time=5)
+    return path
+
+
+def test_import_of_an_unknown_type_or_a_bad_id_names_the_line(
+    graph_dir: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "edges.txt"
+    source.write_text("# a comment, as SNAP files have\n\n3 follows 4\r\n3 likes 5\n")
+    message = one_error_line(run("import", str(graph_dir), str(source)))
+    assert "line 4" in message
+    assert "no association type 'likes'" in message
+    assert "the 1 edges before it were stored" in message
+    source.write_text("3 follows 4\n3 follows x\n")
+    assert "line 2" in one_error_line(run("import", str(graph_dir), str(source)))
+    source.write_text("3 follows 0\n")
+    assert "id2 must be" in one_error_line(run("import", str(graph_dir), str(source)))
+    with assocdb.open(graph_dir) as g:
+        assert [a.id2 for a in g.assoc_range(3, "follows")] == [4]
+
+
+def test_import_skips_comments_and_blank_lines_and_takes_crlf(
+    graph_dir: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "snap.txt"
+    source.write_bytes(b"# Directed graph\r\n# Nodes: 3\r\n\r\n10 11\r\n10 12\r\n")
+    result = run("import", str(graph_dir), str(source), "--type", "follows")
+    assert result.exit_code == 0, result.output
+    assert "imported 2 edges" in result.output
+    with assocdb.open(graph_dir) as g:
+        assert g.assoc_count(10, "follows") == 2
+
+
+def test_init_mistakes(graph_dir: Path, tmp_path: Path) -> None:
+    before = snapshot(graph_dir)
+    assert "holds a graph with 2 shards, not 4" in one_error_line(
+        run("init", str(graph_dir), "--shards", "4")
+    )
+    assert snapshot(graph_dir) == before
+    not_toml = tmp_path / "schema.toml"
+    not_toml.write_text("this is [not toml")
+    fresh = tmp_path / "fresh"
+    one_error_line(run("init", str(fresh), "--schema", str(not_toml)))
+    assert not fresh.exists()
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    one_error_line(run("init", str(fresh), "--schema", str(binary)))
+    assert not fresh.exists()
+    one_error_line(run("init", "/proc/assocdb-cannot-be-here"))
+
+
+def test_schema_conflicts_and_bad_limits(graph_dir: Path, tmp_path: Path) -> None:
+    conflicting = tmp_path / "schema.toml"
+    conflicting.write_text('[assoc.follows]\ninverse = "follower_of"\n')
+    before = snapshot(graph_dir)
+    one_error_line(run("schema", str(graph_dir), str(conflicting)))
+    usage = run("queue", "errors", str(graph_dir), "--limit", "0")
+    assert usage.exit_code == 2  # click's usage error: the usage, then one Error line
+    assert usage.output.strip().splitlines()[-1].startswith("Error: Invalid value for '--limit'")
+    assert snapshot(graph_dir) == before
+
+
+def test_timeline_messages_speak_in_commands(graph_dir: Path) -> None:
+    message = one_error_line(run("timeline", "home", str(graph_dir), "2"))
+    assert "assocdb timeline setup" in message
+    assert "g." not in message
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        lambda d: ["export", d],
+        lambda d: ["check", d],
+        lambda d: ["queue", "stats", d],
+        lambda d: ["queue", "errors", d],
+        lambda d: ["schema", d],
+        lambda d: ["index", "status", d],
+        lambda d: ["timeline", "home", d, "1"],
+        lambda d: ["import", d, os.devnull],
+    ],
+)
+def test_read_only_commands_never_create_a_graph(
+    tmp_path: Path, command: Callable[[str], list[str]]
+) -> None:
+    empty = tmp_path / "not-a-graph"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("mine")
+    before = snapshot(empty)
+    message = one_error_line(run(*command(str(empty))))
+    assert message == f"Error: no graph at {empty} (create one with `assocdb init {empty}`)"
+    assert snapshot(empty) == before
+    assert sorted(p.name for p in empty.iterdir()) == ["notes.txt"]
+
+
+def test_a_url_assocdb_does_not_know_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    message = one_error_line(run("init", "postgresql://postgres@127.0.0.1:5432/db/g"))
+    assert "unknown URL scheme 'postgresql'" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_check_reports_progress_and_a_ready_index_says_so(graph_dir: Path) -> None:
+    checked = CliRunner().invoke(main, ["check", str(graph_dir)])
+    assert checked.exit_code == 0
+    assert "counts, by shard" in checked.stderr
+    assert checked.stdout.strip() == "found 0 wrong counts and 0 hanging edges"
+    with assocdb.open(graph_dir) as g:
+        g.define_object("user")
+        g.obj_add("user", {"name": "ada"})
+        g.define_index("user_by_name", "user", ["name"])
+    assert run("index", "build", str(graph_dir), "user_by_name").exit_code == 0
+    again = run("index", "build", str(graph_dir), "user_by_name")
+    assert again.exit_code == 0
+    assert (
+        again.output.strip() == "index user_by_name is ready: every object of its type is indexed"
+    )

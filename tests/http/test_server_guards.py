@@ -1,0 +1,251 @@
+"""The server's guards: tokens files that would leave it open, what an unknown
+route tells a stranger, long calls within the deadline, ports, and cleanup."""
+
+from __future__ import annotations
+
+import glob
+import signal
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+import assocdb
+from assocdb import Client, InvalidRequest
+from assocdb.cli.main import main
+from assocdb.serve.auth import Tokens
+from tests.support.http_server import ADMIN, READER, Server, free_port
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    directory = tmp_path_factory.mktemp("guarded") / "graph"
+    with assocdb.open(directory, shards=2) as g:
+        g.define_assoc("follows", inverse="followed_by")
+        g.bulk_load((1, "follows", n, n) for n in range(2, 402))  # 1 follows 400
+        g.define_object("user")
+        g.define_index("user_by_name", "user", ["name"])
+        g.define_index("user_by_name_too", "user", ["name"])
+        for n in range(50):
+            g.obj_add("user", {"name": f"u{n}"})
+    running = Server(directory, True, "--deadline", "2")
+    yield running
+    running.stop()
+
+
+# -- tokens files ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        (b"", "defines no token"),
+        (
+            b'[[tokens]]\nname = "web"\nsecret = "0123456789abcdefgh"\nscopes = ["read"]\n',
+            "[[token]]",
+        ),
+        (b"[[token]\n", "not valid TOML"),
+        (b'[[token]]\nname = "web"\nsecret = "short"\nscopes = ["read"]\n', "at least 16"),
+        (b'[[token]]\nname = "web"\nsecret = "0123456789abcdefgh"\nscopes = ["rule"]\n', "scopes"),
+        (b"[[token]]\nname = '\xff'\n", "not UTF-8"),
+    ],
+)
+def test_a_tokens_file_that_yields_no_usable_token_is_refused(
+    tmp_path: Path, text: bytes, complaint: str
+) -> None:
+    path = tmp_path / "tokens.toml"
+    path.write_bytes(text)
+    with pytest.raises(InvalidRequest, match=complaint.replace("[", r"\[")):
+        Tokens.load(path)
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "g"), "--tokens-file", str(path)])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ")
+    assert result.output.count("\n") == 1
+    assert not (tmp_path / "g").exists()
+
+
+def test_a_missing_tokens_file_named_in_the_environment_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest, match="cannot read the tokens file"):
+        Tokens.load(None, {"ASSOCDB_TOKENS_FILE": str(tmp_path / "nowhere.toml")})
+
+
+# -- what a stranger learns ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/v1/no_such_method", "/v2/assoc_count", "/admin/secret"])
+def test_an_unknown_route_answers_401_before_404(server: Server, path: str) -> None:
+    stranger = httpx.post(server.url + path, json={})
+    assert stranger.status_code == 401
+    assert stranger.json()["error"]["code"] == "unauthenticated"
+    known = httpx.post(server.url + path, json={}, headers={"authorization": f"Bearer {READER}"})
+    assert known.status_code == 404
+
+
+# -- long calls answer within the deadline -------------------------------------------------
+
+
+def test_a_throttled_build_slice_answers_within_the_deadline(server: Server) -> None:
+    headers = {"authorization": f"Bearer {ADMIN}"}
+    body = {"name": "user_by_name", "rate": 1e-9}
+    answer = httpx.post(f"{server.url}/v1/index_build", json=body, headers=headers, timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["result"]["state"] == "building"
+    assert answer.elapsed.total_seconds() < 2.0  # the server's deadline
+
+
+def test_the_client_builds_in_slices_within_its_timeout(server: Server) -> None:
+    with Client(server.url, token=ADMIN, timeout=1.0, retries=0) as client:
+        assert client.index_build("user_by_name_too", rate=1e-9).state == "building"
+        assert client.drain() is True
+
+
+@pytest.mark.parametrize("timeout", [-1, float("inf"), 1e300])
+def test_drain_rejects_a_timeout_out_of_range(server: Server, timeout: float) -> None:
+    headers = {"authorization": f"Bearer {ADMIN}"}
+    answer = httpx.post(
+        f"{server.url}/v1/drain",
+        content=f'{{"timeout": {timeout!r}}}'.replace("inf", "1e999"),
+        headers=headers,
+    )
+    assert answer.status_code == 400
+
+
+# -- ports and cleanup ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_serve_rejects_a_port_out_of_range(tmp_path: Path, port: str) -> None:
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "g"), "--port", port])
+    assert result.exit_code == 2
+    assert "--port" in result.output
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path, server: Server) -> None:
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "g"), "--port", str(server.port)])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: cannot listen on 127.0.0.1:{server.port}: Address already in use\n"
+    )
+
+
+def test_serve_with_workers_removes_its_metrics_directory(tmp_path: Path) -> None:
+    pattern = f"{tempfile.gettempdir()}/assocdb-metrics-*"
+    before = set(glob.glob(pattern))
+    directory = tmp_path / "graph"
+    assocdb.open(directory, shards=2).close()
+    running = Server(directory, False, "--workers", "2")
+    assert set(glob.glob(pattern)) - before  # it made one
+    running.process.send_signal(signal.SIGTERM)
+    assert running.process.wait(timeout=60) == 0
+    running.stop()
+    assert set(glob.glob(pattern)) - before == set()
+
+
+def test_free_port_helper_gives_a_port() -> None:
+    assert 0 < free_port() < 65536
+
+
+# -- bad bodies ------------------------------------------------------------------------------
+
+
+def nested_query(depth: int) -> bytes:
+    query = b'{"type":"term","node":1,"atype":"follows"}'
+    for _ in range(depth):
+        query = b'{"type":"union","parts":[' + query + b"]}"
+    return b'{"query":' + query + b"}"
+
+
+@pytest.mark.parametrize(
+    ("method", "body"),
+    [
+        ("obj_add", b'{"otype":"user","data":{"a":' + b"[" * 1500 + b"]" * 1500 + b"}}"),
+        ("obj_add", b'{"otype":"user","data":{"a":' + b"[" * 200 + b"]" * 200 + b"}}"),
+        ("query_page", nested_query(3000)),
+        ("query_page", nested_query(100)),
+        ("obj_add", b'{"otype":"user","data":{"a":"\xff\xfe"}}'),
+        ("batch", b'{"requests":[{"method":"query_count","args":' + nested_query(3000) + b"}]}"),
+    ],
+)
+def test_deep_or_undecodable_bodies_are_400(server: Server, method: str, body: bytes) -> None:
+    answer = httpx.post(
+        f"{server.url}/v1/{method}", content=body, headers={"authorization": f"Bearer {ADMIN}"}
+    )
+    if method == "batch":
+        assert answer.status_code in (200, 400)
+        if answer.status_code == 200:
+            assert answer.json()["results"][0]["error"]["code"] == "invalid_request"
+        return
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == "invalid_request"
+
+
+# -- work and size bounds ------------------------------------------------------------------
+
+
+def test_a_batch_whose_answer_is_too_big_is_413(server: Server) -> None:
+    reads = [{"method": "assoc_range", "args": {"id1": 1, "atype": "follows", "limit": 400}}]
+    headers = {"authorization": f"Bearer {READER}"}
+    small = httpx.post(f"{server.url}/v1/batch", json={"requests": reads * 100}, headers=headers)
+    assert small.status_code == 200
+    big = httpx.post(f"{server.url}/v1/batch", json={"requests": reads * 200}, headers=headers)
+    assert big.status_code == 413
+    assert "more than 50,000 rows" in big.json()["error"]["message"]
+
+
+def test_a_query_of_too_many_terms_is_400(server: Server) -> None:
+    term = {"type": "term", "node": 1, "atype": "follows"}
+    query = {"type": "union", "parts": [term] * 300}
+    headers = {"authorization": f"Bearer {READER}"}
+    answer = httpx.post(f"{server.url}/v1/query_count", json={"query": query}, headers=headers)
+    assert answer.status_code == 400
+    assert "at most 256 terms" in answer.json()["error"]["message"]
+
+
+def test_the_smallest_time_is_refused(server: Server) -> None:
+    headers = {"authorization": f"Bearer {ADMIN}"}
+    body = {"id1": 5, "atype": "follows", "id2": 6, "time": -(2**63)}
+    answer = httpx.post(f"{server.url}/v1/assoc_add", json=body, headers=headers)
+    assert answer.status_code == 400
+    assert "-2^63+1" in answer.json()["error"]["message"]
+    body["time"] = -(2**63) + 1
+    assert httpx.post(f"{server.url}/v1/assoc_add", json=body, headers=headers).status_code == 200
+
+
+def send_partial_body(server: Server) -> socket.socket:
+    """A request whose body stops short of its Content-Length."""
+    conn = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    conn.sendall(
+        b"POST /v1/assoc_count HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Bearer {READER}\r\n".encode()
+        + b"Content-Length: 100\r\n\r\n"
+        + b'{"id1": 1,'
+    )
+    return conn
+
+
+def test_a_stalled_body_does_not_hold_the_server(server: Server) -> None:
+    conn = send_partial_body(server)
+    answer = conn.recv(4096)  # the server answers once the deadline (2 s) passed
+    conn.close()
+    assert answer.startswith(b"HTTP/1.1 503")
+    assert b"did not arrive within" in answer
+
+
+def test_a_client_leaving_mid_body_is_not_an_error(tmp_path: Path) -> None:
+    directory = tmp_path / "graph"
+    assocdb.open(directory, shards=2).close()
+    running = Server(directory, True)
+    send_partial_body(running).close()
+    headers = {"authorization": f"Bearer {READER}"}
+    body = {"id1": 1, "atype": "x"}
+    assert httpx.post(f"{running.url}/v1/assoc_count", json=body, headers=headers).status_code
+    running.process.send_signal(signal.SIGTERM)
+    running.process.wait(timeout=60)
+    assert running.process.stderr is not None
+    log = running.process.stderr.read().decode()
+    running.stop()
+    assert "Traceback" not in log

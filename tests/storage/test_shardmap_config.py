@@ -1,0 +1,152 @@
+"""The shard map file: parsing, validation errors, ranges, rewriting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from assocdb import InvalidRequest
+from assocdb.storage.shardmap_config import (
+    format_shards,
+    load,
+    parse,
+    parse_shards,
+    shown,
+    table,
+    to_toml,
+    with_down,
+    with_weight,
+)
+
+GOOD = """
+shards = 16
+
+[backends.db1]
+url = "mysql://root@10.0.0.1:3306/graph"
+connect_timeout = 0.5
+query_timeout = 1.5
+
+[backends.db2]
+path = "data/db2"
+
+[[placement]]
+shards = "0-7"
+replicas = [{backend = "db1", weight = 2}, {backend = "db2", weight = 1}]
+
+[[placement]]
+shards = "8-15"
+replicas = [{backend = "db2"}, {backend = "db1", weight = 0}]
+"""
+
+
+def test_a_good_map_places_every_shard_primary_first() -> None:
+    smap = parse(GOOD, base="/etc/assocdb")
+    assert smap.shards == 16
+    assert [r.backend for r in smap.replicas[3]] == ["db1", "db2"]
+    assert [(r.backend, r.weight) for r in smap.replicas[12]] == [("db2", 1), ("db1", 0)]
+    assert smap.shards_of("db1") == list(range(16))
+    assert smap.member_spec("db1") == {
+        "kind": "mysql",
+        "url": "mysql://root@10.0.0.1:3306/graph",
+        "shards": 16,
+        "connect_timeout": 0.5,
+        "query_timeout": 1.5,
+    }
+    assert smap.member_spec("db2") == {
+        "kind": "sqlite",
+        "path": "/etc/assocdb/data/db2",
+        "shards": 16,
+        "timeout": 2.0,
+    }
+
+
+def test_sqlite_paths_are_relative_to_the_map_file(tmp_path: Path) -> None:
+    (tmp_path / "cluster.toml").write_text(GOOD)
+    assert load(tmp_path / "cluster.toml").member_spec("db2")["path"] == str(tmp_path / "data/db2")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('shards = "8-15"', 'shards = "7-15"'), "shard 7 is already placed"),
+        (('shards = "8-15"', 'shards = "9-15"'), "shards 8 are not placed"),
+        (('shards = "8-15"', 'shards = "8-16"'), "outside shards 0-15"),
+        (('shards = "8-15"', 'shards = "eight"'), "not a shard range"),
+        (('{backend = "db2"}', '{backend = "db9"}'), "unknown backend 'db9' (known: db1, db2)"),
+        (("weight = 2", "weight = -1"), "must be from 0 to 1000"),
+        (("weight = 2", 'weight = "heavy"'), "Expected `int`"),
+        (('{backend = "db2"}, ', '{backend = "db2", weight = 0}, '), "every replica has weight 0"),
+        (('{backend = "db2"}, {backend = "db1", weight = 0}', ""), "at least one replica"),
+        (('{backend = "db2"}, {backend = "db1"', '{backend = "db2"}, {backend = "db2"'), "twice"),
+        (('path = "data/db2"', 'path = "x"\nurl = "mysql://h/d"'), "exactly one of url or path"),
+        (('path = "data/db2"', ""), "exactly one of url or path"),
+        (('url = "mysql://root@10.0.0.1:3306/graph"', 'url = "db1"'), "not like mysql://"),
+        (("query_timeout = 1.5", "query_timeout = 0"), "timeouts must be positive"),
+        (("query_timeout = 1.5", "query_timout = 1.5"), "unknown field `query_timout`"),
+        (("shards = 16", "shards = 0"), "shards must be from 1 to 4096"),
+        (("shards = 16", "shards = [16"), "not valid TOML"),
+    ],
+)
+def test_a_bad_map_says_what_is_wrong(change: tuple[str, str], message: str) -> None:
+    old, new = change
+    assert old in GOOD
+    with pytest.raises(InvalidRequest) as caught:
+        parse(GOOD.replace(old, new, 1), "cluster.toml")
+    assert message in str(caught.value)
+    assert str(caught.value).startswith("cluster.toml")
+
+
+def test_detector_settings_are_checked() -> None:
+    with pytest.raises(InvalidRequest, match="probe_interval ≤ probe_max"):
+        parse(GOOD + "\n[detector]\nprobe_interval = 20.0\n")
+    assert parse(GOOD + "\n[detector]\nthreshold = 5\n").detector.threshold == 5
+
+
+def test_a_missing_file_is_an_invalid_request(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest, match="cannot read shard map"):
+        load(tmp_path / "nope.toml")
+
+
+@given(st.sets(st.integers(0, 63), min_size=1))
+def test_shard_ranges_round_trip(shards: set[int]) -> None:
+    text = format_shards(shards)
+    assert parse_shards(text, 64) == sorted(shards)
+    assert len(text.split(",")) == sum(1 for s in shards if s - 1 not in shards)
+
+
+def test_a_map_round_trips_through_toml() -> None:
+    smap = parse(GOOD, base="/b")
+    again = parse(to_toml(smap), base="/b")
+    assert again == smap
+
+
+def test_set_weight_splits_placements_and_keeps_the_rest() -> None:
+    smap = with_weight(parse(GOOD), [2, 3], "db2", 5)
+    weights = [{r.backend: r.weight for r in reps} for reps in smap.replicas]
+    assert weights[2] == weights[3] == {"db1": 2, "db2": 5}
+    assert weights[1] == weights[4] == {"db1": 2, "db2": 1}
+    assert weights[12] == {"db2": 1, "db1": 0}
+    assert [str(p.shards) for p in smap.placement] == ["0-1", "2-3", "4-7", "8-15"]
+    assert parse(to_toml(smap)).replicas == smap.replicas
+    with pytest.raises(InvalidRequest, match="every replica has weight 0"):
+        with_weight(smap, [9], "db2", 0)
+    with pytest.raises(InvalidRequest, match="holds no replica of shard 3"):
+        with_weight(smap, [3], "db9", 1)
+
+
+def test_marking_down_is_kept_in_the_file() -> None:
+    smap = with_down(parse(GOOD), "db2", True)
+    assert parse(to_toml(smap)).backends["db2"].down
+    assert not with_down(smap, "db2", False).backends["db2"].down
+    with pytest.raises(InvalidRequest, match="unknown backend 'db7'"):
+        with_down(smap, "db7", True)
+
+
+def test_passwords_are_not_shown() -> None:
+    assert shown("mysql://root:s3cret@db1:3306/g") == "mysql://root:***@db1:3306/g"
+    assert shown("mysql://root@db1:3306/g") == "mysql://root@db1:3306/g"
+    smap = parse(GOOD.replace("root@10.0.0.1", "app:pw@10.0.0.1"))
+    assert "pw" not in "\n".join(table(smap, {}))

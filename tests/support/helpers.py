@@ -1,0 +1,26 @@
+"""Helpers for tests: whole-store snapshots and a brute-force model of lists."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assocdb import Graph
+from assocdb.core.merge import EdgeRow
+
+
+def all_edges(graph: Graph) -> list[EdgeRow]:
+    """Every stored edge row of every shard, tombstones included, in key order."""
+    backend = graph._backend
+    rows: list[EdgeRow] = []
+    for shard in range(backend.shards):
+        after = None
+        while page := backend.export_edges(shard, after, 1000):
+            rows += page
+            after = page[-1][:3]
+    return sorted(rows)
+
+
+def snapshot(graph: Graph, object_ids: list[int] = ()) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """Everything a bad request must leave unchanged."""
+    objects = [graph.obj_get(i) for i in object_ids]
+    return all_edges(graph), graph.check_counts(), objects

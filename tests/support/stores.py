@@ -1,0 +1,120 @@
+"""Fresh graphs on each backend under test: SQLite always, MySQL/MariaDB when configured.
+
+MySQL runs when ASSOCDB_TEST_MYSQL_URL (a server URL, e.g.
+`mysql://root@127.0.0.1:3306/`) is set; it is skipped otherwise, and when the
+server does not answer, unless ASSOCDB_TEST_REQUIRE_SERVICES=1 (then that
+fails). Each graph on MySQL gets its own random name (so its own schemas) and
+is dropped when disposed of.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+import assocdb
+from assocdb import Graph
+
+BACKENDS = ["sqlite", "mysql"]
+MYSQL_URL = os.environ.get("ASSOCDB_TEST_MYSQL_URL")
+REQUIRED = os.environ.get("ASSOCDB_TEST_REQUIRE_SERVICES") == "1"
+
+
+@functools.cache
+def _mysql_problem() -> str | None:
+    """Why the test MySQL server can't be used, or None."""
+    if not MYSQL_URL:
+        return "ASSOCDB_TEST_MYSQL_URL is not set"
+    from assocdb.storage.mysqlpool import driver
+
+    parts = urlparse(MYSQL_URL)
+    try:
+        conn = driver().connect(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 3306,
+            user=parts.username or "root",
+            password=parts.password or "",
+            connect_timeout=2,
+        )
+        conn.close()
+    except Exception as exc:
+        return f"MySQL at {MYSQL_URL} does not answer: {exc}"
+    return None
+
+
+def require(kind: str) -> None:
+    """Skip (or fail, when services are required) if `kind` can't run here."""
+    if kind != "mysql":
+        return
+    problem = _mysql_problem()
+    if problem is not None:
+        if REQUIRED and MYSQL_URL:
+            pytest.fail(problem)
+        pytest.skip(problem)
+
+
+def examples(kind: str, n: int) -> int:
+    """Hypothesis examples for a test: fewer on a server (each graph is DDL)."""
+    return n if kind == "sqlite" else max(5, n // 4)
+
+
+#: Test graphs wait longer than the 2 s default: the test server shares two
+#: cores and one disk with other test runs, and a stalled fsync must not turn
+#: an `applied` write into a `queued` one. Timeout tests set their own.
+TEST_TIMEOUTS = "query_timeout=10&connect_timeout=5"
+
+
+def mysql_url(name: str, server: str | None = None, options: str = TEST_TIMEOUTS) -> str:
+    """The URL of graph `name` on the test server."""
+    base = server or MYSQL_URL
+    assert base, "ASSOCDB_TEST_MYSQL_URL is not set"
+    parts = urlparse(base)
+    return parts._replace(path=f"/{name}", query=options).geturl()
+
+
+class Stores:
+    """Opens fresh graphs of one kind under `tmp`, and disposes of them."""
+
+    def __init__(self, kind: str, tmp: Path) -> None:
+        require(kind)
+        self.kind = kind
+        self.tmp = tmp
+        self._names: list[str] = []
+        self._graphs: list[Graph] = []
+
+    def location(self, name: str, options: str = TEST_TIMEOUTS) -> tuple[str | Path, Path]:
+        """Where graph `name` lives, and its journal file (a new place on every call)."""
+        if self.kind == "sqlite":
+            return self.tmp / name, self.tmp / name / "journal.db"
+        unique = f"t{uuid.uuid4().hex[:12]}_{name}"[:40]
+        self._names.append(unique)
+        (self.tmp / "journals").mkdir(parents=True, exist_ok=True)
+        return mysql_url(unique, options=options), self.tmp / "journals" / f"{unique}.db"
+
+    def open(self, name: str = "g", **options: Any) -> Graph:
+        """A new graph (or, with `at=` from `location`, the graph there again)."""
+        where, journal = options.pop("at", None) or self.location(name)
+        graph = assocdb.open(where, journal=options.pop("journal", journal), **options)
+        self._graphs.append(graph)
+        return graph
+
+    def forget(self, graph: Graph) -> None:
+        """Leave `graph` out of the closing (a test took it apart itself)."""
+        self._graphs.remove(graph)
+
+    def close(self) -> None:
+        for graph in self._graphs:
+            graph.close()
+        self._graphs.clear()
+        if self.kind == "mysql":
+            from assocdb.storage.mysql import MySQLBackend
+
+            for name in self._names:
+                MySQLBackend.drop(mysql_url(name))
+        self._names.clear()
