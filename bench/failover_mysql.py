@@ -1,7 +1,7 @@
 """Failover drill on real MariaDB servers (issue 6): stop one for a while under load.
 
 Three MariaDB servers of their own (ports 3310-3312, data under
-/tmp/assocdb-failover-mariadb, started with `tests/mariadb_instances.sh`,
+/tmp/assocdb-failover-mariadb, started with `tests/support/mariadb_instances.sh`,
 never the machine's default server), a graph of 16 shards with 2 replicas
 each spread over them, and a steady mixed load from two threads: reads of
 random follower lists and counts, and one write (a new follow) in ten. The
@@ -43,7 +43,7 @@ PORTS = (3310, 3311, 3312)
 MEMBERS = ("db1", "db2", "db3")
 SHARDS = 16
 PEOPLE = 2000
-SCRIPT = Path(__file__).resolve().parent.parent / "tests" / "mariadb_instances.sh"
+SCRIPT = Path(__file__).resolve().parent.parent / "tests" / "support" / "mariadb_instances.sh"
 DATA = Path("/tmp/assocdb-failover-mariadb")
 T = TypeVar("T")
 

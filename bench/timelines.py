@@ -36,7 +36,7 @@ from functools import partial
 from pathlib import Path
 
 import assocdb
-from assocdb import _timelines
+from assocdb.api import timelines as _timelines
 from assocdb.core.ids import shard_of
 from assocdb.core.timeline_list import entry, unpack
 

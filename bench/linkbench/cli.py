@@ -22,14 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.stores import FACTORIES, StoreContext, StoreUnavailable, open_store
-
 from .config import Workload
 from .differential import run_differential
 from .load import generate_links, generate_nodes
 from .report import StoreRun, side_by_side, store_block
 from .requests import Shared
 from .runner import run_load, run_requests
+from .stores import FACTORIES, StoreContext, StoreUnavailable, open_store
 
 #: Scales that fit this 2-core machine; see README.md for why not the reference's.
 PRESETS = {

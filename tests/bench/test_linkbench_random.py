@@ -1,6 +1,6 @@
 """The Java generators of bench.linkbench against numbers the real JDK printed.
 
-tests/linkbench_golden/golden.json comes from Golden.java beside it (JDK 17):
+tests/bench/linkbench_golden/golden.json comes from Golden.java beside it (JDK 17):
 java.util.Random for several seeds (including LinkBench's shuffler seeds and a
 bound that makes nextInt's rejection loop run), SecureRandom SHA1PRNG seeded as
 LinkBench's driver seeds it, and Math.round.

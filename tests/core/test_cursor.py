@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from assocdb import InvalidCursor
-from assocdb.core.cursor import START, Seek, decode, encode, paginate
+from assocdb.core.cursor import START, Seek, decode, decode_after, encode, encode_after, paginate
 
 SCOPE = b"test:1"
 
@@ -149,3 +149,20 @@ def test_an_overlong_cursor_is_not_echoed_whole() -> None:
     with pytest.raises(InvalidCursor) as caught:
         decode(b"scope", "A" * 100_000, 2)
     assert len(str(caught.value)) < 200
+
+
+@given(key=st.binary(max_size=1024), id_=st.integers(-(2**63), 2**63 - 1))
+def test_index_cursors_round_trip_in_the_same_codec(key: bytes, id_: int) -> None:
+    token = encode_after(SCOPE, (key, id_))
+    assert decode_after(SCOPE, token, 1024) == (key, id_)
+
+
+def test_index_cursors_are_scoped_and_checked_like_list_cursors() -> None:
+    token = encode_after(SCOPE, (b"city", 7))
+    with pytest.raises(InvalidCursor, match="not issued for this query"):
+        decode_after(b"test:2", token, 1024)
+    with pytest.raises(InvalidCursor, match="short string"):
+        decode_after(SCOPE, "A" * 5000, 1024)
+    for bad in ("", "!!!", token[:-2], 42):
+        with pytest.raises(InvalidCursor):
+            decode_after(SCOPE, bad, 1024)

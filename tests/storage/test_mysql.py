@@ -276,8 +276,10 @@ SERVERS = [url for url in os.environ.get("ASSOCDB_TEST_MYSQL_URLS", "").split(",
     len(SERVERS) < 2 and not REQUIRED, reason="ASSOCDB_TEST_MYSQL_URLS names fewer than 2 servers"
 )
 def test_graphs_of_the_same_name_on_two_servers_are_separate(tmp_path: Path) -> None:
-    """The extra test servers (tests/mariadb_instances.sh) are independent stores."""
-    assert len(SERVERS) >= 2, "set ASSOCDB_TEST_MYSQL_URLS (tests/mariadb_instances.sh urls)"
+    """The extra test servers (tests/support/mariadb_instances.sh) are independent stores."""
+    assert len(SERVERS) >= 2, (
+        "set ASSOCDB_TEST_MYSQL_URLS (tests/support/mariadb_instances.sh urls)"
+    )
     name = f"t{uuid.uuid4().hex[:12]}_two"
     urls = [mysql_url(name, server) for server in SERVERS[:2]]
     backends = [MySQLBackend.open(url, 1) for url in urls]
@@ -294,7 +296,7 @@ def test_graphs_of_the_same_name_on_two_servers_are_separate(tmp_path: Path) -> 
 # -- a server of its own, to stop and kill -----------------------------------------------
 
 PRIVATE_PORT = 3317  # not one of the shared extra servers (3307-3309)
-INSTANCES = Path(__file__).with_name("mariadb_instances.sh")
+INSTANCES = Path(__file__).parents[1] / "support" / "mariadb_instances.sh"
 
 
 @pytest.fixture

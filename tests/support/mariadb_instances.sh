@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Extra MariaDB servers for multi-server tests, beside the machine's own (3306).
 #
-#   tests/mariadb_instances.sh start [PORT...]   start (or reuse) one server per port
-#   tests/mariadb_instances.sh stop  [PORT...]   shut them down (data is kept)
-#   tests/mariadb_instances.sh status [PORT...]
-#   tests/mariadb_instances.sh urls  [PORT...]   print ASSOCDB_TEST_MYSQL_URLS' value
+#   tests/support/mariadb_instances.sh start [PORT...]   start (or reuse) one server per port
+#   tests/support/mariadb_instances.sh stop  [PORT...]   shut them down (data is kept)
+#   tests/support/mariadb_instances.sh status [PORT...]
+#   tests/support/mariadb_instances.sh urls  [PORT...]   print ASSOCDB_TEST_MYSQL_URLS' value
 #
 # Ports default to 3307 3308 3309. Each server has its own data directory,
 # socket, pid file and log under $ASSOCDB_MARIADB_DIR (default
@@ -65,7 +65,16 @@ stop() {  # port
         echo "mariadb $port: not running"
         return 0
     fi
+    local pid
+    pid=$(cat "$dir/mysqld.pid" 2>/dev/null || true)
     mariadb-admin --no-defaults --protocol=tcp -h 127.0.0.1 -P "$port" -u root shutdown
+    # shutdown returns before the server has exited: wait for the process itself
+    if [ -n "$pid" ]; then
+        for _ in $(seq 1 120); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.5
+        done
+    fi
     echo "mariadb $port: stopped"
 }
 

@@ -13,7 +13,7 @@ import pytest
 
 import assocdb
 
-WRITER = Path(__file__).with_name("crash_writer.py")
+WRITER = Path(__file__).parents[1] / "support" / "crash_writer.py"
 
 
 def run_and_kill(directory: Path, after: int) -> set[tuple[int, int]]:

@@ -83,7 +83,7 @@ def test_mutual_friends_match_set_intersection(
 
 
 def test_the_package_ships_the_same_data_as_shared(facebook: Graph) -> None:
-    shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "facebook_combined.txt.gz"
+    shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "facebook_combined.txt.gz"
     if not shared.exists():
         pytest.skip("no ../shared/data next to this checkout")
     packaged = resources.files("assocdb").joinpath("facebook_combined.txt.gz").read_bytes()

@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import heapq
 import struct
-from base64 import urlsafe_b64decode, urlsafe_b64encode
 from collections.abc import Sequence
-from hashlib import blake2b
 from typing import Any, NamedTuple
 
 from ..core import json as _json
 from ..core import keys as _keys
-from ..core.cursor import shown
+from ..core.cursor import decode_after, encode_after
 from ..core.entities import key_of, shard_for_value
-from ..core.errors import Conflict, InvalidCursor, InvalidRequest, NotFound
+from ..core.errors import Conflict, InvalidRequest, NotFound
 from ..core.ids import shard_of
 from ..core.merge import ObjRow, State
 from ..core.records import IndexPage, IndexStatus, Obj
@@ -36,8 +34,6 @@ from ..core.scans import IndexScan
 from ..core.schema import DEFAULT_LIMIT, IndexDef
 from .engine import GraphCore
 
-_CURSOR_VERSION = 1
-_MAC = 8
 _ID = struct.Struct(">q")
 BUILD_KEY = "index:{}:build"
 DEFINED_KEY = "index:{}:defined"
@@ -134,9 +130,9 @@ class IndexesAPI(GraphCore):
         index = self._index(name)
         plan = _plan(index, eq, low, high, desc, self._shards)
         limit = _check_limit(limit)
-        after = None if cursor is None else _decode_cursor(plan.scope, cursor)
+        after = None if cursor is None else decode_after(plan.scope, cursor, _keys.MAX_KEY_BYTES)
         items, next_after = self._index_read(index, plan, after, limit)
-        token = None if next_after is None else _encode_cursor(plan.scope, next_after)
+        token = None if next_after is None else encode_after(plan.scope, next_after)
         return IndexPage(items, token, index.state == "ready")
 
     # -- internals -------------------------------------------------------------------
@@ -260,24 +256,3 @@ def _check_limit(limit: object) -> int:
     if type(limit) is not int or not 0 < limit <= DEFAULT_LIMIT:
         raise InvalidRequest(f"limit must be an integer from 1 to {DEFAULT_LIMIT}, got {limit!r}")
     return limit
-
-
-def _encode_cursor(scope: bytes, after: tuple[bytes, int]) -> str:
-    body = bytes([_CURSOR_VERSION]) + _ID.pack(after[1]) + after[0]
-    mac = blake2b(body + scope, digest_size=_MAC).digest()
-    return urlsafe_b64encode(body + mac).rstrip(b"=").decode("ascii")
-
-
-def _decode_cursor(scope: bytes, token: object) -> tuple[bytes, int]:
-    if not isinstance(token, str) or not 0 < len(token) <= 2 * _keys.MAX_KEY_BYTES:
-        raise InvalidCursor(f"a cursor is a string returned by a page, got {shown(token)}")
-    try:
-        raw = urlsafe_b64decode(token + "=" * (-len(token) % 4))
-    except ValueError:
-        raise InvalidCursor(f"malformed cursor {token!r}") from None
-    body, mac = raw[:-_MAC], raw[-_MAC:]
-    if len(body) < 9 or body[0] != _CURSOR_VERSION:
-        raise InvalidCursor(f"malformed cursor {token!r}")
-    if blake2b(body + scope, digest_size=_MAC).digest() != mac:
-        raise InvalidCursor(f"cursor {token!r} was not issued for this query; start from None")
-    return body[9:], _ID.unpack(body[1:9])[0]

@@ -18,7 +18,7 @@ EGO_FACEBOOK_FRIENDSHIPS = 88234
 
 def ego_facebook() -> Iterator[tuple[int, int]]:
     """Yield each friendship `(a, b)` of ego-Facebook once, in file order."""
-    source = resources.files("assocdb.cli").joinpath("facebook_combined.txt.gz")
+    source = resources.files("assocdb").joinpath("facebook_combined.txt.gz")
     with source.open("rb") as raw, gzip.open(raw, "rt", encoding="ascii") as lines:
         for line in lines:
             a, b = line.split()

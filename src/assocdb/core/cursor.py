@@ -31,7 +31,9 @@ On the wire a cursor is opaque: url-safe base64 of a version byte, a flag
 byte, the key as signed 64-bit integers, and an 8-byte BLAKE2b checksum over
 those and the *scope* (an identity of the list or query). A cursor that was
 mangled, or issued for another list, fails the checksum and is refused with
-InvalidCursor instead of silently paging something else.
+InvalidCursor instead of silently paging something else. Index pages, which
+are ordered by a byte key, seal their `(key, id)` boundary the same way
+(`encode_after`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ _BACKWARD = 1
 _INCLUSIVE = 2
 _MAC_SIZE = 8
 _MAX_TOKEN = 128
+_AFTER = struct.Struct(">Bq")  # version, id; the key's bytes follow
 
 
 class Seek(NamedTuple):
@@ -77,9 +80,7 @@ def encode(scope: bytes, seek: Seek) -> str:
     if boundary is None:
         raise ValueError("the start of a list has no cursor")
     flags = (0 if seek.forward else _BACKWARD) | (_INCLUSIVE if seek.inclusive else 0)
-    body = _layout(len(boundary)).pack(_VERSION, flags, *boundary)
-    mac = blake2b(body + scope, digest_size=_MAC_SIZE).digest()
-    return urlsafe_b64encode(body + mac).rstrip(b"=").decode("ascii")
+    return _seal(scope, _layout(len(boundary)).pack(_VERSION, flags, *boundary))
 
 
 def shown(value: object, width: int = 60) -> str:
@@ -90,20 +91,50 @@ def shown(value: object, width: int = 60) -> str:
 
 def decode(scope: bytes, token: object, key_size: int) -> Seek:
     """The seek a token stands for, or InvalidCursor if it is not one of ours."""
-    if not isinstance(token, str) or not 0 < len(token) <= _MAX_TOKEN:
+    layout = _layout(key_size)
+    body = _unseal(scope, token, _MAX_TOKEN, "list", lambda body: len(body) == layout.size)
+    _, flags, *key = layout.unpack(body)
+    return Seek(not flags & _BACKWARD, tuple(key), bool(flags & _INCLUSIVE))
+
+
+def encode_after(scope: bytes, after: tuple[bytes, int]) -> str:
+    """The token for a page of an ordered-key scan (an index) that ended at `after`."""
+    key, id_ = after
+    return _seal(scope, _AFTER.pack(_VERSION, id_) + key)
+
+
+def decode_after(scope: bytes, token: object, max_key: int) -> tuple[bytes, int]:
+    """The `(key, id)` an `encode_after` token stands for (keys up to `max_key` bytes)."""
+    longest = 4 * -(-(_AFTER.size + max_key + _MAC_SIZE) // 3)
+    body = _unseal(scope, token, longest, "query", lambda body: len(body) >= _AFTER.size)
+    _, id_ = _AFTER.unpack_from(body)
+    return body[_AFTER.size :], id_
+
+
+def _seal(scope: bytes, body: bytes) -> str:
+    """`body` and its checksum over `body` and `scope`, as url-safe base64."""
+    mac = blake2b(body + scope, digest_size=_MAC_SIZE).digest()
+    return urlsafe_b64encode(body + mac).rstrip(b"=").decode("ascii")
+
+
+def _unseal(
+    scope: bytes, token: object, longest: int, issuer: str, fits: Callable[[bytes], bool]
+) -> bytes:
+    """The body `_seal` put in `token`, checked: our version, a body that `fits`, our scope."""
+    if not isinstance(token, str) or not 0 < len(token) <= longest:
         raise InvalidCursor(f"a cursor is a short string returned by a page, got {shown(token)}")
     try:
         raw = urlsafe_b64decode(token + "=" * (-len(token) % 4))
     except (binascii.Error, ValueError):
-        raise InvalidCursor(f"malformed cursor {token!r}") from None
+        raise InvalidCursor(f"malformed cursor {shown(token)}") from None
     body, mac = raw[:-_MAC_SIZE], raw[-_MAC_SIZE:]
-    layout = _layout(key_size)
-    if len(body) != layout.size or body[0] != _VERSION:
-        raise InvalidCursor(f"malformed cursor {token!r}")
+    if not body or body[0] != _VERSION or not fits(body):
+        raise InvalidCursor(f"malformed cursor {shown(token)}")
     if blake2b(body + scope, digest_size=_MAC_SIZE).digest() != mac:
-        raise InvalidCursor(f"cursor {token!r} was not issued for this list; start from None")
-    _, flags, *key = layout.unpack(body)
-    return Seek(not flags & _BACKWARD, tuple(key), bool(flags & _INCLUSIVE))
+        raise InvalidCursor(
+            f"cursor {shown(token)} was not issued for this {issuer}; start from None"
+        )
+    return body
 
 
 @lru_cache(maxsize=8)
