@@ -243,7 +243,7 @@ class Client(Pagers):
     def schema(self) -> Schema:
         """The association and object types defined so far."""
         info: SchemaInfo = self._call("schema", NoArgs())
-        return Schema(info.assoc, info.object)
+        return Schema(info.assoc, info.object, info.index)
 
     def define_assoc(
         self,
