@@ -3,8 +3,9 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# What running needs (the package and its dependencies), and what testing needs
-# on top of it (pytest, mypy, ruff, schemathesis, the MySQL C driver).
+# What running needs (the package with its server extra: `assocdb demo` and
+# `assocdb serve`), and what testing needs on top of it (every extra, pytest,
+# mypy, ruff, schemathesis, and the MySQL C driver when it builds).
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
@@ -13,12 +14,13 @@ STAMP := $(VENV)/.installed
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[server]'
 	touch $(RUN_STAMP)
 
 $(STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev]'
-	$(BIN)/python -m pip install -q -e '.[mysql]' || echo "mysqlclient not built: using PyMySQL"
+	$(BIN)/python -m pip install -q -e '.[mysqlclient]' \
+		|| echo "mysqlclient not built (needs libmariadb-dev and pkg-config): using PyMySQL"
 	touch $(STAMP)
 
 run: $(RUN_STAMP)  ## load ego-Facebook into ./data/demo, answer a few questions, serve it on :8080

@@ -144,6 +144,20 @@ def test_every_method_through_the_client(client: Client) -> None:
     assert called == set(METHODS)
 
 
+def test_the_client_schema_is_the_graph_schema(server: Server, client: Client) -> None:
+    client.define_index("schema_by_name", "user", ["name"], unique=True)
+    try:
+        ours = client.schema
+        with assocdb.open(server.directory, create=False) as g:  # another process, the same graph
+            theirs = g.schema
+        assert ours.assoc_types == theirs.assoc_types
+        assert ours.object_types == theirs.object_types
+        assert ours.indexes == theirs.indexes
+        assert "schema_by_name" in [i.name for i in ours.indexes]
+    finally:
+        client.drop_index("schema_by_name")
+
+
 def test_the_same_errors_as_the_library(client: Client) -> None:
     with pytest.raises(assocdb.UnknownType, match="did you mean 'follows'"):
         client.assoc_add(1, "folows", 2)

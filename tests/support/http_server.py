@@ -45,6 +45,7 @@ class Server:
     """A running `assocdb serve` process."""
 
     def __init__(self, directory: Path, tokens: bool = True, *extra: str) -> None:
+        self.directory = directory
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {

@@ -36,6 +36,7 @@ from typing import Any
 
 import msgspec
 
+from ..core.extras import needs
 from ..core.merge import ObjRow
 
 log = logging.getLogger("assocdb.redis")
@@ -65,9 +66,10 @@ class RedisTier:
         ttl: float,
         on_invalidate: Callable[[list[TicketKey] | None], None],
     ) -> None:
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
+        with needs("redis", "assocdb's Redis cache tier (CacheConfig.redis)"):
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
 
         self._errors = (redis.RedisError, OSError)
         # A cache fails fast: no retries with backoff (redis-py's default turned

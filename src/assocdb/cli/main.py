@@ -16,6 +16,7 @@ import msgspec
 
 import assocdb
 
+from ..core.extras import MissingExtra, needs, require
 from ..core.schema import Schema, read_schema_file
 from ..storage import shardmap_config
 from ..storage.registry import open_shardmap
@@ -28,8 +29,9 @@ class _Commands(click.Group):
     """The `assocdb` group: a user's mistake in any command is one `Error:` line.
 
     assocdb's errors, and the OS errors a user causes (a missing, read-only or
-    unreadable path, a busy port), become a click error (exit status 1)
-    instead of a traceback; a bug still shows its traceback.
+    unreadable path, a busy port), and an extra a command needs but is not
+    installed, become a click error (exit status 1) instead of a traceback; a
+    bug still shows its traceback.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -39,6 +41,8 @@ class _Commands(click.Group):
             raise click.ClickException(in_cli_terms(exc.message)) from None
         except OSError as exc:
             raise click.ClickException(_os_error(exc)) from None
+        except MissingExtra as exc:  # e.g. serve without the server extra: what to install
+            raise click.ClickException(str(exc)) from None
 
 
 #: The library's advice in Python terms, and what a command line user does instead.
@@ -366,7 +370,12 @@ def serve(
     import os
     import tempfile
 
-    import uvicorn
+    for module in ("starlette", "prometheus_client"):  # before anything else is said or done
+        require(module, "server", "assocdb serve")
+    with needs("server", "assocdb serve"):
+        import uvicorn
+    if redis is not None:
+        require("redis", "redis", "assocdb serve --redis")
 
     from ..serve.auth import Tokens
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 import msgspec
 
 from ..core.errors import AssocdbError, InvalidRequest, Timeout, Unavailable
+from ..core.extras import needs
 from ..core.pagers import Pagers
 from ..core.query import Query, Term
 from ..core.records import (
@@ -135,7 +136,8 @@ class Client(Pagers):
         self._next = 0
         self._retries = retries
         self._budget = timeout / 2  # what a long call (drain, a build slice) may take
-        import httpx  # here, not at the top: `import assocdb` stays light without a client
+        with needs("client", "assocdb.Client"):  # here, not at the top: `import assocdb`
+            import httpx  # stays light, and works without the client extra
 
         self._httpx = httpx
         headers = {"content-type": "application/json"}
@@ -241,7 +243,7 @@ class Client(Pagers):
     def schema(self) -> Schema:
         """The association and object types defined so far."""
         info: SchemaInfo = self._call("schema", NoArgs())
-        return Schema(info.assoc, info.object)
+        return Schema(info.assoc, info.object, info.index)
 
     def define_assoc(
         self,

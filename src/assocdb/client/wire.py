@@ -43,7 +43,7 @@ from ..core.records import (
     TimelineItem,
     WriteResult,
 )
-from ..core.schema import AssocType, ObjectType
+from ..core.schema import AssocType, IndexDef, ObjectType
 
 Scope = Literal["read", "write", "admin"]
 
@@ -362,10 +362,11 @@ class IndexBuild(Args):
 
 
 class SchemaInfo(msgspec.Struct, frozen=True):
-    """The defined types (what `GET`-like `schema` returns)."""
+    """The defined types (what `GET`-like `schema` returns): Schema's lists."""
 
     assoc: list[AssocType]
     object: list[ObjectType]
+    index: list[IndexDef] = []  # a server from before indexes sends none
 
 
 # -- the table --------------------------------------------------------------------------

@@ -232,7 +232,8 @@ class _Server:
         if name == "query_count":
             return from_spec(args.query, graph).count()
         if name == "schema":
-            return SchemaInfo(graph.schema.assoc_types, graph.schema.object_types)
+            schema = graph.schema
+            return SchemaInfo(schema.assoc_types, schema.object_types, schema.indexes)
         if name == "bulk_load":
             return graph.bulk_load([tuple(edge) for edge in args.edges], workers=1)
         # Long calls get half the request's deadline: the answer (drained or

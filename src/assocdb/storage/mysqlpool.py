@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qs, unquote, urlparse
 
 from ..core.errors import InvalidRequest, Unavailable
+from ..core.extras import require
 
 SCHEMES = ("mysql", "mariadb")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
@@ -34,7 +35,7 @@ def driver() -> ModuleType:
     try:
         return importlib.import_module("MySQLdb")
     except ImportError:
-        return importlib.import_module("pymysql")
+        return require("pymysql", "mysql", "a mysql:// graph")
 
 
 def is_mysql_url(target: object) -> bool:
