@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import assocdb
-from assocdb import Conflict, InvalidRequest, NotFound, _json
+from assocdb import Conflict, InvalidRequest, NotFound
+from assocdb.core import json as _json
 from assocdb.core.entities import (
     Entry,
     EntryKey,
@@ -23,7 +24,7 @@ from assocdb.core.entities import (
 from assocdb.core.ids import shard_of
 from assocdb.core.merge import ObjRow, State, obj_rank
 from assocdb.core.schema import IndexDef
-from tests.test_indexes import live_entries, rebuilt
+from tests.api.test_indexes import live_entries, rebuilt
 
 SHARDS = 4
 INDEXES = [

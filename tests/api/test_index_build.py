@@ -12,7 +12,7 @@ import time
 from assocdb import Graph
 from assocdb.core.ids import shard_of
 from assocdb.core.merge import ObjRow, State
-from tests.test_indexes import live_entries, rebuilt
+from tests.api.test_indexes import live_entries, rebuilt
 
 N = 100_000
 CITIES = [f"city{i}" for i in range(50)]

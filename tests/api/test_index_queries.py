@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import assocdb
-from tests.test_keys import rank
+from tests.core.test_keys import rank
 
 VALUES: list[Any] = [None, False, True, -1, 0, 1, 1.5, 2, "", "a", "b", "ab"]
 MISSING = object()

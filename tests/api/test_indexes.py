@@ -21,9 +21,9 @@ from assocdb import (
     SchemaError,
     Unavailable,
     UnknownType,
-    _cleaner,
-    _keys,
 )
+from assocdb.api import cleaner as _cleaner
+from assocdb.core import keys as _keys
 from assocdb.core.entities import Routed, expected
 
 

@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import assocdb
-from assocdb import Graph, InvalidCursor, InvalidRequest, NotFound, TimelineItem, _timelines
+from assocdb import Graph, InvalidCursor, InvalidRequest, NotFound, TimelineItem
+from assocdb.api import timelines as _timelines
 from assocdb.core.timeline_list import entry
 from assocdb.writes.fanout import FanoutJob
 from assocdb.writes.journal import Journal

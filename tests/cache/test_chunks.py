@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from assocdb import _chunks
+from assocdb.cache import chunks as _chunks
 from assocdb.cache.chunks import PackedList
 
 keys = st.tuples(st.integers(-5, 40), st.integers(1, 6))
