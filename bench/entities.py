@@ -46,14 +46,14 @@ def people(n: int) -> list[tuple[int, dict[str, object]]]:
 
 def load(g: assocdb.Graph, rows: list[tuple[int, dict[str, object]]]) -> None:
     otype = g.define_object("user").id
-    ua = g._clock.now() - 3600 * 10**6  # written an hour before the indexes are defined
+    ua = g.engine.clock.now() - 3600 * 10**6  # written an hour before the indexes are defined
     by_shard: dict[int, list[ObjRow]] = {}
     for id, data in rows:
         obj = ObjRow(id, otype, State.NORMAL, 1, ua, msgspec.json.encode(data))
         by_shard.setdefault(shard_of(id, g.shards), []).append(obj)
     for shard, objs in by_shard.items():
         for start in range(0, len(objs), 5000):
-            g._backend.apply(shard, [], objs[start : start + 5000])
+            g.engine.backend.apply(shard, [], objs[start : start + 5000])
 
 
 def build(g: assocdb.Graph) -> float:

@@ -75,7 +75,7 @@ def load(g: Graph) -> None:
 def phase(g: Graph, reads: int, seed: int, writes: bool) -> dict[str, float]:
     """Run `reads` reads (and, with `writes`, a write per ten); the phase's figures."""
     rnd = random.Random(seed)
-    backend = g._backend
+    backend = g.engine.backend
     failovers_before = backend.failovers if isinstance(backend, ShardMapBackend) else 0
     latencies: list[float] = []
     write_latencies: list[float] = [0.0]
@@ -123,7 +123,7 @@ def run_cluster(
 ) -> list[tuple[str, dict[str, float]]]:
     g = assocdb.open(write_map(root, threshold), cache=None)
     load(g)
-    backend = g._backend
+    backend = g.engine.backend
     assert isinstance(backend, ShardMapBackend)
     faults = backend.member("db2").faults  # type: ignore[attr-defined]
     phase(g, reads, 0, writes=False)  # warm up: connections, page cache

@@ -151,7 +151,7 @@ def main(outage: float = 30.0, steady: float = 10.0) -> None:
     servers("start")
     root = Path(tempfile.mkdtemp(prefix="assocdb-failover-mysql-"))
     g = assocdb.open(write_map(root), cache=None)
-    backend = g._backend
+    backend = g.engine.backend
     assert isinstance(backend, ShardMapBackend)
     try:
         g.define_assoc("follows", inverse="followed_by")

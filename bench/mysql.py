@@ -97,7 +97,7 @@ def bare_insert(conn: Any, schema: str) -> float:
 
 
 def range_vs_sql(graph: assocdb.Graph, conn: Any) -> tuple[float, float]:
-    backend: MySQLBackend = graph._backend  # type: ignore[assignment]
+    backend: MySQLBackend = graph.engine.backend  # type: ignore[assignment]
     people = list(range(1, 4040))
     random.Random(7).shuffle(people)
     atype = graph.schema.assoc_type("friend").id
@@ -179,7 +179,7 @@ def main() -> None:
     directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-mysql-"))
     try:
         graph, load_s, edges = bulk_load(urls[0])
-        backend: MySQLBackend = graph._backend  # type: ignore[assignment]
+        backend: MySQLBackend = graph.engine.backend  # type: ignore[assignment]
         conn = connect(backend)
         with conn.cursor() as cur:
             cur.execute("SELECT @@version, @@innodb_flush_log_at_trx_commit")

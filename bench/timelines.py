@@ -86,7 +86,7 @@ def delivered(g: assocdb.Graph, follower: int, item: int) -> None:
     shard = shard_of(follower, g.shards)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        blob = g._backend.timelines(shard, [follower]).get(follower)
+        blob = g.engine.backend.timelines(shard, [follower]).get(follower)
         if any(e[1] == item for e in unpack(blob)):
             return
         time.sleep(0.0002)
@@ -109,9 +109,9 @@ def reader_graph(
     g.bulk_load((a, "posted", item, t) for a, item, t in posts)
     # What the fan-out jobs would have delivered: the reader's capped home list.
     shard = shard_of(reader, g.shards)
-    g._backend.merge_timelines(shard, {reader: [entry(t, i, a, 1) for a, i, t in posts]}, 800)
+    g.engine.backend.merge_timelines(shard, {reader: [entry(t, i, a, 1) for a, i, t in posts]}, 800)
     # Hybrid: a tenth of the followees (at least one) are celebrities.
-    g._backend.swap_meta(
+    g.engine.backend.swap_meta(
         "timeline_celebrities", None, _packed(list(authors)[: max(1, followees // 10)])
     )
     return g, reader
@@ -140,7 +140,7 @@ class Bare:
     )
 
     def __init__(self, g: assocdb.Graph, reader: int, stars: list[int]) -> None:
-        root = g._backend.path  # type: ignore[attr-defined]
+        root = g.engine.backend.path  # type: ignore[attr-defined]
         self.conns = [sqlite3.connect(root / f"shard-{n:04d}.db") for n in range(g.shards)]
         self.shards = g.shards
         self.reader = reader
@@ -179,13 +179,13 @@ def page_costs(directory: Path, followees: int) -> dict[str, tuple[float, float]
     expected = g.home_timeline(reader, limit=50, mode="read").items
     for mode in MODES:
         assert g.home_timeline(reader, limit=50, mode=mode).items == expected, mode  # type: ignore[arg-type]
-    bare = Bare(g, reader, g._celebrities())
+    bare = Bare(g, reader, g._timelines.celebrities())
     costs = {}
     calls = 200 if followees >= 1000 else 1000
     threads = partial(g.home_timeline, reader, limit=50, mode="read")
     with_threads, inline = compare(lambda i: _threaded(threads), lambda i: threads(), calls // 4, 3)
     costs["read, shards on threads"] = (with_threads, inline)
-    cached = assocdb.open(g._backend.path, cache=assocdb.CacheConfig())  # type: ignore[attr-defined]
+    cached = assocdb.open(g.engine.backend.path, cache=assocdb.CacheConfig())  # type: ignore[attr-defined]
     for label, graph in (("", g), (", cached", cached)):
         for mode in MODES:
             ours, base = compare(
@@ -216,7 +216,7 @@ def mariadb_pages() -> None:
         g.define_assoc("follows", inverse="followed_by")
         g.define_timeline("follows", cap=800)
         cached = assocdb.open(url, journal=":memory:", cache=assocdb.CacheConfig())
-        conn = connect(g._backend)  # type: ignore[arg-type]
+        conn = connect(g.engine.backend)  # type: ignore[arg-type]
         print(f"timelines on {server()}: a second home page (limit 50), mode write")
         for followees in (10, 100):
             reader = followees
@@ -230,7 +230,7 @@ def mariadb_pages() -> None:
             page = partial(g.home_timeline, reader, cursor, 50, "write")
             cached_page = partial(cached.home_timeline, reader, cursor, 50, "write")
             assert cached_page() == page()
-            sql = g._backend._q(  # type: ignore[attr-defined]
+            sql = g.engine.backend._q(  # type: ignore[attr-defined]
                 "SELECT entries FROM {s}.timelines WHERE owner = %s", shard_of(reader, g.shards)
             )
 

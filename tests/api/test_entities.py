@@ -159,7 +159,7 @@ def test_graph_writes_keep_the_index_equal_to_a_rebuild(tmp_path_factory: Any, o
         ids = [g.obj_add("user", {"email": "a"}, id=n + 1) for n in range(4)]
         for which, kind, value, skew in ops:
             id = ids[which]
-            stored = g._backend.objects(shard_of(id, g.shards), [id])[0]
+            stored = g.engine.backend.objects(shard_of(id, g.shards), [id])[0]
             ua = None if skew is None else stored.updated_at + skew
             try:
                 if kind == "update":

@@ -179,11 +179,11 @@ def test_a_big_node_job_pages_through_and_survives_a_restart(stores: Stores) -> 
     g = stores.open(at=where, shards=4)
     g.define_assoc("follows", inverse="followed_by")
     g.bulk_load([(n, "follows", 1, n) for n in range(2, 4502)])  # 4,500 followers of 1
-    g._applier.stop()  # no background work: the job stays journaled, not done
+    g.engine.applier.stop()  # no background work: the job stays journaled, not done
     result = g.node_archive(1, "follows", direction="in")
     assert result.status == "queued"
-    g._journal.close()
-    g._backend.close()
+    g.engine.journal.close()
+    g.engine.backend.close()
     stores.forget(g)
     with stores.open(at=where) as again:  # the next open picks the job up
         assert again.drain(timeout=60)
@@ -283,7 +283,7 @@ def test_the_checker_finds_and_repairs_hanging_edges(follows: Graph) -> None:
     g.assoc_add(1, "follows", 2, time=5)
     g.assoc_add(3, "follows", 4, time=6)
     g.assoc_add(5, "friend", 6, time=7)
-    backend = g._backend
+    backend = g.engine.backend
     # the inverse leg of one edge never landed; another's is stale
     backend.apply(
         assocdb.core.ids.shard_of(2, g.shards), [(2, 2, 1, 3, 0, 1, None)], ()

@@ -21,7 +21,7 @@ CITIES = [f"city{i}" for i in range(50)]
 def load_objects(g: Graph, n: int) -> list[int]:
     """n users written straight to the shards, as if they predated the index."""
     otype = g.define_object("user").id
-    ua = g._clock.now()
+    ua = g.engine.clock.now()
     by_shard: dict[int, list[ObjRow]] = {}
     ids = list(range(1, n + 1))
     for id in ids:
@@ -30,7 +30,7 @@ def load_objects(g: Graph, n: int) -> list[int]:
         by_shard.setdefault(shard_of(id, g.shards), []).append(row)
     for shard, rows in by_shard.items():
         for start in range(0, len(rows), 5000):
-            g._backend.apply(shard, [], rows[start : start + 5000])
+            g.engine.backend.apply(shard, [], rows[start : start + 5000])
     return ids
 
 

@@ -33,7 +33,7 @@ def live_entries(g: Graph, name: str) -> set[tuple[int, bytes, int]]:
     found = set()
     for shard in range(g.shards):
         after = None
-        while page := g._backend.index_export(shard, index.id, after, 500):
+        while page := g.engine.backend.index_export(shard, index.id, after, 500):
             found |= {(shard, e[1], e[2]) for e in page if e[5] == 0}
             after = (page[-1][1], page[-1][2])
     return found
@@ -45,7 +45,7 @@ def rebuilt(g: Graph, name: str) -> set[tuple[int, bytes, int]]:
     want = set()
     for shard in range(g.shards):
         after = 0
-        while rows := g._backend.objects_page(shard, index.otype, after, 500):
+        while rows := g.engine.backend.objects_page(shard, index.otype, after, 500):
             for row in rows:
                 e: Routed | None = expected(index, row, g.shards)
                 if e is not None:
@@ -201,7 +201,7 @@ def test_build_indexes_existing_objects_and_resumes(
 def corrupt(g: Graph, name: str, sql: str, *params: Any) -> None:
     """Change index rows behind assocdb's back, on every shard."""
     index = g.schema.index(name)
-    backend: Any = g._backend
+    backend: Any = g.engine.backend
     if backend.spec()["kind"] == "mysql":
         for shard in range(g.shards):
             statement = backend._q(sql.format(t=f"{{s}}.index_{index.id}"), shard)
@@ -213,7 +213,7 @@ def corrupt(g: Graph, name: str, sql: str, *params: Any) -> None:
                 backend._in_transaction(shard, run)
         return
     for shard in range(g.shards):
-        conn = sqlite3.connect(g._backend.path / f"shard-{shard:04d}.db")  # type: ignore[attr-defined]
+        conn = sqlite3.connect(g.engine.backend.path / f"shard-{shard:04d}.db")  # type: ignore[attr-defined]
         try:
             conn.execute(sql.format(t=f"index_{index.id}").replace("%s", "?"), params)
             conn.commit()
@@ -235,7 +235,7 @@ def test_corrupted_rows_are_never_returned_and_are_repaired(graph: Graph) -> Non
     index = graph.schema.index("by_email")
     corrupt(graph, "by_email", "DELETE FROM {t} WHERE id = %s", a)
     z = _keys.encode(["z@x"])
-    graph._backend.index_apply(0, [(index.id, z, b, 1, 1, 0), (index.id, z, 999, 1, 1, 0)])
+    graph.engine.backend.index_apply(0, [(index.id, z, b, 1, 1, 0), (index.id, z, 999, 1, 1, 0)])
     graph.obj_delete(c)
     corrupt(graph, "by_email", "UPDATE {t} SET state = 0 WHERE id = %s", c)
     assert graph.index_query("by_email", eq=["a@x"]).items == []  # missing: not found …
@@ -325,7 +325,7 @@ def test_writes_of_a_process_that_has_not_seen_the_index_are_repaired(tmp_path: 
         a.define_object("user")
         old = b.obj_add("user", {"email": "old@x"})
         a.define_index("by_email", "user", ["email"])
-        b._indexes_read_at = time.monotonic() + 3600  # b has not re-read the schema yet
+        b.engine._indexes_read_at = time.monotonic() + 3600  # b has not re-read the schema yet
         new = b.obj_add("user", {"email": "new@x"})
         b.obj_update(old, {"email": "moved@x"})
         assert live_entries(a, "by_email") == set()
@@ -354,7 +354,7 @@ def test_an_index_table_dropped_behind_a_writers_back_is_created_again(graph: Gr
     assert [o.id for o in graph.index_query("by_email", ["b@x"]).items] == [a]
     # The same connection again: the failure made it forget the table, so it is created.
     index = graph.schema.index("by_email").id
-    backend = graph._backend
+    backend = graph.engine.backend
     backend.index_apply(0, [(index, b"k", 1, 1, 1, 0)])
     corrupt(graph, "by_email", "DROP TABLE {t}")
     with pytest.raises(Unavailable, match=r"no such table|was dropped"):
@@ -388,12 +388,12 @@ def test_purge_deletes_old_removal_entries_only(graph: Graph) -> None:
         return sum(
             e[5] == 3
             for shard in range(graph.shards)
-            for e in graph._backend.index_export(shard, index.id, None, 100)
+            for e in graph.engine.backend.index_export(shard, index.id, None, 100)
         )
 
     assert removals() == 5
-    assert graph._purge(index) == 0  # younger than an hour: kept
-    assert graph._purge(index, older_than=0) == 5
+    assert graph._cleaner.purge(index) == 0  # younger than an hour: kept
+    assert graph._cleaner.purge(index, older_than=0) == 5
     assert removals() == 0
     assert live_entries(graph, "by_city_recent") == rebuilt(graph, "by_city_recent")
     assert [o.id for o in graph.index_query("by_city_recent", ["oslo"]).items] == [a]
@@ -412,7 +412,7 @@ def test_a_failed_index_write_does_not_leave_the_cache_stale(graph: Graph) -> No
         if "index_" in sql and sql.lstrip().upper().startswith("INSERT"):
             raise sqlite3.OperationalError("disk I/O error")
 
-    faults = graph._backend.faults  # type: ignore[attr-defined]
+    faults = graph.engine.backend.faults  # type: ignore[attr-defined]
     faults.append(entries_fail)
     assert graph.obj_update(id, {"age": 2}).status == "queued"
     faults.clear()

@@ -351,7 +351,7 @@ def test_a_shard_that_is_down_delays_only_its_own_followers(
         if shard == down and "timelines" in sql:
             raise sqlite3.OperationalError("disk I/O error")
 
-    graph._backend.faults.append(shard_down)  # type: ignore[attr-defined]
+    graph.engine.backend.faults.append(shard_down)  # type: ignore[attr-defined]
     graph.post(1, 100, 10)
     assert not graph.drain(1)
     stuck = graph.queue_jobs("error")
@@ -363,7 +363,7 @@ def test_a_shard_that_is_down_delays_only_its_own_followers(
                 graph.home_timeline(user)
         else:
             assert [i.item for i in graph.home_timeline(user).items] == [100], user
-    graph._backend.faults.clear()  # type: ignore[attr-defined]
+    graph.engine.backend.faults.clear()  # type: ignore[attr-defined]
     graph.queue_retry()
     assert graph.drain(10)
     for user in range(2, 52):
@@ -523,7 +523,7 @@ def test_hybrid_reads_with_many_celebrities_look_up_the_smaller_side(graph: Grap
 
     graph.define_timeline("follows", mode="hybrid", celebrity_threshold=0)
     stars = array("q", range(10_000, 30_000)).tobytes()  # 20,000 celebrities
-    graph._backend.swap_meta("timeline_celebrities", None, stars)
+    graph.engine.backend.swap_meta("timeline_celebrities", None, stars)
     graph.assoc_add(1, "follows", 15_000)
     graph.post(15_000, 7, 1)
     assert graph.drain(10)
@@ -540,7 +540,7 @@ def test_hybrid_reads_that_read_the_follows_see_every_followed_celebrity(graph: 
 
     graph.define_timeline("follows", mode="hybrid", celebrity_threshold=100)
     stars = array("q", range(10_000, 13_000)).tobytes()  # 3,000 celebrities
-    graph._backend.swap_meta("timeline_celebrities", None, stars)
+    graph.engine.backend.swap_meta("timeline_celebrities", None, stars)
     authors = [10_001, 11_500, 12_999, 5, 6]  # three celebrities, two who fan out
     for n, author in enumerate(authors):
         graph.assoc_add(1, "follows", author)
@@ -595,7 +595,7 @@ def test_another_process_sees_deliveries_through_redis(tmp_path: Path) -> None:
         for n in range(5):
             writer.post(1, 100 + n, 10 + n)
             assert writer.drain(10)
-            assert reader._cache.tier2.wait_for(writer._cache.tier2.barrier())  # type: ignore[union-attr]
+            assert reader.engine.cache.tier2.wait_for(writer.engine.cache.tier2.barrier())  # type: ignore[union-attr]
             for user in range(2, 6):
                 items = [i.item for i in reader.home_timeline(user).items]
                 assert items == list(range(100 + n, 99, -1)), (n, user)
@@ -620,7 +620,7 @@ def test_a_home_fill_older_than_a_delivery_is_not_cached(tmp_path: Path) -> None
     g.post(1, 100, 10)
     assert g.drain(10)
     read, release = threading.Event(), threading.Event()
-    backend = g._backend
+    backend = g.engine.backend
     stored = backend.timelines
 
     def slow(shard: int, owners: list[int]) -> dict[int, bytes]:
@@ -663,8 +663,8 @@ def test_cached_home_lists_stay_within_the_memory_bound(tmp_path: Path) -> None:
             assert stats is not None
             assert stats.bytes <= 40_000
     assert stats.evictions > 0
-    assert g._cache is not None
-    g._cache.invalidate()
-    assert g._cache._home_bytes == 0
-    assert g._cache.stats().bytes == 0
+    assert g.engine.cache is not None
+    g.engine.cache.invalidate()
+    assert g.engine.cache._home_bytes == 0
+    assert g.engine.cache.stats().bytes == 0
     g.close()

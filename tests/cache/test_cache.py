@@ -140,14 +140,14 @@ def test_a_slow_fill_never_hides_a_newer_write(graph: Graph) -> None:
             started.set()
             release.wait(5)
 
-    g._backend.faults.append(slow_scans)  # type: ignore[attr-defined]
+    g.engine.backend.faults.append(slow_scans)  # type: ignore[attr-defined]
     reader = threading.Thread(target=lambda: g.assoc_range(4, "likes"))
     reader.start()
     started.wait(5)  # the fill has read the shard (without the next write)...
     g.assoc_add(4, "likes", 2, time=2)  # ...when a write lands
     release.set()
     reader.join()
-    g._backend.faults.clear()  # type: ignore[attr-defined]
+    g.engine.backend.faults.clear()  # type: ignore[attr-defined]
     assert [a.id2 for a in g.assoc_range(4, "likes")] == [2, 1]
     assert g.cache_stats().stale_fills == 1  # type: ignore[union-attr]
 
@@ -163,7 +163,7 @@ def test_concurrent_misses_share_one_fill(graph: Graph) -> None:
             scans.append(sql)
             gate.wait(0.3)
 
-    g._backend.faults.append(slow)  # type: ignore[attr-defined]
+    g.engine.backend.faults.append(slow)  # type: ignore[attr-defined]
     readers = [threading.Thread(target=lambda: g.assoc_range(5, "likes")) for _ in range(8)]
     for r in readers:
         r.start()
@@ -171,7 +171,7 @@ def test_concurrent_misses_share_one_fill(graph: Graph) -> None:
     gate.set()
     for r in readers:
         r.join()
-    g._backend.faults.clear()  # type: ignore[attr-defined]
+    g.engine.backend.faults.clear()  # type: ignore[attr-defined]
     assert len(scans) == 1
 
 
@@ -269,9 +269,9 @@ def test_an_invalidated_key_is_refilled_on_its_next_miss(tmp_path: Path) -> None
     g.assoc_count(1, "likes")
     g.assoc_count(1, "likes")  # second miss: cached
     assert statements(g, lambda: g.assoc_count(1, "likes")) == []
-    assert g._cache is not None
+    assert g.engine.cache is not None
     likes = g.schema.assoc_type("likes").id
-    g._cache.invalidate([("counts", (1, likes))])  # as another process's write does
+    g.engine.cache.invalidate([("counts", (1, likes))])  # as another process's write does
     assert statements(g, lambda: g.assoc_count(1, "likes"))  # refilled at once
     assert statements(g, lambda: g.assoc_count(1, "likes")) == []
     g.close()
@@ -302,7 +302,7 @@ def test_the_cache_counts_its_bytes_exactly_through_writes(tmp_path: Path) -> No
         else:
             data = rng.choice([None, "x" * rng.randrange(50), {"n": n}, n])
             g.assoc_add(1, "likes", id2, time=rng.randrange(100), data=data)
-    cache = g._cache
+    cache = g.engine.cache
     assert cache is not None
     for entry in cache._lists.values():
         assert entry.data_bytes == sum(sys.getsizeof(v) + _DATA_SLOT for v in entry.data.values())
@@ -321,7 +321,7 @@ def test_refilling_an_aged_object_does_not_count_it_twice(tmp_path: Path) -> Non
         for obj_id in ids:
             assert g.obj_get(obj_id) is not None
         time.sleep(0.1)  # every entry ages out; the next reads refill them
-    cache = g._cache
+    cache = g.engine.cache
     assert cache is not None
     assert cache.bytes == sum(e.nbytes for e in cache._lists.values()) + sum(
         _object_bytes(v[0]) for v in cache._objects.values()

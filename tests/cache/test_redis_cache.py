@@ -45,7 +45,7 @@ class TwoProcessesMachine(GraphMachine):
         super().teardown()
 
     def reader(self) -> assocdb.Graph:
-        writer, reader = self.graph._cache.tier2, self.other._cache.tier2  # type: ignore[union-attr]
+        writer, reader = self.graph.engine.cache.tier2, self.other.engine.cache.tier2  # type: ignore[union-attr]
         assert reader.wait_for(writer.barrier())  # type: ignore[union-attr]
         return self.other
 
@@ -73,14 +73,14 @@ def test_a_fill_older_than_a_write_is_not_stored_in_redis(tmp_path: Path) -> Non
             started.set()
             release.wait(5)
 
-    filler._backend.faults.append(slow)  # type: ignore[attr-defined]
+    filler.engine.backend.faults.append(slow)  # type: ignore[attr-defined]
     reading = threading.Thread(target=lambda: filler.assoc_range(1, "likes"))
     reading.start()
     started.wait(5)  # the fill read the shard before...
     writer.assoc_add(1, "likes", 2, time=2)  # ...this write
     release.set()
     reading.join()
-    filler._backend.faults.clear()  # type: ignore[attr-defined]
+    filler.engine.backend.faults.clear()  # type: ignore[attr-defined]
     third = assocdb.open(tmp_path / "g", cache=cache)
     assert [a.id2 for a in third.assoc_range(1, "likes")] == [2, 1]  # not the stale fill
     for g in (filler, writer, third):
@@ -180,7 +180,7 @@ def test_an_invalidation_redis_missed_is_sent_when_it_answers_again(tmp_path: Pa
     # writes, so Redis keeps the old count. Redis must not serve it for its ttl.
     private = RedisProcess(tmp_path)
     writer, other = two_processes(private.url, tmp_path / "g")
-    tier = writer._cache.tier2  # type: ignore[union-attr]
+    tier = writer.engine.cache.tier2  # type: ignore[union-attr]
     reachable = tier._redis
     tier._redis = redis.Redis(port=free_port(), socket_connect_timeout=0.25)  # refused
     try:

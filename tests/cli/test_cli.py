@@ -44,10 +44,10 @@ def test_queue_commands(tmp_path: Path) -> None:
             if sql.startswith("INSERT OR REPLACE INTO edges"):
                 raise sqlite3.IntegrityError("injected")
 
-        g._backend.faults.append(broken)  # type: ignore[attr-defined]
+        g.engine.backend.faults.append(broken)  # type: ignore[attr-defined]
         g.assoc_add(1, "likes", 2, time=1, data=1)
         assert g.drain(timeout=10)
-        g._backend.faults.clear()  # type: ignore[attr-defined]
+        g.engine.backend.faults.clear()  # type: ignore[attr-defined]
     runner = CliRunner()
     directory = str(tmp_path / "g")
     stats = runner.invoke(main, ["queue", "stats", directory])

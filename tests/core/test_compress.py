@@ -27,13 +27,13 @@ def test_small_or_incompressible_data_is_stored_as_is() -> None:
 
 
 def test_sqlite_stores_big_data_compressed_and_reads_old_rows(graph: Graph) -> None:
-    if graph._backend.spec()["kind"] != "sqlite":
+    if graph.engine.backend.spec()["kind"] != "sqlite":
         pytest.skip("reads the SQLite file directly")
     bio = "lorem ipsum dolor sit amet " * 100
     big = graph.obj_add("user", {"bio": bio})
     small = graph.obj_add("user", {"bio": "short"})
     shard = shard_of(big, graph.shards)
-    path = graph._backend.path / f"shard-{shard:04d}.db"  # type: ignore[attr-defined]
+    path = graph.engine.backend.path / f"shard-{shard:04d}.db"  # type: ignore[attr-defined]
     conn = sqlite3.connect(path)
     (stored,) = conn.execute("SELECT data FROM objects WHERE id = ?", (big,)).fetchone()
     assert stored[:1] == b"\x00"
@@ -42,6 +42,6 @@ def test_sqlite_stores_big_data_compressed_and_reads_old_rows(graph: Graph) -> N
     conn.execute("UPDATE objects SET data = ? WHERE id = ?", (b'{"bio":"plain"}', big))
     conn.commit()
     conn.close()
-    graph._forget()
+    graph.engine.forget()
     assert graph.obj_get(big).data == {"bio": "plain"}  # type: ignore[union-attr]
     assert graph.obj_get(small).data == {"bio": "short"}  # type: ignore[union-attr]

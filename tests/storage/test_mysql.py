@@ -152,7 +152,7 @@ def test_a_locked_row_makes_the_write_queue_not_hang(mysql: Stores) -> None:
     graph = mysql.open(at=mysql.location("g", options="query_timeout=2"), shards=1)
     graph.define_assoc("follows")
     graph.assoc_add(1, "follows", 2, time=1)
-    other = MySQLBackend.open(graph._backend.spec()["url"])  # type: ignore[attr-defined]
+    other = MySQLBackend.open(graph.engine.backend.spec()["url"])  # type: ignore[attr-defined]
     try:
         with other._session() as session:
             other._run(session, 0, "START TRANSACTION")
@@ -378,7 +378,7 @@ def test_a_graph_made_before_timelines_gets_its_timelines_table_when_first_writt
     mysql: Stores,
 ) -> None:
     graph = mysql.open("old", shards=2)
-    backend = graph._backend
+    backend = graph.engine.backend
     assert isinstance(backend, MySQLBackend)
     for shard in range(2):  # as a graph created before home timelines were stored
         backend._query(shard, backend._q("DROP TABLE {s}.timelines", shard))

@@ -36,7 +36,7 @@ def _open_and_touch(path: str, shards: int, start: Any, answers: Any) -> None:
     def touch() -> None:  # every shard's first statement, from 4 threads at once
         try:
             for shard in range(g.shards):
-                g._backend.node_states(shard, [(1, 1)])
+                g.engine.backend.node_states(shard, [(1, 1)])
         except AssocdbError as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
 

@@ -51,9 +51,9 @@ def make_graph_with_queued_writes(path: Path) -> None:
         if sql.startswith("INSERT"):
             raise sqlite3.OperationalError("disk I/O error (injected)")
 
-    g._backend.faults.append(fail)  # type: ignore[attr-defined]
+    g.engine.backend.faults.append(fail)  # type: ignore[attr-defined]
     assert g.assoc_add(3, "follows", 4, time=6).status == "queued"
-    g._backend.faults.remove(fail)  # type: ignore[attr-defined]
+    g.engine.backend.faults.remove(fail)  # type: ignore[attr-defined]
     g.close()
 
 

@@ -90,7 +90,7 @@ def graph(make_map: MapMaker, request: pytest.FixtureRequest) -> Iterator[Graph]
 
 
 def cluster(graph: Graph) -> ShardMapBackend:
-    backend = graph._backend
+    backend = graph.engine.backend
     assert isinstance(backend, ShardMapBackend)
     return backend
 
@@ -146,7 +146,7 @@ def test_reads_never_fail_while_one_replica_is_down(graph: Graph, hang: float) -
     statuses = write_randomly(graph, model, 120, seed=3)
     assert "queued" in statuses  # the shards db2 holds are not fully written
     assert not up(backend, "db2")
-    graph._forget()
+    graph.engine.forget()
     for id1 in NODES:  # no read fails (a write queued behind another may not show yet)
         for atype in (*TYPES, "followed_by"):
             graph.assoc_range(id1, atype, limit=100)
@@ -196,7 +196,7 @@ def test_a_replica_that_comes_back_behind_is_not_read_until_it_catches_up(
     for _ in range(30):  # one replica lacks the write until the retry: reads keep to the other
         assert [a.id2 for a in g.assoc_range(node, "likes")] == [2, 1]
         assert g.assoc_count(node, "likes") == 2
-        g._forget()
+        g.engine.forget()
     for _ in range(2):
         assert g.assoc_count(node, "likes") == 2  # cached again
     g.queue_retry()  # lands on the replica that lacked it: the replicas answer differently
@@ -342,7 +342,7 @@ def test_metrics_show_members_up_and_down_and_failovers(graph: Graph) -> None:
     metrics = Metrics(graph)
     cure = fail(backend, "db1", hang=0.0)
     for _ in range(5):
-        graph._forget()
+        graph.engine.forget()
         for n in NODES:  # half the reads of db1's shards try it first, and fail over
             graph.assoc_count(n, "likes")
     text = metrics.render().decode()
@@ -407,7 +407,7 @@ def test_a_partial_write_reaches_other_processes_caches_through_redis(
     writer.assoc_add(node, "likes", 1, time=1)
 
     def read_count() -> int:
-        tier2 = writer._cache.tier2, reader._cache.tier2  # type: ignore[union-attr]
+        tier2 = writer.engine.cache.tier2, reader.engine.cache.tier2  # type: ignore[union-attr]
         assert tier2[1].wait_for(tier2[0].barrier())  # type: ignore[union-attr]
         return reader.assoc_count(node, "likes")
 

@@ -10,7 +10,7 @@ from assocdb.core.merge import EdgeRow
 
 def all_edges(graph: Graph) -> list[EdgeRow]:
     """Every stored edge row of every shard, tombstones included, in key order."""
-    backend = graph._backend
+    backend = graph.engine.backend
     rows: list[EdgeRow] = []
     for shard in range(backend.shards):
         after = None

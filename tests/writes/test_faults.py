@@ -41,7 +41,7 @@ def graph(stores: Stores) -> Graph:
 
 
 def inject(graph: Graph, fault: Fault) -> Callable[[], None]:
-    faults = graph._backend.faults  # type: ignore[attr-defined]
+    faults = graph.engine.backend.faults  # type: ignore[attr-defined]
     faults.append(fault)
     return lambda: faults.remove(fault)
 
@@ -134,7 +134,7 @@ def test_a_shard_that_hangs_past_its_timeout(graph: Graph, stores: Stores) -> No
 
 def hold_the_write_lock(graph: Graph, shard: int, stores: Stores) -> Callable[[], None]:
     """Another client locks the shard against writers; returns the release."""
-    spec = graph._backend.spec()
+    spec = graph.engine.backend.spec()
     if stores.kind == "sqlite":
         blocker = sqlite3.connect(
             Path(spec["path"]) / f"shard-{shard:04d}.db", isolation_level=None

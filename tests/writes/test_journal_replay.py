@@ -86,7 +86,7 @@ def state(graph: Graph) -> tuple[Any, ...]:
 
 
 def replay_bodies(graph: Graph, bodies: list[bytes]) -> None:
-    applier: Applier = graph._applier
+    applier: Applier = graph.engine.applier
     for n, body in enumerate(bodies):
         assert applier.run(10**9 + n, decode(body))
 

@@ -83,7 +83,7 @@ def converge(stores: Stores, log: list[Any], rnd: random.Random) -> None:
             legs = legs + rnd.sample(legs, k=len(legs) // 2)
             rnd.shuffle(legs)
         for leg in legs:
-            graph._backend.apply(leg.shard, leg.edges, leg.objects)
+            graph.engine.backend.apply(leg.shard, leg.edges, leg.objects)
         graphs.append(graph)
     first = graphs[0]
     for other in graphs[1:]:

@@ -16,14 +16,21 @@ from ..core.merge import EdgeRow, State
 from ..core.records import STATE_NAMES, Assoc, Page, StateName
 from ..core.scans import EdgeScan, ListRow
 from ..core.schema import AssocType
-from .engine import GraphCore
+from .engine import Engine
 
 _NORMAL = State.NORMAL
 
 
-class AssocReadsAPI(GraphCore):
+class AssocReads:
     """assoc_get, assoc_count, assoc_contains, assoc_edge, assoc_range, assoc_time_range,
-    assoc_page."""
+    assoc_page (`Graph` documents each); timelines read lists through `scan` and
+    `from_cache`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._backend = engine.backend
+        self._cache = engine.cache
+        self._shards = engine.shards
 
     def assoc_get(
         self,
@@ -33,18 +40,12 @@ class AssocReadsAPI(GraphCore):
         high: int | None = None,
         low: int | None = None,
     ) -> list[Assoc]:
-        """The associations from `id1` to any of `id2s`, with `low <= time <= high`.
-
-        Returns only visible (normal) edges, newest first.
-
-        >>> [a.id2 for a in g.assoc_get(1, "follows", [2, 3, 4])]
-        """
         id1 = check_id(id1, "id1")
-        kind = self._assoc_type(atype)
+        kind = self._engine.assoc_type(atype)
         wanted = _id_list(id2s, kind.limit)
         high = check_int64(high, "high") if high is not None else None
         low = check_int64(low, "low") if low is not None else None
-        cached = self._from_cache(id1, kind, lambda e: e.get(wanted), len(wanted))
+        cached = self.from_cache(id1, kind, lambda e: e.get(wanted), len(wanted))
         if cached is not None:
             found = [(id2, t, ua, d) for id2, t, ua, d in cached]
         else:
@@ -59,12 +60,8 @@ class AssocReadsAPI(GraphCore):
         return self._assocs(id1, kind, found)
 
     def assoc_count(self, id1: int, atype: str, state: StateName = "normal") -> int:
-        """How many associations `id1` has of this type in `state` (default: visible ones).
-
-        Read from the counts kept with the edges: never a COUNT(*).
-        """
         id1 = check_id(id1, "id1")
-        kind = self._assoc_type(atype)
+        kind = self._engine.assoc_type(atype)
         code = state_code(state)
         shard = shard_of(id1, self._shards)
         if self._cache is None:
@@ -75,16 +72,14 @@ class AssocReadsAPI(GraphCore):
         return counts[code]
 
     def assoc_contains(self, id1: int, atype: str, id2: int) -> bool:
-        """True if the association exists and is normal or negative (FlockDB's `contains`)."""
         edge = self._stored_edge(id1, atype, id2)
         return edge is not None and edge.state in (State.NORMAL, State.NEGATIVE)
 
     def assoc_edge(self, id1: int, atype: str, id2: int) -> Assoc | None:
-        """The stored association in whatever state (removed ones included), or None."""
         edge = self._stored_edge(id1, atype, id2)
         if edge is None:
             return None
-        name = self._schema.assoc_by_id(edge.atype).name
+        name = self._engine.schema.assoc_by_id(edge.atype).name
         return Assoc(
             edge.id1,
             name,
@@ -97,17 +92,13 @@ class AssocReadsAPI(GraphCore):
 
     def _stored_edge(self, id1: int, atype: str, id2: int) -> EdgeRow | None:
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
-        kind = self._assoc_type(atype)
+        kind = self._engine.assoc_type(atype)
         rows = self._backend.edges(shard_of(id1, self._shards), id1, kind.id, [id2])
         return rows[0] if rows else None
 
     def assoc_range(self, id1: int, atype: str, pos: int = 0, limit: int = 50) -> list[Assoc]:
-        """Up to `limit` associations, newest first, skipping the first `pos`.
-
-        The cost grows with `pos`; page deep lists with `assoc_page` instead.
-        """
         id1 = check_id(id1, "id1")
-        kind = self._assoc_type(atype)
+        kind = self._engine.assoc_type(atype)
         if type(pos) is not int or not 0 <= pos <= 2**62:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
         limit = _limit(limit, kind)
@@ -115,50 +106,42 @@ class AssocReadsAPI(GraphCore):
         if cached is not None:
             return cached
         scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, offset=pos)
-        return self._assocs(id1, kind, self._scan(id1, scan))
+        return self._assocs(id1, kind, self.scan(id1, scan))
 
     def assoc_time_range(
         self, id1: int, atype: str, high: int, low: int, limit: int = 50
     ) -> list[Assoc]:
-        """Up to `limit` associations with `low <= time <= high`, newest first."""
         id1 = check_id(id1, "id1")
-        kind = self._assoc_type(atype)
+        kind = self._engine.assoc_type(atype)
         high, low = check_int64(high, "high"), check_int64(low, "low")
         limit = _limit(limit, kind)
         if low > high:
             return []
-        rows = self._from_cache(id1, kind, lambda e: e.time_range(high, low, limit), limit)
+        rows = self.from_cache(id1, kind, lambda e: e.time_range(high, low, limit), limit)
         if rows is None:
-            rows = self._scan(id1, EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, high, low))
+            rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, high, low))
         return self._assocs(id1, kind, rows)
 
     def assoc_page(
         self, id1: int, atype: str, cursor: str | None = None, limit: int = 50
     ) -> Page[Assoc]:
-        """One page of the list, newest first; pass `next_cursor` back for the next.
-
-        Every page costs what the first costs, and pages stay consistent while
-        items are added (keyset paging on `(time, id2)`).
-
-        >>> page = g.assoc_page(1, "follows", limit=100)
-        >>> older = g.assoc_page(1, "follows", page.next_cursor, limit=100)
-        """
         id1 = check_id(id1, "id1")
-        kind = self._assoc_type(atype)
+        kind = self._engine.assoc_type(atype)
         limit = _limit(limit, kind)
         scope = b"assoc:%d:%d:%d" % (id1, kind.id, _NORMAL)
         seek = _cursor.START if cursor is None else _cursor.decode(scope, cursor, 2)
 
         def scan(seek: _cursor.Seek, n: int) -> list[ListRow]:
-            rows = self._from_cache(id1, kind, lambda e: e.scan(seek, n), n)
+            rows = self.from_cache(id1, kind, lambda e: e.scan(seek, n), n)
             if rows is None:
-                rows = self._scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n))
+                rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n))
             return rows
 
         rows, next_cursor, prev_cursor = _cursor.paginate(scan, _list_key, scope, seek, limit)
         return Page(self._assocs(id1, kind, rows), next_cursor, prev_cursor)
 
-    def _scan(self, id1: int, query: EdgeScan) -> list[ListRow]:
+    def scan(self, id1: int, query: EdgeScan) -> list[ListRow]:
+        """One scan of a list on `id1`'s shard (no cache)."""
         return self._backend.scan(shard_of(id1, self._shards), query)
 
     def _columns_from_cache(
@@ -205,7 +188,7 @@ class AssocReadsAPI(GraphCore):
 
         return load
 
-    def _from_cache(
+    def from_cache(
         self,
         id1: int,
         kind: AssocType,

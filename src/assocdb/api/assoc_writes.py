@@ -14,14 +14,18 @@ from ..core.ops import MAX_ASSOC_DATA, EdgeWrite, TypeChange
 from ..core.records import WriteResult
 from ..writes.bulk import bulk_rows
 from ..writes.workers import ShardWriter
-from .engine import GraphCore
+from .engine import Engine
 
 BULK_BATCH = 100_000  # rows per round of shard transactions
 BULK_PARALLEL = 10_000  # edges read before a load starts worker processes
 
 
-class AssocWritesAPI(GraphCore):
-    """assoc_add, assoc_delete, assoc_change_type, bulk_load."""
+class AssocWrites:
+    """assoc_add, assoc_delete, assoc_archive, assoc_negate, assoc_change_type, bulk_load
+    (`Graph` documents each)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
 
     def assoc_add(
         self,
@@ -32,80 +36,58 @@ class AssocWritesAPI(GraphCore):
         data: Any = None,
         updated_at: int | None = None,
     ) -> WriteResult:
-        """Add the association `id1 -atype-> id2` (and its inverse, if the type has one).
-
-        `time` orders the list (default: now, in ms). Re-adding an edge that
-        exists (and is not removed) keeps its time and data unless new ones are
-        given, so a re-follow does not jump to the top of the list.
-
-        >>> g.assoc_add(1, "follows", 2)
-        """
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
-        kind = self._assoc_type(atype)
+        kind = self._engine.assoc_type(atype)
         if time is not None:
             check_time(time)
         raw = None if data is None else _json.encode(data, MAX_ASSOC_DATA, "association data")
-        ua = self._stamp(updated_at)
+        ua = self._engine.stamp(updated_at)
         op = EdgeWrite(
-            kind.id, self._inverse_id(kind), id1, id2, State.NORMAL, ua, time, raw, keep=True
+            kind.id, self._engine.inverse_id(kind), id1, id2, State.NORMAL, ua, time, raw, keep=True
         )
-        return self._submit(op, ua)
+        return self._engine.submit(op, ua)
 
     def assoc_delete(
         self, id1: int, atype: str, id2: int, updated_at: int | None = None
     ) -> WriteResult:
-        """Delete the association (and its inverse), leaving tombstones.
-
-        Deleting an edge that does not exist still stores a tombstone, so that
-        an older add arriving later cannot bring it back.
-        """
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
-        kind = self._assoc_type(atype)
-        ua = self._stamp(updated_at)
-        op = EdgeWrite(kind.id, self._inverse_id(kind), id1, id2, State.REMOVED, ua, time=0)
-        return self._submit(op, ua)
+        kind = self._engine.assoc_type(atype)
+        ua = self._engine.stamp(updated_at)
+        op = EdgeWrite(kind.id, self._engine.inverse_id(kind), id1, id2, State.REMOVED, ua, time=0)
+        return self._engine.submit(op, ua)
 
     def assoc_archive(
         self, id1: int, atype: str, id2: int, updated_at: int | None = None
     ) -> WriteResult:
-        """Archive the association (and its inverse): hidden from lists, kept with its
-        time and data; `assoc_add` restores it.
-
-        >>> g.assoc_archive(1, "follows", 2)
-        """
         return self._set_state(id1, atype, id2, State.ARCHIVED, updated_at)
 
     def assoc_negate(
         self, id1: int, atype: str, id2: int, updated_at: int | None = None
     ) -> WriteResult:
-        """Mark the association (and its inverse) negative: hidden from lists, but
-        `assoc_contains` still finds it (FlockDB's negative edge); `assoc_add` restores it."""
         return self._set_state(id1, atype, id2, State.NEGATIVE, updated_at)
 
     def _set_state(
         self, id1: int, atype: str, id2: int, state: int, updated_at: int | None
     ) -> WriteResult:
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
-        kind = self._assoc_type(atype)
-        ua = self._stamp(updated_at)
-        op = EdgeWrite(kind.id, self._inverse_id(kind), id1, id2, state, ua, keep=True)
-        return self._submit(op, ua)
+        kind = self._engine.assoc_type(atype)
+        ua = self._engine.stamp(updated_at)
+        op = EdgeWrite(kind.id, self._engine.inverse_id(kind), id1, id2, state, ua, keep=True)
+        return self._engine.submit(op, ua)
 
     def assoc_change_type(
         self, id1: int, atype: str, id2: int, new_atype: str, updated_at: int | None = None
     ) -> WriteResult:
-        """Move an association to another type, keeping its time and data; NotFound if none.
-
-        >>> g.assoc_change_type(1, "follows", 2, "blocks")
-        """
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
-        old, new = self._assoc_type(atype), self._assoc_type(new_atype)
+        old, new = self._engine.assoc_type(atype), self._engine.assoc_type(new_atype)
         if old.id == new.id:
             raise InvalidRequest(f"the association is already of type {old.name!r}")
-        ua = self._stamp(updated_at)
-        op = TypeChange(old.id, self._inverse_id(old), new.id, self._inverse_id(new), id1, id2, ua)
+        ua = self._engine.stamp(updated_at)
+        op = TypeChange(
+            old.id, self._engine.inverse_id(old), new.id, self._engine.inverse_id(new), id1, id2, ua
+        )
         try:
-            return self._submit(op, ua)
+            return self._engine.submit(op, ua)
         except NotFound:  # the pure rule knows type ids; say the names
             raise NotFound(
                 f"no association {id1} -> {id2} of type {old.name!r}", id1=id1, id2=id2
@@ -118,26 +100,6 @@ class AssocWritesAPI(GraphCore):
         workers: int | None = None,
         progress: Callable[[int], None] | None = None,
     ) -> int:
-        """Load many edges fast, straight into the shards; return how many were read.
-
-        Each edge is `(id1, atype, id2)`, optionally followed by `time` and
-        `data`. Inverse rows and counts are written as for `assoc_add`, under
-        the same merge rule, but not through the journal: a load is its own
-        record. An edge without a time gets the load's start time (there is no
-        read of the existing edge); with explicit times, loading twice changes
-        nothing, so a load may be re-run after a crash.
-
-        Edges are validated and written in rounds of 100,000 rows. A bad edge
-        (or an error raised by the input iterator) stops the load: every edge
-        before it is written first, and the InvalidRequest names the bad edge's
-        position and how many edges were stored (`details["stored"]`), so
-        the load can go on from there (with explicit times, loading the same
-        edges again changes nothing). A load of more than 10,000 edges starts
-        `workers` processes (default: one per CPU) that write shards in
-        parallel.
-
-        >>> g.bulk_load([(1, "friend", 2), (2, "friend", 3, 1700000000000)])
-        """
         workers = os.cpu_count() or 1 if workers is None else workers
         if type(workers) is not int or workers < 1:
             raise InvalidRequest(f"workers must be a positive integer, got {workers!r}")
@@ -145,12 +107,12 @@ class AssocWritesAPI(GraphCore):
             raise InvalidRequest(
                 f"edges must be an iterable of (id1, atype, id2[, time[, data]]), got {edges!r:.80}"
             )
-        ua = self._clock.now()
-        shards = self._shards
+        ua = self._engine.clock.now()
+        shards = self._engine.shards
         shard_cache: dict[int, int] = {}  # ids repeat: an edge list is mostly one id1
         batch: dict[int, list[EdgeTuple]] = {}
         rows = count = 0
-        writer = ShardWriter(self._backend)
+        writer = ShardWriter(self._engine.backend)
         try:
             stop = _StopAtBadEdge()
             for count, row in stop.rows(bulk_rows(edges, self._resolve_type, ua, MAX_ASSOC_DATA)):
@@ -172,14 +134,14 @@ class AssocWritesAPI(GraphCore):
             stop.raise_if_stopped()
         finally:
             writer.close()
-            self._forget()  # rows were written around the cache
+            self._engine.forget()  # rows were written around the cache
         if progress is not None:
             progress(count)
         return count
 
     def _resolve_type(self, name: object) -> tuple[int, int | None]:
-        kind = self._assoc_type(name)
-        return kind.id, self._inverse_id(kind)
+        kind = self._engine.assoc_type(name)
+        return kind.id, self._engine.inverse_id(kind)
 
 
 class _StopAtBadEdge:

@@ -17,20 +17,27 @@ import msgspec
 from ..core.ids import shard_of
 from ..core.merge import EdgeRow, EdgeTuple, edge_rank
 from ..core.ops import Rows, legs
-from ..core.records import STATE_NAMES, Assoc, HangingEdge
-from .engine import GraphCore
+from ..core.records import STATE_NAMES, Assoc, CountMismatch, HangingEdge
+from .engine import Engine
 
 _PAGE = 1000
 
 
-class ChecksAPI(GraphCore):
-    """check_inverses (check_counts lives with GraphCore)."""
+class Checks:
+    """check_counts, check_inverses (`Graph` documents each)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._backend = engine.backend
+        self._shards = engine.shards
+
+    def check_counts(self, *, repair: bool = False) -> list[CountMismatch]:
+        found = [m for shard in range(self._shards) for m in self._backend.recount(shard, repair)]
+        if repair and found:
+            self._engine.forget()
+        return found
 
     def check_inverses(self, *, repair: bool = False) -> list[HangingEdge]:
-        """Every edge whose inverse row is missing or differs; optionally repair them.
-
-        A full scan of every shard: an operator's tool, not a request path.
-        """
         found: list[HangingEdge] = []
         for page in self._edge_pages():
             mirrors = self._mirrors(page)
@@ -47,7 +54,7 @@ class ChecksAPI(GraphCore):
                 if repair:
                     self._repair(row, mirror, other)
         if repair and found:
-            self._forget()
+            self._engine.forget()
         return found
 
     def _edge_pages(self) -> Iterator[list[EdgeRow]]:
@@ -70,11 +77,11 @@ class ChecksAPI(GraphCore):
         return mirrors
 
     def _inverse_type(self, atype: int) -> int | None:
+        engine = self._engine
         try:
-            return self._inverse_id(self._schema.assoc_by_id(atype))
+            return engine.inverse_id(engine.schema.assoc_by_id(atype))
         except KeyError:
-            self._schema = self._read_schema()
-            return self._inverse_id(self._schema.assoc_by_id(atype))
+            return engine.inverse_id(engine.reload_schema().assoc_by_id(atype))
 
     def _repair(self, row: EdgeRow, mirror: EdgeRow | None, other: int) -> None:
         best: EdgeTuple = row
@@ -88,6 +95,6 @@ class ChecksAPI(GraphCore):
             self._backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
 
     def _assoc(self, row: EdgeRow) -> Assoc:
-        name = self._schema.assoc_by_id(row[1]).name
+        name = self._engine.schema.assoc_by_id(row[1]).name
         data = None if row[6] is None else msgspec.json.decode(row[6])
         return Assoc(row[0], name, row[2], row[4], STATE_NAMES[row[3]], row[5], data)

@@ -37,7 +37,8 @@ from ..core.merge import ObjRow, State
 from ..core.records import IndexCheck, IndexStatus
 from ..core.scans import IndexEntry
 from ..core.schema import IndexDef
-from .indexes import BUILD_KEY, DEFINED_KEY, IndexesAPI
+from .engine import Engine
+from .indexes import BUILD_KEY, DEFINED_KEY, Indexes
 
 log = logging.getLogger("assocdb.cleaner")
 
@@ -66,11 +67,17 @@ class RecentState(msgspec.Struct):
     since: list[int]
 
 
-class CleanerAPI(IndexesAPI):
-    """index_build, index_repair_recent, index_check, start_cleaner (and the query API)."""
+class Cleaner:
+    """index_build, index_repair_recent, index_check, start_cleaner (`Graph` documents
+    each); it finds indexes and their objects through `indexes`."""
 
-    _cleaner: threading.Thread | None = None
-    _cleaner_stop: threading.Event | None = None
+    def __init__(self, engine: Engine, indexes: Indexes) -> None:
+        self._engine = engine
+        self._indexes = indexes
+        self._backend = engine.backend
+        self._shards = engine.shards
+        self._cleaner: threading.Thread | None = None
+        self._cleaner_stop: threading.Event | None = None
 
     def index_build(
         self,
@@ -79,15 +86,7 @@ class CleanerAPI(IndexesAPI):
         rate: float | None = None,
         seconds: float | None = None,
     ) -> IndexStatus:
-        """Index the existing objects for `name`, resuming where the last build stopped.
-
-        `rate` caps objects per second; `seconds` stops early (call again to go
-        on: `scanned` in the returned status tells how far it got). Returns the
-        status: "ready" once every object has been covered.
-
-        >>> while g.index_build("user_by_email", seconds=1.0).state != "ready": ...
-        """
-        index = self._index(name)
+        index = self._indexes.index(name)
         check_positive(rate, "rate", zero=False)
         check_positive(seconds, "seconds", zero=True)
         state = self._build_state(index)
@@ -96,7 +95,7 @@ class CleanerAPI(IndexesAPI):
         for shard in range(self._shards):
             while state.after[shard] != DONE:
                 if clock.expired() or not self._still_defined(index):
-                    return self.index_status(name)
+                    return self._indexes.index_status(name)
                 rows = self._backend.objects_page(shard, index.otype, state.after[shard], page)
                 self._store(e for row in rows if (e := expected(index, row, self._shards)))
                 state.after[shard] = rows[-1].id if len(rows) == page else DONE
@@ -104,18 +103,17 @@ class CleanerAPI(IndexesAPI):
                 self._put_meta(BUILD_KEY.format(index.id), msgspec.json.encode(state))
                 clock.wait(len(rows))
         if index.state != "ready":
-            self._change_schema(lambda s: s.with_index_state(name, "ready"))
+            self._engine.change_schema(lambda s: s.with_index_state(name, "ready"))
             # Writes made meanwhile by processes that had not seen the index yet.
             self.index_repair_recent(name)
-        return self.index_status(name)
+        return self._indexes.index_status(name)
 
     def index_repair_recent(self, name: str) -> IndexCheck:
-        """Judge the objects written since the last pass (less `LAG`); fix what is wrong."""
-        index = self._index(name)
+        index = self._indexes.index(name)
         key = RECENT_KEY.format(index.id)
         state = self._recent_state(index)
         totals = _Totals()
-        until = self._clock.now()  # under steady writes, a pass still ends
+        until = self._engine.clock.now()  # under steady writes, a pass still ends
         for shard in range(self._shards):
             at = (max(0, state.since[shard] - LAG), 0)
             while rows := self._backend.objects_since(shard, index.otype, at, PAGE):
@@ -128,11 +126,7 @@ class CleanerAPI(IndexesAPI):
         return totals.result(index.name)
 
     def index_check(self, name: str, *, repair: bool = False) -> IndexCheck:
-        """Compare the whole index with the objects: missing, stale and dangling entries.
-
-        >>> g.index_check("user_by_email", repair=True)
-        """
-        index = self._index(name)
+        index = self._indexes.index(name)
         totals = _Totals(repair)
         for shard in range(self._shards):
             after = 0
@@ -144,7 +138,6 @@ class CleanerAPI(IndexesAPI):
         return totals.result(index.name)
 
     def start_cleaner(self, interval: float = 1.0, rate: float | None = None) -> None:
-        """Build "building" indexes and run recent passes in a daemon thread until close()."""
         if self._cleaner is not None:
             return
         stop = self._cleaner_stop = threading.Event()
@@ -157,11 +150,11 @@ class CleanerAPI(IndexesAPI):
         self._cleaner.start()
 
     def close(self) -> None:
+        """Stop the cleaner thread, if started (before the engine closes)."""
         if self._cleaner is not None and self._cleaner_stop is not None:
             self._cleaner_stop.set()
             self._cleaner.join(timeout=5.0)
             self._cleaner = None
-        super().close()
 
     # -- internals -------------------------------------------------------------------
 
@@ -170,7 +163,7 @@ class CleanerAPI(IndexesAPI):
         while not stop.wait(interval):
             try:
                 purge = time.monotonic() - purged_at >= PURGE_EVERY
-                for index in self._read_schema().indexes:
+                for index in self._engine.read_schema().indexes:
                     if stop.is_set():
                         return
                     if index.state == "building":
@@ -178,7 +171,7 @@ class CleanerAPI(IndexesAPI):
                     else:
                         self.index_repair_recent(index.name)
                         if purge:
-                            self._purge(index)
+                            self.purge(index)
                 if purge:
                     purged_at = time.monotonic()
             except AssocdbError:  # a shard down, an index dropped: next round
@@ -186,9 +179,9 @@ class CleanerAPI(IndexesAPI):
             except Exception:  # a bug must not stop the cleaner for good
                 log.exception("the index cleaner failed; trying again")
 
-    def _purge(self, index: IndexDef, older_than: int = PURGE_AFTER) -> int:
+    def purge(self, index: IndexDef, older_than: int = PURGE_AFTER) -> int:
         """Delete the index's removal entries older than `older_than` µs; how many."""
-        before = self._clock.now() - older_than
+        before = self._engine.clock.now() - older_than
         return sum(self._backend.index_purge(s, index.id, before) for s in range(self._shards))
 
     def _repair_objects(self, index: IndexDef, rows: list[ObjRow], totals: _Totals) -> None:
@@ -218,7 +211,7 @@ class CleanerAPI(IndexesAPI):
         while entries := self._backend.index_export(shard, index.id, after, PAGE):
             after = (entries[-1][1], entries[-1][2])
             live = [e for e in entries if e[5] == State.NORMAL]
-            found = self._objects_by_id([e[2] for e in live])
+            found = self._indexes.objects_by_id([e[2] for e in live])
             for entry in live:
                 row = found.get(entry[2])
                 if row is None or row.otype != index.otype:
@@ -235,8 +228,8 @@ class CleanerAPI(IndexesAPI):
             self._backend.index_apply(shard, some)
 
     def _still_defined(self, index: IndexDef) -> bool:
-        self._refresh_indexes()
-        return any(i.id == index.id for i in self._schema.indexes)
+        self._engine.refresh_indexes()
+        return any(i.id == index.id for i in self._engine.schema.indexes)
 
     def _build_state(self, index: IndexDef) -> BuildState:
         raw = self._backend.get_meta(BUILD_KEY.format(index.id))

@@ -2,7 +2,8 @@
 
 An index is declared at run time (`define_index`), stored in the schema,
 and from then on every object write of its type carries the index entries
-it implies (`_entities`). Existing objects are indexed by the build of
+it implies (`Indexes.entries`, which the engine calls on every object write,
+here and in the applier; the rule: `_entities`). Existing objects are indexed by the build of
 `_cleaner.py`, which also repairs. A query is one range scan of the index on
 one shard (when it gives the `shard_on` property by equality) or on every
 shard, merged; each entry found is re-checked against the object's current
@@ -22,25 +23,34 @@ import struct
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import msgspec
+
 from ..core import json as _json
 from ..core import keys as _keys
 from ..core.cursor import decode_after, encode_after
-from ..core.entities import key_of, shard_for_value
+from ..core.entities import key_of, maintenance, shard_for_value
 from ..core.errors import Conflict, InvalidRequest, NotFound
 from ..core.ids import shard_of
 from ..core.merge import ObjRow, State
+from ..core.ops import Rows
 from ..core.records import IndexPage, IndexStatus, Obj
 from ..core.scans import IndexScan
 from ..core.schema import DEFAULT_LIMIT, IndexDef
-from .engine import GraphCore
+from .engine import Engine
 
 _ID = struct.Struct(">q")
 BUILD_KEY = "index:{}:build"
 DEFINED_KEY = "index:{}:defined"
 
 
-class IndexesAPI(GraphCore):
-    """define_index, drop_index, index_query, index_status, indexes."""
+class Indexes:
+    """define_index, drop_index, index_query, index_status, indexes (`Graph` documents
+    each), and `entries`, which the engine adds to every object write."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._backend = engine.backend
+        self._shards = engine.shards
 
     def define_index(
         self,
@@ -52,56 +62,37 @@ class IndexesAPI(GraphCore):
         unique: bool = False,
         shard_on: str | None = None,
     ) -> IndexStatus:
-        """Declare a secondary index on objects of `otype`; a no-op if defined alike.
-
-        From now on writes maintain it; existing objects are indexed by
-        `index_build` (or the cleaner thread). Until then it is "building" and
-        queries answer with `complete=False`. `order` adds `"recency"` (the
-        object's `updated_at`) or one more property as the last key part;
-        `shard_on` (one of `properties`) places entries by that value, so an
-        equality query on it reads one shard. With `unique`, a write giving a
-        second live object the same key raises Conflict (checked when the write
-        enters; two racing writers can both pass).
-
-        >>> g.define_index("user_by_email", "user", ["email"], shard_on="email")
-        """
-        self._object_type(otype)  # UnknownType, refreshing the schema first
-        defined_at = self._clock.now()
-        self._change_schema(
+        self._engine.object_type(otype)  # UnknownType, refreshing the schema first
+        defined_at = self._engine.clock.now()
+        self._engine.change_schema(
             lambda s: s.define_index(
                 name, otype, properties, order=order, unique=unique, shard_on=shard_on
             )
         )
-        index = self._schema.index(name)
+        index = self._engine.schema.index(name)
         # The cleaner's recent passes start here: writes from then on that a
         # process made before it saw the index are judged by them.
         self._backend.swap_meta(DEFINED_KEY.format(index.id), None, str(defined_at).encode())
         return self.index_status(name)
 
     def drop_index(self, name: str) -> None:
-        """Stop maintaining an index and remove its tables (NotFound if there is none).
-
-        Another process stops writing it within a second (when it re-reads the schema).
-        """
-        index = self._index(name)
-        self._change_schema(lambda s: s.drop_index(name))
+        index = self.index(name)
+        self._engine.change_schema(lambda s: s.drop_index(name))
         for shard in range(self._shards):
             self._backend.index_drop(shard, index.id)
 
     def indexes(self) -> list[IndexStatus]:
-        """Every defined index with its build progress."""
-        self._schema = self._read_schema()
-        return [self.index_status(index.name) for index in self._schema.indexes]
+        schema = self._engine.reload_schema()
+        return [self.index_status(index.name) for index in schema.indexes]
 
     def index_status(self, name: str) -> IndexStatus:
-        """The index's definition, state and build progress."""
-        index = self._index(name)
+        index = self.index(name)
         raw = self._backend.get_meta(BUILD_KEY.format(index.id))
         scanned = 0 if raw is None else int(_json.decode(raw).get("scanned", 0))
         total = sum(self._backend.objects_count(s, index.otype) for s in range(self._shards))
         return IndexStatus(
             index.name,
-            self._schema.object_by_id(index.otype).name,
+            self._engine.schema.object_by_id(index.otype).name,
             index.properties,
             index.order,
             index.unique,
@@ -122,12 +113,7 @@ class IndexesAPI(GraphCore):
         limit: int = 50,
         cursor: str | None = None,
     ) -> IndexPage:
-        """Objects whose indexed properties match, in index order, re-checked.
-
-        >>> g.index_query("user_by_email", eq=["ada@example.com"]).items
-        >>> g.index_query("user_by_age", low=18, high=30, limit=100)
-        """
-        index = self._index(name)
+        index = self.index(name)
         plan = _plan(index, eq, low, high, desc, self._shards)
         limit = _check_limit(limit)
         after = None if cursor is None else decode_after(plan.scope, cursor, _keys.MAX_KEY_BYTES)
@@ -135,15 +121,50 @@ class IndexesAPI(GraphCore):
         token = None if next_after is None else encode_after(plan.scope, next_after)
         return IndexPage(items, token, index.state == "ready")
 
-    # -- internals -------------------------------------------------------------------
+    # -- for the engine and the cleaner ----------------------------------------------
 
-    def _index(self, name: object) -> IndexDef:
-        self._refresh_indexes()  # another process may have built or dropped it
+    def index(self, name: object) -> IndexDef:
+        """The index named so (NotFound if none), after a re-read if the copy is a second old."""
+        self._engine.refresh_indexes()  # another process may have built or dropped it
         try:
-            return self._schema.index(name)
+            return self._engine.schema.index(name)
         except NotFound:
-            self._schema = self._read_schema()
-            return self._schema.index(name)
+            return self._engine.reload_schema().index(name)
+
+    def entries(self, old: ObjRow | None, rows: Rows) -> Rows:
+        """`rows` with the secondary index entries its object rows imply (`_entities`).
+
+        Raises InvalidRequest if an object holds a value one of its indexes
+        cannot take, Conflict if a unique index holds the key for another object.
+        """
+        self._engine.refresh_indexes()
+        schema = self._engine.schema
+        entries = list(rows.index)
+        for new in rows.objects:
+            before = old if old is not None and old.id == new.id else None
+            indexes = schema.indexes_of(new.otype)
+            made = maintenance(indexes, before, new, self._shards)
+            for index in indexes:
+                if index.unique:
+                    for shard, index_id, key, _, _, _, state in made:
+                        if index_id == index.id and state == State.NORMAL:
+                            self._check_unique(index, key, shard, new.id)
+            entries += made
+        if len(entries) == len(rows.index):
+            return rows
+        return msgspec.structs.replace(rows, index=entries)
+
+    def objects_by_id(self, ids: list[int]) -> dict[int, ObjRow]:
+        """The stored rows of these objects (any state), one read per shard."""
+        by_shard: dict[int, list[int]] = {}
+        for id in ids:
+            by_shard.setdefault(shard_of(id, self._shards), []).append(id)
+        found: dict[int, ObjRow] = {}
+        for shard, some in by_shard.items():
+            found.update((row.id, row) for row in self._backend.objects(shard, some))
+        return found
+
+    # -- internals -------------------------------------------------------------------
 
     def _index_read(
         self, index: IndexDef, plan: _Plan, after: tuple[bytes, int] | None, limit: int
@@ -177,8 +198,8 @@ class IndexesAPI(GraphCore):
 
     def _recheck(self, index: IndexDef, rows: list[tuple[bytes, int]]) -> dict[Any, Obj]:
         """The entries that still hold: the object is live and has exactly that key."""
-        stored = self._objects_by_id([id for _, id in rows])
-        name = self._schema.object_by_id(index.otype).name
+        stored = self.objects_by_id([id for _, id in rows])
+        name = self._engine.schema.object_by_id(index.otype).name
         found: dict[Any, Obj] = {}
         for key, id in rows:
             row = stored.get(id)
@@ -187,16 +208,6 @@ class IndexesAPI(GraphCore):
             data = _json.decode(row.data)
             if key_of(index, data, row.updated_at, strict=False) == key:
                 found[(key, id)] = Obj(id, name, data, row.version, row.updated_at)
-        return found
-
-    def _objects_by_id(self, ids: list[int]) -> dict[int, ObjRow]:
-        """The stored rows of these objects (any state), one read per shard."""
-        by_shard: dict[int, list[int]] = {}
-        for id in ids:
-            by_shard.setdefault(shard_of(id, self._shards), []).append(id)
-        found: dict[int, ObjRow] = {}
-        for shard, some in by_shard.items():
-            found.update((row.id, row) for row in self._backend.objects(shard, some))
         return found
 
     def _check_unique(self, index: IndexDef, key: bytes, shard: int, id: int) -> None:

@@ -27,7 +27,7 @@ from ..core.merge import NodeRow, State
 from ..core.ops import NodeJob, Rows
 from ..core.records import STATE_NAMES, Direction, StateName, WriteResult
 from ..core.schema import AssocType
-from .engine import GraphCore
+from .engine import Engine
 
 #: The states a node operation moves edges out of (unarchive: see `_sources`).
 _SOURCES: dict[int, list[int]] = {
@@ -37,54 +37,46 @@ _SOURCES: dict[int, list[int]] = {
 }
 
 
-class NodesAPI(GraphCore):
-    """node_archive, node_unarchive, node_negate, node_remove, node_state."""
+class Nodes:
+    """node_archive, node_unarchive, node_negate, node_remove, node_state (`Graph`
+    documents each)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
 
     def node_archive(
         self, node: int, atype: str, *, direction: Direction = "out", updated_at: int | None = None
     ) -> WriteResult:
-        """Archive every edge of `node` of this type, in one direction or both.
-
-        The node state applies at once (new edges are written archived); the
-        existing edges move in the background (`queued`; `g.drain()` waits).
-
-        >>> g.node_archive(spammer, "follows", direction="both")
-        """
         return self._node_set(node, atype, State.ARCHIVED, direction, updated_at)
 
     def node_unarchive(
         self, node: int, atype: str, *, direction: Direction = "out", updated_at: int | None = None
     ) -> WriteResult:
-        """Restore the edges an archive (or negate) of the node moved, with their times."""
         return self._node_set(node, atype, State.NORMAL, direction, updated_at)
 
     def node_negate(
         self, node: int, atype: str, *, direction: Direction = "out", updated_at: int | None = None
     ) -> WriteResult:
-        """Make every normal edge of the node negative (hidden, but `assoc_contains` sees it)."""
         return self._node_set(node, atype, State.NEGATIVE, direction, updated_at)
 
     def node_remove(
         self, node: int, atype: str, *, direction: Direction = "out", updated_at: int | None = None
     ) -> WriteResult:
-        """Remove every edge of the node; new edges are written removed until unarchived."""
         return self._node_set(node, atype, State.REMOVED, direction, updated_at)
 
     def node_state(
         self, node: int, atype: str, *, direction: Literal["out", "in"] = "out"
     ) -> StateName:
-        """The state of the node's edges of this type in one direction ("normal" if never set).
-
-        One direction at a time: "both" is InvalidRequest (ask for "out" and "in").
-        """
         node = check_id(node, "node")
         if direction not in ("out", "in"):
             raise InvalidRequest(
                 f"node_state reads one direction, 'out' or 'in' (ask twice for both); "
                 f"got {direction!r}"
             )
-        ((kind, _),) = self._node_lists(self._assoc_type(atype), direction)
-        stored = self._backend.node_states(shard_of(node, self._shards), [(node, kind.id)])
+        ((kind, _),) = self._node_lists(self._engine.assoc_type(atype), direction)
+        stored = self._engine.backend.node_states(
+            shard_of(node, self._engine.shards), [(node, kind.id)]
+        )
         row = stored.get((node, kind.id))
         return STATE_NAMES[row.state if row is not None else State.NORMAL]
 
@@ -92,22 +84,22 @@ class NodesAPI(GraphCore):
         self, node: int, atype: str, state: int, direction: Direction, updated_at: int | None
     ) -> WriteResult:
         node = check_id(node, "node")
-        lists = self._node_lists(self._assoc_type(atype), direction)
-        ua = self._stamp(updated_at)
-        stored = self._backend.node_states(
-            shard_of(node, self._shards), [(node, kind.id) for kind, _ in lists]
+        lists = self._node_lists(self._engine.assoc_type(atype), direction)
+        ua = self._engine.stamp(updated_at)
+        stored = self._engine.backend.node_states(
+            shard_of(node, self._engine.shards), [(node, kind.id) for kind, _ in lists]
         )
         work = []
         for kind, other in lists:
             before = stored.get((node, kind.id))
             sources = _sources(state, before.state if before is not None else State.NORMAL)
             work.append((kind.id, None if other is None else other.id, sources))
-        result = self._submit(
+        result = self._engine.submit(
             Rows(nodes=[NodeRow(node, kind.id, state, ua) for kind, _ in lists]), ua
         )
         if not any(sources for _, _, sources in work):
             return result
-        return self._submit_background(NodeJob(node, work, state, ua))
+        return self._engine.submit_background(NodeJob(node, work, state, ua))
 
     def _node_lists(
         self, kind: AssocType, direction: str
@@ -115,7 +107,7 @@ class NodesAPI(GraphCore):
         """The lists of a direction: (list type, type of the mirrored rows)."""
         if direction not in ("out", "in", "both"):
             raise InvalidRequest(f"direction must be 'out', 'in' or 'both'; got {direction!r}")
-        inverse = self._schema.inverse(kind)
+        inverse = self._engine.schema.inverse(kind)
         outgoing = (kind, inverse)
         if direction == "out":
             return [outgoing]

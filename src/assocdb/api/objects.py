@@ -13,15 +13,20 @@ from ..core.merge import ObjRow, State
 from ..core.ops import MAX_OBJECT_DATA, ObjectWrite, Rows
 from ..core.records import Obj, WriteResult
 from ..storage.backend import Backend
-from .engine import GraphCore
+from .engine import Engine
 
 _REMOVED = State.REMOVED
 
 
-class ObjectsAPI(GraphCore):
-    """obj_add, obj_get, obj_update, obj_delete."""
+class Objects:
+    """obj_add, obj_get, obj_update, obj_delete (`Graph` documents each)."""
 
-    _ids: _IdBlocks
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._backend = engine.backend
+        self._cache = engine.cache
+        self._shards = engine.shards
+        self._ids = _IdBlocks(engine.backend)
 
     def obj_add(
         self,
@@ -32,33 +37,23 @@ class ObjectsAPI(GraphCore):
         near: int | None = None,
         updated_at: int | None = None,
     ) -> int:
-        """Create an object and return its id.
-
-        Without `id`, an id is allocated on a random shard, or on the shard of
-        `near` to colocate related objects. With `id` (an external id), adding
-        the same object again is a no-op; a different live object there raises
-        Conflict.
-
-        >>> uid = g.obj_add("user", {"name": "ada"})
-        """
-        kind = self._object_type(otype)
+        kind = self._engine.object_type(otype)
         raw = _object_data({} if data is None else data)
         if id is not None and near is not None:
             raise InvalidRequest("give either id= or near=, not both")
         if id is not None:
             new_id = check_id(id)
-            ua = self._stamp(updated_at)
-            self._submit(ObjectWrite(new_id, ua, otype=kind.id, data=raw), ua)
+            ua = self._engine.stamp(updated_at)
+            self._engine.submit(ObjectWrite(new_id, ua, otype=kind.id, data=raw), ua)
             return new_id
         near_shard = None if near is None else shard_of(check_id(near, "near"), self._shards)
         new_id = self._allocate(near_shard)
-        ua = self._stamp(updated_at)
+        ua = self._engine.stamp(updated_at)
         # A freshly allocated id has no stored row: the write is concrete already.
-        self._submit(Rows(objects=[ObjRow(new_id, kind.id, State.NORMAL, 1, ua, raw)]), ua)
+        self._engine.submit(Rows(objects=[ObjRow(new_id, kind.id, State.NORMAL, 1, ua, raw)]), ua)
         return new_id
 
     def obj_get(self, id: int) -> Obj | None:
-        """The object with this id, or None if there is none (or it was deleted)."""
         id = check_id(id)
         shard = shard_of(id, self._shards)
 
@@ -75,23 +70,15 @@ class ObjectsAPI(GraphCore):
     def obj_update(
         self, id: int, data: dict[str, Any], *, updated_at: int | None = None
     ) -> WriteResult:
-        """Set the given properties of an object (a shallow merge); NotFound if none.
-
-        >>> g.obj_update(uid, {"bio": "Analyst"})
-        """
         id = check_id(id)
         patch = _object_data(data)
-        ua = self._stamp(updated_at)
-        return self._submit(ObjectWrite(id, ua, patch=patch), ua)
+        ua = self._engine.stamp(updated_at)
+        return self._engine.submit(ObjectWrite(id, ua, patch=patch), ua)
 
     def obj_delete(self, id: int, *, updated_at: int | None = None) -> WriteResult:
-        """Delete an object, leaving a tombstone; NotFound if it never existed.
-
-        Deleting a deleted object again is harmless (a retry may do that).
-        """
         id = check_id(id)
-        ua = self._stamp(updated_at)
-        return self._submit(ObjectWrite(id, ua, state=_REMOVED), ua)
+        ua = self._engine.stamp(updated_at)
+        return self._engine.submit(ObjectWrite(id, ua, state=_REMOVED), ua)
 
     def _allocate(self, shard: int | None) -> int:
         if shard is not None:
@@ -108,10 +95,9 @@ class ObjectsAPI(GraphCore):
 
     def _otype_name(self, otype: int) -> str:
         try:
-            return self._schema.object_by_id(otype).name
+            return self._engine.schema.object_by_id(otype).name
         except KeyError:
-            self._schema = self._read_schema()
-            return self._schema.object_by_id(otype).name
+            return self._engine.reload_schema().object_by_id(otype).name
 
 
 class _IdBlocks:

@@ -28,21 +28,26 @@ from typing import Any
 from ..core import cursor as _cursor
 from ..core.errors import InvalidRequest
 from ..core.ids import shard_of
-from ..core.query import Compound, Difference, Intersect, Query, Term, Union
+from ..core.query import Compound, Difference, Intersect, Query, Runner, Term, Union
 from ..core.records import STATE_NAMES, Count, Page, StateName
 from ..core.scans import EdgeScan
 from ..core.schema import AssocType
-from .engine import GraphCore
+from .engine import Engine
 
 CHUNK = 500  # ids per index scan and per probe
 EXACT_LIMIT = 10_000  # a compound count walks at most this many ids to be exact
 
 
-class QueryAPI(GraphCore):
-    """select, and running the queries built from it."""
+class Queries:
+    """select (`Graph` documents it), and running the queries built from it: their
+    runner (the Graph, as a Client is for its queries) sends them to `page` and `count`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
 
     def select(
         self,
+        runner: Runner,
         node: int,
         atype: str,
         *,
@@ -50,24 +55,14 @@ class QueryAPI(GraphCore):
         states: Sequence[StateName] = ("normal",),
         id2s: Iterable[int] | None = None,
     ) -> Query:
-        """The ids `node` points to by `atype` (or, with `incoming`, that point to it).
-
-        `states` chooses which edges count (visible ones by default); `id2s`
-        restricts the result to those ids. Combine with `&`, `|`, `-` (or
-        `.intersect`, `.union`, `.difference`); read with `.page()`,
-        `.pages()`, iteration or `.count()`.
-
-        >>> mutual = g.select(1, "follows") & g.select(1, "follows", incoming=True)
-        >>> mutual.page(limit=20).items
-        """
-        query = Term(self, node, atype, incoming, states, id2s)
-        _Executor(self).kind(query)  # unknown types and missing inverses are refused now
+        query = Term(runner, node, atype, incoming, states, id2s)
+        _Executor(self._engine).kind(query)  # unknown types and missing inverses are refused now
         return query
 
-    def _query_page(self, query: Query, cursor: str | None, limit: int) -> Page[int]:
+    def page(self, query: Query, cursor: str | None, limit: int) -> Page[int]:
         if type(limit) is not int or limit <= 0:
             raise InvalidRequest(f"limit must be a positive integer, got {limit!r}")
-        run = _Executor(self)
+        run = _Executor(self._engine)
         limit = min(limit, run.limit(query))
         if isinstance(query, Term):
             seek = _cursor.START if cursor is None else _cursor.decode(query.scope, cursor, 2)
@@ -89,8 +84,8 @@ class QueryAPI(GraphCore):
         )
         return Page(ids, after, before)
 
-    def _query_count(self, query: Query) -> Count:
-        run = _Executor(self)
+    def count(self, query: Query) -> Count:
+        run = _Executor(self._engine)
         bound = run.upper(query)
         if isinstance(query, Term) or bound == 0:
             return Count(bound, exact=True)
@@ -102,20 +97,20 @@ class QueryAPI(GraphCore):
 class _Executor:
     """One query run: backend reads, with the counts it looked up remembered."""
 
-    def __init__(self, graph: GraphCore) -> None:
-        self._graph = graph
-        self._backend = graph._backend
-        self._shards = graph._shards
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._backend = engine.backend
+        self._shards = engine.shards
         self._uppers: dict[bytes, int] = {}
 
     # -- resolving terms against the schema ----------------------------------------
 
     def kind(self, q: Term) -> AssocType:
         """The type of the list a term reads (the inverse type when incoming)."""
-        kind = self._graph._assoc_type(q.atype)
+        kind = self._engine.assoc_type(q.atype)
         if not q.incoming:
             return kind
-        inverse = self._graph._schema.inverse(kind)
+        inverse = self._engine.schema.inverse(kind)
         if inverse is None:
             raise InvalidRequest(
                 f"{kind.name!r} has no inverse type, so incoming edges are not stored; "

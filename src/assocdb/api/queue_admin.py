@@ -15,16 +15,20 @@ from ..core.ops import Rows
 from ..core.records import STATE_NAMES, JobInfo, JobState, QueueStats
 from ..writes.applier import Work, decode
 from ..writes.journal import Job
-from .engine import GraphCore
+from .engine import Engine
 
 MAX_DRAIN = 86_400.0  # seconds: a day is longer than any drain should take
 
 
-class QueueAdminAPI(GraphCore):
-    """queue_stats, queue_jobs, queue_job, queue_retry, queue_reinject, drain."""
+class QueueAdmin:
+    """queue_stats, queue_jobs, queue_job, queue_retry, queue_reinject, drain (`Graph`
+    documents each)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._journal = engine.journal
+        self._applier = engine.applier
 
     def queue_stats(self) -> QueueStats:
-        """How many jobs wait, fail or went bad, and how applying goes in this process."""
         self._journal.flush()
         counts = self._journal.counts()
         stats = self._applier.stats
@@ -45,11 +49,6 @@ class QueueAdminAPI(GraphCore):
     def queue_jobs(
         self, state: JobState = "error", *, after: int = 0, limit: int = 100
     ) -> list[JobInfo]:
-        """Jobs in `state` ("new", "error" or "bad"), oldest first, after job id `after`.
-
-        >>> for job in g.queue_jobs("bad"):
-        ...     print(job.id, job.error)
-        """
         if type(limit) is not int or not 0 < limit <= 10_000:
             raise InvalidRequest(f"limit must be an integer from 1 to 10,000, got {limit!r}")
         if type(after) is not int or not 0 <= after <= MAX_INT64:
@@ -58,30 +57,22 @@ class QueueAdminAPI(GraphCore):
         return [_info(job) for job in self._journal.jobs(state, after, limit)]
 
     def queue_job(self, id: int) -> JobInfo | None:
-        """One job by id, or None if it is not in the journal (applied jobs are not)."""
         self._journal.flush()
         job = self._journal.get(check_id(id, "job id"))
         return None if job is None else _info(job)
 
     def queue_retry(self) -> int:
-        """Retry every job in the error queue now; return how many."""
         count = self._journal.retry_now()
         self._applier.wake()
         return count
 
     def queue_reinject(self, ids: Iterable[int] | None = None) -> int:
-        """Move bad jobs (these ids, or all) back to the error queue; return how many."""
         chosen = None if ids is None else [check_id(i, "job id") for i in ids]
         count = self._journal.reinject(chosen)
         self._applier.wake()
         return count
 
     def drain(self, timeout: float | None = None) -> bool:
-        """Wait until every journaled job is applied; False if `timeout` seconds pass first.
-
-        Jobs in the error queue are retried on their schedule; a bad job never
-        drains (inspect it with `queue_jobs("bad")`).
-        """
         check_drain_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:

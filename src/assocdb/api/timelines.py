@@ -41,7 +41,8 @@ from ..core.scans import EdgeScan, ListRow
 from ..core.schema import AssocType
 from ..core.timeline_list import entry, unpack
 from ..writes.fanout import FanoutJob
-from .assoc_reads import AssocReadsAPI
+from .assoc_reads import AssocReads
+from .engine import Engine
 from .timeline_read import Row, ScanPosts, Source, Sources, author_rows, home_rows
 
 MODES = ("write", "read", "hybrid")
@@ -60,15 +61,22 @@ _FANNED_KEY = "timeline_fanned_out"  # set once the graph has been in write or h
 _STARS_ASKED = 2000  # celebrities a hybrid read asks about at most, before reading follows
 _CONFIG_SECONDS = 1.0  # how long a process trusts its copy of the config
 _ALL_STATES: list[int] = [State.NORMAL, State.NEGATIVE, State.ARCHIVED, State.REMOVED]
-_pool_lock = threading.Lock()
 
 
-class TimelinesAPI(AssocReadsAPI):
-    """define_timeline, timeline_config, post, post_delete, home_timeline, user_timeline."""
+class Timelines:
+    """define_timeline, timeline_config, post, post_delete, home_timeline, user_timeline
+    (`Graph` documents each). Lists are read through `reads`, which knows the cache."""
 
-    _timeline_pool: ThreadPoolExecutor | None = None
-    _timeline_cache: tuple[float, TimelineConfig | None] = (float("-inf"), None)
-    _celebrity_cache: tuple[float, list[int]] = (float("-inf"), [])
+    def __init__(self, engine: Engine, reads: AssocReads) -> None:
+        self._engine = engine
+        self._reads = reads
+        self._backend = engine.backend
+        self._cache = engine.cache
+        self._shards = engine.shards
+        self._pool_lock = threading.Lock()
+        self._timeline_pool: ThreadPoolExecutor | None = None
+        self._timeline_cache: tuple[float, TimelineConfig | None] = (float("-inf"), None)
+        self._celebrity_cache: tuple[float, list[int]] = (float("-inf"), [])
 
     def define_timeline(
         self,
@@ -79,18 +87,8 @@ class TimelinesAPI(AssocReadsAPI):
         celebrity_threshold: int = 10_000,
         posts: str = "posted",
     ) -> TimelineConfig:
-        """Turn on timelines (or change how they work); returns the configuration.
-
-        `follows` must have an inverse (an author's followers list); `posts`
-        is defined as a type if missing. Changing `mode` later applies to new
-        posts: home lists are neither back-filled nor cleared (deletes still reach
-        them, so switching back to write mode shows no deleted item).
-
-        >>> g.define_assoc("follows", inverse="followed_by")
-        >>> g.define_timeline("follows", mode="hybrid", celebrity_threshold=100_000)
-        """
-        kind = self._assoc_type(follows)
-        if self._schema.inverse(kind) is None or kind.symmetric:
+        kind = self._engine.assoc_type(follows)
+        if self._engine.schema.inverse(kind) is None or kind.symmetric:
             raise InvalidRequest(
                 f"timelines need a follow type with an inverse (its followers list); "
                 f"{follows!r} has none: define it with inverse="
@@ -106,9 +104,9 @@ class TimelinesAPI(AssocReadsAPI):
         if posts in (follows, kind.inverse):
             raise InvalidRequest(f"posts must be a type of its own, not {posts!r}")
         try:
-            self._assoc_type(posts)  # an existing type is used as it is (its limit kept)
+            self._engine.assoc_type(posts)  # an existing type is used as it is (its limit kept)
         except UnknownType:
-            self.define_assoc(posts)
+            self._engine.change_schema(lambda s: s.define_assoc(posts))
         config = TimelineConfig(follows, posts, mode, cap, celebrity_threshold)
         while True:
             raw = self._backend.get_meta(_CONFIG_KEY)
@@ -121,7 +119,6 @@ class TimelinesAPI(AssocReadsAPI):
         return config
 
     def timeline_config(self) -> TimelineConfig | None:
-        """The timeline configuration, or None if `define_timeline` was never called."""
         read_at, config = self._timeline_cache
         if _time.monotonic() - read_at < _CONFIG_SECONDS:
             return config
@@ -135,25 +132,12 @@ class TimelinesAPI(AssocReadsAPI):
     def post(
         self, author: int, item: int, time: int | None = None, updated_at: int | None = None
     ) -> WriteResult:
-        """Add `item` to `author`'s timeline and deliver it to their followers' home timelines.
-
-        `time` orders timelines (default: now in ms). Posting an item again
-        keeps its first time, whatever `time` the new post carries: one item,
-        one entry in every home timeline (a client retrying a post with its own
-        clock makes no duplicate). In write and hybrid mode the delivery is a
-        background job (`g.drain()` waits for it); the result is that of the
-        author's own list. While the author's shard is down a post is `queued`,
-        and its delivery waits for it.
-
-        >>> g.post(1, 1001)
-        WriteResult(status='applied', updated_at=...)
-        """
         config = self._config()
         author, item = check_id(author, "author"), check_id(item, "item")
         if time is not None:
             check_time(time)
         posts, followers = self._timeline_types(config)
-        ua = self._stamp(updated_at)
+        ua = self._engine.stamp(updated_at)
         # A live post keeps its time (a new one takes `time`, else now), and the
         # fan-out takes the time from the stored edge once the post is applied
         # (`_fanout.timed`): deliveries and deletes of an item share one key.
@@ -163,20 +147,14 @@ class TimelinesAPI(AssocReadsAPI):
             config.mode == "hybrid" and not self._celebrity(author, followers, config)
         )
         post = EdgeWrite(posts.id, None, author, item, State.NORMAL, ua, keep=True, new_time=time)
-        result = self._submit(post, ua)
+        result = self._engine.submit(post, ua)
         if deliver:
             delivery = entry(0, item, author, ua)  # its time: the stored post's
             job = FanoutJob(author, followers.id, [State.NORMAL], delivery, config.cap)
-            self._submit_background(msgspec.structs.replace(job, posts=posts.id))
+            self._engine.submit_background(msgspec.structs.replace(job, posts=posts.id))
         return result
 
     def post_delete(self, author: int, item: int, updated_at: int | None = None) -> WriteResult:
-        """Remove `item` from `author`'s timeline and from every home timeline it reached.
-
-        Raises NotFound if the author never posted the item. Deleting twice is harmless.
-
-        >>> g.post_delete(1, 1001)
-        """
         config = self._config()
         author, item = check_id(author, "author"), check_id(item, "item")
         posts, followers = self._timeline_types(config)
@@ -184,15 +162,15 @@ class TimelinesAPI(AssocReadsAPI):
         if stored is None:
             raise NotFound(f"author {author} has not posted item {item}", author=author, item=item)
         time = stored[1]
-        ua = self._stamp(updated_at)
-        result = self._submit(
+        ua = self._engine.stamp(updated_at)
+        result = self._engine.submit(
             EdgeWrite(posts.id, None, author, item, State.REMOVED, ua, time, None), ua
         )
         # Home lists may hold the item if the graph ever fanned out on write: a
         # later switch back to write mode must not bring a deleted item back.
         if config.mode != "read" or self._backend.get_meta(_FANNED_KEY) is not None:
             tombstone = entry(time, item, author, ua, deleted=True)
-            self._submit_background(
+            self._engine.submit_background(
                 FanoutJob(author, followers.id, _ALL_STATES, tombstone, config.cap)
             )
         return result
@@ -202,15 +180,6 @@ class TimelinesAPI(AssocReadsAPI):
     def home_timeline(
         self, user: int, cursor: str | None = None, limit: int = 50, mode: Mode | None = None
     ) -> Page[TimelineItem]:
-        """A page of the items of everyone `user` follows, newest first.
-
-        `mode` overrides the configured one for this read ("read" always sees
-        everything; "write" and "hybrid" see what was fanned out). Pass
-        `next_cursor` back to page on; paging is stable while items arrive.
-
-        >>> page = g.home_timeline(2, limit=20)
-        >>> [(i.author, i.item) for i in page.items]
-        """
         config = self._config()
         user = check_id(user, "user")
         limit = _check_limit(limit)
@@ -220,7 +189,7 @@ class TimelinesAPI(AssocReadsAPI):
         scope = f"timeline:home:{user}".encode()
         seek = _cursor.START if cursor is None else _cursor.decode(scope, cursor, 2)
         posts, _ = self._timeline_types(config)
-        follows = self._assoc_type(config.follows)
+        follows = self._engine.assoc_type(config.follows)
         sources = Sources(self._pool())
         scan = self._list_scan(posts)
         if mode == "read":
@@ -235,10 +204,6 @@ class TimelinesAPI(AssocReadsAPI):
     def user_timeline(
         self, author: int, cursor: str | None = None, limit: int = 50
     ) -> Page[TimelineItem]:
-        """A page of the items `author` posted, newest first.
-
-        >>> g.user_timeline(1, limit=20).items
-        """
         config = self._config()
         author = check_id(author, "author")
         limit = _check_limit(limit)
@@ -258,7 +223,7 @@ class TimelinesAPI(AssocReadsAPI):
     # -- parts -------------------------------------------------------------------------
 
     def close(self) -> None:
-        super().close()
+        """Stop the threads of parallel reads (after the engine has closed)."""
         pool = self._timeline_pool
         if pool is not None:
             pool.shutdown(wait=False)
@@ -274,17 +239,17 @@ class TimelinesAPI(AssocReadsAPI):
 
     def _timeline_types(self, config: TimelineConfig) -> tuple[AssocType, AssocType]:
         """The posts type and the followers type (the follow type's inverse)."""
-        follows = self._assoc_type(config.follows)
-        followers = self._schema.inverse(follows)
+        follows = self._engine.assoc_type(config.follows)
+        followers = self._engine.schema.inverse(follows)
         assert followers is not None  # define_timeline checked
-        return self._assoc_type(config.posts), followers
+        return self._engine.assoc_type(config.posts), followers
 
     def _posted(self, posts: AssocType, author: int, item: int) -> tuple[int, int] | None:
         """(state, time) of the stored post edge, if any."""
         rows = self._backend.edges(shard_of(author, self._shards), author, posts.id, [item])
         return (rows[0].state, rows[0].time) if rows else None
 
-    def _celebrities(self, fresh: bool = False) -> list[int]:
+    def celebrities(self, fresh: bool = False) -> list[int]:
         """The celebrities; a read trusts a copy for a second (the list only grows)."""
         read_at, stars = self._celebrity_cache
         if fresh or _time.monotonic() - read_at >= _CONFIG_SECONDS:
@@ -298,7 +263,7 @@ class TimelinesAPI(AssocReadsAPI):
         shard = shard_of(author, self._shards)
         count = self._backend.counts(shard, author, followers.id).get(State.NORMAL, 0)
         if count <= config.celebrity_threshold:
-            return author in self._celebrities(fresh=True)  # sticky: never in neither place
+            return author in self.celebrities(fresh=True)  # sticky: never in neither place
         while True:
             raw = self._backend.get_meta(_CELEBRITIES_KEY)
             stars = [] if raw is None else list(array("q", raw))
@@ -313,9 +278,9 @@ class TimelinesAPI(AssocReadsAPI):
         """Read lists of this type through the cache (TAO: most reads never reach a shard)."""
 
         def scan(id1: int, seek: _cursor.Seek, n: int) -> list[ListRow]:
-            rows = self._from_cache(id1, posts, lambda e: e.scan(seek, n), n)
+            rows = self._reads.from_cache(id1, posts, lambda e: e.scan(seek, n), n)
             if rows is None:
-                rows = self._scan(id1, EdgeScan(id1, posts.id, State.NORMAL, seek, n))
+                rows = self._reads.scan(id1, EdgeScan(id1, posts.id, State.NORMAL, seek, n))
             return rows
 
         return scan
@@ -327,7 +292,7 @@ class TimelinesAPI(AssocReadsAPI):
         the user's follows costs one per 1,000 follows, so with many celebrities
         and a user who follows fewer accounts, the follows are read instead.
         """
-        stars = set(self._celebrities())
+        stars = set(self.celebrities())
         if len(stars) > _STARS_ASKED:
             shard = shard_of(user, self._shards)
             following = self._backend.counts(shard, user, follows.id).get(State.NORMAL, 0)
@@ -354,7 +319,7 @@ class TimelinesAPI(AssocReadsAPI):
         if not authors:
             return set()
         ids = sorted(authors)
-        cached = self._from_cache(user, follows, lambda e: e.get(ids), len(ids))
+        cached = self._reads.from_cache(user, follows, lambda e: e.get(ids), len(ids))
         if cached is not None:
             return {row[0] for row in cached}
         rows = self._backend.edges(shard_of(user, self._shards), user, follows.id, ids)
@@ -382,7 +347,7 @@ class TimelinesAPI(AssocReadsAPI):
         if PARALLEL_READS == "auto" and self._backend.spec().get("kind") == "sqlite":
             return None
         if self._timeline_pool is None:
-            with _pool_lock:
+            with self._pool_lock:
                 if self._timeline_pool is None:
                     self._timeline_pool = ThreadPoolExecutor(
                         min(8, self._shards), thread_name_prefix="assocdb-timeline"

@@ -240,7 +240,7 @@ def export(directory: str, all_states: bool) -> None:
     """
     with assocdb.open(directory, create=False) as g:
         names = {t.id: t.name for t in g.schema.assoc_types}
-        backend = g._backend
+        backend = g.engine.backend
         for shard in range(g.shards):
             after = None
             while page := backend.export_edges(shard, after, 5000):
@@ -265,7 +265,7 @@ def check(directory: str, repair: bool) -> None:
     with assocdb.open(directory, create=False) as g:
         shard_range = range(g.shards)
         with click.progressbar(shard_range, label="counts, by shard", file=sys.stderr) as shards:
-            counts = [m for shard in shards for m in g._backend.recount(shard, repair)]
+            counts = [m for shard in shards for m in g.engine.backend.recount(shard, repair)]
         click.echo("inverse edges: every edge against its mirror…", err=True)
         hanging = g.check_inverses(repair=repair)
     for m in counts:

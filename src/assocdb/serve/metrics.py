@@ -16,8 +16,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from ..api.engine import ReplicaHealth
 from ..api.graph import Graph
-from ..storage.shardmap import ShardMapBackend
 
 _BUCKETS = (
     0.0001,
@@ -106,7 +106,7 @@ class _JournalCollector(Collector):
             ("assocdb_shards_down", len(stats.down_shards), "Shards marked down."),
         ):
             yield GaugeMetricFamily(name, text, value=value)
-        yield from _member_metrics(self._graph._backend)
+        yield from _member_metrics(self._graph.engine.replica_health())
         cache = self._graph.cache_stats()
         if cache is not None:
             for name, value, text in (
@@ -123,9 +123,9 @@ class _JournalCollector(Collector):
                 yield GaugeMetricFamily(name, text, value=value)
 
 
-def _member_metrics(backend: object) -> Iterator[GaugeMetricFamily]:
+def _member_metrics(health: ReplicaHealth | None) -> Iterator[GaugeMetricFamily]:
     """Up/down and failures of each member backend of a shard map (none otherwise)."""
-    if not isinstance(backend, ShardMapBackend):
+    if health is None:
         return
     families = {
         "up": GaugeMetricFamily(
@@ -138,7 +138,7 @@ def _member_metrics(backend: object) -> Iterator[GaugeMetricFamily]:
             "assocdb_backend_downs", "Times marked down since start.", labels=["backend"]
         ),
     }
-    for member in backend.status():
+    for member in health.members:
         families["up"].add_metric([member.name], float(member.up and not member.drained))
         families["failures"].add_metric([member.name], member.failures)
         families["downs"].add_metric([member.name], member.downs)
@@ -146,5 +146,5 @@ def _member_metrics(backend: object) -> Iterator[GaugeMetricFamily]:
     yield GaugeMetricFamily(
         "assocdb_read_failovers",
         "Reads answered by another replica after one failed, since start.",
-        value=backend.failovers,
+        value=health.failovers,
     )

@@ -269,7 +269,7 @@ class _Server:
         down = []
         for shard in range(self.graph.shards):
             try:
-                self.graph._backend.counts(shard, 1, 0)
+                self.graph.engine.backend.counts(shard, 1, 0)
             except AssocdbError:
                 down.append(shard)
         return down
@@ -361,7 +361,7 @@ def app_from_env() -> Starlette:
     graph = open_graph(config["path"], sync=config["sync"], cache=cache)
     if config.get("cleaner"):
         graph.start_cleaner()
-    inline = graph._backend.spec().get("kind") == "sqlite"
+    inline = graph.engine.backend.spec().get("kind") == "sqlite"
     limits = Limits(config["max_body"], config["max_batch"], config["deadline"], inline)
     app = create_app(graph, Tokens.load(config.get("tokens_file")), limits)
 
