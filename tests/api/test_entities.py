@@ -40,7 +40,7 @@ ops = st.lists(
 
 
 def resolve(current: ObjRow | None, id: int, op: Any, ua: int) -> ObjRow | None:
-    """What the Graph stores for an object write (a simplified `_ops.ObjectWrite`)."""
+    """What the Graph stores for an object write (a simplified `core.ops.ObjectWrite`)."""
     if op == "delete":
         if current is None:
             return None

@@ -1,4 +1,4 @@
-"""Bulk-load worker processes (`_workers`, `_bulkworker`)."""
+"""Bulk-load worker processes (`writes.workers`, `writes.bulkworker`)."""
 
 from __future__ import annotations
 
