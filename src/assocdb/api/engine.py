@@ -83,9 +83,8 @@ class Engine:
     ) -> None:
         self.backend = backend
         self.cache = None if cache is None else Cache(cache, self._graph_id())
-        forget_hooks = getattr(backend, "forget_hooks", None)  # a replicated backend's
-        if self.cache is not None and forget_hooks is not None:
-            forget_hooks.append(self.cache.forget)
+        if self.cache is not None:
+            backend.forget_hooks.append(self.cache.forget)
         self.shards = backend.shards
         self.clock = clock or HybridClock()
         self.schema = self.read_schema()
@@ -124,9 +123,7 @@ class Engine:
         else:
             replay(self.applier, journal)
             self.applier.start()
-        recovery_hooks = getattr(self.backend, "recovery_hooks", None)  # a replicated backend's
-        if recovery_hooks is not None:
-            recovery_hooks.append(self._retry_queued)
+        self.backend.recovery_hooks.append(self._retry_queued)
 
     def _retry_queued(self) -> None:
         """A backend is back: retry the error queue now rather than after its backoff."""

@@ -344,7 +344,7 @@ class Timelines:
         """Threads for reading shards in parallel, if that pays (see PARALLEL_READS)."""
         if self._shards == 1 or PARALLEL_READS == "never":
             return None
-        if PARALLEL_READS == "auto" and self._backend.spec().get("kind") == "sqlite":
+        if PARALLEL_READS == "auto" and self._backend.local:
             return None
         if self._timeline_pool is None:
             with self._pool_lock:

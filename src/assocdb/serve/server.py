@@ -361,7 +361,7 @@ def app_from_env() -> Starlette:
     graph = open_graph(config["path"], sync=config["sync"], cache=cache)
     if config.get("cleaner"):
         graph.start_cleaner()
-    inline = graph.engine.backend.spec().get("kind") == "sqlite"
+    inline = graph.engine.backend.local
     limits = Limits(config["max_body"], config["max_batch"], config["deadline"], inline)
     app = create_app(graph, Tokens.load(config.get("tokens_file")), limits)
 

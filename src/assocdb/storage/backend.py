@@ -2,11 +2,24 @@
 
 A backend stores a fixed number of logical shards. Each method works on one
 shard and is one transaction there; none knows about association types,
-inverses or the schema (the Graph plans those). Writes go through `apply`,
-which reads the current rows of the written keys, folds the writes in with the
-pure merge rule of `_merge`, and stores the changed rows and count deltas in
-the same transaction. So the rule lives in one place and a new backend is
-mostly SQL text.
+inverses or the schema (the Graph plans those). Writes go through `apply`
+(and `index_apply`, `merge_timelines`), which fold the writes into the stored
+rows with the pure merge rules of `core`, so replaying them changes nothing.
+
+Besides the methods, a backend declares what it is, so no caller compares
+kinds or probes for methods:
+
+* `local`: its shards are files on this machine (reads cost microseconds and
+  gain nothing from threads); a shard map is local if all its members are;
+* `forget_hooks`: called with cache keys a write changed in a way the backend
+  cannot describe exactly (replicas that disagreed); empty and never called
+  on a single backend;
+* `recovery_hooks`: called when a failed member is back (the graph retries
+  its queued writes then); never called on a single backend;
+* `fresh_reads()`: a context within which this thread's reads see every
+  write this process made (a no-op on a single backend).
+
+`spec()` is how another process opens the same backend again.
 
 Every statement a backend runs passes through its one choke point, which maps
 driver errors with `map_driver_error` and reports each statement to the
@@ -15,7 +28,8 @@ tracers (so a test can assert that a read issued no SQL at all).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
@@ -24,12 +38,23 @@ from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
 from ..core.timeline_list import Entry as TimelineEntry
 
+#: Cache keys to forget: ("counts"|"prefix", (id1, atype)) or ("object", id).
+ForgetHook = Callable[[list[tuple[str, Any]]], None]
+
 
 class Backend(Protocol):
     """Storage for `shards` logical shards."""
 
     shards: int
     tracers: list[Tracer]
+    #: Whether the shards are files on this machine (see the module docstring).
+    local: bool
+    forget_hooks: list[ForgetHook]
+    recovery_hooks: list[Callable[[], None]]
+
+    def fresh_reads(self) -> AbstractContextManager[None]:
+        """Within: this thread's reads see every write this process made (a replica
+        that missed one is not read); the applier resolves writes this way."""
 
     def apply(
         self,
@@ -89,7 +114,7 @@ class Backend(Protocol):
 
     def index_apply(self, shard: int, entries: Sequence[IndexEntry]) -> int:
         """Merge index entries into their tables on the shard (creating a table on first
-        use), atomically, under `_entities.merge_entries`; return how many changed."""
+        use), atomically, under `core.entities.merge_entries`; return how many changed."""
 
     def index_entries(self, shard: int, index: int, ids: Sequence[int]) -> list[IndexEntry]:
         """Every stored entry (tombstones too) of these objects in the index, on this shard."""
@@ -135,7 +160,7 @@ class Backend(Protocol):
         """Compare (and optionally fix) every stored count with the edge rows."""
 
     def spec(self) -> dict[str, Any]:
-        """JSON-able settings that open this backend again (`_open.open_backend`)."""
+        """JSON-able settings that open this backend again (`registry.open_backend`)."""
 
     def close(self) -> None:
         """Release every connection."""

@@ -31,7 +31,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import lru_cache
 from typing import Any
 from urllib.parse import quote
@@ -53,7 +53,7 @@ from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, ListRow, Tracer
 from ..core.timeline_list import Entry as TimelineEntry
 from ..core.timeline_list import merge_blob
-from .backend import map_driver_error
+from .backend import ForgetHook, map_driver_error
 from .mysql_indexes import MySQLIndexes
 from .mysqlpool import Pool, Settings, connect_args, driver, parse_url
 from .mysqlpool import errno_of as _errno
@@ -143,10 +143,14 @@ Session = list[Any]
 class MySQLBackend(MySQLIndexes):
     """Shards as InnoDB schemas `NAME_s{n}` on one MySQL or MariaDB server."""
 
+    local = False
+
     def __init__(self, settings: Settings, shards: int) -> None:
         self.settings = settings
         self.shards = shards
         self.tracers: list[Tracer] = []
+        self.forget_hooks: list[ForgetHook] = []  # one copy of each row: never called
+        self.recovery_hooks: list[Callable[[], None]] = []  # no members: never called
         #: Called with (shard, sql) before every statement, inside the choke point
         #: (as on SQLite): a fault injector may raise a driver error or sleep.
         self.faults: list[Callable[[int, str], None]] = []
@@ -238,6 +242,9 @@ class MySQLBackend(MySQLIndexes):
                 return None
         value = self.get_meta("shards")
         return None if value is None else int(value)
+
+    def fresh_reads(self) -> AbstractContextManager[None]:
+        return nullcontext()  # one copy of each row: every read is fresh
 
     # -- the choke point --------------------------------------------------------
 

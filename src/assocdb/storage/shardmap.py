@@ -1,9 +1,9 @@
 """A Backend made of other backends: logical shards on replica sets (Gizzard's replication).
 
 `ShardMapBackend` implements the `Backend` protocol over the member backends
-a shard map (`_shardmap_config`) names, each opened with the map's shard
+a shard map (`shardmap_config`) names, each opened with the map's shard
 count (a member holds shard s under number s). Each member has a failure
-detector (`_detector.Health`).
+detector (`detector.Health`).
 
 Writes go to every replica of the shard (at once, on a thread pool, when the
 members are database servers). Because `apply` is an idempotent,
@@ -32,7 +32,7 @@ Consistency of the graph-wide state:
 * Ids are allocated on the shard's primary, which must be up; the other
   replicas' counters are raised to at least the primary's, so promoting a
   replica that was up during allocations cannot hand out an id twice.
-* A down member gets no work but probes (see `_detector`), run by one
+* A down member gets no work but probes (see `detector`), run by one
   background thread, so no request waits for a dead server's timeout once it
   is marked down.
 
@@ -61,7 +61,7 @@ from ..core.merge import NO_CHANGES, Changes, EdgeKey, EdgeRow, EdgeTuple, NodeR
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
 from ..core.timeline_list import Entry as TimelineEntry
-from .backend import Backend
+from .backend import Backend, ForgetHook
 from .detector import Health
 from .shardmap_config import ShardMap, from_dict, load, shown
 
@@ -69,8 +69,6 @@ log = logging.getLogger("assocdb.shardmap")
 
 T = TypeVar("T")
 Opener = Callable[[dict[str, Any]], Backend]
-#: Cache keys to forget: ("counts"|"prefix", (id1, atype)) or ("object", id).
-ForgetHook = Callable[[list[tuple[str, Any]]], None]
 PROBE_TICK = 0.05  # how often the prober looks for due probes, seconds
 RELOAD_EVERY = 1.0  # how often it looks at the map file, seconds
 BEHIND_MAX = 100_000  # missed writes remembered per member and shard
@@ -140,10 +138,11 @@ class ShardMapBackend:
         self._replicas = [
             [(self._members[r.backend], r.weight) for r in reps] for reps in smap.replicas
         ]
+        #: Whether every member is a directory on this machine (members are opened
+        #: lazily, so the map's configuration says, not the members themselves).
+        self.local = all(config.local for config in smap.backends.values())
         #: Write the replicas of a shard concurrently (default: when a member is a server).
-        self.parallel_writes = parallel_writes
-        if parallel_writes is None:
-            self.parallel_writes = any(m.spec["kind"] != "sqlite" for m in self._members.values())
+        self.parallel_writes = not self.local if parallel_writes is None else parallel_writes
         self._writers: ThreadPoolExecutor | None = None
         self._behind: dict[tuple[str, int], set[int]] = {}  # (member, shard) -> missed writes
         self._fresh_only = threading.local()  # see `fresh_reads`
@@ -156,7 +155,7 @@ class ShardMapBackend:
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], opener: Opener) -> ShardMapBackend:
-        """The backend `spec()` described (used by `_open.open_backend`)."""
+        """The backend `spec()` described (used by `registry.open_backend`)."""
         return cls(from_dict(spec["map"], "shard map spec", spec.get("base", ".")), opener)
 
     # -- members and their health -------------------------------------------------------

@@ -59,6 +59,11 @@ class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     query_timeout: float = 2.0
     down: bool = False
 
+    @property
+    def local(self) -> bool:
+        """Whether the backend is a directory on this machine (not a server)."""
+        return self.path is not None
+
 
 class Replica(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     backend: str

@@ -32,7 +32,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
 from ..core.timeline_list import Entry as TimelineEntry
 from ..core.timeline_list import merge_blob
-from .backend import map_driver_error
+from .backend import ForgetHook, map_driver_error
 
 log = logging.getLogger("assocdb.sqlite")
 
@@ -111,11 +111,15 @@ SETUP_LOCK = ".setup.lock"
 class SQLiteBackend:
     """Shards as SQLite files `shard-NNNN.db` in one directory."""
 
+    local = True
+
     def __init__(self, path: Path, shards: int, busy_timeout: float = 2.0) -> None:
         self.path = path
         self.shards = shards
         self.busy_timeout = busy_timeout
         self.tracers: list[Tracer] = []
+        self.forget_hooks: list[ForgetHook] = []  # one copy of each row: never called
+        self.recovery_hooks: list[Callable[[], None]] = []  # no members: never called
         #: Called with (shard, sql) before every statement, inside the choke point:
         #: a fault injector may raise a driver error (it is mapped like a real one)
         #: or sleep. For chaos tests and drills.
@@ -166,6 +170,9 @@ class SQLiteBackend:
             return backend
         backend.close()  # another process created the graph first: open that one
         return cls.open(root, shards, busy_timeout, create=False)
+
+    def fresh_reads(self) -> AbstractContextManager[None]:
+        return nullcontext()  # one copy of each row: every read is fresh
 
     # -- the choke point --------------------------------------------------------
 

@@ -19,7 +19,6 @@ its timeout each time, and the retrier's attempts double as probes.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import random
@@ -254,8 +253,7 @@ class Applier:
         writes of the shard (`fresh_reads`): a later write of a row whose earlier
         write is still queued for some replicas resolves against one that has it.
         """
-        fresh_reads = getattr(self.backend, "fresh_reads", None)
-        with fresh_reads() if fresh_reads is not None else contextlib.nullcontext():
+        with self.backend.fresh_reads():
             return self._read_current(op)
 
     def _read_current(self, op: Operation) -> Stored:
