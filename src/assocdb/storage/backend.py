@@ -6,6 +6,13 @@ inverses or the schema (the Graph plans those). Writes go through `apply`
 (and `index_apply`, `merge_timelines`), which fold the writes into the stored
 rows with the pure merge rules of `core`, so replaying them changes nothing.
 
+Two kinds of backend implement the protocol:
+
+* the SQL engines, `SQLiteBackend` and `MySQLBackend`: every method is
+  written once in `sql.SQLBackend`; an engine supplies its SQL dialect and
+  its connections (see `sql.py`);
+* `ShardMapBackend`, which places shards on replica sets of SQL backends.
+
 Besides the methods, a backend declares what it is, so no caller compares
 kinds or probes for methods:
 
@@ -148,13 +155,8 @@ class Backend(Protocol):
     def merge_timelines(
         self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
     ) -> int:
-        """Fold each owner's writes into their home timeline with `_timeline_list.merge_blob`,
-        atomically; return how many timelines changed.
-
-        One table `timelines (owner BIGINT PRIMARY KEY, entries BLOB)`; read the
-        owners' rows so no concurrent merge slips in between (SQLite: the write
-        transaction; MySQL: SELECT … FOR UPDATE), merge in Python, upsert the
-        changed rows."""
+        """Fold each owner's writes into their home timeline with
+        `core.timeline_list.merge_blob`, atomically; return how many timelines changed."""
 
     def recount(self, shard: int, repair: bool) -> list[CountMismatch]:
         """Compare (and optionally fix) every stored count with the edge rows."""

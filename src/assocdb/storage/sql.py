@@ -1,0 +1,811 @@
+"""SQL shards: every `Backend` method, written once for all SQL engines.
+
+`SQLBackend` holds the algorithms. An engine (`sqlite.py`, `mysql.py`)
+subclasses it and supplies only what differs between engines, in two parts:
+
+* a `Dialect`: DDL, upsert syntax, the locking-read suffix, index hints,
+  how a keyset comparison is spelled, and what the engine's error numbers mean;
+* its connections: `_query` (one read), `_writing` (a session that holds the
+  shard's write turn), `_execute` (one driver call), `_render` (a statement on
+  a shard: its schema, its parameter marks), `_rollback`, and `open`, `spec`,
+  `close`.
+
+A third engine (PostgreSQL) is one more of each. The engine part is a
+subclass rather than a composed object because tests and tools reach an
+engine's connections (`MySQLBackend._session`); it is one level, not mixins.
+
+Statements are written once, as templates: tables are named `{s}.edges`
+(MySQL puts the shard's schema there, SQLite nothing) and parameters are `?`
+(`%s` for the MySQL drivers); `_q` renders a template for a shard and caches it.
+
+Writes. `apply` reads the current rows of the written keys, folds the writes
+in with the pure merge rule (`core.merge`), and stores the changed rows and
+the count deltas, all in one transaction (`_in_transaction`). The read locks
+what it reads until the commit: on SQLite `BEGIN IMMEDIATE` takes the shard's
+one write lock, on MySQL each read ends in `FOR UPDATE` (REPEATABLE READ, so
+the gaps where absent keys would be are locked too). So two applies of the
+same keys are serialized, the second merges against the first's result, and
+counts stay exact. A transaction the engine aborted to break a deadlock is run
+again (the merge is idempotent). Index entries (`core.entities.merge_entries`)
+and home timelines (`core.timeline_list.merge_blob`) are merged the same way.
+
+Tables made on first use (`index_N`; `timelines` in MySQL graphs older than
+home timelines) are created by `_ddl` before the write's transaction (MySQL
+commits DDL at once). An index table dropped behind a process's back fails
+the write as `Unavailable`; the journal retries and the retry creates it.
+
+Every statement goes through `_run`, the choke point: fault injectors
+(`faults`), timing, tracers, the slow-statement log and `map_driver_error`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from functools import lru_cache
+from typing import Any, Protocol, TypeVar
+
+from ..core.compress import pack, unpack
+from ..core.entities import merge_entries
+from ..core.errors import AssocdbError, InvalidRequest, Unavailable, no_graph
+from ..core.merge import (
+    Changes,
+    EdgeKey,
+    EdgeRow,
+    EdgeTuple,
+    NodeRow,
+    ObjRow,
+    merge_edges,
+    merge_nodes,
+    merge_objects,
+)
+from ..core.records import CountMismatch
+from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
+from ..core.timeline_list import Entry as TimelineEntry
+from ..core.timeline_list import merge_blob
+from .backend import ForgetHook, map_driver_error
+
+log = logging.getLogger("assocdb.sql")
+
+DEFAULT_SHARDS = 16
+MAX_SHARDS = 4096
+SLOW_SECONDS = 0.5  # a statement that takes longer is logged
+BULK_ROWS = 1000  # an apply of more rows runs with the engine's maintenance timeout
+RERUNS = 8  # tries of a transaction the engine aborted to break a deadlock
+_IN_CHUNK = 500  # ids per IN (...) list
+
+EDGE_COLUMNS = ("id1", "atype", "id2", "state", "time", "updated_at", "data")
+OBJ_COLUMNS = ("id", "otype", "state", "version", "updated_at", "data")
+NODE_COLUMNS = ("node", "atype", "state", "updated_at")
+COUNT_COLUMNS = ("id1", "atype", "state", "n")
+ENTRY_COLUMNS = ("ikey", "id", "updated_at", "version", "state")
+_EDGES = ", ".join(EDGE_COLUMNS)
+_OBJECTS = ", ".join(OBJ_COLUMNS)
+_ENTRIES = ", ".join(ENTRY_COLUMNS)
+_NODES = ", ".join(NODE_COLUMNS)
+
+T = TypeVar("T")
+B = TypeVar("B", bound="SQLBackend")
+
+
+class Dialect(Protocol):
+    """How one engine spells what `SQLBackend` says."""
+
+    #: Starts a write transaction.
+    begin: str
+    #: Ends a read inside a write transaction so that what it read (and the absence
+    #: of what it did not find) holds until the commit ("" where `begin` locks).
+    lock: str
+    #: The same for a read that must only not change (recount's edges).
+    share: str
+    #: Whether `(a, b) > (?, ?)` seeks an index; else it is spelled out (`_past`).
+    row_values: bool
+    #: The key column of the `meta` table.
+    meta_key: str
+    #: Creates the `timelines` table.
+    timelines_ddl: str
+
+    def use_index(self, name: str) -> str:
+        """The hint, after a table name, to read it through index `name`."""
+
+    def upsert(self, table: str, columns: Sequence[str], key: int, add: bool = False) -> str:
+        """Insert rows of `columns`, whose first `key` are the primary key; a row that
+        exists gets the other columns replaced (`add`: added to)."""
+
+    def index_ddl(self, index: int) -> list[str]:
+        """Creates the table `index_N` of a secondary index, with an index on `id`."""
+
+    def missing_table(self, exc: AssocdbError) -> bool:
+        """Whether the statement failed because its table does not exist."""
+
+    def retryable(self, exc: AssocdbError) -> bool:
+        """Whether the transaction was aborted to break a deadlock (run it again)."""
+
+    def gone(self, exc: AssocdbError) -> bool:
+        """Whether the server had closed the connection."""
+
+
+class Session:
+    """A connection in use. `broken`: a driver error may have left it unusable (a pool
+    closes it rather than lend it again); `reused`: a pool lent it before (the server
+    may have closed it meanwhile)."""
+
+    __slots__ = ("broken", "conn", "reused")
+
+    def __init__(self, conn: Any, reused: bool = False) -> None:
+        self.conn = conn
+        self.broken = False
+        self.reused = reused
+
+
+class SQLBackend(ABC):
+    """A `Backend` on SQL shards; see the module docstring."""
+
+    #: The exceptions the engine's driver raises (each is mapped by `map_driver_error`).
+    driver_errors: tuple[type[Exception], ...]
+    local: bool
+
+    def __init__(self, shards: int, dialect: Dialect, timeout: float) -> None:
+        self.shards = shards
+        self.dialect = dialect
+        self.timeout = timeout  # how long a statement, or a wait for a lock, may take
+        self.tracers: list[Tracer] = []
+        #: Called with (shard, sql) before every statement, inside the choke point:
+        #: a fault injector may raise a driver error (it is mapped like a real one)
+        #: or sleep. For chaos tests and drills.
+        self.faults: list[Callable[[int, str], None]] = []
+        self.forget_hooks: list[ForgetHook] = []  # one copy of each row: never called
+        self.recovery_hooks: list[Callable[[], None]] = []  # no members: never called
+        self._sql: dict[tuple[str, int], str] = {}
+        self._tables: set[tuple[int, int]] = set()  # index tables known to exist
+        self._tables_lock = threading.Lock()
+        d = dialect
+        self._upsert_edge = d.upsert("edges", EDGE_COLUMNS, 3)
+        self._add_count = d.upsert("counts", COUNT_COLUMNS, 3, add=True)
+        self._set_count = d.upsert("counts", COUNT_COLUMNS, 3)
+        self._upsert_node = d.upsert("node_states", NODE_COLUMNS, 2)
+        self._upsert_object = d.upsert("objects", OBJ_COLUMNS, 1)
+        self._upsert_timeline = d.upsert("timelines", ("owner", "entries"), 1)
+        self._upsert_meta = d.upsert("meta", (d.meta_key, "value"), 1)
+        self._add_seq = d.upsert("seq", ("name", "value"), 1, add=True)
+        self._select_meta = f"SELECT value FROM {{s}}.meta WHERE {d.meta_key} = ?"
+        self._by_key = d.use_index("edges_key")
+        self._by_recent = d.use_index("objects_recent")
+
+    def fresh_reads(self) -> AbstractContextManager[None]:
+        return nullcontext()  # one copy of each row: every read is fresh
+
+    # -- what each engine supplies ------------------------------------------------------
+
+    @abstractmethod
+    def _render(self, template: str, shard: int) -> str:
+        """`template` as the driver runs it on `shard` (-1: where the settings live)."""
+
+    @abstractmethod
+    def _execute(self, session: Session, sql: str, params: Any, many: bool) -> list[Any]:
+        """One driver call: a statement's rows, or an executemany's (none)."""
+
+    @abstractmethod
+    def _query(self, shard: int, sql: str, params: Any = (), slow: bool = False) -> list[Any]:
+        """One read outside any transaction, through `_run` (`slow`: a long scan)."""
+
+    @abstractmethod
+    def _writing(self, shard: int, slow: bool) -> AbstractContextManager[Session]:
+        """A session for one write transaction on the shard."""
+
+    @abstractmethod
+    def _rollback(self, session: Session, shard: int) -> None:
+        """End the session's transaction, if one is open, without its changes."""
+
+    @abstractmethod
+    def spec(self) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- the choke point ------------------------------------------------------------------
+
+    def _q(self, template: str, shard: int) -> str:
+        """The statement `template` on `shard`, rendered once."""
+        sql = self._sql.get((template, shard))
+        if sql is None:
+            sql = self._sql[(template, shard)] = self._render(template, shard)
+        return sql
+
+    def _run(
+        self, session: Session, shard: int, sql: str, params: Any = (), many: bool = False
+    ) -> list[Any]:
+        """Execute one statement (or one multi-row executemany) and return its rows."""
+        start = time.perf_counter()
+        try:
+            for fault in self.faults:
+                fault(shard, sql)
+            rows = self._execute(session, sql, params, many)
+        except AssocdbError:  # a fault injector's own error
+            raise
+        except self.driver_errors as exc:
+            session.broken = True
+            raise map_driver_error(exc, f"shard {shard}") from exc
+        self._report(shard, sql, time.perf_counter() - start, many)
+        return rows
+
+    def _report(self, shard: int, sql: str, seconds: float, many: bool = False) -> None:
+        for tracer in self.tracers:
+            try:
+                tracer(shard, sql, seconds)
+            except Exception:  # a broken tracer must not break a write that succeeded
+                log.exception("tracer %r failed", tracer)
+        if seconds > SLOW_SECONDS and not many:  # a bulk executemany is meant to be long
+            log.warning("slow statement on shard %d (%.3f s): %s", shard, seconds, sql)
+
+    def _in_transaction(self, shard: int, body: Callable[[Session], T], slow: bool = False) -> T:
+        """`body(session)` in one write transaction; run again if the engine aborted it to
+        break a deadlock, or if a reused pooled connection turned out to be closed."""
+        for attempt in range(1, RERUNS + 1):
+            with self._writing(shard, slow) as session:
+                started, begun = time.monotonic(), False
+                try:
+                    self._run(session, shard, self.dialect.begin)
+                    begun = True
+                    result = body(session)
+                    self._run(session, shard, "COMMIT")
+                    return result
+                except AssocdbError as exc:
+                    self._rollback(session, shard)
+                    # Only a BEGIN that failed is known to have done nothing:
+                    # a lost COMMIT may have committed.
+                    stale = not begun and self._stale(exc, session, started)
+                    if not (stale or self.dialect.retryable(exc)) or attempt == RERUNS:
+                        raise
+                except BaseException:
+                    self._rollback(session, shard)
+                    raise
+            time.sleep(random.uniform(0, 0.002 * attempt))
+        raise AssertionError("unreachable")
+
+    def _stale(self, exc: AssocdbError, session: Session, started: float) -> bool:
+        """Whether `exc` says a reused pooled connection had been closed by the server
+        (that fails at once; a timeout, with the same error, took the whole timeout
+        and is not worth repeating)."""
+        quick = time.monotonic() - started < self.timeout / 2
+        return session.reused and quick and self.dialect.gone(exc)
+
+    def _select(
+        self, session: Session | None, shard: int, template: str, params: Any = ()
+    ) -> list[Any]:
+        """One read: on its own (`session` None), or in a write transaction, locking."""
+        if session is None:
+            return self._query(shard, self._q(template, shard), params)
+        return self._run(session, shard, self._q(template + self.dialect.lock, shard), params)
+
+    def _store(self, session: Session, shard: int, template: str, rows: Sequence[Any]) -> None:
+        """Upsert `rows` with one multi-row statement (none without rows)."""
+        if rows:
+            self._run(session, shard, self._q(template, shard), rows, many=True)
+
+    def _ddl(self, shard: int, *statements: str) -> None:
+        """Change the shard's tables, in a transaction of their own (DDL waits for the
+        disk: the maintenance timeout)."""
+
+        def body(session: Session) -> None:
+            for statement in statements:
+                self._run(session, shard, self._q(statement, shard))
+
+        self._in_transaction(shard, body, slow=True)
+
+    def _unless_missing(self, run: Callable[[], T], missing: Callable[[], T]) -> T:
+        """`run()`, or `missing()` if a table `run` uses does not exist."""
+        try:
+            return run()
+        except AssocdbError as exc:
+            if not self.dialect.missing_table(exc):
+                raise
+        return missing()
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def apply(
+        self,
+        shard: int,
+        edges: Sequence[EdgeTuple],
+        objects: Sequence[ObjRow],
+        nodes: Sequence[NodeRow] = (),
+    ) -> Changes:
+        # A batch this big is a bulk load: it may take seconds, and has no
+        # journal to retry it, so it runs with the maintenance timeout.
+        bulk = len(edges) + len(objects) + len(nodes) > BULK_ROWS
+        return self._in_transaction(
+            shard, lambda session: self._apply(session, shard, edges, objects, nodes), bulk
+        )
+
+    def _apply(
+        self,
+        session: Session,
+        shard: int,
+        edges: Sequence[EdgeTuple],
+        objects: Sequence[ObjRow],
+        nodes: Sequence[NodeRow],
+    ) -> Changes:
+        changed_edges: list[tuple[EdgeTuple | None, EdgeTuple]] = []
+        changed_objects: list[ObjRow] = []
+        changed_nodes: list[NodeRow] = []
+        if nodes:
+            stored = self._node_states(session, shard, [(row[0], row[1]) for row in nodes])
+            changed_nodes = merge_nodes(stored, nodes)
+            self._store(session, shard, self._upsert_node, changed_nodes)
+        if edges:
+            changed_edges, deltas = merge_edges(self._current_edges(session, shard, edges), edges)
+            self._store(session, shard, self._upsert_edge, [new for _, new in changed_edges])
+            self._store(session, shard, self._add_count, [(*k, n) for k, n in deltas.items()])
+        if objects:
+            ids = [row[0] for row in objects]
+            current = {row[0]: row for row in self._objects(session, shard, ids)}
+            changed_objects = merge_objects(current, objects)
+            packed = [(*row[:5], pack(row[5])) for row in changed_objects]
+            self._store(session, shard, self._upsert_object, packed)
+        return Changes(changed_edges, changed_objects, changed_nodes)
+
+    def _current_edges(
+        self, session: Session, shard: int, writes: Sequence[EdgeTuple]
+    ) -> dict[EdgeKey, EdgeTuple]:
+        """The stored rows of the written keys, locked until the transaction ends."""
+        lists: dict[tuple[int, int], set[int]] = {}  # (id1, atype) -> id2s
+        targets: dict[tuple[int, int], set[int]] = {}  # (atype, id2) -> id1s
+        for row in writes:
+            lists.setdefault((row[0], row[1]), set()).add(row[2])
+            targets.setdefault((row[1], row[2]), set()).add(row[0])
+        current: dict[EdgeKey, EdgeTuple] = {}
+        if len(targets) < len(lists):
+            # Many lists, few targets: the mirrored rows of one node's edges
+            # (everyone who follows a celebrity). Look them up by target.
+            for (atype, id2), id1s in sorted(targets.items()):
+                for row in self._edges_to(session, shard, atype, id2, sorted(id1s)):
+                    current[row[:3]] = row
+            return current
+        if len(lists) > 1:
+            # Every stored edge has a count row, so a list without count rows
+            # has no edges to read: a bulk load into new lists reads (and locks)
+            # only the count ranges, which serializes it against writers of the
+            # same lists all the same.
+            stored = self._lists_with_counts(session, shard, sorted({id1 for id1, _ in lists}))
+            lists = {key: id2s for key, id2s in lists.items() if key in stored}
+        for (id1, atype), id2s in sorted(lists.items()):
+            for row in self._edges(session, shard, id1, atype, sorted(id2s)):
+                current[row[:3]] = row
+        return current
+
+    def _edges_to(
+        self, session: Session, shard: int, atype: int, id2: int, id1s: list[int]
+    ) -> list[EdgeTuple]:
+        rows: list[EdgeTuple] = []
+        for chunk in _chunks(id1s):
+            sql = (
+                f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key} "
+                f"WHERE id1 IN ({_marks(len(chunk))}) AND atype = ? AND id2 = ?"
+            )
+            rows += self._select(session, shard, sql, (*chunk, atype, id2))
+        return rows
+
+    def _lists_with_counts(
+        self, session: Session, shard: int, id1s: list[int]
+    ) -> set[tuple[int, int]]:
+        found: set[tuple[int, int]] = set()
+        for chunk in _chunks(id1s):
+            sql = f"SELECT id1, atype FROM {{s}}.counts WHERE id1 IN ({_marks(len(chunk))})"
+            found.update((r[0], r[1]) for r in self._select(session, shard, sql, chunk))
+        return found
+
+    def allocate(self, shard: int, n: int) -> int:
+        def body(session: Session) -> int:
+            self._run(session, shard, self._q(self._add_seq, shard), ("objects", n))
+            sql = self._q("SELECT value FROM {s}.seq WHERE name = 'objects'", shard)
+            return int(self._run(session, shard, sql)[0][0])
+
+        return self._in_transaction(shard, body) - n + 1
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
+        seek = query.seek
+        high, low = query.high, query.low
+        if seek.boundary is not None:
+            # A boundary tighter than the time bound must be the one the index
+            # seeks on; otherwise SQLite seeks on time and filters its way down.
+            if seek.forward and high is not None and seek.boundary[0] <= high:
+                high = None
+            if not seek.forward and low is not None and seek.boundary[0] >= low:
+                low = None
+        row_values = self.dialect.row_values
+        params: list[Any] = [query.id1, query.atype, query.state]
+        params += [bound for bound in (high, low) if bound is not None]
+        if seek.boundary is not None:
+            params += _past_params(seek.boundary, row_values)
+        params.append(query.limit)
+        if query.offset:
+            params.append(query.offset)
+        template = _scan_sql(
+            row_values,
+            high is not None,
+            low is not None,
+            seek.boundary is not None,
+            seek.forward,
+            seek.inclusive,
+            bool(query.offset),
+        )
+        return self._query(shard, self._q(template, shard), params)
+
+    def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
+        return self._edges(None, shard, id1, atype, id2s)
+
+    def _edges(
+        self, session: Session | None, shard: int, id1: int, atype: int, id2s: Sequence[int]
+    ) -> list[EdgeRow]:
+        rows: list[EdgeRow] = []
+        for chunk in _chunks(id2s):
+            which = "id2 = ?" if len(chunk) == 1 else f"id2 IN ({_marks(len(chunk))})"
+            sql = f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ?"
+            found = self._select(session, shard, f"{sql} AND {which}", (id1, atype, *chunk))
+            rows += (EdgeRow(*r) for r in found)
+        return rows
+
+    def scan_id2(
+        self,
+        shard: int,
+        id1: int,
+        atype: int,
+        states: Sequence[int],
+        boundary: int | None,
+        forward: bool,
+        limit: int,
+    ) -> list[Id2Row]:
+        op, order = ("<", "DESC") if forward else (">", "ASC")
+        sql = f"SELECT id2, state, time FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ?"
+        params: list[Any] = [id1, atype]
+        if boundary is not None:
+            sql += f" AND id2 {op} ?"
+            params.append(boundary)
+        sql += f" AND state IN ({_marks(len(states))}) ORDER BY id2 {order} LIMIT ?"
+        return self._query(shard, self._q(sql, shard), [*params, *states, limit])
+
+    def node_states(
+        self, shard: int, keys: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], NodeRow]:
+        return self._node_states(None, shard, keys)
+
+    def _node_states(
+        self, session: Session | None, shard: int, keys: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], NodeRow]:
+        sql = f"SELECT {_NODES} FROM {{s}}.node_states WHERE node = ? AND atype = ?"
+        found: dict[tuple[int, int], NodeRow] = {}
+        for key in sorted(set(keys)):
+            for row in self._select(session, shard, sql, key):
+                found[key] = NodeRow(*row)
+        return found
+
+    def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
+        sql = f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key}"
+        params: list[Any] = []
+        if after is not None:
+            sql += " WHERE " + _past(("id1", "atype", "id2"), ">", False, self.dialect.row_values)
+            params = _past_params(after, self.dialect.row_values)
+        sql += " ORDER BY id1, atype, id2 LIMIT ?"
+        rows = self._query(shard, self._q(sql, shard), [*params, limit], slow=True)
+        return [EdgeRow(*r) for r in rows]
+
+    def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
+        sql = self._q("SELECT state, n FROM {s}.counts WHERE id1 = ? AND atype = ?", shard)
+        return {int(state): int(n) for state, n in self._query(shard, sql, (id1, atype))}
+
+    def objects(self, shard: int, ids: Sequence[int]) -> list[ObjRow]:
+        return self._objects(None, shard, ids)
+
+    def _objects(self, session: Session | None, shard: int, ids: Sequence[int]) -> list[ObjRow]:
+        rows: list[ObjRow] = []
+        for chunk in _chunks(sorted(ids)):
+            sql = f"SELECT {_OBJECTS} FROM {{s}}.objects WHERE id IN ({_marks(len(chunk))})"
+            rows += (_obj_row(r) for r in self._select(session, shard, sql, chunk))
+        return rows
+
+    def objects_page(self, shard: int, otype: int, after: int, limit: int) -> list[ObjRow]:
+        sql = f"SELECT {_OBJECTS} FROM {{s}}.objects WHERE id > ? AND otype = ? ORDER BY id LIMIT ?"
+        return [_obj_row(r) for r in self._query(shard, self._q(sql, shard), (after, otype, limit))]
+
+    def objects_count(self, shard: int, otype: int) -> int:
+        sql = self._q(f"SELECT COUNT(*) FROM {{s}}.objects{self._by_recent} WHERE otype = ?", shard)
+        return int(self._query(shard, sql, (otype,))[0][0])
+
+    def objects_since(
+        self, shard: int, otype: int, after: tuple[int, int], limit: int
+    ) -> list[ObjRow]:
+        past = _past(("updated_at", "id"), ">", False, self.dialect.row_values)
+        sql = (
+            f"SELECT {_OBJECTS} FROM {{s}}.objects{self._by_recent} "
+            f"WHERE otype = ? AND {past} ORDER BY updated_at, id LIMIT ?"
+        )
+        params = [otype, *_past_params(after, self.dialect.row_values), limit]
+        return [_obj_row(r) for r in self._query(shard, self._q(sql, shard), params)]
+
+    # -- home timelines (`core.timeline_list`) ------------------------------------------------
+
+    def timelines(self, shard: int, owners: Sequence[int]) -> dict[int, bytes]:
+        # A graph created before home timelines has no table: none written yet.
+        return dict(self._unless_missing(lambda: self._timelines(None, shard, owners), list))
+
+    def _timelines(
+        self, session: Session | None, shard: int, owners: Sequence[int]
+    ) -> list[tuple[int, bytes]]:
+        found: list[tuple[int, bytes]] = []
+        for chunk in _chunks(sorted(owners)):
+            sql = (
+                f"SELECT owner, entries FROM {{s}}.timelines WHERE owner IN ({_marks(len(chunk))})"
+            )
+            found += (
+                (owner, bytes(blob)) for owner, blob in self._select(session, shard, sql, chunk)
+            )
+        return found
+
+    def merge_timelines(
+        self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
+    ) -> int:
+        def body(session: Session) -> int:
+            stored = dict(self._timelines(session, shard, list(writes)))
+            changed = []
+            for owner, entries in writes.items():
+                blob = merge_blob(stored.get(owner), entries, cap)
+                if blob is not None:
+                    changed.append((owner, blob))
+            self._store(session, shard, self._upsert_timeline, changed)
+            return len(changed)
+
+        def again() -> int:  # a graph created before home timelines: add their table
+            self._ddl(shard, self.dialect.timelines_ddl)
+            return self._in_transaction(shard, body)
+
+        return self._unless_missing(lambda: self._in_transaction(shard, body), again)
+
+    # -- secondary indexes (`core.entities`) ------------------------------------------------
+
+    def index_apply(self, shard: int, entries: Sequence[IndexEntry]) -> int:
+        by_index: dict[int, list[IndexEntry]] = {}
+        for entry in entries:
+            by_index.setdefault(entry[0], []).append(entry)
+        for index in by_index:
+            self._index_table(shard, index)
+
+        def body(session: Session) -> int:
+            changed = 0
+            for index, writes in sorted(by_index.items()):
+                ids = sorted({entry[2] for entry in writes})
+                current = {e[:3]: e for e in self._entries(session, shard, index, ids)}
+                winners = merge_entries(current, writes)
+                upsert = self.dialect.upsert(f"index_{index}", ENTRY_COLUMNS, 2)
+                self._store(session, shard, upsert, [entry[1:] for entry in winners])
+                changed += len(winners)
+            return changed
+
+        try:
+            return self._in_transaction(shard, body)
+        except AssocdbError as exc:
+            if not self.dialect.missing_table(exc):
+                raise
+            with self._tables_lock:
+                self._tables.difference_update((shard, index) for index in by_index)
+            raise Unavailable(f"shard {shard}: an index table was dropped; retrying") from exc
+
+    def _index_table(self, shard: int, index: int) -> None:
+        """Create the index's table on the shard, unless this process knows it exists."""
+        if (shard, index) in self._tables:
+            return
+        self._ddl(shard, *self.dialect.index_ddl(index))
+        with self._tables_lock:
+            self._tables.add((shard, index))
+
+    def index_entries(self, shard: int, index: int, ids: Sequence[int]) -> list[IndexEntry]:
+        # No table: nothing written to this index on this shard yet.
+        return self._unless_missing(lambda: self._entries(None, shard, index, ids), list)
+
+    def _entries(
+        self, session: Session | None, shard: int, index: int, ids: Sequence[int]
+    ) -> list[IndexEntry]:
+        found: list[IndexEntry] = []
+        for chunk in _chunks(ids):
+            sql = f"SELECT {_ENTRIES} FROM {{s}}.index_{index} WHERE id IN ({_marks(len(chunk))})"
+            found += (_entry(index, row) for row in self._select(session, shard, sql, chunk))
+        return found
+
+    def index_scan(self, shard: int, index: int, scan: IndexScan) -> list[tuple[bytes, int]]:
+        cmp, order = ("<", "DESC") if scan.desc else (">", "ASC")
+        sql = f"SELECT ikey, id FROM {{s}}.index_{index} WHERE ikey >= ? AND ikey < ?"
+        params: list[Any] = [scan.low, scan.high]
+        if scan.after is not None:
+            sql += " AND " + _past(("ikey", "id"), cmp, False, self.dialect.row_values)
+            params += _past_params(scan.after, self.dialect.row_values)
+        sql += f" AND state = 0 ORDER BY ikey {order}, id {order} LIMIT ?"
+        query = self._q(sql, shard)
+        rows = self._unless_missing(lambda: self._query(shard, query, [*params, scan.limit]), list)
+        return [(bytes(k), int(i)) for k, i in rows]
+
+    def index_export(
+        self, shard: int, index: int, after: tuple[bytes, int] | None, limit: int
+    ) -> list[IndexEntry]:
+        sql = f"SELECT {_ENTRIES} FROM {{s}}.index_{index}"
+        params: list[Any] = []
+        if after is not None:
+            sql += " WHERE " + _past(("ikey", "id"), ">", False, self.dialect.row_values)
+            params = _past_params(after, self.dialect.row_values)
+        sql += " ORDER BY ikey, id LIMIT ?"
+        query = self._q(sql, shard)
+        rows = self._unless_missing(lambda: self._query(shard, query, [*params, limit]), list)
+        return [_entry(index, row) for row in rows]
+
+    def index_purge(self, shard: int, index: int, before: int) -> int:
+        where = f"FROM {{s}}.index_{index} WHERE state = 3 AND updated_at < ?"
+
+        def body(session: Session) -> int:  # drivers disagree on affected rows: count first
+            (found,) = self._select(session, shard, f"SELECT COUNT(*) {where}", (before,))[0]
+            self._run(session, shard, self._q(f"DELETE {where}", shard), (before,))
+            return int(found)
+
+        return self._unless_missing(lambda: self._in_transaction(shard, body), int)
+
+    def index_drop(self, shard: int, index: int) -> None:
+        with self._tables_lock:
+            self._tables.discard((shard, index))
+        self._ddl(shard, f"DROP TABLE IF EXISTS {{s}}.index_{index}")
+
+    # -- graph-wide settings (kept with shard 0) and maintenance ------------------------------
+
+    def get_meta(self, key: str) -> bytes | None:
+        rows = self._query(0, self._q(self._select_meta, -1), (key,))
+        return bytes(rows[0][0]) if rows else None
+
+    def swap_meta(self, key: str, expected: bytes | None, value: bytes) -> bool:
+        def body(session: Session) -> bool:
+            read = self._q(self._select_meta + self.dialect.lock, -1)
+            rows = self._run(session, 0, read, (key,))
+            if (bytes(rows[0][0]) if rows else None) != expected:
+                return False
+            self._run(session, 0, self._q(self._upsert_meta, -1), (key, value))
+            return True
+
+        return self._in_transaction(0, body)
+
+    def recount(self, shard: int, repair: bool) -> list[CountMismatch]:
+        # Without repair a consistent snapshot is enough; a repair locks the
+        # shard's edges (shared) and counts so no write slips in between.
+        share, lock = (self.dialect.share, self.dialect.lock) if repair else ("", "")
+
+        def body(session: Session) -> list[CountMismatch]:
+            sql = "SELECT id1, atype, state, COUNT(*) FROM {s}.edges GROUP BY id1, atype, state"
+            actual = {
+                (a, b, c): int(n)
+                for a, b, c, n in self._run(session, shard, self._q(sql + share, shard))
+            }
+            sql = "SELECT id1, atype, state, n FROM {s}.counts"
+            stored = {
+                (a, b, c): int(n)
+                for a, b, c, n in self._run(session, shard, self._q(sql + lock, shard))
+            }
+            wrong = [
+                CountMismatch(shard, *key, stored.get(key, 0), actual.get(key, 0))
+                for key in sorted(actual.keys() | stored.keys())
+                if stored.get(key, 0) != actual.get(key, 0)
+            ]
+            if repair:
+                fixes = [(m.id1, m.atype, m.state, m.actual) for m in wrong]
+                self._store(session, shard, self._set_count, fixes)
+            return wrong
+
+        return self._in_transaction(shard, body, slow=True)
+
+
+def check_shards(shards: object) -> None:
+    """InvalidRequest unless `shards` is None or a shard count a graph may have."""
+    if shards is not None and (type(shards) is not int or not 0 < shards <= MAX_SHARDS):
+        raise InvalidRequest(f"shards must be an integer from 1 to {MAX_SHARDS}, got {shards!r}")
+
+
+def open_graph(
+    where: str,
+    shards: int | None,
+    stored: int | None,
+    create: bool,
+    make: Callable[[int, bool], B],
+) -> B | None:
+    """The backend of the graph at `where`, which holds `stored` shards (None: no graph).
+
+    `make(count, new)` builds it (`new`: its tables are to be created first).
+    A new graph gets `shards`; None means another process created the graph
+    at the same time, and the caller opens that one.
+    """
+    if stored is not None:
+        if shards is not None and shards != stored:
+            raise InvalidRequest(
+                f"{where} holds a graph with {stored} shards, not {shards}; the shard "
+                f"count is fixed when a graph is created (omit shards= to open it)"
+            )
+        return make(stored, False)
+    if not create:
+        raise no_graph(where)
+    backend = make(shards or DEFAULT_SHARDS, True)
+    # The shard count is written last: a crash halfway leaves no graph, not half of one.
+    if backend.swap_meta("shards", None, str(backend.shards).encode()):
+        return backend
+    backend.close()
+    return None
+
+
+def insert(table: str, columns: Sequence[str]) -> str:
+    """`INSERT INTO` a shard's table, with a mark for each column (for `Dialect.upsert`)."""
+    return f"INSERT INTO {{s}}.{table} ({', '.join(columns)}) VALUES ({_marks(len(columns))})"
+
+
+@lru_cache(maxsize=128)
+def _scan_sql(
+    row_values: bool,
+    high: bool,
+    low: bool,
+    boundary: bool,
+    forward: bool,
+    inclusive: bool,
+    offset: bool,
+) -> str:
+    where = "id1 = ? AND atype = ? AND state = ?"
+    if high:
+        where += " AND time <= ?"
+    if low:
+        where += " AND time >= ?"
+    if boundary:
+        where += " AND " + _past(("time", "id2"), "<" if forward else ">", inclusive, row_values)
+    order = "DESC" if forward else "ASC"
+    sql = (
+        f"SELECT id2, time, updated_at, data FROM {{s}}.edges WHERE {where} "
+        f"ORDER BY time {order}, id2 {order} LIMIT ?"
+    )
+    return sql + " OFFSET ?" if offset else sql
+
+
+def _past(columns: Sequence[str], op: str, inclusive: bool, row_values: bool) -> str:
+    """Rows past a key of `columns` in the direction `op` ("<" or ">") walks.
+
+    With row values, `(a, b) > (?, ?)`. Without, spelled out as
+    `(a > ? OR (a = ? AND b > ?))`, which MySQL's range optimizer turns into
+    ranges of the index; `_past_params` gives the parameters either way.
+    """
+    last = op + "=" if inclusive else op
+    if row_values:
+        return f"({', '.join(columns)}) {last} ({_marks(len(columns))})"
+    terms = [f"{columns[0]} {last if len(columns) == 1 else op} ?"]
+    for n in range(1, len(columns)):
+        equal = " AND ".join(f"{column} = ?" for column in columns[:n])
+        terms.append(f"({equal} AND {columns[n]} {last if n == len(columns) - 1 else op} ?)")
+    return f"({' OR '.join(terms)})"
+
+
+def _past_params(key: Sequence[Any], row_values: bool) -> list[Any]:
+    if row_values:
+        return list(key)
+    return [value for n in range(len(key)) for value in key[: n + 1]]
+
+
+def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
+    for start in range(0, len(ids), _IN_CHUNK):
+        yield ids[start : start + _IN_CHUNK]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def _obj_row(row: Any) -> ObjRow:
+    return ObjRow(row[0], row[1], row[2], row[3], row[4], unpack(bytes(row[5])))
+
+
+def _entry(index: int, row: Any) -> IndexEntry:
+    key, id, updated_at, version, state = row
+    return (index, bytes(key), int(id), int(updated_at), int(version), int(state))
