@@ -150,3 +150,11 @@ def test_passwords_are_not_shown() -> None:
     assert shown("mysql://root@db1:3306/g") == "mysql://root@db1:3306/g"
     smap = parse(GOOD.replace("root@10.0.0.1", "app:pw@10.0.0.1"))
     assert "pw" not in "\n".join(table(smap, {}))
+
+
+def test_a_mariadb_url_is_a_mysql_member(tmp_path: Path) -> None:
+    """A member at a mariadb:// URL opens with the MySQL backend (its spec said 'mariadb')."""
+    smap = parse(GOOD.replace("mysql://root@10.0.0.1", "mariadb://root@10.0.0.1"), base="/")
+    spec = smap.member_spec("db1")
+    assert spec["kind"] == "mysql"
+    assert spec["url"] == "mariadb://root@10.0.0.1:3306/graph"

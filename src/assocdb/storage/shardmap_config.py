@@ -109,7 +109,7 @@ class ShardMap(msgspec.Struct, frozen=True):
                     "timeout": config.query_timeout}  # fmt: skip
         assert config.url is not None
         return {
-            "kind": config.url.split(":", 1)[0],
+            "kind": "mysql",  # mysql:// and mariadb:// URLs alike
             "url": config.url,
             "shards": self.shards,
             "connect_timeout": config.connect_timeout,
