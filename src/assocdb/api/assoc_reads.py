@@ -261,7 +261,7 @@ def _data(raw: bytes | None) -> Any:
 
 def _values(datas: list[Any]) -> list[Any]:
     """The data values of rows whose data is JSON bytes, None, or already decoded
-    (as the cache keeps strings and numbers: `_cache.kept`)."""
+    (as the cache keeps strings and numbers: `cache.tier1.kept`)."""
     if bytes in set(map(type, datas)):
         decode = _json.decode
         return [decode(d) if type(d) is bytes else d for d in datas]

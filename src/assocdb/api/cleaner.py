@@ -3,7 +3,7 @@
 * **Build** (`index_build`): walks every shard's objects of the index's type
   in id order, a page at a time, and writes the entry each implies, stamped
   with the object's `updated_at` (so it loses to any concurrent write's own
-  entries, see `_entities`). Progress, the last id done per shard, is saved
+  entries, see `core.entities`). Progress, the last id done per shard, is saved
   after each page in the graph's meta, so a build stopped anywhere (a crash,
   `seconds=`, Ctrl-C) resumes where it was. `rate=` throttles it. When every
   shard is done the index becomes "ready" and one recent pass runs.

@@ -10,7 +10,7 @@ compare-and-swap) and the write path:
 An operation that depends on the stored row is resolved when it enters only
 if nothing earlier for that row is still queued in this process and the
 shard answers; otherwise it is journaled as it is and resolved by the
-applier in journal order (see `_applier.Pending`).
+applier in journal order (see `writes.applier.Pending`).
 
 `submit` is that path. In the default synchronous mode the job is applied
 before returning (`applied`), or left in the error queue if a leg failed

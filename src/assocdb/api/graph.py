@@ -7,9 +7,9 @@ schema and write path. Each concern is a service built on it, in its module:
 * `assoc_writes.py`  AssocWrites: assoc_add, assoc_delete, assoc_archive, assoc_negate,
                      assoc_change_type, bulk_load
 * `assoc_reads.py`   AssocReads: assoc_get, assoc_count, assoc_contains, assoc_edge,
-                     assoc_range, assoc_time_range, assoc_page (assoc_pages: `_pagers`)
+                     assoc_range, assoc_time_range, assoc_page (assoc_pages: `core.pagers`)
 * `nodes.py`         Nodes: node_archive, node_unarchive, node_negate, node_remove, node_state
-* `queries.py`       Queries: select, and runs the queries (set arithmetic: `_query.py`)
+* `queries.py`       Queries: select, and runs the queries (set arithmetic: `core/query.py`)
 * `timelines.py`     Timelines (over AssocReads): define_timeline, timeline_config, post,
                      post_delete, home_timeline, user_timeline
 * `indexes.py`       Indexes: define_index, drop_index, indexes, index_status, index_query,
@@ -395,7 +395,7 @@ class Graph(Pagers):
         """
         return self._queries.select(self, node, atype, incoming=incoming, states=states, id2s=id2s)
 
-    # The runner of the queries `select` builds (`_query.Runner`), as a Client is of its own.
+    # The runner of the queries `select` builds (`core.query.Runner`), as a Client is of its own.
     def _query_page(self, query: Query, cursor: str | None, limit: int) -> Page[int]:
         return self._queries.page(query, cursor, limit)
 
@@ -656,7 +656,7 @@ class Graph(Pagers):
         return self._admin.define_object(name)
 
     def load_schema(self, path: str | Path) -> None:
-        """Apply every definition in a TOML schema file (see `_schema`)."""
+        """Apply every definition in a TOML schema file (see `core.schema`)."""
         return self._admin.load_schema(path)
 
     def trace(self, tracer: Callable[[int, str, float], None]) -> Callable[[], None]:

@@ -3,8 +3,8 @@
 An index is declared at run time (`define_index`), stored in the schema,
 and from then on every object write of its type carries the index entries
 it implies (`Indexes.entries`, which the engine calls on every object write,
-here and in the applier; the rule: `_entities`). Existing objects are indexed by the build of
-`_cleaner.py`, which also repairs. A query is one range scan of the index on
+here and in the applier; the rule: `core.entities`). Existing objects are indexed by the build of
+`api/cleaner.py`, which also repairs. A query is one range scan of the index on
 one shard (when it gives the `shard_on` property by equality) or on every
 shard, merged; each entry found is re-checked against the object's current
 row, so a stale or dangling entry never returns a wrong object.
@@ -132,7 +132,7 @@ class Indexes:
             return self._engine.reload_schema().index(name)
 
     def entries(self, old: ObjRow | None, rows: Rows) -> Rows:
-        """`rows` with the secondary index entries its object rows imply (`_entities`).
+        """`rows` with the secondary index entries its object rows imply (`core.entities`).
 
         Raises InvalidRequest if an object holds a value one of its indexes
         cannot take, Conflict if a unique index holds the key for another object.

@@ -53,7 +53,7 @@ def open_graph(
 
     Unfinished writes left by a crash are applied before this returns.
 
-    A `path` ending in `.toml` is a shard map instead (`_shardmap_config`):
+    A `path` ending in `.toml` is a shard map instead (`storage.shardmap_config`):
     the graph's shards live on the replica sets of the backends it names,
     with the timeouts it sets (`timeout` does not apply), and the journal
     defaults to the map's name with `.journal.db` (`cluster.toml` →

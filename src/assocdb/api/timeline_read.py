@@ -14,7 +14,7 @@ the top `n` of the union is then the top `n` of those, merged with
 `heapq.merge` and de-duplicated by key (an item of an author who became a
 celebrity can come from both sides). So a page costs one read per source
 whichever page it is, and paging by `(time, item)` is stable while new items
-arrive (`_cursor.paginate`).
+arrive (`core.cursor.paginate`).
 
 Fan-out on read groups the followees by shard and reads the shards in
 parallel (`Sources.gather`); within a shard, one index range scan per

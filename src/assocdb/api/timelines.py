@@ -7,10 +7,10 @@ three ways, chosen per graph (`define_timeline`) and overridable per read:
 
 * **write** (fan-out on write, Twitter): `post` journals a `FanoutJob` that
   merges `(time, item, author)` into every follower's packed, capped home
-  list in the background (`_fanout`, `_timeline_list`); a read is one row.
+  list in the background (`writes.fanout`, `core.timeline_list`); a read is one row.
 * **read** (fan-out on read, the sharded friends table): a read gathers the
   newest items of every followee from their shards in parallel and merges
-  them (`_timeline_read`); a post is one row.
+  them (`api.timeline_read`); a post is one row.
 * **hybrid**: write, except for *celebrities*, authors with more than
   `celebrity_threshold` followers when they post; their items are merged in
   at read time. Celebrity status is sticky (kept graph-wide, in meta), so an
@@ -140,7 +140,7 @@ class Timelines:
         ua = self._engine.stamp(updated_at)
         # A live post keeps its time (a new one takes `time`, else now), and the
         # fan-out takes the time from the stored edge once the post is applied
-        # (`_fanout.timed`): deliveries and deletes of an item share one key.
+        # (`writes.fanout.timed`): deliveries and deletes of an item share one key.
         # Hybrid decides first (it reads the author's follower count): a post whose
         # shard is down then fails whole, rather than be stored and never delivered.
         deliver = config.mode == "write" or (

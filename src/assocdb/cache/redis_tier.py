@@ -7,7 +7,7 @@ graph's channel, so every other process's tier 1 drops them (its in-flight
 fills of those keys turn stale). A fill is stored in Redis only if the key's
 version is still the one read before the shard was (a Lua compare-and-set),
 so a slow fill never writes back a value a newer write invalidated.
-Home timelines are kept as their packed blob (`_timeline_list`); each leg
+Home timelines are kept as their packed blob (`core.timeline_list`); each leg
 of deliveries invalidates its owners like a write does.
 
 Everything is one pipelined round trip (redis-py: ~150 µs a call here, ~15

@@ -7,7 +7,7 @@ It keeps what TAO's cache kept, in the forms the queries need:
   20 bytes an edge) plus the data of the edges that have any; `complete`
   says the prefix is the whole list;
 * per object: its row, or a negative entry ("no such object");
-* per home timeline owner: the packed blob of `_timeline_list` (32 bytes an
+* per home timeline owner: the packed blob of `core.timeline_list` (32 bytes an
   entry), exactly as the shard stores it.
 
 A read asks a list entry to answer (`ListEntry.range`, `.time_range`,
@@ -127,7 +127,7 @@ class ListEntry:
         return found if self.complete or len(found) == limit else None
 
     def scan(self, seek: Seek, n: int) -> list[Entry] | None:
-        """A page scan (see `_cursor`), if cached."""
+        """A page scan (see `core.cursor`), if cached."""
         if self.empty():
             return []
         prefix = self.prefix

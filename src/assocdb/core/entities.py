@@ -6,7 +6,7 @@ every other stored row:
 
     (index, key, object id) -> (updated_at, version, state)
 
-where `key` is the order-preserving encoding (`_keys`) of the object's
+where `key` is the order-preserving encoding (`core.keys`) of the object's
 indexed property values. An object write that resolves from `old` to `new`
 (a newer row) produces, for each index on the type, a *removed* entry for
 the old key and a *normal* entry for the new key, both stamped with the

@@ -249,7 +249,7 @@ class Leg(NamedTuple):
     edges: list[EdgeTuple]
     objects: list[ObjRow]
     nodes: list[NodeRow]
-    entries: list[tuple[int, bytes, int, int, int, int]]  # index entries (`_entities.Entry`)
+    entries: list[tuple[int, bytes, int, int, int, int]]  # index entries (`core.entities.Entry`)
 
 
 def resolve(op: Operation, stored: Stored) -> Rows:

@@ -14,7 +14,7 @@ every other list, scoped to the query, so a cursor of another query is
 refused. `count()` is exact when that is cheap (a term, or a compound whose own
 upper bound is at most 10,000) and otherwise that bound flagged `exact=False`.
 
-This module is the pure description; `_query_exec` runs it.
+This module is the pure description; `api.queries` runs it.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ class EdgeScan(NamedTuple):
 
 
 #: A secondary index entry: (index id, key, object id, updated_at, version, state)
-#: (`_entities`).
+#: (`core.entities`).
 IndexEntry = tuple[int, bytes, int, int, int, int]
 
 

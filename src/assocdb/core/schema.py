@@ -15,7 +15,7 @@ applied at every start:
 
     [object.user]
 
-    [index.user_by_email]      # a secondary index (`_entities`), built by the cleaner
+    [index.user_by_email]      # a secondary index (`core.entities`), built by the cleaner
     otype = "user"
     properties = ["email"]
     shard_on = "email"         # also: order = "recency" or a property, unique = true
@@ -69,7 +69,7 @@ class IndexDef(msgspec.Struct, frozen=True):
     placed on a shard by the value of `shard_on` (one of `properties`), or
     on the object's own shard when `shard_on` is None. `state` is "building"
     until the cleaner has covered every object that existed when it was
-    defined (see `_entities`).
+    defined (see `core.entities`).
     """
 
     name: str

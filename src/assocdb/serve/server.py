@@ -5,7 +5,7 @@ bearer token's scope, read the body within its size limit, decode it into
 the method's argument Struct (msgspec validates types), run the Graph method
 in a worker thread within the request deadline, and encode the result. Any
 assocdb error becomes `{"error": {...}}` with the status from
-`_wire.STATUS`; an unexpected exception becomes a 500 with a generic
+`client.wire.STATUS`; an unexpected exception becomes a 500 with a generic
 message (and a logged traceback), never a stack trace on the wire.
 
 Several servers (processes, or machines sharing MySQL) can serve one graph:

@@ -11,7 +11,7 @@ with the probe interval doubling from `probe_interval` up to `probe_max`
 while the backend stays down. An operator's drain (`drained`) keeps a
 backend DOWN whatever its probes say.
 
-No clock, no threads, no I/O here: the shell (`_shardmap`) passes `now` in
+No clock, no threads, no I/O here: the shell (`storage.shardmap`) passes `now` in
 and serializes calls, so the transitions are unit-tested exactly.
 """
 

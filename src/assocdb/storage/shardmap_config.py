@@ -29,7 +29,7 @@ replica of its shard; a read goes to one healthy replica, chosen by weight.
 
 Every shard must be placed exactly once. The first replica listed is the
 shard's *primary*: it allocates ids and decides graph settings (see
-`_shardmap`). A backend with `down = true` gets no work until the flag is
+`storage.shardmap`). A backend with `down = true` gets no work until the flag is
 removed (an operator's drain). Every member backend is opened with the
 map's shard count and holds its shards under their own numbers.
 """

@@ -232,7 +232,7 @@ class Applier:
         )
         self.stats = ApplyStats()
         self.pending = Pending()
-        #: Adds the secondary index entries of a resolved object write (`_entities`):
+        #: Adds the secondary index entries of a resolved object write (`core.entities`):
         #: `entries(stored row, rows) -> rows`. Set by the Graph, which knows the indexes.
         self.entries: Callable[[Any, Rows], Rows] | None = None
         self._shards = backend.shards
@@ -364,7 +364,7 @@ class Applier:
 
     def _leg_unavailable(self, shard: int, exc: Unavailable) -> None:
         """Count a failed leg against its shard, unless it landed on some of the shard's
-        replicas (`partial`, from `_shardmap`): then the shard works, one replica is down."""
+        replicas (`partial`, from `storage.shardmap`): then the shard works, one replica is down."""
         if not exc.details.get("partial"):
             self.health.failed(shard)
 
@@ -554,7 +554,7 @@ class Applier:
 
 
 def _landed_somewhere(error: BaseException) -> bool:
-    """Whether a failed leg was written to some replicas of its shard (`_shardmap`)."""
+    """Whether a failed leg was written to some replicas of its shard (`storage.shardmap`)."""
     return isinstance(error, Unavailable) and bool(error.details.get("partial"))
 
 

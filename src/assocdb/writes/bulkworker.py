@@ -1,5 +1,5 @@
 """A bulk-load worker process: `python -m assocdb.writes.bulkworker`, the backend spec in
-$ASSOCDB_BULK_WORKER_SPEC (see `_workers`)."""
+$ASSOCDB_BULK_WORKER_SPEC (see `writes.workers`)."""
 
 from __future__ import annotations
 
