@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ..storage.mysqlpool import is_mysql_url
+from ..storage.registry import is_server_url
 
 
 class GraphLocation(click.ParamType[Any]):
@@ -21,7 +21,7 @@ class GraphLocation(click.ParamType[Any]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if str(value).endswith(".toml"):  # a shard map
             return click.Path(dir_okay=False, exists=True).convert(value, param, ctx)
-        if is_mysql_url(value):
+        if is_server_url(value):
             if "journal=" not in value:
                 self.fail(
                     f"{value}: a graph on MySQL needs its journal file, a local file on "

@@ -38,11 +38,6 @@ def driver() -> ModuleType:
         return require("pymysql", "mysql", "a mysql:// graph")
 
 
-def is_mysql_url(target: object) -> bool:
-    """Whether `target` is a `mysql://` (or `mariadb://`) URL rather than a path."""
-    return isinstance(target, str) and target.split("://", 1)[0] in SCHEMES and "://" in target
-
-
 class Settings(NamedTuple):
     """Where the server is and how long to wait for it."""
 

@@ -14,10 +14,19 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..core.errors import InvalidRequest
 from .backend import Backend
-from .mysqlpool import is_mysql_url
 from .shardmap import ShardMapBackend
 from .shardmap_config import load
 from .sqlite import SQLiteBackend
+
+#: URL schemes of the engines that run as servers, and the backend kind each opens.
+SERVER_SCHEMES = {"mysql": "mysql", "mariadb": "mysql"}
+
+
+def is_server_url(target: object) -> bool:
+    """Whether `target` is the URL of a graph on a database server rather than a path."""
+    return (
+        isinstance(target, str) and "://" in target and target.split("://", 1)[0] in SERVER_SCHEMES
+    )
 
 
 def open_location(
@@ -34,7 +43,7 @@ def open_location(
     if Path(path).suffix == ".toml":
         backend = open_shardmap(path, shards)
         journal_file = Path(path).with_suffix(".journal.db") if journal is None else journal
-    elif is_mysql_url(path):
+    elif is_server_url(path):
         path, journal = journal_from_url(str(path), journal)
         if journal is None:
             raise InvalidRequest(
@@ -59,7 +68,7 @@ def check_scheme(path: str | Path) -> None:
             f"open takes a directory, a mysql:// URL or a shard map (.toml), got {path!r}"
         )
     scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", str(path))
-    if scheme and not is_mysql_url(str(path)):
+    if scheme and not is_server_url(str(path)):
         raise InvalidRequest(
             f"unknown URL scheme {scheme.group(1)!r}: assocdb opens a directory, a "
             "mysql:// (or mariadb://) URL, or a shard map (.toml)"
