@@ -24,9 +24,9 @@ import pytest
 import assocdb
 from assocdb import InvalidRequest, Unavailable
 from assocdb.core.merge import EdgeTuple, State, merge_edges
+from assocdb.storage.backend import is_server_url as is_mysql_url
 from assocdb.storage.mysql import MySQLBackend
 from assocdb.storage.mysqlpool import parse_url
-from assocdb.storage.registry import is_server_url as is_mysql_url
 from assocdb.storage.registry import open_backend
 from assocdb.writes.applier import RetryPolicy
 from tests.support.stores import MYSQL_URL, REQUIRED, Stores, mysql_url, require

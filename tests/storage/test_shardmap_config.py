@@ -158,3 +158,8 @@ def test_a_mariadb_url_is_a_mysql_member(tmp_path: Path) -> None:
     spec = smap.member_spec("db1")
     assert spec["kind"] == "mysql"
     assert spec["url"] == "mariadb://root@10.0.0.1:3306/graph"
+
+
+def test_a_url_of_an_engine_assocdb_does_not_know_is_refused() -> None:
+    with pytest.raises(InvalidRequest, match="schemes: mysql, mariadb"):
+        parse(GOOD.replace("mysql://root@10.0.0.1", "oracle://root@10.0.0.1"), base="/")

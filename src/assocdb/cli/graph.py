@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ..storage.registry import is_server_url
+from ..storage.backend import is_server_url
 
 
 class GraphLocation(click.ParamType[Any]):

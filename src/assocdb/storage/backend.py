@@ -49,6 +49,17 @@ from ..core.timeline_list import Entry as TimelineEntry
 ForgetHook = Callable[[list[tuple[str, Any]]], None]
 
 
+#: URL schemes of the engines that run as servers, and the backend kind each opens.
+SERVER_SCHEMES = {"mysql": "mysql", "mariadb": "mysql"}
+
+
+def is_server_url(target: object) -> bool:
+    """Whether `target` is the URL of a graph on a database server rather than a path."""
+    return (
+        isinstance(target, str) and "://" in target and target.split("://", 1)[0] in SERVER_SCHEMES
+    )
+
+
 class Backend(Protocol):
     """Storage for `shards` logical shards."""
 

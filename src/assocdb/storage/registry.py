@@ -13,20 +13,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..core.errors import InvalidRequest
-from .backend import Backend
+from .backend import Backend, is_server_url
 from .shardmap import ShardMapBackend
 from .shardmap_config import load
 from .sqlite import SQLiteBackend
-
-#: URL schemes of the engines that run as servers, and the backend kind each opens.
-SERVER_SCHEMES = {"mysql": "mysql", "mariadb": "mysql"}
-
-
-def is_server_url(target: object) -> bool:
-    """Whether `target` is the URL of a graph on a database server rather than a path."""
-    return (
-        isinstance(target, str) and "://" in target and target.split("://", 1)[0] in SERVER_SCHEMES
-    )
 
 
 def open_location(

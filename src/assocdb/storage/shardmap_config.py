@@ -45,6 +45,7 @@ from typing import Any
 import msgspec
 
 from ..core.errors import InvalidRequest
+from .backend import SERVER_SCHEMES
 
 MAX_SHARDS = 4096
 MAX_WEIGHT = 1000
@@ -109,7 +110,7 @@ class ShardMap(msgspec.Struct, frozen=True):
                     "timeout": config.query_timeout}  # fmt: skip
         assert config.url is not None
         return {
-            "kind": "mysql",  # mysql:// and mariadb:// URLs alike
+            "kind": SERVER_SCHEMES[config.url.split("://", 1)[0]],
             "url": config.url,
             "shards": self.shards,
             "connect_timeout": config.connect_timeout,
@@ -175,9 +176,10 @@ def _check_numbers(raw: MapFile, source: str) -> None:
     for name, config in raw.backends.items():
         if (config.url is None) == (config.path is None):
             raise InvalidRequest(f"{source}: backend {name!r} needs exactly one of url or path")
-        if config.url is not None and "://" not in config.url:
+        if config.url is not None and config.url.split("://", 1)[0] not in SERVER_SCHEMES:
             raise InvalidRequest(
-                f"{source}: backend {name!r}: url {config.url!r} is not like mysql://host/db"
+                f"{source}: backend {name!r}: url {config.url!r} is not like mysql://host/db "
+                f"(schemes: {', '.join(SERVER_SCHEMES)})"
             )
         if not (config.connect_timeout > 0 and config.query_timeout > 0):
             raise InvalidRequest(f"{source}: backend {name!r}: timeouts must be positive")
