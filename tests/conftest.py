@@ -2,7 +2,7 @@
 
 SQLite always runs. MySQL/MariaDB runs when ASSOCDB_TEST_MYSQL_URL is set
 (`.ci/run` always sets it); without it those cases skip cleanly (see
-`tests/stores.py`).
+`tests/support/stores.py`).
 """
 
 from __future__ import annotations
