@@ -135,3 +135,4 @@ def test_services_stand_alone() -> None:
         ]
         assert state == [], f"{service.__name__} keeps state in class attributes: {state}"
     assert Engine.__mro__ == (Engine, object)
+    assert Graph.__mro__ == (Graph, object)  # composed, not mixed in

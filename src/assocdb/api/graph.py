@@ -7,7 +7,7 @@ schema and write path. Each concern is a service built on it, in its module:
 * `assoc_writes.py`  AssocWrites: assoc_add, assoc_delete, assoc_archive, assoc_negate,
                      assoc_change_type, bulk_load
 * `assoc_reads.py`   AssocReads: assoc_get, assoc_count, assoc_contains, assoc_edge,
-                     assoc_range, assoc_time_range, assoc_page (assoc_pages: `core.pagers`)
+                     assoc_range, assoc_time_range, assoc_page, assoc_pages
 * `nodes.py`         Nodes: node_archive, node_unarchive, node_negate, node_remove, node_state
 * `queries.py`       Queries: select, and runs the queries (set arithmetic: `core/query.py`)
 * `timelines.py`     Timelines (over AssocReads): define_timeline, timeline_config, post,
@@ -32,13 +32,13 @@ here, and the work in the services.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
 from ..core.clock import HybridClock
-from ..core.pagers import Pagers
+from ..core.pagers import pages
 from ..core.query import Query
 from ..core.records import (
     Assoc,
@@ -81,9 +81,7 @@ from .queue_admin import QueueAdmin
 from .timelines import Timelines
 
 
-# Pagers (assoc_pages over assoc_page) is the one base: it is the public surface
-# Graph shares with Client, not a concern of the Graph's own.
-class Graph(Pagers):
+class Graph:
     """A graph of objects and associations. Thread-safe; open one per process.
 
     >>> g = assocdb.open("data/")
@@ -330,6 +328,14 @@ class Graph(Pagers):
         >>> older = g.assoc_page(1, "follows", page.next_cursor, limit=100)
         """
         return self._reads.assoc_page(id1, atype, cursor, limit)
+
+    def assoc_pages(self, id1: int, atype: str, limit: int = 500) -> Iterator[Page[Assoc]]:
+        """Every page of the list, newest first, following `next_cursor`.
+
+        >>> for page in g.assoc_pages(celebrity, "followed_by", limit=1000):
+        ...     notify(page.items)
+        """
+        return pages(lambda cursor: self.assoc_page(id1, atype, cursor, limit))
 
     # -- node states ------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ answer could create a second object).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -25,7 +25,7 @@ import msgspec
 
 from ..core.errors import AssocdbError, InvalidRequest, Timeout, Unavailable
 from ..core.extras import needs
-from ..core.pagers import Pagers
+from ..core.pagers import pages
 from ..core.query import Query, Term
 from ..core.records import (
     Assoc,
@@ -110,7 +110,7 @@ _results: dict[str, msgspec.json.Decoder[Any]] = {
 }
 
 
-class Client(Pagers):
+class Client:
     """A remote graph: the Graph API through one or more assocdb servers.
 
     >>> with assocdb.Client("http://127.0.0.1:8080", token=os.environ["TOKEN"]) as g:
@@ -418,6 +418,14 @@ class Client(Pagers):
     ) -> Page[Assoc]:
         result: Page[Assoc] = self._call("assoc_page", AssocPage(id1, atype, cursor, limit))
         return result
+
+    def assoc_pages(self, id1: int, atype: str, limit: int = 500) -> Iterator[Page[Assoc]]:
+        """Every page of the list, newest first, following `next_cursor`.
+
+        >>> for page in g.assoc_pages(celebrity, "followed_by", limit=1000):
+        ...     notify(page.items)
+        """
+        return pages(lambda cursor: self.assoc_page(id1, atype, cursor, limit))
 
     # -- set arithmetic -------------------------------------------------------------------------
 
