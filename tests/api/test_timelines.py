@@ -16,6 +16,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -26,7 +27,7 @@ import assocdb
 from assocdb import Graph, InvalidCursor, InvalidRequest, NotFound, TimelineItem
 from assocdb.api import timelines as _timelines
 from assocdb.core.timeline_list import entry
-from assocdb.writes.fanout import FanoutJob
+from assocdb.writes.fanout import FanoutJob, fanout_page
 from assocdb.writes.journal import Journal
 from tests.conftest import OpenGraph
 
@@ -260,6 +261,45 @@ def test_delete_reaches_past_followers(graph: Graph) -> None:
     graph.drain()
     assert graph.home_timeline(2).items == []
     assert graph.user_timeline(1).items == []
+
+
+def test_a_delete_reaches_a_follower_who_comes_back_during_its_fan_out(graph: Graph) -> None:
+    """A re-follow between two reads of the followers, one state each, hid the
+    follower from both: the deleted item stayed in their home timeline."""
+    graph.define_timeline("follows")
+    graph.assoc_add(2, "follows", 1)
+    graph.post(1, 100, 10)
+    graph.drain()
+    graph.assoc_delete(2, "follows", 1)
+    backend = graph.engine.backend
+    refollowed: list[object] = []
+
+    class RefollowAfterTheFirstRead:
+        def __getattr__(self, name: str) -> object:
+            return getattr(backend, name)
+
+        def scan(self, *args: Any) -> Any:
+            return self.refollow(backend.scan(*args))
+
+        def scan_id2(self, *args: Any) -> Any:
+            return self.refollow(backend.scan_id2(*args))
+
+        def refollow(self, rows: Any) -> Any:
+            if not refollowed:
+                refollowed.append(graph.assoc_add(2, "follows", 1))
+            return rows
+
+    followers = graph.engine.schema.inverse(graph.engine.assoc_type("follows"))
+    assert followers is not None
+    tombstone = entry(10, 100, 1, graph.engine.stamp(None), deleted=True)
+    job: FanoutJob | None = FanoutJob(
+        1, followers.id, _timelines._ALL_STATES, tombstone, graph.timeline_config().cap
+    )
+    while job is not None:
+        job = fanout_page(RefollowAfterTheFirstRead(), job)  # type: ignore[arg-type]
+    assert refollowed
+    graph.engine.forget()
+    assert graph.home_timeline(2).items == []
 
 
 @pytest.mark.parametrize("mode", ["write", "read", "hybrid"])

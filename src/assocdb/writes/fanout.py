@@ -35,6 +35,7 @@ from ..core.timeline_list import Entry
 from ..storage.backend import Backend
 
 FANOUT_PAGE = 2000  # followers per page
+BY_ID2 = -1  # `at[0]` of a job that reads every state at once, in id2 order
 
 Key = tuple[int, ...]
 
@@ -44,7 +45,8 @@ class FanoutJob(msgspec.Struct, tag="fanout", array_like=True, frozen=True):
 
     `followers` is the type id of the author's followers list; `states` the
     follower edge states delivered to; `at` is `(state index, time, id2)` of
-    the last follower done. With `posts` (the posts type id), the entry's time
+    the last follower done, or `(BY_ID2, 0, id2)` for a job of several states,
+    which reads them all at once in id2 order. With `posts` (the posts type id), the entry's time
     is not known yet: it is the stored post edge's (`timed`).
     """
 
@@ -120,19 +122,37 @@ def fanout_page(
         index, time, id2 = job.at
         boundary = (time, id2)
     shard = shard_of(job.author, backend.shards)
-    while index < len(job.states):
+    size = FANOUT_PAGE if page is None else page
+    if len(job.states) > 1 and (job.at is None or index == BY_ID2):
+        # Every state in one statement, in id2 order: a follower whose edge
+        # changes state meanwhile (a re-follow during a delete's fan-out) is
+        # in exactly one state in the statement's snapshot, and keeps its id2
+        # across pages, so it is never missed between two scans.
+        after = None if job.at is None else job.at[2]
+        followers = backend.scan_id2(
+            shard, job.author, job.followers, job.states, after, True, size
+        )
+        if not followers:
+            return None
+        _deliver(backend, Deliveries([row[0] for row in followers], job.entry, job.cap), deliver)
+        return msgspec.structs.replace(job, at=(BY_ID2, 0, followers[-1][0]))
+    while index < len(job.states):  # one state; or a job journaled before BY_ID2
         seek = _cursor.START if boundary is None else _cursor.Seek(True, boundary, False)
-        size = FANOUT_PAGE if page is None else page
         rows = backend.scan(
             shard, EdgeScan(job.author, job.followers, job.states[index], seek, size)
         )
         if rows:
-            deliveries = Deliveries([row[0] for row in rows], job.entry, job.cap)
-            if deliver is None:
-                for shard_number, writes in deliveries.legs(backend.shards):
-                    backend.merge_timelines(shard_number, writes, job.cap)
-            else:
-                deliver(deliveries)
+            _deliver(backend, Deliveries([row[0] for row in rows], job.entry, job.cap), deliver)
             return msgspec.structs.replace(job, at=(index, rows[-1][1], rows[-1][0]))
         index, boundary = index + 1, None
     return None
+
+
+def _deliver(
+    backend: Backend, deliveries: Deliveries, deliver: Callable[[Deliveries], object] | None
+) -> None:
+    if deliver is None:
+        for shard_number, writes in deliveries.legs(backend.shards):
+            backend.merge_timelines(shard_number, writes, deliveries.cap)
+    else:
+        deliver(deliveries)
