@@ -25,8 +25,8 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from ..core.errors import InvalidRequest, Unavailable
 from ..core.extras import require
+from .backend import SERVER_SCHEMES
 
-SCHEMES = ("mysql", "mariadb")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
 
 
@@ -63,7 +63,7 @@ def parse_url(url: str, **overrides: Any) -> Settings:
     pool_size; keyword `overrides` that are not None win over them.
     """
     parts = urlparse(url)
-    if parts.scheme not in SCHEMES:
+    if SERVER_SCHEMES.get(parts.scheme) != "mysql":
         raise InvalidRequest(f"not a mysql:// URL: {url!r}")
     name = parts.path.strip("/")
     if not _NAME.fullmatch(name):

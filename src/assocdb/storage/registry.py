@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..core.errors import InvalidRequest
-from .backend import Backend, is_server_url
+from .backend import SERVER_SCHEMES, Backend, is_server_url
 from .shardmap import ShardMapBackend
 from .shardmap_config import load
 from .sqlite import SQLiteBackend
@@ -41,9 +41,8 @@ def open_location(
                 "journal='data/social.journal', or ?journal=data/social.journal in the URL; "
                 "writes are journaled there before they are applied on the server"
             )
-        from .mysql import MySQLBackend
-
-        backend = MySQLBackend.open(str(path), shards, create=create)
+        kind = SERVER_SCHEMES[str(path).split("://", 1)[0]]
+        backend = open_backend({"kind": kind, "url": str(path), "shards": shards}, create)
         journal_file = journal
     else:
         backend = SQLiteBackend.open(path, shards, busy_timeout=timeout, create=create)
@@ -76,8 +75,11 @@ def journal_from_url(url: str, journal: str | Path | None) -> tuple[str, str | P
     )
 
 
-def open_backend(spec: dict[str, Any]) -> Backend:
-    """The backend a spec describes, e.g. `{"kind": "sqlite", "path": "data/", "shards": 16}`."""
+def open_backend(spec: dict[str, Any], create: bool = True) -> Backend:
+    """The backend a spec describes, e.g. `{"kind": "sqlite", "path": "data/", "shards": 16}`.
+
+    `create=False` opens only what exists (see `assocdb.open`).
+    """
     kind = spec.get("kind")
     if kind == "sqlite":
         return SQLiteBackend.open(spec["path"], spec.get("shards"), spec.get("timeout", 2.0))
@@ -87,7 +89,7 @@ def open_backend(spec: dict[str, Any]) -> Backend:
         options: dict[str, Any] = {
             k: spec.get(k) for k in ("connect_timeout", "query_timeout", "pool_size")
         }
-        return MySQLBackend.open(spec["url"], spec.get("shards"), **options)
+        return MySQLBackend.open(spec["url"], spec.get("shards"), create=create, **options)
     if kind == "shardmap":
         return ShardMapBackend.from_spec(spec, open_backend)
     raise InvalidRequest(f"unknown backend kind {kind!r}; known: sqlite, mysql, shardmap")
