@@ -36,7 +36,7 @@ def test_appended_jobs_survive_reopening(tmp_path: Path) -> None:
 
 def test_ids_are_never_reused(journal: Journal) -> None:
     first = journal.append(b"a")
-    journal.complete(first)
+    journal.complete([first])
     journal.flush()
     assert journal.append(b"b") > first
 
@@ -62,7 +62,7 @@ def test_concurrent_appends_share_commits(journal: Journal) -> None:
 
 def test_completions_ride_along_with_the_next_commit(journal: Journal) -> None:
     done = journal.append(b"a")
-    journal.complete(done)
+    journal.complete([done])
     commits = journal.commits
     journal.append(b"b")
     assert journal.commits == commits + 1
@@ -72,7 +72,7 @@ def test_completions_ride_along_with_the_next_commit(journal: Journal) -> None:
 def test_failed_jobs_wait_in_the_error_queue_until_due(journal: Journal) -> None:
     job = journal.append(b"a")
     journal.fail(
-        Failure(job, done=0b01, error="Unavailable: down", counts=False, next_at=100.0, bad=False)
+        [Failure(job, done=0b01, error="Unavailable: down", counts=False, next_at=100.0, bad=False)]
     )
     assert journal.unfinished() == []
     assert journal.claim_due(now=99.0, limit=10, hold=60) == []
@@ -84,8 +84,8 @@ def test_failed_jobs_wait_in_the_error_queue_until_due(journal: Journal) -> None
 
 def test_counting_failures_and_bad_jobs(journal: Journal) -> None:
     job = journal.append(b"a")
-    journal.fail(Failure(job, 0, "AssocdbError: boom", counts=True, next_at=0, bad=False))
-    journal.fail(Failure(job, 0, "AssocdbError: boom", counts=True, next_at=0, bad=True))
+    journal.fail([Failure(job, 0, "AssocdbError: boom", counts=True, next_at=0, bad=False)])
+    journal.fail([Failure(job, 0, "AssocdbError: boom", counts=True, next_at=0, bad=True)])
     info = journal.get(job)
     assert info is not None
     assert (info.state, info.attempts, info.retries, info.error) == (
@@ -104,15 +104,15 @@ def test_counting_failures_and_bad_jobs(journal: Journal) -> None:
 def test_retry_now_makes_every_error_due(journal: Journal) -> None:
     jobs = [journal.append(b"x") for _ in range(3)]
     for job in jobs:
-        journal.fail(Failure(job, 0, "Unavailable", counts=False, next_at=1e12, bad=False))
+        journal.fail([Failure(job, 0, "Unavailable", counts=False, next_at=1e12, bad=False)])
     assert journal.retry_now() == 3
     assert len(journal.claim_due(now=1.0, limit=10, hold=1)) == 3
 
 
 def test_listing_by_state(journal: Journal) -> None:
     jobs = [journal.append(b"x") for _ in range(5)]
-    journal.fail(Failure(jobs[1], 0, "e", counts=True, next_at=0, bad=True))
-    journal.fail(Failure(jobs[3], 0, "e", counts=True, next_at=0, bad=True))
+    journal.fail([Failure(jobs[1], 0, "e", counts=True, next_at=0, bad=True)])
+    journal.fail([Failure(jobs[3], 0, "e", counts=True, next_at=0, bad=True)])
     assert [j.id for j in journal.jobs("bad")] == [jobs[1], jobs[3]]
     assert [j.id for j in journal.jobs("bad", after=jobs[1])] == [jobs[3]]
     assert [j.id for j in journal.jobs("new", limit=2)] == jobs[0:1] + jobs[2:3]
@@ -191,10 +191,10 @@ def test_bookkeeping_that_fails_to_commit_rides_along_with_the_next(
     journal: Journal, faulty: FailingConnection
 ) -> None:
     applied, failed = journal.append(b"applied"), journal.append(b"failed")
-    journal.complete(applied)
+    journal.complete([applied])
     faulty.failing = ("COMMIT",)
     with pytest.raises(Unavailable):
-        journal.fail(Failure(failed, 1, "shard 0: disk full", False, 0.0, False))
+        journal.fail([Failure(failed, 1, "shard 0: disk full", False, 0.0, False)])
     faulty.failing = ()
     journal.flush()
     reopened = Journal(journal.path)  # what the file holds
@@ -218,7 +218,7 @@ def test_bookkeeping_that_fails_to_commit_rides_along_with_the_next(
         lambda j: j.counts(),
         lambda j: j.reinject(),
         lambda j: j.retry_now(),
-        lambda j: (j.complete(1), j.flush()),
+        lambda j: (j.complete([1]), j.flush()),
     ],
 )
 def test_every_driver_error_is_mapped(

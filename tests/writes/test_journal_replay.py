@@ -8,6 +8,7 @@ fresh store in another order: every store ends with the same rows and counts.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,10 @@ class RecordingJournal(Journal):
         super().__init__(path)
         self.bodies: dict[int, bytes] = {}
 
-    def append(self, body: bytes) -> int:
-        job = super().append(body)
-        self.bodies[job] = body
-        return job
+    def append_many(self, bodies: Sequence[bytes]) -> list[int]:
+        jobs = super().append_many(bodies)
+        self.bodies.update(zip(jobs, bodies, strict=True))
+        return jobs
 
     def resolved(self, job: int, body: bytes) -> None:
         super().resolved(job, body)

@@ -12,11 +12,14 @@ if nothing earlier for that row is still queued in this process and the
 shard answers; otherwise it is journaled as it is and resolved by the
 applier in journal order (see `writes.applier.Pending`).
 
-`submit` is that path. In the default synchronous mode the job is applied
-before returning (`applied`), or left in the error queue if a leg failed
-(`queued`); with `sync=False` it is acknowledged once journaled (`queued`)
-and applied by a background thread. Either way the journal holds it until
-every leg has been applied.
+`submit` is that path, through the write pipeline (`writes.pipeline`):
+writes that enter at the same time, from any thread, share one journal
+fsync and one transaction per shard. In the default synchronous mode the
+job is applied before returning (`applied`), or left in the error queue if a
+leg failed (`queued`); with `sync=False` it is acknowledged once journaled
+(`queued`) and applied by a background thread. Either way the journal holds
+it until every leg has been applied and is durable (`Applier.fence`).
+`submit_many` is the same for a list of writes (`Graph.batch`).
 
 Two steps, because the services are wired in between: building an Engine
 reads the schema and nothing more; `start()` replays the journal (jobs a
@@ -35,14 +38,14 @@ from __future__ import annotations
 import logging
 import time as _time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ..cache.tier1 import Cache
 from ..core.clock import HybridClock
-from ..core.errors import AssocdbError, UnknownType
+from ..core.errors import UnknownType
 from ..core.merge import ObjRow
-from ..core.ops import NodeJob, Operation, Rows, Stored, resolve
+from ..core.ops import NodeJob, Operation, Rows
 from ..core.records import CacheConfig, WriteResult
 from ..core.schema import AssocType, ObjectType, Schema
 from ..storage.backend import Backend
@@ -50,6 +53,7 @@ from ..storage.shardmap import MemberStatus, ShardMapBackend
 from ..writes.applier import Applier, RetryPolicy, encode, replay
 from ..writes.fanout import FanoutJob
 from ..writes.journal import Journal
+from ..writes.pipeline import Pipeline
 
 log = logging.getLogger("assocdb")
 
@@ -91,6 +95,7 @@ class Engine:
         self.journal = journal
         self.sync = sync
         self.applier = Applier(backend, journal, retry, cache=self.cache)
+        self.pipeline = Pipeline(self.applier, sync=sync)
         self._schema_read_at = float("-inf")  # the first unknown type always re-reads
         self._indexes_read_at = _time.monotonic()
         self._entries: IndexEntries | None = None
@@ -227,33 +232,23 @@ class Engine:
         return self.clock.now() if updated_at is None else self.clock.accept(updated_at)
 
     def submit(self, op: Operation | Rows, updated_at: int) -> WriteResult:
-        """Resolve, journal and (in sync mode) apply one write."""
-        work: Operation | Rows = op
-        if isinstance(op, Rows) or not op.needs_current:
-            work = op if isinstance(op, Rows) else resolve(op, Stored())
-            if work.objects:
-                work = self._with_entries(None, work)
-        elif self.sync and not self.applier.pending.blocked(op.keys):
-            try:
-                current = self.applier.read_current(op)
-            except AssocdbError:
-                pass  # journaled unresolved, resolved when its shard answers again
-            else:
-                work = resolve(op, current)  # a rejection (NotFound, Conflict) raises here
-                if work.objects:
-                    work = self._with_entries(current.row, work)
-        # Otherwise an earlier write to the same row is still queued (or this
-        # graph applies in the background): resolve in journal order, later.
-        job = self.journal.append(encode(work))
-        self.applier.pending.add(job, work.keys)
-        if not self.sync:
-            self.applier.enqueue(job, work)
-            return WriteResult("queued", updated_at)
-        applied = self.applier.run(job, work)
-        return WriteResult("applied" if applied else "queued", updated_at)
+        """Resolve, journal and (in sync mode) apply one write, with whatever other
+        writes enter at the same time (`writes.pipeline`)."""
+        outcome = self.pipeline.submit([op])[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return WriteResult(outcome, updated_at)
 
-    def _with_entries(self, old: ObjRow | None, rows: Rows) -> Rows:
-        return rows if self._entries is None else self._entries(old, rows)
+    def submit_many(
+        self, writes: Sequence[tuple[Operation | Rows, int]]
+    ) -> list[WriteResult | BaseException]:
+        """`submit` for several writes at once, in order: each one's result, or why it
+        was refused (the others go on)."""
+        outcomes = self.pipeline.submit([op for op, _ in writes])
+        return [
+            outcome if isinstance(outcome, BaseException) else WriteResult(outcome, updated_at)
+            for outcome, (_, updated_at) in zip(outcomes, writes, strict=True)
+        ]
 
     def submit_background(self, node_job: NodeJob | FanoutJob) -> WriteResult:
         """Journal a long job and let the background threads work through it."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from contextlib import suppress
 from typing import Any
 
 import msgspec
 
-from ..core.errors import InvalidRequest
+from ..core.errors import AssocdbError, InvalidRequest
 from ..core.ids import MAX_INT64, check_id
 from ..core.merge import EdgeTuple, ObjRow
 from ..core.ops import Rows
@@ -28,8 +29,15 @@ class QueueAdmin:
         self._journal = engine.journal
         self._applier = engine.applier
 
-    def queue_stats(self) -> QueueStats:
+    def _settle(self) -> None:
+        """Write recorded completions and failures, syncing applied jobs' shards first
+        (`Applier.fence`), so the journal's counts say what is still to do."""
+        with suppress(AssocdbError):  # if not now, the retrier does it shortly
+            self._applier.fence()
         self._journal.flush()
+
+    def queue_stats(self) -> QueueStats:
+        self._settle()
         counts = self._journal.counts()
         stats = self._applier.stats
         return QueueStats(
@@ -53,11 +61,11 @@ class QueueAdmin:
             raise InvalidRequest(f"limit must be an integer from 1 to 10,000, got {limit!r}")
         if type(after) is not int or not 0 <= after <= MAX_INT64:
             raise InvalidRequest(f"after must be a job id (0 or more), got {after!r}")
-        self._journal.flush()
+        self._settle()
         return [_info(job) for job in self._journal.jobs(state, after, limit)]
 
     def queue_job(self, id: int) -> JobInfo | None:
-        self._journal.flush()
+        self._settle()
         job = self._journal.get(check_id(id, "job id"))
         return None if job is None else _info(job)
 
@@ -77,7 +85,7 @@ class QueueAdmin:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if self._applier.idle():
-                self._journal.flush()
+                self._settle()
                 counts = self._journal.counts()
                 if counts["new"] + counts["error"] + counts["running"] == 0:
                     return True

@@ -84,11 +84,18 @@ class Backend(Protocol):
         """Merge these rows into the shard, with their count deltas, atomically;
         return what changed (the cache applies it)."""
 
+    def make_durable(self, shards: Sequence[int]) -> None:
+        """Make every committed transaction of these shards survive a power loss
+        (the journal deletes an applied job only after this: `Applier.fence`)."""
+
     def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
         """The rows of one association list range, in the seek's direction."""
 
     def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
         """The stored edges `(id1, atype, id2)` for these id2s, in any state."""
+
+    def edges_at(self, shard: int, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
+        """The stored rows of these edge keys `(id1, atype, id2)` (absent ones left out)."""
 
     def scan_id2(
         self,

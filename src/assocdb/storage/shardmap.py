@@ -44,6 +44,7 @@ unfinished write to every replica.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import random
 import threading
@@ -484,6 +485,16 @@ class ShardMapBackend:
             lambda b: b.merge_timelines(shard, writes, cap),
         )
 
+    def make_durable(self, shards: Sequence[int]) -> None:
+        # On every replica that takes writes; one that is down missed the writes
+        # too, and its jobs stay in the error queue.
+        for shard in shards:
+            sync: Callable[[Backend], None] = functools.partial(_make_durable, shard=shard)
+            for member, _ in self._replicas[shard]:
+                if member.health.allows():
+                    with contextlib.suppress(Unavailable):
+                        self._call(member, sync)
+
     def allocate(self, shard: int, n: int) -> int:
         primary = self._primary(shard)
         answers = {primary.name: self._call(primary, lambda b: b.allocate(shard, n))}
@@ -511,6 +522,9 @@ class ShardMapBackend:
 
     def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
         return self._read(shard, lambda b: b.edges(shard, id1, atype, id2s))
+
+    def edges_at(self, shard: int, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
+        return self._read(shard, lambda b: b.edges_at(shard, keys))
 
     def scan_id2(
         self,
@@ -616,6 +630,10 @@ class ShardMapBackend:
             if member.backend is not None:
                 member.backend.close()
                 member.backend = None
+
+
+def _make_durable(backend: Backend, shard: int) -> None:
+    backend.make_durable([shard])
 
 
 def _partly_written(

@@ -91,6 +91,7 @@ _NODES = ", ".join(NODE_COLUMNS)
 
 T = TypeVar("T")
 B = TypeVar("B", bound="SQLBackend")
+K = TypeVar("K")
 
 
 class Dialect(Protocol):
@@ -400,6 +401,10 @@ class SQLBackend(ABC):
             found.update((r[0], r[1]) for r in self._select(session, shard, sql, chunk))
         return found
 
+    def make_durable(self, shards: Sequence[int]) -> None:  # noqa: B027 (a default)
+        """Nothing to do on a database server: a commit waits for its log on disk
+        (InnoDB's innodb_flush_log_at_trx_commit=1, the default). SQLite overrides it."""
+
     def allocate(self, shard: int, n: int) -> int:
         def body(session: Session) -> int:
             self._run(session, shard, self._q(self._add_seq, shard), ("objects", n))
@@ -453,6 +458,15 @@ class SQLBackend(ABC):
             rows += (EdgeRow(*r) for r in found)
         return rows
 
+    def edges_at(self, shard: int, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
+        rows: list[EdgeRow] = []
+        for chunk in _chunks(sorted(set(keys))):
+            match = " OR ".join(["(id1 = ? AND atype = ? AND id2 = ?)"] * len(chunk))
+            sql = f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key} WHERE {match}"
+            found = self._query(shard, self._q(sql, shard), [v for key in chunk for v in key])
+            rows += (EdgeRow(*r) for r in found)
+        return rows
+
     def scan_id2(
         self,
         shard: int,
@@ -480,11 +494,15 @@ class SQLBackend(ABC):
     def _node_states(
         self, session: Session | None, shard: int, keys: Sequence[tuple[int, int]]
     ) -> dict[tuple[int, int], NodeRow]:
-        sql = f"SELECT {_NODES} FROM {{s}}.node_states WHERE node = ? AND atype = ?"
+        # Few lists ever get a node state: read them by node, keep the asked types.
+        wanted = set(keys)
         found: dict[tuple[int, int], NodeRow] = {}
-        for key in sorted(set(keys)):
-            for row in self._select(session, shard, sql, key):
-                found[key] = NodeRow(*row)
+        for chunk in _chunks(sorted({node for node, _ in wanted})):
+            which = "node = ?" if len(chunk) == 1 else f"node IN ({_marks(len(chunk))})"
+            sql = f"SELECT {_NODES} FROM {{s}}.node_states WHERE {which}"
+            for row in self._select(session, shard, sql, chunk):
+                if (row[0], row[1]) in wanted:
+                    found[(row[0], row[1])] = NodeRow(*row)
         return found
 
     def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
@@ -793,7 +811,7 @@ def _past_params(key: Sequence[Any], row_values: bool) -> list[Any]:
     return [value for n in range(len(key)) for value in key[: n + 1]]
 
 
-def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
+def _chunks(ids: Sequence[K]) -> Iterator[Sequence[K]]:
     for start in range(0, len(ids), _IN_CHUNK):
         yield ids[start : start + _IN_CHUNK]
 

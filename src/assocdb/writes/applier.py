@@ -25,19 +25,22 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from typing import Any, TypeVar
 
 import msgspec
 
 from ..cache.tier1 import Cache
 from ..core import cursor as _cursor
-from ..core.errors import Unavailable
+from ..core.errors import AssocdbError, Unavailable
 from ..core.ids import shard_of
+from ..core.merge import EdgeKey, NodeRow
 from ..core.ops import (
     EdgeWrite,
     Key,
     Leg,
+    ListKey,
     NodeJob,
     ObjectWrite,
     Operation,
@@ -60,6 +63,9 @@ T = TypeVar("T")
 Work = Rows | EdgeWrite | TypeChange | ObjectWrite | NodeJob | FanoutJob | Deliveries
 NODE_JOB_PAGE = 2000  # edges moved per page of a NodeJob
 NODE_JOB_PAGES = 10  # pages per turn before a NodeJob yields to other work
+ASYNC_BATCH = 1000  # queued jobs a background thread applies together
+FENCE_SECONDS = 0.2  # how long applied jobs wait for their shards' fsync, at most…
+FENCE_JOBS = 5000  # …or until this many wait
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[Work] = msgspec.msgpack.Decoder(Work)
 
@@ -187,6 +193,17 @@ class Pending:
         return len(self._keys)
 
 
+class _Wanted:
+    """The stored rows one shard is asked for, to resolve a batch of operations."""
+
+    __slots__ = ("edges", "lists", "objects")
+
+    def __init__(self) -> None:
+        self.edges: set[EdgeKey] = set()
+        self.objects: set[int] = set()
+        self.lists: set[ListKey] = set()
+
+
 class ApplyStats:
     """Counters the metrics layer reads."""
 
@@ -243,39 +260,75 @@ class Applier:
         self._threads: list[threading.Thread] = []
         self._busy = 0
         self._busy_lock = threading.Lock()
+        self._unfenced: list[int] = []
+        self._unfenced_shards: set[int] = set()
+        self._fence_lock = threading.Lock()
 
     # -- one attempt ---------------------------------------------------------------
 
     def read_current(self, op: Operation) -> Stored:
-        """What resolving `op` needs: its key's stored row and its lists' node state.
+        """What resolving `op` needs (see `read_current_many`); raises if a shard fails."""
+        current = self.read_current_many([op])[0]
+        if isinstance(current, AssocdbError):
+            raise current
+        return current
+
+    def read_current_many(self, ops: Sequence[Operation]) -> list[Stored | AssocdbError]:
+        """What resolving each of `ops` needs: its key's stored row and its lists'
+        strongest node state, read with one call per shard and kind; an op whose
+        shard could not be read gets that error instead.
 
         On a shard map, only from replicas that missed none of this process's
         writes of the shard (`fresh_reads`): a later write of a row whose earlier
         write is still queued for some replicas resolves against one that has it.
         """
+        n = self._shards
+        wanted: dict[int, _Wanted] = {}
+        for op in ops:
+            if op.needs_row:
+                if isinstance(op, ObjectWrite):
+                    wanted.setdefault(shard_of(op.id, n), _Wanted()).objects.add(op.id)
+                else:
+                    wanted.setdefault(shard_of(op.id1, n), _Wanted()).edges.add(op.key)
+            for node, atype in op.node_lists:
+                wanted.setdefault(shard_of(node, n), _Wanted()).lists.add((node, atype))
+        rows: dict[Key, Any] = {}
+        states: dict[ListKey, NodeRow] = {}
+        failed: dict[int, AssocdbError] = {}
         with self.backend.fresh_reads():
-            return self._read_current(op)
+            for shard in sorted(wanted):
+                try:
+                    self._read_wanted(shard, wanted[shard], rows, states)
+                except AssocdbError as exc:
+                    failed[shard] = exc
+        answers: list[Stored | AssocdbError] = []
+        for op in ops:
+            key: Key = (op.id,) if isinstance(op, ObjectWrite) else op.key
+            touched = [shard_of(node, n) for node, _ in op.node_lists]
+            if op.needs_row:
+                touched.append(shard_of(key[0], n))
+            error = next((failed[shard] for shard in touched if shard in failed), None)
+            if error is not None:
+                answers.append(error)
+                continue
+            node_state = max(
+                (states[lst].state for lst in op.node_lists if lst in states), default=0
+            )
+            answers.append(Stored(rows.get(key) if op.needs_row else None, node_state))
+        return answers
 
-    def _read_current(self, op: Operation) -> Stored:
-        row: Any = None
-        if op.needs_row:
-            if isinstance(op, ObjectWrite):
-                shard = shard_of(op.id, self._shards)
-                rows: list[Any] = self._read(self.backend.objects, shard, [op.id])
-            else:
-                id1, atype, id2 = op.key
-                shard = shard_of(id1, self._shards)
-                rows = self._read(self.backend.edges, shard, id1, atype, [id2])
-            row = rows[0] if rows else None
-        node_state = 0
-        by_shard: dict[int, list[tuple[int, int]]] = {}
-        for node, atype in op.node_lists:
-            by_shard.setdefault(shard_of(node, self._shards), []).append((node, atype))
-        for shard, keys in by_shard.items():
-            states = self._read(self.backend.node_states, shard, keys)
-            for stored in states.values():
-                node_state = max(node_state, stored.state)
-        return Stored(row, node_state)
+    def _read_wanted(
+        self, shard: int, wanted: _Wanted, rows: dict[Key, Any], states: dict[ListKey, NodeRow]
+    ) -> None:
+        backend = self.backend
+        if wanted.edges:
+            for row in self._read(backend.edges_at, shard, sorted(wanted.edges)):
+                rows[row[:3]] = row
+        if wanted.objects:
+            for obj in self._read(backend.objects, shard, sorted(wanted.objects)):
+                rows[(obj[0],)] = obj
+        if wanted.lists:
+            states.update(self._read(backend.node_states, shard, sorted(wanted.lists)))
 
     def _read(self, read: Callable[..., T], shard: int, *args: Any) -> T:
         """One read of a shard, reported to its circuit breaker like a leg.
@@ -333,10 +386,98 @@ class Applier:
                 # (they could not be read back until the retry).
                 self.pending.discard(job)
             return self._failed(job, done, attempts, retries, start, errors)
-        self.journal.complete(job)
-        self.pending.discard(job)
+        self._applied([job], {leg.shard for leg in legs(work, self._shards)})
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
         return True
+
+    def run_batch(self, jobs: Sequence[tuple[int, Rows]]) -> list[bool]:
+        """Apply fresh jobs of concrete rows together: their legs grouped by shard, each
+        touched shard written in one transaction. Whether each job is now fully applied;
+        a failed shard sends only the jobs with a leg there to the error queue, with
+        their other legs recorded as done."""
+        start = time.perf_counter()
+        shards: dict[int, Leg] = {}
+        members: dict[int, list[tuple[int, int]]] = {}  # shard -> (job index, leg number)
+        for index, (_, rows) in enumerate(jobs):
+            for number, leg in enumerate(legs(rows, self._shards)):
+                combined = shards.get(leg.shard)
+                if combined is None:
+                    shards[leg.shard], members[leg.shard] = leg, [(index, number)]
+                    continue
+                combined.edges.extend(leg.edges)
+                combined.objects.extend(leg.objects)
+                combined.nodes.extend(leg.nodes)
+                combined.entries.extend(leg.entries)
+                members[leg.shard].append((index, number))
+        done = [0] * len(jobs)
+        errors: dict[int, list[BaseException]] = {}
+        for shard in sorted(shards):
+            try:
+                self.health.check(shard)
+                self._apply_leg(shards[shard])
+            except Exception as exc:  # a bug or a bad row must not lose the writes
+                if isinstance(exc, Unavailable):
+                    self._leg_unavailable(shard, exc)
+                for index, _ in members[shard]:
+                    errors.setdefault(index, []).append(exc)
+                continue
+            self.health.succeeded(shard)
+            for index, number in members[shard]:
+                done[index] |= 1 << number
+        applied = [job for index, (job, _) in enumerate(jobs) if index not in errors]
+        self._applied(applied, set(shards))
+        seconds = time.perf_counter() - start
+        for _ in applied:
+            self.stats.record(seconds, ok=True, retry=False, bad=False)
+        failures = []
+        for index, failed in sorted(errors.items()):
+            job = jobs[index][0]
+            if all(_landed_somewhere(e) for e in failed):
+                self.pending.discard(job)
+            failures.append(self._failure(job, done[index], 0, 0, start, failed))
+        if failures:
+            self.journal.fail(failures)
+            self._wake.set()
+        return [index not in errors for index in range(len(jobs))]
+
+    def _applied(self, jobs: list[int], shards: set[int]) -> None:
+        """These jobs are applied: later writes of their rows need not wait for them, and
+        the journal forgets them once their shards' transactions are durable (`fence`)."""
+        for job in jobs:
+            self.pending.discard(job)
+        with self._fence_lock:
+            self._unfenced.extend(jobs)
+            self._unfenced_shards.update(shards)
+
+    def fence(self) -> None:
+        """Make the shard transactions of applied jobs durable, then let the journal
+        delete those jobs.
+
+        Shards commit without waiting for the disk (SQLite's synchronous=NORMAL):
+        a power loss may take back a transaction a crash would not. So a job stays
+        in the journal, where a replay finds it, until the shards it wrote are
+        synced (`Backend.make_durable`): one fsync per shard for every job applied
+        since the last fence, run by the retrier a few times a second and when
+        many jobs wait. Losing the fence only costs the redundant replay of
+        applied jobs.
+        """
+        with self._fence_lock:
+            jobs, self._unfenced = self._unfenced, []
+            shards, self._unfenced_shards = self._unfenced_shards, set()
+        if not jobs and not shards:
+            return
+        try:
+            self.backend.make_durable(sorted(shards))
+        except BaseException:
+            with self._fence_lock:
+                self._unfenced[:0] = jobs
+                self._unfenced_shards |= shards
+            raise
+        self.journal.complete(jobs)
+
+    def unfenced(self) -> int:
+        """How many applied jobs wait for the next fence."""
+        return len(self._unfenced)
 
     def _resolve(self, job: int, work: EdgeWrite | TypeChange | ObjectWrite) -> Rows | Exception:
         """The rows a write comes to against what is stored (journaled), or why not yet."""
@@ -386,7 +527,7 @@ class Applier:
             except Exception as exc:
                 return self._failed(job, 0, attempts, retries, start, [exc])
             if following is None:
-                self.journal.complete(job)
+                self._applied([job], set(range(self._shards)))
                 self.stats.record(
                     time.perf_counter() - start, ok=True, retry=retries > 0, bad=False
                 )
@@ -429,7 +570,7 @@ class Applier:
             done |= 1 << number
         if errors:
             return self._failed(job, done, attempts, retries, start, errors)
-        self.journal.complete(job)
+        self._applied([job], {shard for shard, _ in work.legs(self._shards)})
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
         return True
 
@@ -466,18 +607,30 @@ class Applier:
         start: float,
         errors: list[BaseException],
     ) -> bool:
+        self.journal.fail([self._failure(job, done, attempts, retries, start, errors)])
+        self._wake.set()
+        return False
+
+    def _failure(
+        self,
+        job: int,
+        done: int,
+        attempts: int,
+        retries: int,
+        start: float,
+        errors: list[BaseException],
+    ) -> Failure:
+        """How the attempt ended, for the journal; counted, and logged if the job is now bad."""
         counts = any(not isinstance(e, Unavailable) for e in errors)
         rejected = any(is_rejection(e) for e in errors)
         bad = rejected or (counts and attempts + 1 >= self.policy.max_attempts)
         message = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
         next_at = time.time() + self.policy.delay(retries, self._random)
-        self.journal.fail(Failure(job, done, message, counts, next_at, bad))
         self.stats.record(time.perf_counter() - start, ok=False, retry=retries > 0, bad=bad)
         if bad:
             self.pending.discard(job)  # parked: later writes no longer wait for it
             log.error("job %d is now a bad job: %s", job, message)
-        self._wake.set()
-        return False
+        return Failure(job, done, message, counts, next_at, bad)
 
     # -- background work -------------------------------------------------------------
 
@@ -507,19 +660,42 @@ class Applier:
         self._wake.set()
 
     def _async_loop(self) -> None:
+        """Apply queued jobs, taking whatever is waiting as one batch."""
         while (item := self._queue.get()) is not None:
+            items = [item]
+            while len(items) < ASYNC_BATCH:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._queue.put(None)  # this thread's stop: after the batch
+                    break
+                items.append(more)
             try:
-                self.run(*item)
-            except Exception:  # the journal still holds it; the next open replays it
-                log.exception("applying job %d failed unexpectedly", item[0])
+                self._run_queued(items)
+            except Exception:  # the journal still holds them; the next open replays them
+                log.exception("applying jobs %d… failed unexpectedly", items[0][0])
             finally:
                 with self._busy_lock:
-                    self._busy -= 1
+                    self._busy -= len(items)
+
+    def _run_queued(self, items: list[tuple[int, Work]]) -> None:
+        """Concrete rows together (`run_batch`), then the rest one by one, in journal order."""
+        rows = [(job, work) for job, work in items if isinstance(work, Rows)]
+        if rows:
+            self.run_batch(rows)
+        for job, work in items:
+            if not isinstance(work, Rows):
+                self.run(job, work)
+        if self.unfenced() >= FENCE_JOBS:
+            self.fence()
 
     def _retry_loop(self) -> None:
         while not self._stop.is_set():
             try:
                 self._retry_due()
+                self.fence()
                 self.journal.flush()
                 pause = self._pause()
             except Exception:
@@ -538,7 +714,8 @@ class Applier:
 
     def _pause(self) -> float:
         due = self.journal.next_due()
-        return 1.0 if due is None else max(0.005, min(1.0, due - time.time()))
+        pause = 1.0 if due is None else max(0.005, min(1.0, due - time.time()))
+        return min(pause, FENCE_SECONDS) if self._unfenced else pause
 
     def stop(self, drain: float = 5.0) -> None:
         """Stop the threads, first giving queued background applies `drain` seconds."""
@@ -551,6 +728,8 @@ class Applier:
             self._queue.put(None)
         for thread in self._threads:
             thread.join(timeout=max(0.1, deadline - time.monotonic()))
+        with suppress(AssocdbError):  # if not now, the jobs are replayed on the next open
+            self.fence()
 
 
 def _landed_somewhere(error: BaseException) -> bool:

@@ -34,7 +34,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NamedTuple
@@ -128,14 +128,21 @@ class Journal:
 
     def append(self, body: bytes) -> int:
         """Store a job durably and return its id (group-committed with concurrent appends)."""
+        return self.append_many([body])[0]
+
+    def append_many(self, bodies: Sequence[bytes]) -> list[int]:
+        """Store jobs durably, in one transaction with whatever else is waiting; their ids."""
         if self.read_only:
             raise Unavailable(
                 f"the journal {self.path} is on a read-only file system: "
                 "this graph can be read, not written"
             )
-        waiter = _Waiter(body)
+        waiters = [_Waiter(body) for body in bodies]
+        if not waiters:
+            return []
+        waiter = waiters[-1]  # committed with the others, in one transaction
         with self._cond:
-            self._queue.append(waiter)
+            self._queue.extend(waiters)
             while waiter.id is None and waiter.error is None:
                 if self._leading:
                     self._cond.wait()
@@ -151,8 +158,7 @@ class Journal:
                     self._cond.notify_all()
         if waiter.error is not None:
             raise waiter.error
-        assert waiter.id is not None
-        return waiter.id
+        return [w.id for w in waiters]  # type: ignore[misc]
 
     def _commit(self, batch: list[_Waiter]) -> None:
         """Insert the batch's jobs in one transaction; only then tell the waiters their ids.
@@ -166,12 +172,12 @@ class Journal:
         ids: list[int] = []
         try:
             with self._bookkeeping() as taken, self._transaction():
+                insert = self._conn.execute
                 for waiter in batch:
-                    cursor = self._conn.execute(
+                    cursor = insert(
                         "INSERT INTO jobs (body, created_at) VALUES (?, ?)", (waiter.body, now)
                     )
-                    assert cursor.lastrowid is not None
-                    ids.append(cursor.lastrowid)
+                    ids.append(cursor.lastrowid)  # type: ignore[arg-type]
                 self._write_bookkeeping(*taken)
         except BaseException as exc:
             for waiter in batch:
@@ -211,15 +217,16 @@ class Journal:
 
     # -- bookkeeping ------------------------------------------------------------
 
-    def complete(self, job: int) -> None:
-        """Record that every leg of `job` was applied (written with the next commit)."""
+    def complete(self, jobs: Sequence[int]) -> None:
+        """Record that every leg of these jobs was applied durably: they are deleted
+        with the next commit (see `Applier.fence` for when that may be)."""
         with self._cond:
-            self._completed.append(job)
+            self._completed.extend(jobs)
 
-    def fail(self, failure: Failure) -> None:
-        """Record a failed attempt now: the retrier reads the error queue from the file."""
+    def fail(self, failures: Sequence[Failure]) -> None:
+        """Record failed attempts now: the retrier reads the error queue from the file."""
         with self._cond:
-            self._failed.append(failure)
+            self._failed.extend(failures)
         self.flush()
 
     def flush(self) -> None:
