@@ -3,6 +3,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
 
     python -m bench foundation
     python -m bench journal
+    python -m bench writes [--seconds S] [--rounds N]   (durable assoc_add vs bare SQLite)
     python -m bench flockdb [followers]        (default 1,000,000)
     python -m bench http                       (needs wrk)
     python -m bench cache                      (needs Redis)
@@ -19,13 +20,25 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from . import cache, entities, failover, flockdb, foundation, http, journal, mysql, timelines
+from . import (
+    cache,
+    entities,
+    failover,
+    flockdb,
+    foundation,
+    http,
+    journal,
+    mysql,
+    timelines,
+    writes,
+)
 from .linkbench import cli as linkbench
 
 #: name -> (run with these options, options of the quick run-them-all pass)
 BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "foundation": (lambda args: foundation.main(), []),
     "journal": (lambda args: journal.main(), []),
+    "writes": (writes.main, ["--seconds", "1", "--rounds", "1"]),
     "flockdb": (flockdb.main, ["100000"]),
     "http": (lambda args: http.main(), []),
     "cache": (lambda args: cache.main(), []),

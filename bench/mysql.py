@@ -193,6 +193,8 @@ def main() -> None:
         bare1 = bare_add(backend, 1)
         add8 = assoc_add(urls[3], directory / "j8.db", 8)
         bare8 = bare_add(backend, 8)
+        add64 = assoc_add(urls[3], directory / "j64.db", 64)
+        bare64 = bare_add(backend, 64)
         conn.close()
         graph.close()
     finally:
@@ -224,7 +226,7 @@ def main() -> None:
             "bare: the same query",
         )
     )
-    for threads, ours_rate, bare_rate in ((1, add1, bare1), (8, add8, bare8)):
+    for threads, ours_rate, bare_rate in ((1, add1, bare1), (8, add8, bare8), (64, add64, bare64)):
         print(
             row(
                 f"assoc_add, journaled, {threads} thread(s), writes/s",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .api.graph import Graph
 from .api.open import open_graph as open
-from .client.client import Batch, Client, Deferred
+from .client.client import Batch, Client
 from .core.errors import (
     AssocdbError,
     Conflict,
@@ -38,6 +38,7 @@ from .core.records import (
     CacheStats,
     Count,
     CountMismatch,
+    Deferred,
     HangingEdge,
     HotKey,
     IndexCheck,

@@ -36,62 +36,89 @@ class AssocWrites:
         data: Any = None,
         updated_at: int | None = None,
     ) -> WriteResult:
+        return self._engine.submit(*self.add_op(id1, atype, id2, time, data, updated_at))
+
+    def assoc_delete(
+        self, id1: int, atype: str, id2: int, updated_at: int | None = None
+    ) -> WriteResult:
+        return self._engine.submit(*self.delete_op(id1, atype, id2, updated_at))
+
+    def assoc_archive(
+        self, id1: int, atype: str, id2: int, updated_at: int | None = None
+    ) -> WriteResult:
+        return self._engine.submit(*self.state_op(id1, atype, id2, State.ARCHIVED, updated_at))
+
+    def assoc_negate(
+        self, id1: int, atype: str, id2: int, updated_at: int | None = None
+    ) -> WriteResult:
+        return self._engine.submit(*self.state_op(id1, atype, id2, State.NEGATIVE, updated_at))
+
+    def assoc_change_type(
+        self, id1: int, atype: str, id2: int, new_atype: str, updated_at: int | None = None
+    ) -> WriteResult:
+        op, ua = self.change_type_op(id1, atype, id2, new_atype, updated_at)
+        try:
+            return self._engine.submit(op, ua)
+        except NotFound as exc:
+            raise self.not_found(op) from exc
+
+    # -- the operations, checked and stamped (`Graph.batch` submits them together) --
+
+    def add_op(
+        self,
+        id1: int,
+        atype: str,
+        id2: int,
+        time: int | None = None,
+        data: Any = None,
+        updated_at: int | None = None,
+    ) -> tuple[EdgeWrite, int]:
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
         kind = self._engine.assoc_type(atype)
         if time is not None:
             check_time(time)
         raw = None if data is None else _json.encode(data, MAX_ASSOC_DATA, "association data")
         ua = self._engine.stamp(updated_at)
-        op = EdgeWrite(
-            kind.id, self._engine.inverse_id(kind), id1, id2, State.NORMAL, ua, time, raw, keep=True
-        )
-        return self._engine.submit(op, ua)
+        inverse = self._engine.inverse_id(kind)
+        return EdgeWrite(kind.id, inverse, id1, id2, State.NORMAL, ua, time, raw, keep=True), ua
 
-    def assoc_delete(
+    def delete_op(
         self, id1: int, atype: str, id2: int, updated_at: int | None = None
-    ) -> WriteResult:
+    ) -> tuple[EdgeWrite, int]:
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
         kind = self._engine.assoc_type(atype)
         ua = self._engine.stamp(updated_at)
-        op = EdgeWrite(kind.id, self._engine.inverse_id(kind), id1, id2, State.REMOVED, ua, time=0)
-        return self._engine.submit(op, ua)
+        inverse = self._engine.inverse_id(kind)
+        return EdgeWrite(kind.id, inverse, id1, id2, State.REMOVED, ua, time=0), ua
 
-    def assoc_archive(
-        self, id1: int, atype: str, id2: int, updated_at: int | None = None
-    ) -> WriteResult:
-        return self._set_state(id1, atype, id2, State.ARCHIVED, updated_at)
-
-    def assoc_negate(
-        self, id1: int, atype: str, id2: int, updated_at: int | None = None
-    ) -> WriteResult:
-        return self._set_state(id1, atype, id2, State.NEGATIVE, updated_at)
-
-    def _set_state(
+    def state_op(
         self, id1: int, atype: str, id2: int, state: int, updated_at: int | None
-    ) -> WriteResult:
+    ) -> tuple[EdgeWrite, int]:
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
         kind = self._engine.assoc_type(atype)
         ua = self._engine.stamp(updated_at)
-        op = EdgeWrite(kind.id, self._engine.inverse_id(kind), id1, id2, state, ua, keep=True)
-        return self._engine.submit(op, ua)
+        return EdgeWrite(kind.id, self._engine.inverse_id(kind), id1, id2, state, ua, keep=True), ua
 
-    def assoc_change_type(
+    def change_type_op(
         self, id1: int, atype: str, id2: int, new_atype: str, updated_at: int | None = None
-    ) -> WriteResult:
+    ) -> tuple[TypeChange, int]:
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
         old, new = self._engine.assoc_type(atype), self._engine.assoc_type(new_atype)
         if old.id == new.id:
             raise InvalidRequest(f"the association is already of type {old.name!r}")
         ua = self._engine.stamp(updated_at)
+        engine = self._engine
         op = TypeChange(
-            old.id, self._engine.inverse_id(old), new.id, self._engine.inverse_id(new), id1, id2, ua
+            old.id, engine.inverse_id(old), new.id, engine.inverse_id(new), id1, id2, ua
         )
-        try:
-            return self._engine.submit(op, ua)
-        except NotFound:  # the pure rule knows type ids; say the names
-            raise NotFound(
-                f"no association {id1} -> {id2} of type {old.name!r}", id1=id1, id2=id2
-            ) from None
+        return op, ua
+
+    def not_found(self, op: TypeChange) -> NotFound:
+        """A type change's NotFound with the type's name (the pure rule knows only ids)."""
+        name = self._engine.schema.assoc_by_id(op.old).name
+        return NotFound(
+            f"no association {op.id1} -> {op.id2} of type {name!r}", id1=op.id1, id2=op.id2
+        )
 
     def bulk_load(
         self,

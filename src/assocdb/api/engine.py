@@ -137,6 +137,7 @@ class Engine:
 
     def close(self) -> None:
         """Finish background applies (briefly), then close the journal and connections."""
+        self.pipeline.close()
         self.applier.stop()
         self.journal.close()
         if self.cache is not None:

@@ -70,6 +70,7 @@ from ..writes.journal import Journal
 from .admin import Admin
 from .assoc_reads import AssocReads
 from .assoc_writes import AssocWrites
+from .batch import WriteBatch
 from .checks import Checks
 from .cleaner import Cleaner
 from .engine import Engine
@@ -240,6 +241,24 @@ class Graph:
         >>> g.assoc_change_type(1, "follows", 2, "blocks")
         """
         return self._writes.assoc_change_type(id1, atype, id2, new_atype, updated_at)
+
+    def batch(self) -> WriteBatch:
+        """Writes collected in a `with` block and written together when it ends: one
+        journal fsync and one transaction per touched shard for all of them.
+
+        Each write method is here (assoc_add, assoc_delete, assoc_archive,
+        assoc_negate, assoc_change_type, obj_add, obj_update, obj_delete) and
+        returns a Deferred; its `result()` is the write's answer once the block
+        has ended. Arguments are checked at each call; a write the store refuses
+        (NotFound, Conflict) raises from its own `result()` and the others are
+        written. If the block raises, nothing of it is written. (Writes from
+        many threads are batched the same way without asking.)
+
+        >>> with g.batch() as b:
+        ...     for follower in followers:
+        ...         b.assoc_add(follower, "follows", 42)
+        """
+        return WriteBatch(self.engine, self._writes, self._objects)
 
     def bulk_load(
         self,

@@ -37,6 +37,20 @@ class Objects:
         near: int | None = None,
         updated_at: int | None = None,
     ) -> int:
+        op, ua, new_id = self.add_op(otype, data, id=id, near=near, updated_at=updated_at)
+        self._engine.submit(op, ua)
+        return new_id
+
+    def add_op(
+        self,
+        otype: str,
+        data: dict[str, Any] | None = None,
+        *,
+        id: int | None = None,
+        near: int | None = None,
+        updated_at: int | None = None,
+    ) -> tuple[ObjectWrite | Rows, int, int]:
+        """The write that adds the object, its `updated_at`, and the object's id."""
         kind = self._engine.object_type(otype)
         raw = _object_data({} if data is None else data)
         if id is not None and near is not None:
@@ -44,14 +58,12 @@ class Objects:
         if id is not None:
             new_id = check_id(id)
             ua = self._engine.stamp(updated_at)
-            self._engine.submit(ObjectWrite(new_id, ua, otype=kind.id, data=raw), ua)
-            return new_id
+            return ObjectWrite(new_id, ua, otype=kind.id, data=raw), ua, new_id
         near_shard = None if near is None else shard_of(check_id(near, "near"), self._shards)
         new_id = self._allocate(near_shard)
         ua = self._engine.stamp(updated_at)
         # A freshly allocated id has no stored row: the write is concrete already.
-        self._engine.submit(Rows(objects=[ObjRow(new_id, kind.id, State.NORMAL, 1, ua, raw)]), ua)
-        return new_id
+        return Rows(objects=[ObjRow(new_id, kind.id, State.NORMAL, 1, ua, raw)]), ua, new_id
 
     def obj_get(self, id: int) -> Obj | None:
         id = check_id(id)
@@ -70,15 +82,23 @@ class Objects:
     def obj_update(
         self, id: int, data: dict[str, Any], *, updated_at: int | None = None
     ) -> WriteResult:
+        return self._engine.submit(*self.update_op(id, data, updated_at=updated_at))
+
+    def obj_delete(self, id: int, *, updated_at: int | None = None) -> WriteResult:
+        return self._engine.submit(*self.delete_op(id, updated_at=updated_at))
+
+    def update_op(
+        self, id: int, data: dict[str, Any], *, updated_at: int | None = None
+    ) -> tuple[ObjectWrite, int]:
         id = check_id(id)
         patch = _object_data(data)
         ua = self._engine.stamp(updated_at)
-        return self._engine.submit(ObjectWrite(id, ua, patch=patch), ua)
+        return ObjectWrite(id, ua, patch=patch), ua
 
-    def obj_delete(self, id: int, *, updated_at: int | None = None) -> WriteResult:
+    def delete_op(self, id: int, *, updated_at: int | None = None) -> tuple[ObjectWrite, int]:
         id = check_id(id)
         ua = self._engine.stamp(updated_at)
-        return self._engine.submit(ObjectWrite(id, ua, state=_REMOVED), ua)
+        return ObjectWrite(id, ua, state=_REMOVED), ua
 
     def _allocate(self, shard: int | None) -> int:
         if shard is not None:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
@@ -32,6 +32,7 @@ from ..core.records import (
     CacheStats,
     Count,
     CountMismatch,
+    Deferred,
     Direction,
     HangingEdge,
     HotKey,
@@ -637,24 +638,6 @@ class Client:
         return result
 
 
-class Deferred(Generic[T]):
-    """A read queued in a batch; `result()` once the batch has run."""
-
-    def __init__(self, method: str) -> None:
-        self._method = method
-        self._value: Any = None
-        self._error: AssocdbError | None = None
-        self._done = False
-
-    def result(self) -> T:
-        if not self._done:
-            raise InvalidRequest("the batch has not run yet; leave its `with` block first")
-        if self._error is not None:
-            raise self._error
-        value: T = self._value
-        return value
-
-
 class Batch:
     """Reads collected and sent as one `POST /v1/batch` when the `with` block ends.
 
@@ -694,10 +677,9 @@ class Batch:
         answers = self._client._call_batch(requests)
         for (name, _, deferred), answer in zip(self._items, answers, strict=True):
             if "error" in answer:
-                deferred._error = error_from(msgspec.convert(answer["error"], ErrorBody))
+                deferred.settle(error=error_from(msgspec.convert(answer["error"], ErrorBody)))
             else:
-                deferred._value = msgspec.convert(answer["result"], METHODS[name].result)
-            deferred._done = True
+                deferred.settle(msgspec.convert(answer["result"], METHODS[name].result))
         self._items = []
 
 

@@ -10,6 +10,8 @@ from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 import msgspec
 
+from .errors import InvalidRequest
+
 StateName = Literal["normal", "negative", "archived", "removed"]
 #: State names by their stored number; the number is the state's merge strength.
 STATE_NAMES: tuple[StateName, ...] = ("normal", "negative", "archived", "removed")
@@ -243,3 +245,26 @@ class HangingEdge(msgspec.Struct, frozen=True):
 JobState = Literal["new", "error", "bad", "running"]
 Direction = Literal["out", "in", "both"]
 Mode = Literal["write", "read", "hybrid"]
+
+
+class Deferred(Generic[T]):
+    """A call queued in a batch (`Graph.batch`, `Client.batch`); `result()` once it has run."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._done = False
+
+    def settle(self, value: Any = None, error: BaseException | None = None) -> None:
+        """Record the call's answer: its value, or the error `result()` raises."""
+        self._value, self._error, self._done = value, error, True
+
+    def result(self) -> T:
+        """The call's answer; raises its error, or InvalidRequest before the batch ran."""
+        if not self._done:
+            raise InvalidRequest("the batch has not run yet; leave its `with` block first")
+        if self._error is not None:
+            raise self._error
+        value: T = self._value
+        return value

@@ -263,6 +263,7 @@ class Applier:
         self._unfenced: list[int] = []
         self._unfenced_shards: set[int] = set()
         self._fence_lock = threading.Lock()
+        self._fencing = threading.Lock()
 
     # -- one attempt ---------------------------------------------------------------
 
@@ -461,19 +462,20 @@ class Applier:
         many jobs wait. Losing the fence only costs the redundant replay of
         applied jobs.
         """
-        with self._fence_lock:
-            jobs, self._unfenced = self._unfenced, []
-            shards, self._unfenced_shards = self._unfenced_shards, set()
-        if not jobs and not shards:
-            return
-        try:
-            self.backend.make_durable(sorted(shards))
-        except BaseException:
+        with self._fencing:  # one at a time: when a fence returns, earlier ones are done
             with self._fence_lock:
-                self._unfenced[:0] = jobs
-                self._unfenced_shards |= shards
-            raise
-        self.journal.complete(jobs)
+                jobs, self._unfenced = self._unfenced, []
+                shards, self._unfenced_shards = self._unfenced_shards, set()
+            if not jobs and not shards:
+                return
+            try:
+                self.backend.make_durable(sorted(shards))
+            except BaseException:
+                with self._fence_lock:
+                    self._unfenced[:0] = jobs
+                    self._unfenced_shards |= shards
+                raise
+            self.journal.complete(jobs)
 
     def unfenced(self) -> int:
         """How many applied jobs wait for the next fence."""

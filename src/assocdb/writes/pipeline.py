@@ -1,116 +1,186 @@
 """The write pipeline: writes that enter together go through together.
 
 Every write of a Graph enters here, from any thread (`Pipeline.submit`) or
-many at once (`Graph.write_many`, the server's batches). Writes waiting to
-enter are taken as one *batch* by whichever caller comes first (the leader;
-the others wait for their answers), and the batch goes through three stages:
+many at once (`Graph.batch`). Two threads carry them through, each taking
+everything that waits for it as one batch:
 
-1. **resolve**: the stored rows the batch's operations depend on are read
-   once per shard (`Applier.read_current_many`) and each operation becomes
-   concrete rows with the pure rule (`core.ops.resolve`); a rejected one
-   (NotFound, Conflict) is answered with its error and goes no further;
-2. **journal**: every job of the batch is appended in one transaction and
-   **one fsync** (`Journal.append_many`): from here on, each is acknowledged;
-3. **apply**: the legs of all jobs are grouped by shard and each touched shard
-   is written in **one transaction** (`Applier.run_batch`); a shard that
-   fails turns only its own legs into queued retries.
+1. the **journal stage** takes the writes waiting to enter. It *resolves*
+   them: the stored rows the operations depend on are read with one read
+   per shard (`Applier.read_current_many`) and each operation becomes
+   concrete rows by the pure rule (`core.ops.resolve`); a refused one
+   (NotFound, Conflict) is answered with its error and goes no further. Then
+   it *journals* them: every job in one transaction and **one fsync**
+   (`Journal.append_many`). From here on each write is acknowledged.
+2. the **apply stage** takes every journaled batch waiting for it, groups
+   the legs of all their jobs by shard and writes each touched shard in
+   **one transaction** (`Applier.run_batch`); a shard that fails turns only
+   its own legs into queued retries. Then it answers the writers.
 
-So the cost of a write falls as load rises: with one writer a batch is one
-write (one fsync plus one apply, as before), with many the fsync and each
-shard's transaction are shared.
+The stages overlap: batch N+1 is resolved and fsynced while batch N is
+applied, so the two cores work at once, and the cost of a write falls as
+load rises (with one writer a batch is one write: one fsync plus one apply).
 
-Per-key order is kept: batches go through one at a time, in the order their
-writes entered, and within a batch an operation that reads a row an earlier
-operation of the same batch writes (a re-add keeping the edge's time, an
-object patch, an edge into a list whose node state changes) waits for the
-next *round*, after that write is applied. An operation whose row has an
-earlier write still queued (the error queue, or a background apply) is
-journaled unresolved and resolved by the applier in journal order, as before
-(`applier.Pending`).
+Order. An operation that reads a stored row (a re-add keeping the edge's
+time, an object patch, an edge into a list with a node state) must see
+every earlier write of that row. Within a batch, one that reads a row an
+earlier write of the batch writes waits for the next *round* of the batch,
+and so does everything after it. Across batches, a row with a journaled,
+unapplied write is *pending* (`applier.Pending`): the journal stage waits
+for the apply stage to finish its batches, then resolves against the
+applied rows; if the row is still pending (its write is in the error queue,
+or a background apply), the operation is journaled unresolved and the
+applier resolves it in journal order, as before.
 
-With `sync=False` a batch is acknowledged after stage 2 and applied by the
-background threads, which take whatever is queued as one batch too.
+With `sync=False` a write is answered once journaled (`queued`) and the
+applier's background threads apply it (in batches as well).
 """
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
 from collections.abc import Sequence
 from typing import Literal
 
-from ..core.errors import AssocdbError
+from ..core.errors import AssocdbError, InvalidRequest
 from ..core.ops import Key, Operation, Rows, Stored, is_rejection, resolve
-from .applier import Applier, encode
+from .applier import FENCE_JOBS, Applier, encode
 
+log = logging.getLogger("assocdb.journal")
 Work = Operation | Rows
 #: What a write came to: applied, queued (journaled, not yet applied), or why it was refused.
 Outcome = Literal["applied", "queued"] | BaseException
 
 
-class _Entry:
-    __slots__ = ("outcome", "work")
+class _Ticket:
+    """One `submit` call: how many of its writes are unanswered, and the event
+    that says none is."""
 
-    def __init__(self, work: Work) -> None:
+    __slots__ = ("done", "left", "lock")
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.done = threading.Event()
+        self.lock = threading.Lock()  # both stages answer
+
+
+class _Entry:
+    __slots__ = ("handed", "outcome", "ticket", "work")
+
+    def __init__(self, work: Work, ticket: _Ticket) -> None:
         self.work = work
+        self.ticket = ticket
         self.outcome: Outcome | None = None
+        self.handed = False  # journaled and passed to the apply stage, which answers it
+
+    def answer(self, outcome: Outcome) -> None:
+        ticket = self.ticket
+        with ticket.lock:
+            if self.outcome is not None:
+                return
+            self.outcome = outcome
+            ticket.left -= 1
+            if ticket.left == 0:
+                ticket.done.set()
+
+
+class _Journaled:
+    """A round the journal stage has fsynced, for the apply stage."""
+
+    __slots__ = ("entries", "jobs", "works")
+
+    def __init__(self, entries: list[_Entry], jobs: list[int], works: list[Work]) -> None:
+        self.entries = entries
+        self.jobs = jobs
+        self.works = works
 
 
 class Pipeline:
-    """Batches concurrent writes through resolve → journal → apply; see the module doc."""
+    """Batches concurrent writes through journal → apply; see the module doc."""
 
     def __init__(self, applier: Applier, *, sync: bool = True) -> None:
         self.applier = applier
         self.journal = applier.journal
         self.sync = sync
-        self.batches = 0  # batches taken, for the benchmark and tests
+        self.batches = 0  # batches taken, and the writes in them: for benchmarks and tests
+        self.writes = 0
         self._inbox: list[_Entry] = []
-        self._cond = threading.Condition()
-        self._leading = False
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._to_apply: queue.Queue[_Journaled | None] = queue.Queue()
+        self._applying = 0  # rounds journaled and not yet applied
+        self._applied = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
 
     def submit(self, works: Sequence[Work]) -> list[Outcome]:
         """Write `works` (in this order) with whatever else is waiting; their outcomes."""
-        mine = [_Entry(work) for work in works]
-        with self._cond:
+        if not works:
+            return []
+        ticket = _Ticket(len(works))
+        mine = [_Entry(work, ticket) for work in works]
+        with self._lock:
+            if self._closed:
+                raise InvalidRequest("this graph has been closed")
+            if not self._threads:
+                self._start()
             self._inbox.extend(mine)
-            while mine[-1].outcome is None:
-                if self._leading:
-                    self._cond.wait()
-                    continue
-                self._leading = True
-                batch, self._inbox = self._inbox, []
-                self._cond.release()
-                try:
-                    self._run(batch)
-                finally:
-                    self._cond.acquire()
-                    self._leading = False
-                    self._cond.notify_all()
+            self._arrived.notify()
+        ticket.done.wait()
         return [entry.outcome for entry in mine]  # type: ignore[misc]
 
-    # -- one batch ----------------------------------------------------------------------
+    def close(self) -> None:
+        """Finish what has entered, then stop the stage threads."""
+        with self._lock:
+            self._closed = True
+            self._arrived.notify()
+            threads, self._threads = self._threads, []
+        for thread in threads:
+            thread.join()
 
-    def _run(self, batch: list[_Entry]) -> None:
-        try:
-            while batch:
-                this_round, batch = _rounds(batch)
-                self._round(this_round)
-        except BaseException as exc:  # nothing may leave a waiter without an answer
-            for entry in batch:
-                entry.outcome = exc
-            raise
-
-    def _round(self, entries: list[_Entry]) -> None:
-        works = self._resolve(entries)
-        live = [
-            (entry, work) for entry, work in zip(entries, works, strict=True) if work is not None
+    def _start(self) -> None:
+        self._threads = [
+            threading.Thread(target=self._journal_stage, name="assocdb-journal", daemon=True),
+            threading.Thread(target=self._apply_stage, name="assocdb-apply", daemon=True),
         ]
+        for thread in self._threads:
+            thread.start()
+
+    # -- the journal stage --------------------------------------------------------------
+
+    def _journal_stage(self) -> None:
+        while True:
+            with self._lock:
+                while not self._inbox and not self._closed:
+                    self._arrived.wait()
+                if not self._inbox:  # closed, and everything entered has gone through
+                    self._to_apply.put(None)
+                    return
+                batch, self._inbox = self._inbox, []
+            self.batches += 1
+            self.writes += len(batch)
+            rest = batch
+            try:
+                while rest:
+                    this_round, rest = _rounds(rest)
+                    self._journal_round(this_round)
+            except BaseException as exc:  # nothing may leave a writer without an answer
+                log.exception("the write pipeline failed on a batch of %d writes", len(batch))
+                for entry in batch:
+                    if not entry.handed:
+                        entry.answer(exc)
+
+    def _journal_round(self, entries: list[_Entry]) -> None:
+        works = self._resolve(entries)
+        live = [(e, w) for e, w in zip(entries, works, strict=True) if w is not None]
         if not live:
             return
         try:
             jobs = self.journal.append_many([encode(work) for _, work in live])
         except BaseException as exc:  # not journaled: not acknowledged
             for entry, _ in live:
-                entry.outcome = exc
+                entry.answer(exc)
             return
         pending = self.applier.pending
         for job, (_, work) in zip(jobs, live, strict=True):
@@ -118,80 +188,123 @@ class Pipeline:
         if not self.sync:
             for job, (entry, work) in zip(jobs, live, strict=True):
                 self.applier.enqueue(job, work)
-                entry.outcome = "queued"
+                entry.answer("queued")
             return
-        concrete = [
-            (job, work) for job, (_, work) in zip(jobs, live, strict=True) if isinstance(work, Rows)
-        ]
-        applied = dict(
-            zip((job for job, _ in concrete), self.applier.run_batch(concrete), strict=True)
-        )
-        for job, (entry, work) in zip(jobs, live, strict=True):
-            ok = applied[job] if isinstance(work, Rows) else self.applier.run(job, work)
-            entry.outcome = "applied" if ok else "queued"
+        for entry, _ in live:
+            entry.handed = True
+        with self._applied:
+            self._applying += 1
+        self._to_apply.put(_Journaled([e for e, _ in live], jobs, [w for _, w in live]))
 
     def _resolve(self, entries: list[_Entry]) -> list[Work | None]:
         """Each entry's work as it is journaled: concrete rows when the stored rows it
         depends on could be read, else the operation itself; None if it was refused."""
-        applier = self.applier
         works: list[Work | None] = []
         reads: list[tuple[int, Operation]] = []
         for number, entry in enumerate(entries):
             work = entry.work
             if isinstance(work, Rows) or not work.needs_current:
-                works.append(
-                    self._entries(None, work if isinstance(work, Rows) else resolve(work, Stored()))
-                )
+                rows = work if isinstance(work, Rows) else resolve(work, Stored())
+                works.append(self._with_entries(None, rows))
                 continue
             works.append(work)
-            if not applier.pending.blocked(work.keys):
-                reads.append((number, work))
+            reads.append((number, work))
+        if reads and any(self.applier.pending.blocked(op.keys) for _, op in reads):
+            self._wait_applied()  # then only writes in the error queue are pending
+        reads = [(n, op) for n, op in reads if not self.applier.pending.blocked(op.keys)]
         if not reads:
             return works
-        stored = applier.read_current_many([op for _, op in reads])
+        stored = self.applier.read_current_many([op for _, op in reads])
         for (number, op), current in zip(reads, stored, strict=True):
             if isinstance(current, AssocdbError):
                 continue  # journaled unresolved, resolved when its shard answers again
             try:
-                works[number] = self._entries(current.row, resolve(op, current))
+                works[number] = self._with_entries(current.row, resolve(op, current))
             except Exception as exc:
                 if not is_rejection(exc):
                     raise
-                entries[number].outcome = exc
+                entries[number].answer(exc)
                 works[number] = None
         return works
 
-    def _entries(self, old: object, rows: Rows) -> Rows:
+    def _with_entries(self, old: object, rows: Rows) -> Rows:
         entries = self.applier.entries
         return rows if entries is None or not rows.objects else entries(old, rows)
+
+    def _wait_applied(self) -> None:
+        """Wait until the apply stage has applied every round journaled so far."""
+        with self._applied:
+            while self._applying:
+                self._applied.wait()
+
+    # -- the apply stage ----------------------------------------------------------------
+
+    def _apply_stage(self) -> None:
+        while (first := self._to_apply.get()) is not None:
+            rounds = [first]
+            stop = False
+            while True:
+                try:
+                    more = self._to_apply.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                rounds.append(more)
+            try:
+                self._apply(rounds)
+            except BaseException as exc:  # the journal holds them: replayed on the next open
+                log.exception("applying %d journaled rounds failed", len(rounds))
+                for journaled in rounds:
+                    for entry in journaled.entries:
+                        if entry.outcome is None:
+                            entry.answer(exc)
+            finally:
+                with self._applied:
+                    self._applying -= len(rounds)
+                    self._applied.notify_all()
+            if stop:
+                return
+
+    def _apply(self, rounds: list[_Journaled]) -> None:
+        """Apply journaled rounds together: every concrete job in one `run_batch` (the
+        rounds were resolved in order, each after the rows it read were applied), then
+        the unresolved ones one by one, in journal order."""
+        applier = self.applier
+        concrete = [
+            (job, work)
+            for journaled in rounds
+            for job, work in zip(journaled.jobs, journaled.works, strict=True)
+            if isinstance(work, Rows)
+        ]
+        applied = dict(zip([job for job, _ in concrete], applier.run_batch(concrete), strict=True))
+        for journaled in rounds:
+            for job, work, entry in zip(
+                journaled.jobs, journaled.works, journaled.entries, strict=True
+            ):
+                ok = applied[job] if isinstance(work, Rows) else applier.run(job, work)
+                entry.answer("applied" if ok else "queued")
+        if applier.unfenced() >= FENCE_JOBS:
+            applier.fence()
 
 
 def _rounds(batch: list[_Entry]) -> tuple[list[_Entry], list[_Entry]]:
     """The batch's first round, and the rest: an operation that reads a row (or a
-    node state) written by an earlier entry of the round waits for the next round."""
+    node state) written by an earlier entry of the round waits for the next round,
+    and so does every entry after it."""
     written: set[Key] = set()
     nodes: set[tuple[int, int]] = set()
-    first: list[_Entry] = []
-    rest: list[_Entry] = []
-    for entry in batch:
+    for number, entry in enumerate(batch):
         work = entry.work
-        if rest:
-            rest.append(entry)  # keep order: everything after a deferred entry waits too
-            continue
         if isinstance(work, Rows):
-            keys = work.keys
-            touched_nodes = [(row[0], row[1]) for row in work.nodes]
-            reads_row = False
-        else:
-            keys = work.keys
-            touched_nodes = []
-            reads_row = work.needs_current
-        if reads_row and (
-            any(key in written for key in keys) or any(lst in nodes for lst in work.node_lists)  # type: ignore[union-attr]
-        ):
-            rest.append(entry)
+            written.update(work.keys)
+            nodes.update((row[0], row[1]) for row in work.nodes)
             continue
-        first.append(entry)
+        keys = work.keys
+        if work.needs_current and (
+            any(key in written for key in keys) or any(lst in nodes for lst in work.node_lists)
+        ):
+            return batch[:number], batch[number:]
         written.update(keys)
-        nodes.update(touched_nodes)
-    return first, rest
+    return batch, []

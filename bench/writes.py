@@ -1,0 +1,204 @@
+"""Write pipeline benchmark (issue 17): durable `assoc_add` against bare SQL, one run.
+
+Every write is durable when acknowledged, on both sides:
+
+* bare: one SQLite file (WAL, synchronous=FULL), each write the forward and
+  inverse edge rows (`INSERT OR REPLACE` on the primary key); one COMMIT
+  (fsync) per write from one writer, and one per 100 writes;
+* assocdb: 16 SQLite shards, `assoc_add` of a type with an inverse (journal
+  fsync, both legs, counts), from 1, 8 and 64 threads one write at a time,
+  and `Graph.batch()` of 100 from one thread; ids random over 1,000,000
+  nodes, so writes spread over shards and lists as in a real graph;
+* a mixed load on 8 threads, 90% `assoc_range(limit=50)` / 10% `assoc_add`:
+  reads/s and writes/s.
+
+Each row is run `--rounds` times (default 3), subject and baseline
+alternating; the table shows the median and the spread (min–max).
+
+Run: `python -m bench writes [--seconds 2] [--rounds 3]`. MariaDB's rows
+(`assoc_add` from 1, 8 and 64 threads beside bare InnoDB transactions at the
+same concurrency) are in `python -m bench mysql`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import assocdb
+
+NODES = 1_000_000
+EDGE_DDL = """CREATE TABLE IF NOT EXISTS edges (
+    id1 INTEGER NOT NULL, atype INTEGER NOT NULL, id2 INTEGER NOT NULL,
+    state INTEGER NOT NULL, time INTEGER NOT NULL, updated_at INTEGER NOT NULL, data BLOB,
+    PRIMARY KEY (id1, atype, id2)) WITHOUT ROWID"""
+UPSERT = "INSERT OR REPLACE INTO edges VALUES (?, ?, ?, 0, ?, ?, NULL)"
+
+
+def rate(threads: int, seconds: float, work: Callable[[random.Random], int]) -> float:
+    """Writes per second of `work(rnd) -> writes done` looping in `threads` threads."""
+    counts = [0] * threads
+    stop = time.perf_counter() + seconds
+
+    def loop(t: int) -> None:
+        rnd, n = random.Random(t * 7919 + time.perf_counter_ns()), 0
+        while time.perf_counter() < stop:
+            n += work(rnd)
+        counts[t] = n
+
+    runners = [threading.Thread(target=loop, args=(t,)) for t in range(threads)]
+    start = time.perf_counter()
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join()
+    return sum(counts) / (time.perf_counter() - start)
+
+
+def pair(rnd: random.Random) -> tuple[int, int]:
+    return rnd.randrange(1, NODES), rnd.randrange(1, NODES)
+
+
+class Bare:
+    """The forward and inverse rows of each write in one SQLite file, fsynced per COMMIT."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn.execute(EDGE_DDL)
+        self.lock = threading.Lock()
+
+    def commit(self, rnd: random.Random, writes: int) -> int:
+        rows = []
+        now = time.time_ns() // 1000
+        for _ in range(writes):
+            a, b = pair(rnd)
+            rows += [(a, 1, b, now // 1000, now), (b, 2, a, now // 1000, now)]
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.executemany(UPSERT, rows)
+            self.conn.execute("COMMIT")
+        return writes
+
+
+def one_by_one(graph: assocdb.Graph) -> Callable[[random.Random], int]:
+    def work(rnd: random.Random) -> int:
+        a, b = pair(rnd)
+        graph.assoc_add(a, "follows", b)
+        return 1
+
+    return work
+
+
+def in_batches(graph: assocdb.Graph, size: int) -> Callable[[random.Random], int]:
+    def work(rnd: random.Random) -> int:
+        with graph.batch() as batch:
+            for _ in range(size):
+                a, b = pair(rnd)
+                batch.assoc_add(a, "follows", b)
+        return size
+
+    return work
+
+
+def mixed(graph: assocdb.Graph, seconds: float) -> tuple[float, float]:
+    """Reads/s and writes/s of 8 threads doing 90% assoc_range(50), 10% assoc_add."""
+    reads, writes = [0] * 8, [0] * 8
+    stop = time.perf_counter() + seconds
+
+    def loop(t: int) -> None:
+        rnd = random.Random(t)
+        while time.perf_counter() < stop:
+            if rnd.random() < 0.1:
+                a, b = pair(rnd)
+                graph.assoc_add(a, "follows", b)
+                writes[t] += 1
+            else:
+                graph.assoc_range(rnd.randrange(1, 2001), "follows", limit=50)
+                reads[t] += 1
+
+    runners = [threading.Thread(target=loop, args=(t,)) for t in range(8)]
+    start = time.perf_counter()
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join()
+    elapsed = time.perf_counter() - start
+    return sum(reads) / elapsed, sum(writes) / elapsed
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):>9,.0f} ({min(values):,.0f}–{max(values):,.0f})"
+
+
+def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str, Any, Any]]:
+    bare = Bare(directory / "bare.db")
+    graph = assocdb.open(directory / "graph", shards=16)
+    graph.define_assoc("follows", inverse="followed_by")
+    with graph.batch() as batch:  # lists for the mixed load's reads
+        for a in range(1, 2001):
+            for b in random.Random(a).sample(range(1, NODES), 100):
+                batch.assoc_add(a, "follows", b)
+    runs: dict[str, list[float]] = {}
+
+    def measure(name: str, threads: int, work: Callable[[random.Random], int]) -> None:
+        runs.setdefault(name, []).append(rate(threads, seconds, work))
+
+    for _ in range(rounds):
+        measure("bare1", 1, lambda rnd: bare.commit(rnd, 1))
+        measure("one", 1, one_by_one(graph))
+        measure("bare100", 1, lambda rnd: bare.commit(rnd, 100))
+        measure("batch", 1, in_batches(graph, 100))
+        measure("t8", 8, one_by_one(graph))
+        measure("t64", 64, one_by_one(graph))
+        r, w = mixed(graph, seconds)
+        runs.setdefault("mixed_r", []).append(r)
+        runs.setdefault("mixed_w", []).append(w)
+    pipeline = graph.engine.pipeline
+    per_batch = pipeline.writes / max(1, pipeline.batches)
+    graph.close()
+    bare.conn.close()
+    med = {name: statistics.median(values) for name, values in runs.items()}
+    return [
+        ("bare: 1 write per COMMIT (fsync), 1 writer", runs["bare1"], None),
+        ("bare: 100 writes per COMMIT", runs["bare100"], None),
+        ("assoc_add, 1 thread", runs["one"], med["one"] / med["bare1"]),
+        ("assoc_add, 8 threads", runs["t8"], med["t8"] / med["bare100"]),
+        ("assoc_add, 64 threads", runs["t64"], med["t64"] / med["bare100"]),
+        ("Graph.batch() of 100, 1 thread", runs["batch"], med["batch"] / med["bare100"]),
+        ("mixed 90/10, 8 threads: writes/s", runs["mixed_w"], None),
+        ("mixed 90/10, 8 threads: reads/s", runs["mixed_r"], None),
+        (f"(writes per pipeline batch, all rows: {per_batch:.1f})", [], None),
+    ]
+
+
+def main(args: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench writes")
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    options = parser.parse_args(args)
+    directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-writes-"))
+    try:
+        rows = sqlite_rows(directory, options.seconds, options.rounds)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    print(f"durable writes/s, median (min–max) of {options.rounds} runs of {options.seconds} s")
+    print(f"{'':<52} {'writes/s':>28} {'ratio':>7}")
+    for label, values, ratio in rows:
+        shown = spread(values) if values else ""
+        print(f"{label:<52} {shown:>28} {'' if ratio is None else f'{ratio:.2f}x':>7}")
+    print("ratios: 1 thread vs bare 1 per COMMIT; threads and batches vs bare 100 per COMMIT")
+
+
+if __name__ == "__main__":
+    main()
