@@ -13,7 +13,7 @@ Every write is durable when acknowledged, on both sides:
   reads/s and writes/s.
 
 Each row is run `--rounds` times (default 3), subject and baseline
-alternating; the table shows the median and the spread (min–max).
+alternating; the table shows the median and the spread (min-max).
 
 Run: `python -m bench writes [--seconds 2] [--rounds 3]`. MariaDB's rows
 (`assoc_add` from 1, 8 and 64 threads beside bare InnoDB transactions at the
@@ -138,7 +138,7 @@ def mixed(graph: assocdb.Graph, seconds: float) -> tuple[float, float]:
 
 
 def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):>9,.0f} ({min(values):,.0f}–{max(values):,.0f})"
+    return f"{statistics.median(values):>9,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
 
 def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str, Any, Any]]:
@@ -192,7 +192,7 @@ def main(args: list[str] | None = None) -> None:
         rows = sqlite_rows(directory, options.seconds, options.rounds)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    print(f"durable writes/s, median (min–max) of {options.rounds} runs of {options.seconds} s")
+    print(f"durable writes/s, median (min-max) of {options.rounds} runs of {options.seconds} s")
     print(f"{'':<52} {'writes/s':>28} {'ratio':>7}")
     for label, values, ratio in rows:
         shown = spread(values) if values else ""

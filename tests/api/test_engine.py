@@ -54,7 +54,7 @@ SERVICES = [
 PUBLIC = {
     *("obj_add", "obj_get", "obj_update", "obj_delete"),
     *("assoc_add", "assoc_delete", "assoc_archive", "assoc_negate", "assoc_change_type"),
-    *("bulk_load", "assoc_get", "assoc_count", "assoc_contains", "assoc_edge"),
+    *("batch", "bulk_load", "assoc_get", "assoc_count", "assoc_contains", "assoc_edge"),
     *("assoc_range", "assoc_time_range", "assoc_page", "assoc_pages"),
     *("node_archive", "node_unarchive", "node_negate", "node_remove", "node_state"),
     "select",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from assocdb import Graph
@@ -24,3 +26,11 @@ def snapshot(graph: Graph, object_ids: list[int] = ()) -> tuple[Any, ...]:  # ty
     """Everything a bad request must leave unchanged."""
     objects = [graph.obj_get(i) for i in object_ids]
     return all_edges(graph), graph.check_counts(), objects
+
+
+def wait_until(condition: Callable[[], bool], patience: float = 120.0) -> None:
+    """Until `condition()` holds; `patience` only turns a hang into a failure."""
+    give_up = time.monotonic() + patience
+    while not condition():
+        assert time.monotonic() < give_up, "the condition never held"
+        time.sleep(0.002)

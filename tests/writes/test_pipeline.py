@@ -1,0 +1,185 @@
+"""The write pipeline: batches share one fsync and one transaction per shard, keep
+per-key order, isolate a failing shard, and keep jobs until their shards are durable."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import assocdb
+from assocdb.core.errors import Unavailable
+from assocdb.core.ids import shard_of
+from tests.support.helpers import wait_until
+
+
+def open_graph(path: Path, shards: int = 4, **options: Any) -> assocdb.Graph:
+    g = assocdb.open(path, shards=shards, **options)
+    g.define_assoc("follows", inverse="followed_by")
+    g.define_object("user")
+    return g
+
+
+def test_a_batch_is_one_fsync_and_one_transaction_per_shard(tmp_path: Path) -> None:
+    g = open_graph(tmp_path / "g")
+    begins: list[int] = []
+    g.engine.backend.faults.append(
+        lambda shard, sql: sql.startswith("BEGIN") and begins.append(shard)
+    )
+    commits = g.engine.journal.commits
+    with g.batch() as b:
+        added = [b.assoc_add(n, "follows", n + 1000) for n in range(1, 201)]
+    assert {a.result().status for a in added} == {"applied"}
+    assert g.engine.journal.commits == commits + 1  # one fsync for 200 writes
+    assert sorted(begins) == list(range(4))  # each shard written once, both legs of all
+    assert all(g.assoc_count(n + 1000, "followed_by") == 1 for n in range(1, 201))
+    assert g.check_counts() == []
+    g.close()
+
+
+def test_writes_from_many_threads_share_a_batch(tmp_path: Path) -> None:
+    g = open_graph(tmp_path / "g")
+    release = threading.Event()
+    first = threading.Event()
+
+    def hold_the_first_apply(shard: int, sql: str) -> None:
+        if sql.startswith("BEGIN") and not first.is_set():
+            first.set()
+            release.wait()
+
+    g.engine.backend.faults.append(hold_the_first_apply)
+    threads = [threading.Thread(target=g.assoc_add, args=(n, "follows", 7)) for n in range(1, 21)]
+    threads[0].start()
+    assert first.wait(30)  # the first write is being applied; the others queue up
+    for thread in threads[1:]:
+        thread.start()
+    pipeline = g.engine.pipeline
+    wait_until(lambda: pipeline.writes == 20 or len(pipeline._inbox) == 19)
+    release.set()
+    for thread in threads:
+        thread.join()
+    assert g.assoc_count(7, "followed_by") == 20
+    assert pipeline.batches <= 3  # the first, then the 19 waiting (taken as they queue)
+    g.close()
+
+
+def test_a_batch_keeps_the_order_of_writes_to_one_row(tmp_path: Path) -> None:
+    g = open_graph(tmp_path / "g")
+    with g.batch() as b:
+        b.assoc_add(1, "follows", 2, time=5, data={"v": 1})
+        b.assoc_add(1, "follows", 2, data={"v": 2})  # a re-add keeps the time
+        b.assoc_add(3, "follows", 4, time=9)
+        b.assoc_delete(3, "follows", 4)
+        b.assoc_add(3, "follows", 4)  # re-added after a delete: a new time
+        uid = b.obj_add("user", {"name": "ada"}, id=77)
+        b.obj_update(77, {"bio": "analyst"})
+    edge = g.assoc_get(1, "follows", [2])[0]
+    assert (edge.time, edge.data) == (5, {"v": 2})
+    assert g.assoc_get(3, "follows", [4])[0].time != 9
+    assert uid.result() == 77
+    assert g.obj_get(77).data == {"name": "ada", "bio": "analyst"}  # type: ignore[union-attr]
+    assert g.assoc_count(2, "followed_by") == 1
+    assert g.check_counts() == []
+    g.close()
+
+
+def test_a_refused_write_does_not_stop_the_batch(tmp_path: Path) -> None:
+    g = open_graph(tmp_path / "g")
+    with g.batch() as b:
+        ok = b.assoc_add(1, "follows", 2)
+        missing = b.assoc_change_type(5, "follows", 6, "followed_by")
+        gone = b.obj_update(12345, {"a": 1})
+    assert ok.result().status == "applied"
+    with pytest.raises(assocdb.NotFound, match="type 'follows'"):
+        missing.result()
+    with pytest.raises(assocdb.NotFound):
+        gone.result()
+    assert g.queue_stats().depth == 0
+    g.close()
+
+
+def test_bad_arguments_raise_at_the_call_and_a_failed_block_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    g = open_graph(tmp_path / "g")
+    with pytest.raises(assocdb.UnknownType), g.batch() as b:
+        b.assoc_add(1, "follows", 2)
+        b.assoc_add(1, "no_such_type", 2)
+    with pytest.raises(ZeroDivisionError), g.batch() as b:
+        b.assoc_add(1, "follows", 3)
+        1 / 0  # noqa: B018
+    assert g.assoc_count(1, "follows") == 0
+    pending = g.batch()
+    deferred = pending.assoc_add(1, "follows", 4)
+    with pytest.raises(assocdb.InvalidRequest, match="not run yet"):
+        deferred.result()
+    pending.run()
+    assert deferred.result().status == "applied"
+    with pytest.raises(RuntimeError, match="has been written"):
+        pending.assoc_add(1, "follows", 5)
+    g.close()
+
+
+def test_a_failing_shard_queues_only_its_own_legs(tmp_path: Path) -> None:
+    g = open_graph(tmp_path / "g", retry=assocdb.RetryPolicy(base=0.01, cap=0.05))
+    bad = 1
+    failing = threading.Event()
+    failing.set()
+
+    def fail_shard(shard: int, sql: str) -> None:
+        if shard == bad and failing.is_set() and sql.startswith("BEGIN"):
+            raise Unavailable(f"shard {shard} is down (test)")
+
+    g.engine.backend.faults.append(fail_shard)
+    pairs = [(n, n + 500) for n in range(1, 41)]
+    with g.batch() as b:
+        results = [b.assoc_add(a, "follows", c) for a, c in pairs]
+    touches_bad = [bad in {shard_of(a, 4), shard_of(c, 4)} for a, c in pairs]
+    statuses = [r.result().status for r in results]
+    assert statuses == ["queued" if t else "applied" for t in touches_bad]
+    for (a, c), t in zip(pairs, touches_bad, strict=True):
+        if shard_of(a, 4) != bad:
+            assert g.assoc_count(a, "follows") == 1  # the healthy leg is there
+    failing.clear()
+    assert g.drain(timeout=60)
+    assert all(g.assoc_count(c, "followed_by") == 1 for _, c in pairs)
+    assert g.check_counts() == []
+    g.close()
+
+
+def test_a_power_loss_loses_no_acknowledged_write(tmp_path: Path) -> None:
+    """Shards commit without fsync: a power loss takes back their unsynced commits.
+    The journal keeps every applied job until a fence has synced its shards, so a
+    replay restores them. Simulated: the shard files as of the last fence, the journal
+    (fsynced at every commit) as it is."""
+    where, lost = tmp_path / "g", tmp_path / "after-power-loss"
+    g = open_graph(where)
+    with g.batch() as b:
+        for n in range(1, 51):
+            b.assoc_add(n, "follows", 1000 + n, time=n)
+    g.queue_stats()  # fences: all of the above is on the disk
+    applier = g.engine.applier
+    with applier._fencing:  # no fence from here on: what follows is not synced
+        lost.mkdir()
+        for file in where.glob("shard-*"):  # the shards as the disk holds them now
+            shutil.copy(file, lost / file.name)
+        for round_ in range(3):  # batches whose completions ride along later commits
+            with g.batch() as b:
+                for n in range(1, 51):
+                    b.assoc_add(n, "follows", 2000 + 100 * round_ + n, time=n)
+        assert applier.unfenced() == 150
+        g.engine.journal.flush()  # whatever bookkeeping there is reaches the journal
+        for file in where.glob("journal.db*"):  # the journal: synced at every commit
+            shutil.copy(file, lost / file.name)
+    g.close()
+    with assocdb.open(lost) as after:  # the replay restores the lost shard commits
+        assert after.drain(timeout=60)
+        for n in range(1, 51):
+            expected = {1000 + n} | {2000 + 100 * r + n for r in range(3)}
+            assert {a.id2 for a in after.assoc_range(n, "follows", limit=10)} == expected
+            assert after.assoc_count(n, "follows") == 4
+        assert after.check_counts() == []
+        assert after.check_inverses() == []
