@@ -1,12 +1,19 @@
-"""A writer for the crash test: `python crash_writer.py DIR THREADS COUNT`.
+"""A writer for the crash test: `python crash_writer.py DIR THREADS COUNT [KILL_AT]`.
 
 Opens the graph in DIR and writes COUNT `follows` edges (which have inverses)
 from THREADS threads, printing `id1 id2` after each write is acknowledged.
 The test kills it with SIGKILL at a random moment.
+
+With KILL_AT, it writes in `Graph.batch()`es of 200 instead and kills itself
+at its KILL_AT-th shard statement: in the middle of a batch's shard
+transactions, after the batch was journaled (fsynced) but before all its legs
+are applied, or between a shard's commit and the fence that syncs it.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 
@@ -19,6 +26,9 @@ def main() -> None:
     graph.define_assoc("follows", inverse="followed_by")
     lock = threading.Lock()
     out = sys.stdout
+    if len(sys.argv) > 4:
+        batches(graph, count, int(sys.argv[4]))
+        return
 
     def write(worker: int) -> None:
         for n in range(worker, count, threads):
@@ -34,6 +44,26 @@ def main() -> None:
     for worker in workers:
         worker.join()
     graph.close()
+
+
+def batches(graph: assocdb.Graph, count: int, kill_at: int) -> None:
+    statements = 0
+
+    def kill_there(shard: int, sql: str) -> None:
+        nonlocal statements
+        statements += 1
+        if statements == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    graph.engine.backend.faults.append(kill_there)
+    for start in range(0, count, 200):
+        with graph.batch() as batch:
+            for n in range(start, start + 200):
+                batch.assoc_add(n // 300 + 1, "follows", n % 300 + 1_000, time=n)
+        sys.stdout.write(
+            "".join(f"{n // 300 + 1} {n % 300 + 1_000}\n" for n in range(start, start + 200))
+        )
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -16,12 +16,12 @@ import assocdb
 WRITER = Path(__file__).parents[1] / "support" / "crash_writer.py"
 
 
-def run_and_kill(directory: Path, after: int) -> set[tuple[int, int]]:
+def run_and_kill(directory: Path, after: int, *more: str) -> set[tuple[int, int]]:
     """Start the writer, SIGKILL it once it has acknowledged `after` writes; return the
     acknowledged edges (a condition, not a time: a loaded machine only makes it later)."""
     env = {**os.environ, "PYTHONPATH": str(Path(assocdb.__file__).parents[1])}
     child = subprocess.Popen(
-        [sys.executable, str(WRITER), str(directory), "8", "100000"],
+        [sys.executable, str(WRITER), str(directory), "8", "100000", *more],
         stdout=subprocess.PIPE,
         env=env,
     )
@@ -48,6 +48,22 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path, seed: int) -> None:
     directory = tmp_path / "graph"
     acked = run_and_kill(directory, random.Random(seed).randrange(300, 3000))
     assert len(acked) >= 300
+    check_after_crash(directory, acked)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_crash_inside_a_batchs_shard_transactions_loses_nothing(
+    tmp_path: Path, seed: int
+) -> None:
+    """Killed at a random statement of the shard transactions (of batches of 200, after
+    their journal fsync), or between a commit and the fence that syncs it."""
+    directory = tmp_path / "graph"
+    kill_at = random.Random(seed).randrange(20, 400)
+    acked = run_and_kill(directory, 10**9, str(kill_at))  # it kills itself
+    check_after_crash(directory, acked)
+
+
+def check_after_crash(directory: Path, acked: set[tuple[int, int]]) -> None:
     with assocdb.open(directory) as graph:  # replays what the crash left
         assert graph.drain(timeout=60)
         followers: dict[int, set[int]] = {}
