@@ -166,19 +166,35 @@ class Pending:
         self._lock = threading.Lock()
 
     def add(self, job: int, keys: list[Key]) -> None:
+        self.add_many([job], [keys])
+
+    def add_many(self, jobs: Sequence[int], keys: Sequence[list[Key]]) -> None:
         with self._lock:
-            self._keys[job] = keys
-            for key in keys:
-                self._jobs.setdefault(key, set()).add(job)
+            for job, its_keys in zip(jobs, keys, strict=True):
+                self._keys[job] = its_keys
+                for key in its_keys:
+                    self._jobs.setdefault(key, set()).add(job)
 
     def discard(self, job: int) -> None:
+        self.discard_many([job])
+
+    def discard_many(self, jobs: Sequence[int]) -> None:
         with self._lock:
-            for key in self._keys.pop(job, ()):
-                jobs = self._jobs.get(key)
-                if jobs is not None:
-                    jobs.discard(job)
-                    if not jobs:
-                        del self._jobs[key]
+            for job in jobs:
+                for key in self._keys.pop(job, ()):
+                    waiting = self._jobs.get(key)
+                    if waiting is not None:
+                        waiting.discard(job)
+                        if not waiting:
+                            del self._jobs[key]
+
+    def which_blocked(self, keys: Sequence[list[Key]]) -> list[bool]:
+        """For each list of keys: whether a pending job writes one of them."""
+        if not self._jobs:
+            return [False] * len(keys)
+        with self._lock:
+            jobs = self._jobs
+            return [any(key in jobs for key in its_keys) for its_keys in keys]
 
     def blocked(self, keys: list[Key], before: int | None = None) -> bool:
         """True if a pending job (older than job `before`, if given) writes one of `keys`."""
@@ -285,14 +301,28 @@ class Applier:
         """
         n = self._shards
         wanted: dict[int, _Wanted] = {}
+        needs: list[tuple[Key | None, list[ListKey], list[int]]] = []  # per op
         for op in ops:
+            lists = op.node_lists
+            touched = []
+            for node, atype in lists:
+                shard = shard_of(node, n)
+                touched.append(shard)
+                want = wanted.get(shard)
+                if want is None:
+                    want = wanted[shard] = _Wanted()
+                want.lists.add((node, atype))
+            key: Key | None = None
             if op.needs_row:
                 if isinstance(op, ObjectWrite):
-                    wanted.setdefault(shard_of(op.id, n), _Wanted()).objects.add(op.id)
+                    key, shard = (op.id,), shard_of(op.id, n)
+                    wanted.setdefault(shard, _Wanted()).objects.add(op.id)
                 else:
-                    wanted.setdefault(shard_of(op.id1, n), _Wanted()).edges.add(op.key)
-            for node, atype in op.node_lists:
-                wanted.setdefault(shard_of(node, n), _Wanted()).lists.add((node, atype))
+                    key = op.key
+                    shard = touched[0] if lists and lists[0][0] == op.id1 else shard_of(op.id1, n)
+                    wanted.setdefault(shard, _Wanted()).edges.add(op.key)
+                touched.append(shard)
+            needs.append((key, lists, touched))
         rows: dict[Key, Any] = {}
         states: dict[ListKey, NodeRow] = {}
         failed: dict[int, AssocdbError] = {}
@@ -303,19 +333,16 @@ class Applier:
                 except AssocdbError as exc:
                     failed[shard] = exc
         answers: list[Stored | AssocdbError] = []
-        for op in ops:
-            key: Key = (op.id,) if isinstance(op, ObjectWrite) else op.key
-            touched = [shard_of(node, n) for node, _ in op.node_lists]
-            if op.needs_row:
-                touched.append(shard_of(key[0], n))
-            error = next((failed[shard] for shard in touched if shard in failed), None)
-            if error is not None:
-                answers.append(error)
-                continue
-            node_state = max(
-                (states[lst].state for lst in op.node_lists if lst in states), default=0
-            )
-            answers.append(Stored(rows.get(key) if op.needs_row else None, node_state))
+        for key, lists, touched in needs:
+            if failed:
+                error = next((failed[shard] for shard in touched if shard in failed), None)
+                if error is not None:
+                    answers.append(error)
+                    continue
+            node_state = 0
+            if states:
+                node_state = max((states[lst].state for lst in lists if lst in states), default=0)
+            answers.append(Stored(None if key is None else rows.get(key), node_state))
         return answers
 
     def _read_wanted(
@@ -392,60 +419,67 @@ class Applier:
         return True
 
     def run_batch(self, jobs: Sequence[tuple[int, Rows]]) -> list[bool]:
-        """Apply fresh jobs of concrete rows together: their legs grouped by shard, each
+        """Apply fresh jobs of concrete rows together: their rows grouped by shard, each
         touched shard written in one transaction. Whether each job is now fully applied;
-        a failed shard sends only the jobs with a leg there to the error queue, with
+        a failed shard sends only the jobs with rows there to the error queue, with
         their other legs recorded as done."""
         start = time.perf_counter()
-        shards: dict[int, Leg] = {}
-        members: dict[int, list[tuple[int, int]]] = {}  # shard -> (job index, leg number)
+        by_shard: dict[int, Leg] = {}
+        members: dict[int, set[int]] = {}  # shard -> indexes of the jobs with rows there
+        n = self._shards
         for index, (_, rows) in enumerate(jobs):
-            for number, leg in enumerate(legs(rows, self._shards)):
-                combined = shards.get(leg.shard)
-                if combined is None:
-                    shards[leg.shard], members[leg.shard] = leg, [(index, number)]
-                    continue
-                combined.edges.extend(leg.edges)
-                combined.objects.extend(leg.objects)
-                combined.nodes.extend(leg.nodes)
-                combined.entries.extend(leg.entries)
-                members[leg.shard].append((index, number))
-        done = [0] * len(jobs)
-        errors: dict[int, list[BaseException]] = {}
-        for shard in sorted(shards):
+            for edge in rows.edges:
+                _leg(by_shard, members, shard_of(edge[0], n), index).edges.append(edge)
+            for obj in rows.objects:
+                _leg(by_shard, members, shard_of(obj[0], n), index).objects.append(obj)
+            for node in rows.nodes:
+                _leg(by_shard, members, shard_of(node[0], n), index).nodes.append(node)
+            for shard, *entry in rows.index:
+                _leg(by_shard, members, shard, index).entries.append(tuple(entry))  # type: ignore[arg-type]
+        failed_shards: dict[int, BaseException] = {}
+        for shard in sorted(by_shard):
             try:
                 self.health.check(shard)
-                self._apply_leg(shards[shard])
+                self._apply_leg(by_shard[shard])
             except Exception as exc:  # a bug or a bad row must not lose the writes
                 if isinstance(exc, Unavailable):
                     self._leg_unavailable(shard, exc)
-                for index, _ in members[shard]:
-                    errors.setdefault(index, []).append(exc)
+                failed_shards[shard] = exc
                 continue
             self.health.succeeded(shard)
-            for index, number in members[shard]:
-                done[index] |= 1 << number
-        applied = [job for index, (job, _) in enumerate(jobs) if index not in errors]
-        self._applied(applied, set(shards))
+        hit = {index for shard in failed_shards for index in members[shard]}
+        applied = [job for index, (job, _) in enumerate(jobs) if index not in hit]
+        self._applied(applied, set(by_shard))
         seconds = time.perf_counter() - start
         for _ in applied:
             self.stats.record(seconds, ok=True, retry=False, bad=False)
+        if hit:
+            self._batch_failed([jobs[index] for index in sorted(hit)], failed_shards, start)
+        return [index not in hit for index in range(len(jobs))]
+
+    def _batch_failed(
+        self, jobs: list[tuple[int, Rows]], failed: dict[int, BaseException], start: float
+    ) -> None:
+        """Send jobs with rows on failed shards to the error queue, their legs on the
+        other shards recorded as done."""
         failures = []
-        for index, failed in sorted(errors.items()):
-            job = jobs[index][0]
-            if all(_landed_somewhere(e) for e in failed):
+        for job, rows in jobs:
+            done, errors = 0, []
+            for number, leg in enumerate(legs(rows, self._shards)):
+                if leg.shard in failed:
+                    errors.append(failed[leg.shard])
+                else:
+                    done |= 1 << number
+            if all(_landed_somewhere(e) for e in errors):
                 self.pending.discard(job)
-            failures.append(self._failure(job, done[index], 0, 0, start, failed))
-        if failures:
-            self.journal.fail(failures)
-            self._wake.set()
-        return [index not in errors for index in range(len(jobs))]
+            failures.append(self._failure(job, done, 0, 0, start, errors))
+        self.journal.fail(failures)
+        self._wake.set()
 
     def _applied(self, jobs: list[int], shards: set[int]) -> None:
         """These jobs are applied: later writes of their rows need not wait for them, and
         the journal forgets them once their shards' transactions are durable (`fence`)."""
-        for job in jobs:
-            self.pending.discard(job)
+        self.pending.discard_many(jobs)
         with self._fence_lock:
             self._unfenced.extend(jobs)
             self._unfenced_shards.update(shards)
@@ -732,6 +766,16 @@ class Applier:
             thread.join(timeout=max(0.1, deadline - time.monotonic()))
         with suppress(AssocdbError):  # if not now, the jobs are replayed on the next open
             self.fence()
+
+
+def _leg(by_shard: dict[int, Leg], members: dict[int, set[int]], shard: int, job: int) -> Leg:
+    """The batch's leg on `shard`, noting that job number `job` has rows there."""
+    leg = by_shard.get(shard)
+    if leg is None:
+        leg = by_shard[shard] = Leg(shard, [], [], [], [])
+        members[shard] = set()
+    members[shard].add(job)
+    return leg
 
 
 def _landed_somewhere(error: BaseException) -> bool:

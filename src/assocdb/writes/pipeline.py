@@ -182,9 +182,7 @@ class Pipeline:
             for entry, _ in live:
                 entry.answer(exc)
             return
-        pending = self.applier.pending
-        for job, (_, work) in zip(jobs, live, strict=True):
-            pending.add(job, work.keys)
+        self.applier.pending.add_many(jobs, [work.keys for _, work in live])
         if not self.sync:
             for job, (entry, work) in zip(jobs, live, strict=True):
                 self.applier.enqueue(job, work)
@@ -209,11 +207,14 @@ class Pipeline:
                 continue
             works.append(work)
             reads.append((number, work))
-        if reads and any(self.applier.pending.blocked(op.keys) for _, op in reads):
-            self._wait_applied()  # then only writes in the error queue are pending
-        reads = [(n, op) for n, op in reads if not self.applier.pending.blocked(op.keys)]
         if not reads:
             return works
+        pending = self.applier.pending
+        blocked = pending.which_blocked([op.keys for _, op in reads])
+        if any(blocked):
+            self._wait_applied()  # then only writes in the error queue are pending
+            blocked = pending.which_blocked([op.keys for _, op in reads])
+            reads = [read for read, no in zip(reads, blocked, strict=True) if not no]
         stored = self.applier.read_current_many([op for _, op in reads])
         for (number, op), current in zip(reads, stored, strict=True):
             if isinstance(current, AssocdbError):
