@@ -27,7 +27,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "foundation": (lambda args: foundation.main(), []),
     "journal": (lambda args: journal.main(), []),
     "flockdb": (flockdb.main, ["100000"]),
-    "http": (lambda args: http.main(), []),
+    "http": (http.main, []),
     "cache": (lambda args: cache.main(), []),
     "linkbench": (linkbench.main, ["--preset", "tiny"]),
     "mysql": (lambda args: mysql.main(), []),
