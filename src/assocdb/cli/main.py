@@ -424,6 +424,7 @@ def serve(
             port=port,
             workers=workers,
             access_log=False,
+            proxy_headers=False,  # nothing uses the client's address
             log_level="warning",
         )
     finally:
