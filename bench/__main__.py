@@ -40,7 +40,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "journal": (lambda args: journal.main(), []),
     "writes": (writes.main, ["--seconds", "1", "--rounds", "1"]),
     "flockdb": (flockdb.main, ["100000"]),
-    "http": (lambda args: http.main(), []),
+    "http": (http.main, []),
     "cache": (lambda args: cache.main(), []),
     "linkbench": (linkbench.main, ["--preset", "tiny"]),
     "mysql": (lambda args: mysql.main(), []),

@@ -1,18 +1,20 @@
 """HTTP benchmark (issue 4): assoc_range through `assocdb serve`, driven by wrk.
 
 For 1 and 2 server workers, with the cache off and on (each worker its own
-128 MiB tier 1): requests/s, p50 and p99 of POST /v1/assoc_range (limit 50,
+256 MiB tier 1): requests/s, p50 and p99 of POST /v1/assoc_range (limit 50,
 random people of ego-Facebook) one read per request, and of POST /v1/batch
-with 50 such reads per request; next to the same read in-process, cached and
+with 100 such reads per request; next to the same read in-process, cached and
 uncached, measured in the same run. wrk (Debian package `wrk`) generates
-the load from its own process, so the load generator does not compete for
-the server's interpreter.
+the load from its own process (it shares the machine's cores with the server).
 
-Run: `python -m bench http` (needs wrk on PATH).
+Run: `python -m bench http [--workers 1,2] [--cache off,on] [--seconds 8]`
+(needs wrk on PATH).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import random
 import re
 import shutil
@@ -30,6 +32,8 @@ from assocdb.cli.datasets import ego_facebook
 SECONDS = 8
 CONNECTIONS = 16
 PEOPLE = 4039
+BATCH_SIZE = 100
+CACHE_MB = 256
 
 SINGLE = f"""
 local PEOPLE = {PEOPLE}
@@ -45,7 +49,7 @@ local PEOPLE = {PEOPLE}
 math.randomseed(7)
 request = function()
   local reads = {{}}
-  for i = 1, 50 do
+  for i = 1, {BATCH_SIZE} do
     reads[i] = '{{"method": "assoc_range", "args": {{"id1": ' .. math.random(1, PEOPLE) ..
       ', "atype": "friend", "limit": 50}}}}'
   end
@@ -96,14 +100,29 @@ def serve(directory: Path, port: int, workers: int, cache_mb: int) -> subprocess
     raise RuntimeError("the server did not start")
 
 
-def wrk(port: int, script: Path) -> tuple[float, float, float]:
-    """requests/s, p50 ms, p99 ms."""
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of the process `pid` and its descendants so far."""
+    total, todo = 0, [pid]
+    while todo:
+        pid = todo.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:  # gone meanwhile
+            continue
+        total += int(fields[11]) + int(fields[12])
+        todo += [int(child) for child in children]
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def wrk(port: int, script: Path, seconds: int) -> tuple[float, float, float, int]:
+    """requests/s, p50 ms, p99 ms, requests."""
     out = subprocess.run(
         [
             "wrk",
             "-t2",
             f"-c{CONNECTIONS}",
-            f"-d{SECONDS}s",
+            f"-d{seconds}s",
             "--latency",
             "-s",
             str(script),
@@ -114,7 +133,8 @@ def wrk(port: int, script: Path) -> tuple[float, float, float]:
         check=True,
     ).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    return rate, _percentile(out, "50%"), _percentile(out, "99%")
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    return rate, _percentile(out, "50%"), _percentile(out, "99%"), requests
 
 
 def _percentile(out: str, which: str) -> float:
@@ -124,7 +144,20 @@ def _percentile(out: str, which: str) -> float:
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def main() -> None:
+def _options(args: list[str]) -> tuple[list[int], list[str], int]:
+    parser = argparse.ArgumentParser(prog="python -m bench http")
+    parser.add_argument("--workers", default="1,2", help="server worker counts, e.g. 1,2")
+    parser.add_argument("--cache", default="off,on", help="cache modes: off, on or both")
+    parser.add_argument("--seconds", type=int, default=SECONDS, help="wrk run length")
+    parsed = parser.parse_args(args)
+    caches = parsed.cache.split(",")
+    if not set(caches) <= {"off", "on"}:
+        parser.error(f"--cache takes off and/or on, not {parsed.cache!r}")
+    return [int(w) for w in parsed.workers.split(",")], caches, parsed.seconds
+
+
+def main(args: list[str] | None = None) -> None:
+    workers_list, caches, seconds = _options(args or [])
     if shutil.which("wrk") is None:
         sys.exit("this benchmark needs wrk: apt-get install wrk")
     directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-http-"))
@@ -139,14 +172,18 @@ def main() -> None:
             scripts[name] = directory / f"{name}.lua"
             scripts[name].write_text(text)
         rows = []
-        for workers in (1, 2):
-            for cache, cache_mb in (("uncached", 0), ("cached", 128)):
+        for workers in workers_list:
+            for cache in caches:
                 port = 18000 + workers
-                server = serve(directory / "graph", port, workers, cache_mb)
+                server = serve(directory / "graph", port, workers, CACHE_MB if cache == "on" else 0)
                 try:
-                    wrk(port, scripts["single"])  # warm up (and fill the caches)
+                    wrk(port, scripts["batch"], 3)  # warm up (and fill the caches)
                     for name in ("single", "batch"):
-                        rows.append((workers, cache, name, *wrk(port, scripts[name])))
+                        before = cpu_seconds(server.pid)
+                        rate, p50, p99, requests = wrk(port, scripts[name], seconds)
+                        reads = requests * (BATCH_SIZE if name == "batch" else 1)
+                        cpu = (cpu_seconds(server.pid) - before) / reads * 1e6
+                        rows.append((workers, cache, name, rate, p50, p99, cpu))
                 finally:
                     server.terminate()
                     server.wait()
@@ -154,7 +191,7 @@ def main() -> None:
         shutil.rmtree(directory, ignore_errors=True)
     print(
         f"http benchmark: assoc_range(limit=50) on ego-Facebook; wrk -t2 -c{CONNECTIONS} "
-        f"-d{SECONDS}s on this 2-core machine"
+        f"-d{seconds}s on this 2-core machine (wrk shares it)"
     )
     for cache, micros in local.items():
         print(
@@ -163,15 +200,21 @@ def main() -> None:
         )
     print(
         f"{'workers':>7} {'cache':>9} {'requests':>9} {'requests/s':>11} {'reads/s':>9} "
-        f"{'p50 ms':>8} {'p99 ms':>8}"
+        f"{'p50 ms':>8} {'p99 ms':>8} {'server CPU µs/read':>19}"
     )
-    for workers, cache, name, rate, p50, p99 in rows:
-        reads = rate * (50 if name == "batch" else 1)
-        label = "50 reads" if name == "batch" else "1 read"
+    cached = 1e6 / local["cached"]
+    for workers, cache, name, rate, p50, p99, cpu in rows:  # cache: off/on
+        reads = rate * (BATCH_SIZE if name == "batch" else 1)
+        label = f"{BATCH_SIZE} reads" if name == "batch" else "1 read"
         print(
             f"{workers:>7} {cache:>9} {label:>9} {rate:>11,.0f} {reads:>9,.0f}"
-            f" {p50:>8.2f} {p99:>8.2f}"
+            f" {p50:>8.2f} {p99:>8.2f} {cpu:>19.1f}"
         )
+        if (workers, cache, name) == (2, "on", "batch"):
+            print(
+                f"{'':>7} target: >= 100,000 reads/s ({reads / 100_000:.2f}x of it); "
+                f"{reads / cached:.2f}x the in-process cached reads/s of one thread"
+            )
 
 
 if __name__ == "__main__":

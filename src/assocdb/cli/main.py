@@ -9,6 +9,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import click
@@ -320,10 +321,12 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
 @click.option(
     "--cache-mb",
     type=click.IntRange(0),
-    help="In-process cache per worker, MiB (0: off). Default: 128 with one worker or with "
-    "--redis, off with "
-    "several (their caches would not see each other's writes).",
+    help="In-process cache of each worker, MiB (0: off). Default: a quarter of this "
+    "machine's memory, shared out between the workers. The workers tell each other "
+    "what their writes changed (through Redis with --redis), so a write through one "
+    "is seen by the next read through any.",
 )
+@click.option("--no-cache", is_flag=True, help="Serve uncached (the same as --cache-mb 0).")
 @click.option(
     "--cache-max-age", default=10.0, show_default=True, help="Seconds a cache entry lives."
 )
@@ -355,6 +358,7 @@ def serve(
     max_body: int,
     max_batch: int,
     cache_mb: int | None,
+    no_cache: bool,
     cache_max_age: float,
     cache_prefix: int,
     redis: str | None,
@@ -385,8 +389,10 @@ def serve(
             f"refusing to listen on {host} without tokens: set ASSOCDB_TOKENS_FILE or ASSOCDB_TOKEN"
         )
     assocdb.open(directory).close()  # create it, replay what a crash left, fail early if broken
+    if no_cache and cache_mb:
+        raise click.UsageError(f"--no-cache and --cache-mb {cache_mb} contradict each other")
     if cache_mb is None:
-        cache_mb = 128 if workers == 1 or redis else 0
+        cache_mb = 0 if no_cache else default_cache_mb(workers)
     config = {
         "path": directory,
         "sync": not background,
@@ -399,13 +405,16 @@ def serve(
         "cache_prefix": cache_prefix,
         "redis": redis,
         "cleaner": cleaner,
+        "peers": None,
     }
-    os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
     port = _check_port(host, port)  # a busy port fails here, before anything is said
     metrics_dir = None
     if workers > 1:
         metrics_dir = tempfile.mkdtemp(prefix="assocdb-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+        if cache_mb and not redis:  # the workers' cache invalidations (serve/peers.py)
+            config["peers"] = os.path.join(metrics_dir, "invalidations")
+    os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
     click.echo(f"serving {directory} on http://{host}:{port} (docs: /docs)", err=True)
     try:
         uvicorn.run(
@@ -415,11 +424,24 @@ def serve(
             port=port,
             workers=workers,
             access_log=False,
+            proxy_headers=False,  # nothing uses the client's address
             log_level="warning",
         )
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def default_cache_mb(workers: int) -> int:
+    """Each worker's share of a quarter of the memory this process may use, MiB."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:  # a container's limit (cgroup v2), when lower
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            memory = min(memory, int(limit))
+    except OSError:
+        pass
+    return max(1, memory // 4 // workers >> 20)
 
 
 def _check_port(host: str, port: int) -> int:
