@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from typing import Any, TypeVar
 
@@ -66,6 +67,7 @@ NODE_JOB_PAGES = 10  # pages per turn before a NodeJob yields to other work
 ASYNC_BATCH = 1000  # queued jobs a background thread applies together
 FENCE_SECONDS = 0.2  # how long applied jobs wait for their shards' fsync, at most…
 FENCE_JOBS = 5000  # …or until this many wait
+SHARD_THREADS = 8  # shards of a batch applied at once on database servers (the pool's size)
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[Work] = msgspec.msgpack.Decoder(Work)
 
@@ -280,6 +282,7 @@ class Applier:
         self._unfenced_shards: set[int] = set()
         self._fence_lock = threading.Lock()
         self._fencing = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None  # applies a batch's shards at once
 
     # -- one attempt ---------------------------------------------------------------
 
@@ -436,17 +439,14 @@ class Applier:
                 _leg(by_shard, members, shard_of(node[0], n), index).nodes.append(node)
             for shard, *entry in rows.index:
                 _leg(by_shard, members, shard, index).entries.append(tuple(entry))  # type: ignore[arg-type]
-        failed_shards: dict[int, BaseException] = {}
-        for shard in sorted(by_shard):
-            try:
-                self.health.check(shard)
-                self._apply_leg(by_shard[shard])
-            except Exception as exc:  # a bug or a bad row must not lose the writes
-                if isinstance(exc, Unavailable):
-                    self._leg_unavailable(shard, exc)
-                failed_shards[shard] = exc
-                continue
-            self.health.succeeded(shard)
+        order = sorted(by_shard)
+        if self.backend.local or len(order) == 1:
+            outcomes = [self._try_leg(by_shard[shard]) for shard in order]
+        else:  # database servers: the shards' commits (and their log flushes) overlap
+            outcomes = list(self._shard_pool().map(self._try_leg, [by_shard[s] for s in order]))
+        failed_shards = {
+            shard: exc for shard, exc in zip(order, outcomes, strict=True) if exc is not None
+        }
         hit = {index for shard in failed_shards for index in members[shard]}
         applied = [job for index, (job, _) in enumerate(jobs) if index not in hit]
         self._applied(applied, set(by_shard))
@@ -456,6 +456,24 @@ class Applier:
         if hit:
             self._batch_failed([jobs[index] for index in sorted(hit)], failed_shards, start)
         return [index not in hit for index in range(len(jobs))]
+
+    def _try_leg(self, leg: Leg) -> BaseException | None:
+        """Apply one shard's rows of a batch; the error if that failed."""
+        try:
+            self.health.check(leg.shard)
+            self._apply_leg(leg)
+        except Exception as exc:  # a bug or a bad row must not lose the writes
+            if isinstance(exc, Unavailable):
+                self._leg_unavailable(leg.shard, exc)
+            return exc
+        self.health.succeeded(leg.shard)
+        return None
+
+    def _shard_pool(self) -> ThreadPoolExecutor:
+        with self._busy_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(SHARD_THREADS, thread_name_prefix="assocdb-shard")
+            return self._pool
 
     def _batch_failed(
         self, jobs: list[tuple[int, Rows]], failed: dict[int, BaseException], start: float
@@ -766,6 +784,8 @@ class Applier:
             thread.join(timeout=max(0.1, deadline - time.monotonic()))
         with suppress(AssocdbError):  # if not now, the jobs are replayed on the next open
             self.fence()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
 
 def _leg(by_shard: dict[int, Leg], members: dict[int, set[int]], shard: int, job: int) -> Leg:
