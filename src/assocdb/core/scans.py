@@ -17,8 +17,8 @@ Tracer = Callable[[int, str, float], None]
 #: A row of an association list: (id2, time, updated_at, data).
 ListRow = tuple[int, int, int, bytes | None]
 
-#: A row of a list read in id2 order: (id2, state, time).
-Id2Row = tuple[int, int, int]
+#: A row of a list read in id2 order: (id2,).
+Id2Row = tuple[int]
 
 
 class EdgeScan(NamedTuple):

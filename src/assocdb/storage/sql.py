@@ -464,13 +464,47 @@ class SQLBackend(ABC):
         limit: int,
     ) -> list[Id2Row]:
         op, order = ("<", "DESC") if forward else (">", "ASC")
-        sql = f"SELECT id2, state, time FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ?"
+        # Only id2: the index holds state and time too, but no caller needs them,
+        # and building Python ints for them costs more than the walk.
+        sql = f"SELECT id2 FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ?"
         params: list[Any] = [id1, atype]
         if boundary is not None:
             sql += f" AND id2 {op} ?"
             params.append(boundary)
         sql += f" AND state IN ({_marks(len(states))}) ORDER BY id2 {order} LIMIT ?"
         return self._query(shard, self._q(sql, shard), [*params, *states, limit])
+
+    def probe_id2s(
+        self,
+        shard: int,
+        id1: int,
+        atype: int,
+        states: Sequence[int],
+        id2s: Sequence[int],
+        forward: bool = True,
+        limit: int | None = None,
+    ) -> list[int]:
+        # Covering: `edges_key (id1, atype, id2)` also holds the primary key's
+        # other columns (state, time), in SQLite's WITHOUT ROWID tables and in
+        # InnoDB alike, so no table row is read; older graphs have the same
+        # index. With a limit the engine walks the ids in order and stops there.
+        order = "DESC" if forward else "ASC"
+        found: list[int] = []
+        for chunk in _chunks(sorted(set(id2s), reverse=forward)):
+            sql = (
+                f"SELECT id2 FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ? "
+                f"AND id2 IN ({_marks(len(chunk))}) AND state IN ({_marks(len(states))})"
+            )
+            params: list[Any] = [id1, atype, *chunk, *states]
+            if limit is not None:
+                sql += f" ORDER BY id2 {order} LIMIT ?"
+                params.append(limit - len(found))
+            found += [row[0] for row in self._query(shard, self._q(sql, shard), params)]
+            if limit is not None and len(found) >= limit:
+                break
+        if limit is None:  # the engine's order is its own
+            found.sort(reverse=forward)
+        return found
 
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]
