@@ -208,8 +208,9 @@ class _Executor:
             return (id2 for id2, _ in itertools.groupby(merged))
         if isinstance(q, Intersect):
             driver, *others = self._by_size(q)
-            ids = self.stream(driver, boundary, forward)
-            return self._intersected(ids, others, forward, want)
+            return self._intersected(
+                self._chunked(driver, boundary, forward), others, forward, want
+            )
         assert isinstance(q, Difference)
         return self._filtered(self.stream(q.left, boundary, forward), [q.right], keep=False)
 
@@ -222,10 +223,20 @@ class _Executor:
                 found = self.probe(q, chunk)
                 yield from (i for i in chunk if i in found)
             return
+        for chunk in self._chunked(q, boundary, forward):
+            yield from chunk
+
+    def _chunked(self, q: Query, boundary: int | None, forward: bool) -> Iterator[list[int]]:
+        """The stream of `q` in lists of up to CHUNK ids: an unrestricted term's are its
+        scans' (no id passes through a generator of its own)."""
+        if not isinstance(q, Term) or q.id2s is not None:
+            yield from _chunks(self.stream(q, boundary, forward), CHUNK)
+            return
         shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
         while True:
             rows = self._backend.scan_id2(shard, q.node, atype, codes, boundary, forward, CHUNK)
-            yield from (row[0] for row in rows)
+            if rows:
+                yield [row[0] for row in rows]
             if len(rows) < CHUNK:
                 return
             boundary = rows[-1][0]
@@ -242,16 +253,16 @@ class _Executor:
         return chunk
 
     def _intersected(
-        self, ids: Iterator[int], others: Sequence[Query], forward: bool, want: int | None
+        self, chunks: Iterator[list[int]], others: Sequence[Query], forward: bool, want: int | None
     ) -> Iterator[int]:
-        """`ids` (in stream order) that are in all `others`. When the last one probed
+        """The ids of `chunks` (in stream order) in all `others`. When the last one probed
         is a term, its probe stops at the `want`th survivor, as a join would (the
         ids after that one are probed only if the caller takes more after all)."""
         *firsts, last = others
-        if want is None or not isinstance(last, Term):
-            yield from self._filtered(ids, others, keep=True)
-            return
-        for chunk in _chunks(ids, CHUNK):
+        for chunk in chunks:
+            if want is None or not isinstance(last, Term):
+                yield from self._survivors(chunk, others, keep=True)
+                continue
             left = self._survivors(chunk, firsts, keep=True)
             while left:
                 found = self._probe_term(last, left, forward, max(want, 1))
