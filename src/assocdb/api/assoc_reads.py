@@ -14,7 +14,7 @@ from ..core.errors import InvalidRequest
 from ..core.ids import check_id, check_int64, shard_of
 from ..core.merge import EdgeRow, State
 from ..core.records import STATE_NAMES, Assoc, Page, StateName
-from ..core.scans import EdgeScan, ListRow
+from ..core.scans import EdgeScan, ListRow, normal_assocs
 from ..core.schema import AssocType
 from .engine import Engine
 
@@ -106,7 +106,7 @@ class AssocReads:
         if cached is not None:
             return cached
         scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, offset=pos)
-        return self._assocs(id1, kind, self.scan(id1, scan))
+        return normal_assocs(id1, kind.name, self.scan(id1, scan))
 
     def assoc_time_range(
         self, id1: int, atype: str, high: int, low: int, limit: int = 50

@@ -76,7 +76,7 @@ class Queries:
             return Page([id2 for _, id2 in rows], after, before)
         seek = _cursor.START if cursor is None else _cursor.decode(query.scope, cursor, 1)
         ids, after, before = _cursor.paginate(
-            lambda s, n: list(itertools.islice(run.stream_from(query, s), n)),
+            lambda s, n: list(itertools.islice(run.stream_from(query, s, n), n)),
             lambda id2: (id2,),
             query.scope,
             seek,
@@ -160,12 +160,7 @@ class _Executor:
         if not ids:
             return set()
         if isinstance(q, Term):
-            wanted = ids if q.id2s is None else [i for i in ids if i in q.id2s]
-            if not wanted:
-                return set()
-            shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
-            rows = self._backend.edges(shard, q.node, atype, wanted)
-            return {r.id2 for r in rows if r.state in codes}
+            return set(self._probe_term(q, ids, True))
         if isinstance(q, Intersect):
             found = set(ids)
             for part in self._by_size(q):
@@ -180,16 +175,30 @@ class _Executor:
         left = self.probe(q.left, ids)
         return left - self.probe(q.right, [i for i in ids if i in left])
 
+    def _probe_term(
+        self, q: Term, ids: list[int], forward: bool, limit: int | None = None
+    ) -> list[int]:
+        """Those of `ids` in the term, in id2 order (descending if `forward`), at most
+        `limit`: one covering read of the list's `(id1, atype, id2)` index per 500."""
+        wanted = ids if q.id2s is None else [i for i in ids if i in q.id2s]
+        if not wanted:
+            return []
+        shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+        return self._backend.probe_id2s(shard, q.node, atype, codes, wanted, forward, limit)
+
     # -- streams in id2 order ---------------------------------------------------------
 
-    def stream_from(self, q: Query, seek: _cursor.Seek) -> Iterator[int]:
+    def stream_from(self, q: Query, seek: _cursor.Seek, want: int | None = None) -> Iterator[int]:
         boundary = None if seek.boundary is None else seek.boundary[0]
         if boundary is not None and seek.inclusive:  # ids are integers: b inclusive = b±1 exclusive
             boundary += 1 if seek.forward else -1
-        return self.stream(q, boundary, seek.forward)
+        return self.stream(q, boundary, seek.forward, want)
 
-    def stream(self, q: Query, boundary: int | None, forward: bool) -> Iterator[int]:
-        """The ids of `q` past `boundary`, descending if `forward`, lazily."""
+    def stream(
+        self, q: Query, boundary: int | None, forward: bool, want: int | None = None
+    ) -> Iterator[int]:
+        """The ids of `q` past `boundary`, descending if `forward`, lazily (`want`: how
+        many the caller expects to take, a hint: an intersection probes no further)."""
         if isinstance(q, Term):
             return self._term_stream(q, boundary, forward)
         if isinstance(q, Union):
@@ -199,7 +208,9 @@ class _Executor:
             return (id2 for id2, _ in itertools.groupby(merged))
         if isinstance(q, Intersect):
             driver, *others = self._by_size(q)
-            return self._filtered(self.stream(driver, boundary, forward), others, keep=True)
+            return self._intersected(
+                self._chunked(driver, boundary, forward), others, forward, want
+            )
         assert isinstance(q, Difference)
         return self._filtered(self.stream(q.left, boundary, forward), [q.right], keep=False)
 
@@ -212,10 +223,20 @@ class _Executor:
                 found = self.probe(q, chunk)
                 yield from (i for i in chunk if i in found)
             return
+        for chunk in self._chunked(q, boundary, forward):
+            yield from chunk
+
+    def _chunked(self, q: Query, boundary: int | None, forward: bool) -> Iterator[list[int]]:
+        """The stream of `q` in lists of up to CHUNK ids: an unrestricted term's are its
+        scans' (no id passes through a generator of its own)."""
+        if not isinstance(q, Term) or q.id2s is not None:
+            yield from _chunks(self.stream(q, boundary, forward), CHUNK)
+            return
         shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
         while True:
             rows = self._backend.scan_id2(shard, q.node, atype, codes, boundary, forward, CHUNK)
-            yield from (row[0] for row in rows)
+            if rows:
+                yield [row[0] for row in rows]
             if len(rows) < CHUNK:
                 return
             boundary = rows[-1][0]
@@ -223,11 +244,34 @@ class _Executor:
     def _filtered(self, ids: Iterator[int], others: Sequence[Query], keep: bool) -> Iterator[int]:
         """`ids` that are in all `others` (keep) or in none of them (not keep), chunk by chunk."""
         for chunk in _chunks(ids, CHUNK):
-            survivors = chunk
-            for other in others:
-                found = self.probe(other, survivors)
-                survivors = [i for i in survivors if (i in found) == keep]
-            yield from survivors
+            yield from self._survivors(chunk, others, keep)
+
+    def _survivors(self, chunk: list[int], others: Sequence[Query], keep: bool) -> list[int]:
+        for other in others:
+            found = self.probe(other, chunk)
+            chunk = [i for i in chunk if (i in found) == keep]
+        return chunk
+
+    def _intersected(
+        self, chunks: Iterator[list[int]], others: Sequence[Query], forward: bool, want: int | None
+    ) -> Iterator[int]:
+        """The ids of `chunks` (in stream order) in all `others`. When the last one probed
+        is a term, its probe stops at the `want`th survivor, as a join would (the
+        ids after that one are probed only if the caller takes more after all)."""
+        *firsts, last = others
+        for chunk in chunks:
+            if want is None or not isinstance(last, Term):
+                yield from self._survivors(chunk, others, keep=True)
+                continue
+            left = self._survivors(chunk, firsts, keep=True)
+            while left:
+                found = self._probe_term(last, left, forward, max(want, 1))
+                yield from found
+                if len(found) < max(want, 1):
+                    want -= len(found)
+                    break
+                left = left[left.index(found[-1]) + 1 :]
+                want = CHUNK  # the caller took more than it said: probe the rest at once
 
     # -- sizes ------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .cursor import Seek
+from .json import decode
+from .records import Assoc
 
 #: (shard, sql, seconds) for every statement a backend runs.
 Tracer = Callable[[int, str, float], None]
@@ -17,8 +19,17 @@ Tracer = Callable[[int, str, float], None]
 #: A row of an association list: (id2, time, updated_at, data).
 ListRow = tuple[int, int, int, bytes | None]
 
-#: A row of a list read in id2 order: (id2, state, time).
-Id2Row = tuple[int, int, int]
+#: A row of a list read in id2 order: (id2,).
+Id2Row = tuple[int]
+
+
+def normal_assocs(id1: int, atype: str, rows: list[ListRow]) -> list[Assoc]:
+    """The records of a shard's rows of the normal edges of `(id1, atype)`, built
+    straight from the driver's rows (data: JSON bytes or None), in one pass."""
+    return [
+        Assoc(id1, atype, id2, time, "normal", stamp, None if data is None else decode(data))
+        for id2, time, stamp, data in rows
+    ]
 
 
 class EdgeScan(NamedTuple):

@@ -110,6 +110,20 @@ class Backend(Protocol):
         """The list `(id1, atype)` in id2 order (descending when `forward`), only
         edges in `states`, starting past id2 `boundary`: one index range scan."""
 
+    def probe_id2s(
+        self,
+        shard: int,
+        id1: int,
+        atype: int,
+        states: Sequence[int],
+        id2s: Sequence[int],
+        forward: bool = True,
+        limit: int | None = None,
+    ) -> list[int]:
+        """Those of `id2s` whose edge `(id1, atype, id2)` is in `states`, in id2 order
+        (descending when `forward`), at most `limit` (None: all): reads of the
+        `(id1, atype, id2)` index alone, which holds the state too."""
+
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]
     ) -> dict[tuple[int, int], NodeRow]:

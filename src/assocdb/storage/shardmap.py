@@ -540,6 +540,20 @@ class ShardMapBackend:
             shard, lambda b: b.scan_id2(shard, id1, atype, states, boundary, forward, limit)
         )
 
+    def probe_id2s(
+        self,
+        shard: int,
+        id1: int,
+        atype: int,
+        states: Sequence[int],
+        id2s: Sequence[int],
+        forward: bool = True,
+        limit: int | None = None,
+    ) -> list[int]:
+        return self._read(
+            shard, lambda b: b.probe_id2s(shard, id1, atype, states, id2s, forward, limit)
+        )
+
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]
     ) -> dict[tuple[int, int], NodeRow]:

@@ -163,6 +163,7 @@ class SQLBackend(ABC):
         self.forget_hooks: list[ForgetHook] = []  # one copy of each row: never called
         self.recovery_hooks: list[Callable[[], None]] = []  # no members: never called
         self._sql: dict[tuple[str, int], str] = {}
+        self._scans: dict[tuple[int, bool, bool, bool, bool, bool, bool], str] = {}
         self._tables: set[tuple[int, int]] = set()  # index tables known to exist
         self._tables_lock = threading.Lock()
         d = dialect
@@ -416,33 +417,40 @@ class SQLBackend(ABC):
     # -- reads ----------------------------------------------------------------------------
 
     def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
-        seek = query.seek
-        high, low = query.high, query.low
-        if seek.boundary is not None:
+        # Every uncached list read comes here: the statement is looked up once
+        # by its shape, and the driver's rows are returned as they are.
+        id1, atype, state, seek, limit, high, low, offset = query
+        boundary = seek.boundary
+        params: list[Any] = [id1, atype, state]
+        if boundary is not None:
             # A boundary tighter than the time bound must be the one the index
             # seeks on; otherwise SQLite seeks on time and filters its way down.
-            if seek.forward and high is not None and seek.boundary[0] <= high:
+            if seek.forward and high is not None and boundary[0] <= high:
                 high = None
-            if not seek.forward and low is not None and seek.boundary[0] >= low:
+            if not seek.forward and low is not None and boundary[0] >= low:
                 low = None
-        row_values = self.dialect.row_values
-        params: list[Any] = [query.id1, query.atype, query.state]
-        params += [bound for bound in (high, low) if bound is not None]
-        if seek.boundary is not None:
-            params += _past_params(seek.boundary, row_values)
-        params.append(query.limit)
-        if query.offset:
-            params.append(query.offset)
-        template = _scan_sql(
-            row_values,
+        if high is not None:
+            params.append(high)
+        if low is not None:
+            params.append(low)
+        if boundary is not None:
+            params += _past_params(boundary, self.dialect.row_values)
+        params.append(limit)
+        if offset:
+            params.append(offset)
+        shape = (
             high is not None,
             low is not None,
-            seek.boundary is not None,
+            boundary is not None,
             seek.forward,
             seek.inclusive,
-            bool(query.offset),
+            bool(offset),
         )
-        return self._query(shard, self._q(template, shard), params)
+        sql = self._scans.get((shard, *shape))
+        if sql is None:
+            template = _scan_sql(self.dialect.row_values, *shape)
+            sql = self._scans[(shard, *shape)] = self._render(template, shard)
+        return self._query(shard, sql, params)
 
     def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
         return self._edges(None, shard, id1, atype, id2s)
@@ -478,13 +486,47 @@ class SQLBackend(ABC):
         limit: int,
     ) -> list[Id2Row]:
         op, order = ("<", "DESC") if forward else (">", "ASC")
-        sql = f"SELECT id2, state, time FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ?"
+        # Only id2: the index holds state and time too, but no caller needs them,
+        # and building Python ints for them costs more than the walk.
+        sql = f"SELECT id2 FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ?"
         params: list[Any] = [id1, atype]
         if boundary is not None:
             sql += f" AND id2 {op} ?"
             params.append(boundary)
         sql += f" AND state IN ({_marks(len(states))}) ORDER BY id2 {order} LIMIT ?"
         return self._query(shard, self._q(sql, shard), [*params, *states, limit])
+
+    def probe_id2s(
+        self,
+        shard: int,
+        id1: int,
+        atype: int,
+        states: Sequence[int],
+        id2s: Sequence[int],
+        forward: bool = True,
+        limit: int | None = None,
+    ) -> list[int]:
+        # Covering: `edges_key (id1, atype, id2)` also holds the primary key's
+        # other columns (state, time), in SQLite's WITHOUT ROWID tables and in
+        # InnoDB alike, so no table row is read; older graphs have the same
+        # index. With a limit the engine walks the ids in order and stops there.
+        order = "DESC" if forward else "ASC"
+        found: list[int] = []
+        for chunk in _chunks(sorted(set(id2s), reverse=forward)):
+            sql = (
+                f"SELECT id2 FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ? "
+                f"AND id2 IN ({_marks(len(chunk))}) AND state IN ({_marks(len(states))})"
+            )
+            params: list[Any] = [id1, atype, *chunk, *states]
+            if limit is not None:
+                sql += f" ORDER BY id2 {order} LIMIT ?"
+                params.append(limit - len(found))
+            found += [row[0] for row in self._query(shard, self._q(sql, shard), params)]
+            if limit is not None and len(found) >= limit:
+                break
+        if limit is None:  # the engine's order is its own
+            found.sort(reverse=forward)
+        return found
 
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]
