@@ -31,6 +31,15 @@ without it, after `max_age` seconds at most: older entries are refilled.
 
 Memory is bounded in bytes with LRU eviction; the hottest keys (`HotKeys`)
 are spared when they come up for eviction.
+
+Hits take no lock. A list read again and again is answered from answers the
+API built before and the entry keeps (`cache.decoded`: one dict lookup); a
+count or an object is one dict lookup too. Everything a hit reads is either
+immutable or replaced whole by writers (answers, object rows), or a single
+int (a count); the LRU order is touched with `move_to_end` (atomic), and the
+only walk over the LRU order, eviction, pops (`popitem`), so a hit never
+meets an ordered dict mid-iteration. A read the answers do not cover decodes
+the packed prefix under the lock, as writers change it in place.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from ..core.scans import ListRow
 from ..core.timeline_list import Entry as TimelineEntry
 from ..core.timeline_list import merge_blob
 from .chunks import Columns, Entry, PackedList
+from .decoded import ANSWER_BYTES, RECORD_BYTES, SHARE, Decoded
 from .hotkeys import HotKeys
 
 if TYPE_CHECKING:
@@ -71,7 +81,17 @@ ListKey = tuple[int, int]
 class ListEntry:
     """What is cached of one list, and the queries it can answer."""
 
-    __slots__ = ("born", "complete", "counts", "data", "data_bytes", "nbytes", "prefix")
+    __slots__ = (
+        "answer_bytes",
+        "answers",
+        "born",
+        "complete",
+        "counts",
+        "data",
+        "data_bytes",
+        "nbytes",
+        "prefix",
+    )
 
     def __init__(self) -> None:
         self.counts: list[int] | None = None  # per state number
@@ -81,6 +101,8 @@ class ListEntry:
         self.data_bytes = 0  # what `data` holds, kept up to date by set_data/drop_data
         self.born = time.monotonic()
         self.nbytes = _ENTRY_BYTES
+        self.answers: dict[Any, Any] = {}  # prebuilt answers (cache.decoded)
+        self.answer_bytes = 0
 
     def measure(self) -> int:
         prefix = 0 if self.prefix is None else self.prefix.nbytes() + 96 * len(self.prefix._chunks)
@@ -153,7 +175,16 @@ class ListEntry:
         if prefix is None or not self.complete or len(prefix) > _SMALL_GET:
             return None
         wanted = set(id2s)
-        return [entry for entry in prefix if entry[1] in wanted]
+        return [entry for entry in _rows(prefix.columns(0, len(prefix))) if entry[1] in wanted]
+
+    def whole(self) -> list[Entry] | None:
+        """Every visible entry, if the whole (small) list is cached."""
+        if self.empty():
+            return []
+        prefix = self.prefix
+        if prefix is None or not self.complete or len(prefix) > _SMALL_GET:
+            return None
+        return _rows(prefix.columns(0, len(prefix)))
 
 
 _NO_COLUMNS: Columns = ([], [], [])
@@ -208,6 +239,7 @@ class Cache:
         self._doorkeeper: dict[tuple[str, Any], int] = {}  # recent misses of uncached keys
         self._lock = threading.RLock()
         self.hot = HotKeys()
+        self.decoded = Decoded(int(self.config.max_bytes * SHARE))
         self.bytes = 0
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
 
@@ -216,6 +248,9 @@ class Cache:
     def counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
         """The list's counts per state number (filled on a miss)."""
         self.hot.seen(("list", *key))
+        entry = self._lists.get(key)
+        if entry is not None and entry.counts is not None and self._touch(key, entry):
+            return list(entry.counts)
         with self._lock:
             entry = self._fresh_list(key)
             if entry is not None and entry.counts is not None:
@@ -235,6 +270,55 @@ class Cache:
         with self._lock:
             entry = self._fresh_list(key)
             return None if entry is None or entry.counts is None else list(entry.counts)
+
+    def count(self, key: ListKey, state: int) -> int | None:
+        """The list's count in this state if cached (a hit: no lock, no fill)."""
+        entry = self._lists.get(key)
+        if entry is None or entry.counts is None or not self._touch(key, entry):
+            return None
+        self.hot.seen(("list", *key))
+        return entry.counts[state]
+
+    def answer(self, key: ListKey, tag: Any) -> Any:
+        """The answer to `tag` the list's entry keeps (`keep`), or None (no lock)."""
+        entry = self._lists.get(key)
+        if entry is None:
+            return None
+        found = entry.answers.get(tag)
+        if found is None or not self._touch(key, entry):
+            return None
+        self.hot.seen(("list", *key))
+        return found
+
+    def answers(self, key: ListKey) -> dict[Any, Any] | None:
+        """The list's answers as they are before a read: pass them to `keep` after it."""
+        entry = self._lists.get(key)
+        return None if entry is None else entry.answers
+
+    def keep(
+        self, key: ListKey, before: dict[Any, Any] | None, tag: Any, value: Any, n: int
+    ) -> None:
+        """Keep `value` as the answer to `tag` (n edges), if the entry has not changed
+        since `answers` gave `before`: the answer is then what the entry says now."""
+        if before is None:
+            return
+        with self._lock:
+            entry = self._lists.get(key)
+            if entry is None or entry.answers is not before:
+                return
+            self.bytes += self.decoded.keep(entry, tag, value, ANSWER_BYTES + n * RECORD_BYTES)
+            self._evict()
+
+    def _touch(self, key: ListKey, entry: ListEntry) -> bool:
+        """Whether a hit on this entry is fresh; if so, count it and mark it used."""
+        if time.monotonic() - entry.born >= self.config.max_age:
+            return False
+        try:  # noqa: SIM105 (suppress() is a context manager: slower on the hit path)
+            self._lists.move_to_end(key)
+        except KeyError:  # dropped meanwhile: the hit still reads what was there
+            pass
+        self.hits += 1
+        return True
 
     @contextmanager
     def listed(
@@ -264,6 +348,14 @@ class Cache:
     def obj(self, id: int, load: Callable[[], ObjRow | None]) -> ObjRow | None:
         """The object row (filled on a miss); None if there is none."""
         self.hot.seen(("object", id))
+        found = self._objects.get(id)
+        if found is not None and time.monotonic() - found[1] < self.config.max_age:
+            try:  # noqa: SIM105 (suppress() is a context manager: slower on the hit path)
+                self._objects.move_to_end(id)
+            except KeyError:  # dropped meanwhile: the hit still reads what was there
+                pass
+            self.hits += 1
+            return None if found[0] is MISSING else found[0]
         with self._lock:
             found = self._objects.get(id)
             if found is not None and time.monotonic() - found[1] < self.config.max_age:
@@ -387,6 +479,7 @@ class Cache:
             if entry is None:
                 entry = self._lists[key] = ListEntry()
                 self.bytes += entry.nbytes
+            self.bytes -= self.decoded.forget(entry)
             if kind == "counts":
                 entry.counts = [value.get(s, 0) for s in range(4)]
             else:
@@ -427,6 +520,7 @@ class Cache:
                 self._stale(("prefix", key))
                 entry = self._lists.get(key)
                 if entry is not None:
+                    self.bytes -= self.decoded.forget(entry)
                     self._apply_edge(entry, old, new)
                     self.bytes -= entry.nbytes
                     self.bytes += entry.measure()
@@ -502,6 +596,7 @@ class Cache:
                 for fill in self._fills.values():
                     fill.stale = True
                 self._lists.clear()
+                self.decoded.clear()
                 self._objects.clear()
                 self._homes.clear()
                 self.bytes = self._home_bytes = 0
@@ -552,7 +647,7 @@ class Cache:
         entry = self._lists.pop(key, None)
         if entry is None:
             return False
-        self.bytes -= entry.nbytes
+        self.bytes -= entry.nbytes + self.decoded.forget(entry)
         return True
 
     def _drop_home(self, owner: int) -> bool:
@@ -577,12 +672,12 @@ class Cache:
                     continue
                 self._drop_home(owner)
             elif self._lists and (not self._objects or len(self._lists) >= len(self._objects)):
-                key = next(iter(self._lists))
+                key, entry = self._lists.popitem(last=False)  # not iter(): hits move keys
                 if spared < 8 and self.hot.is_hot(("list", *key)):
-                    self._lists.move_to_end(key)  # the hottest lists stay longer
+                    self._lists[key] = entry  # the hottest lists stay longer
                     spared += 1
                     continue
-                self._drop_list(key)
+                self.bytes -= entry.nbytes + self.decoded.forget(entry)
             else:
                 _, (row, _) = self._objects.popitem(last=False)
                 self.bytes -= _object_bytes(row)
