@@ -151,7 +151,9 @@ class AssocReads:
 
         def scan(seek: _cursor.Seek, n: int) -> list[ListRow]:
             nonlocal cached
-            rows = self.from_cache(id1, kind, lambda e: e.scan(seek, n), n)
+            rows = None
+            if cache is not None and not (seek.boundary and cache.reaches_past(key, seek.boundary)):
+                rows = self.from_cache(id1, kind, lambda e: e.scan(seek, n), n)
             if rows is None:
                 cached = False
                 rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n))
@@ -189,7 +191,7 @@ class AssocReads:
                 shareable = _shareable(kept)
                 datas = _values(kept)
             if before is None:  # filled just now
-                before = entry.answers  # type: ignore[union-attr]
+                before = cache.answers(key)
         n = len(id2s)
         found = list(
             map(

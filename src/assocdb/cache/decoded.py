@@ -28,16 +28,20 @@ record, its three ints, a list slot), measured with tracemalloc by
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
+from types import MappingProxyType
 from typing import Any, Protocol
 
 SHARE = 0.25  # of CacheConfig.max_bytes, at most
 RECORD_BYTES = 200  # one decoded edge
 ANSWER_BYTES = 120  # one answer's own objects and its dict slot
+#: An entry's answers until it is first asked for them (`Cache.answers`): shared, read-only,
+#: so that a list nobody reads twice pays no dict of its own.
+NO_ANSWERS: Mapping[Any, Any] = MappingProxyType({})
 
 
 class _Holder(Protocol):
-    answers: dict[Hashable, Any]
+    answers: Mapping[Hashable, Any]
     answer_bytes: int
 
 
@@ -51,10 +55,11 @@ class Decoded:
         # (entry, its answers dict, tag, bytes): stale items are skipped and compacted
         self._order: deque[tuple[_Holder, dict[Hashable, Any], Hashable, int]] = deque()
 
-    def keep(self, entry: _Holder, tag: Hashable, value: Any, nbytes: int) -> int:
-        """Add an answer to `entry` (the caller checked it is current); the bytes it
-        added net of what was dropped to make room."""
-        answers = entry.answers
+    def keep(
+        self, entry: _Holder, answers: dict[Hashable, Any], tag: Hashable, value: Any, nbytes: int
+    ) -> int:
+        """Add an answer to `entry`'s `answers` (the caller checked they are current); the
+        bytes it added net of what was dropped to make room."""
         if nbytes > self.budget or tag in answers:
             return 0
         freed = 0
@@ -74,7 +79,7 @@ class Decoded:
         freed = entry.answer_bytes
         self.bytes -= freed
         self.count -= len(entry.answers)
-        entry.answers = {}
+        entry.answers = NO_ANSWERS
         entry.answer_bytes = 0
         return freed
 

@@ -29,17 +29,20 @@ always reads its own writes.
 Writes of other processes are seen through tier 2 (Redis invalidations) or,
 without it, after `max_age` seconds at most: older entries are refilled.
 
-Memory is bounded in bytes with LRU eviction; the hottest keys (`HotKeys`)
-are spared when they come up for eviction.
+Memory is bounded in bytes with LRU eviction (for lists its approximation
+CLOCK: a hit sets the entry's reference bit, eviction gives a set bit a
+second chance); the hottest keys (`HotKeys`) are spared when they come up for
+eviction. A list of 100 edges costs ~23.6 bytes an edge (`bench/cache.py`).
 
 Hits take no lock. A list read again and again is answered from answers the
 API built before and the entry keeps (`cache.decoded`: one dict lookup); a
 count or an object is one dict lookup too. Everything a hit reads is either
 immutable or replaced whole by writers (answers, object rows), or a single
-int (a count); the LRU order is touched with `move_to_end` (atomic), and the
-only walk over the LRU order, eviction, pops (`popitem`), so a hit never
-meets an ordered dict mid-iteration. A read the answers do not cover decodes
-the packed prefix under the lock, as writers change it in place.
+int (a count). A list hit only sets its reference bit; an object hit moves
+its key with `move_to_end` (atomic), and objects are evicted with `popitem`,
+never by iterating, so a hit never meets a dict mid-iteration. A read the
+answers do not cover decodes the packed prefix under the lock, as writers
+change it in place.
 """
 
 from __future__ import annotations
@@ -60,14 +63,16 @@ from ..core.scans import ListRow
 from ..core.timeline_list import Entry as TimelineEntry
 from ..core.timeline_list import merge_blob
 from .chunks import Columns, Entry, PackedList
-from .decoded import ANSWER_BYTES, RECORD_BYTES, SHARE, Decoded
+from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, SHARE, Decoded
 from .hotkeys import HotKeys
 
 if TYPE_CHECKING:
     from .redis_tier import RedisTier
 
 _NORMAL = State.NORMAL
-_ENTRY_BYTES = 240  # an entry's own objects, its dict slot and key
+_ENTRY_BYTES = 240  # an object's or a home timeline's entry: its own objects, dict slot and key
+_LIST_BYTES = 380  # a list's entry, measured: key, dict slot, entry, prefix, its chunk tuple
+_CHUNK_BYTES = 180  # a chunk of a prefix, measured: the object and its two arrays' headers
 _DATA_SLOT = 57  # a cached data value's dict slot and key, besides the value itself
 _SMALL_GET = 256  # assoc_get scans a complete prefix up to this size
 _DOORKEEPER = 65_536  # keys remembered as missed once
@@ -89,28 +94,36 @@ class ListEntry:
         "counts",
         "data",
         "data_bytes",
-        "nbytes",
         "prefix",
+        "used",
     )
 
     def __init__(self) -> None:
         self.counts: list[int] | None = None  # per state number
         self.prefix: PackedList | None = None
         self.complete = False
-        self.data: dict[int, Any] = {}  # id2 -> `kept(data)` of the prefix's edges with data
+        self.data = _NO_DATA  # id2 -> `kept(data)` of the prefix's edges with data
         self.data_bytes = 0  # what `data` holds, kept up to date by set_data/drop_data
         self.born = time.monotonic()
-        self.nbytes = _ENTRY_BYTES
-        self.answers: dict[Any, Any] = {}  # prebuilt answers (cache.decoded)
+        self.answers: Mapping[Any, Any] = NO_ANSWERS  # prebuilt answers (cache.decoded)
         self.answer_bytes = 0
+        self.used = False  # read since eviction last passed it (CLOCK's reference bit)
+
+    @property
+    def nbytes(self) -> int:
+        """What the entry holds, answers aside (not stored: an int would cost 32 bytes)."""
+        prefix = self.prefix
+        if prefix is None:
+            return _LIST_BYTES + self.data_bytes
+        return _LIST_BYTES + prefix.nbytes() + _CHUNK_BYTES * prefix.chunks() + self.data_bytes
 
     def measure(self) -> int:
-        prefix = 0 if self.prefix is None else self.prefix.nbytes() + 96 * len(self.prefix._chunks)
-        self.nbytes = _ENTRY_BYTES + prefix + self.data_bytes
         return self.nbytes
 
     def set_data(self, id2: int, raw: bytes) -> None:
         self.drop_data(id2)
+        if self.data is _NO_DATA:
+            self.data = {}
         value = self.data[id2] = kept(raw)
         self.data_bytes += sys.getsizeof(value) + _DATA_SLOT
 
@@ -188,6 +201,7 @@ class ListEntry:
 
 
 _NO_COLUMNS: Columns = ([], [], [])
+_NO_DATA: dict[int, Any] = {}  # shared by entries without data; set_data never writes to it
 
 
 def kept(raw: bytes) -> Any:
@@ -231,7 +245,10 @@ class Cache:
             from .redis_tier import RedisTier
 
             self.tier2 = RedisTier(self.config.redis, graph_id, self.config.redis_ttl, self._remote)
-        self._lists: OrderedDict[ListKey, ListEntry] = OrderedDict()
+        # Lists are evicted by CLOCK (second chance) rather than LRU: a hit sets a flag
+        # instead of moving its key, so it never changes the dict, and a plain dict
+        # costs ~50 bytes less per list than an ordered one.
+        self._lists: dict[ListKey, ListEntry] = {}
         self._objects: OrderedDict[int, tuple[Any, float]] = OrderedDict()
         self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
         self._home_bytes = 0
@@ -290,10 +307,25 @@ class Cache:
         self.hot.seen(("list", *key))
         return found
 
+    def reaches_past(self, key: ListKey, boundary: tuple[int, ...]) -> bool:
+        """Whether a scan from `boundary` certainly needs more than the list's cached
+        prefix (no lock: a racing write can only make the shard's answer the right one)."""
+        entry = self._lists.get(key)
+        if entry is None or entry.complete:
+            return False
+        prefix = entry.prefix
+        floor = None if prefix is None else prefix.floor()
+        return floor is not None and boundary < floor
+
     def answers(self, key: ListKey) -> dict[Any, Any] | None:
         """The list's answers as they are before a read: pass them to `keep` after it."""
         entry = self._lists.get(key)
-        return None if entry is None else entry.answers
+        if entry is None:
+            return None
+        answers = entry.answers
+        if answers is NO_ANSWERS:  # asked for the first time since the entry changed
+            answers = entry.answers = {}
+        return answers  # type: ignore[return-value]
 
     def keep(
         self, key: ListKey, before: dict[Any, Any] | None, tag: Any, value: Any, n: int
@@ -306,17 +338,15 @@ class Cache:
             entry = self._lists.get(key)
             if entry is None or entry.answers is not before:
                 return
-            self.bytes += self.decoded.keep(entry, tag, value, ANSWER_BYTES + n * RECORD_BYTES)
+            nbytes = ANSWER_BYTES + n * RECORD_BYTES
+            self.bytes += self.decoded.keep(entry, before, tag, value, nbytes)
             self._evict()
 
     def _touch(self, key: ListKey, entry: ListEntry) -> bool:
         """Whether a hit on this entry is fresh; if so, count it and mark it used."""
         if time.monotonic() - entry.born >= self.config.max_age:
             return False
-        try:  # noqa: SIM105 (suppress() is a context manager: slower on the hit path)
-            self._lists.move_to_end(key)
-        except KeyError:  # dropped meanwhile: the hit still reads what was there
-            pass
+        entry.used = True
         self.hits += 1
         return True
 
@@ -479,7 +509,7 @@ class Cache:
             if entry is None:
                 entry = self._lists[key] = ListEntry()
                 self.bytes += entry.nbytes
-            self.bytes -= self.decoded.forget(entry)
+            self.bytes -= self.decoded.forget(entry) + entry.nbytes
             if kind == "counts":
                 entry.counts = [value.get(s, 0) for s in range(4)]
             else:
@@ -487,12 +517,11 @@ class Cache:
                 entry.complete = len(value) <= cap
                 rows = value[:cap]
                 entry.prefix = PackedList((r[1], r[0], r[2]) for r in rows)
-                entry.data, entry.data_bytes = {}, 0
+                entry.data, entry.data_bytes = _NO_DATA, 0
                 for r in rows:
                     if r[3] is not None:
                         entry.set_data(r[0], r[3])
-            self.bytes -= entry.nbytes
-            self.bytes += entry.measure()
+            self.bytes += entry.nbytes
         self._evict()
 
     def _fresh_list(self, key: ListKey) -> ListEntry | None:
@@ -504,7 +533,7 @@ class Cache:
             self._readmit(("counts", key))
             self._readmit(("prefix", key))
             return None
-        self._lists.move_to_end(key)
+        entry.used = True
         return entry
 
     # -- writes ---------------------------------------------------------------------------
@@ -520,10 +549,9 @@ class Cache:
                 self._stale(("prefix", key))
                 entry = self._lists.get(key)
                 if entry is not None:
-                    self.bytes -= self.decoded.forget(entry)
+                    self.bytes -= self.decoded.forget(entry) + entry.nbytes
                     self._apply_edge(entry, old, new)
-                    self.bytes -= entry.nbytes
-                    self.bytes += entry.measure()
+                    self.bytes += entry.nbytes
             for row in changes.objects:
                 touched.append(("object", row.id))
                 self._stale(("object", row.id))
@@ -672,11 +700,16 @@ class Cache:
                     continue
                 self._drop_home(owner)
             elif self._lists and (not self._objects or len(self._lists) >= len(self._objects)):
-                key, entry = self._lists.popitem(last=False)  # not iter(): hits move keys
-                if spared < 8 and self.hot.is_hot(("list", *key)):
-                    self._lists[key] = entry  # the hottest lists stay longer
-                    spared += 1
+                lists = self._lists
+                key = next(iter(lists))  # the oldest; hits never change the dict
+                entry = lists[key]
+                if entry.used or (spared < 8 and self.hot.is_hot(("list", *key))):
+                    spared += not entry.used  # the hottest lists stay longer
+                    entry.used = False  # a second chance
+                    del lists[key]
+                    lists[key] = entry
                     continue
+                del lists[key]
                 self.bytes -= entry.nbytes + self.decoded.forget(entry)
             else:
                 _, (row, _) = self._objects.popitem(last=False)
