@@ -52,12 +52,14 @@ class AssocReads:
         else:
             rows = self._backend.edges(shard_of(id1, self._shards), id1, kind.id, wanted)
             found = [(r.id2, r.time, r.updated_at, r.data) for r in rows if r.state == _NORMAL]
-        found = [
-            row
-            for row in found
-            if (high is None or row[1] <= high) and (low is None or row[1] >= low)
-        ]
-        found.sort(key=lambda r: (r[1], r[0]), reverse=True)
+        if high is not None or low is not None:
+            found = [
+                row
+                for row in found
+                if (high is None or row[1] <= high) and (low is None or row[1] >= low)
+            ]
+        if len(found) > 1:
+            found.sort(key=_list_key, reverse=True)
         return self._assocs(id1, kind, found)
 
     def assoc_count(self, id1: int, atype: str, state: StateName = "normal") -> int:
@@ -300,7 +302,9 @@ def _limit(limit: object, kind: AssocType) -> int:
 
 
 def _id_list(id2s: Iterable[int], most: int) -> list[int]:
-    if isinstance(id2s, (str, bytes)) or not isinstance(id2s, Iterable):
+    if type(id2s) not in (list, tuple) and (  # the usual types skip the slower checks
+        isinstance(id2s, (str, bytes)) or not isinstance(id2s, Iterable)
+    ):
         raise InvalidRequest(f"id2s must be a list of ids, got {type(id2s).__name__}")
     wanted = list(dict.fromkeys(check_id(i, "id2") for i in id2s))
     if len(wanted) > most:
