@@ -9,8 +9,10 @@ cache, opened on the same directory.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -162,3 +164,48 @@ def test_kept_answers_stay_within_their_share_and_are_counted(tmp_path: Path) ->
     )
     assert sys.getsizeof(decoded._order) < 64 * 1024  # stale items are compacted away
     g.close()
+
+
+def test_readers_racing_a_writer_never_install_an_answer_from_before_its_write(
+    tmp_path: Path,
+) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(admit_after=1, max_age=3600))
+    g.define_assoc("likes")
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def read() -> None:
+        limits = itertools.cycle(range(1, 40))  # new questions: answers are built all the time
+        seen = 0  # the newest edge this reader saw: the list only grows, so never less later
+        while not stop.is_set():
+            limit = next(limits)
+            paged = g.assoc_page(1, "likes", limit=limit)
+            for got in (paged.items, g.assoc_range(1, "likes", limit=limit)):
+                keys = [(a.time, a.id2) for a in got]
+                if keys != sorted(set(keys), reverse=True):
+                    failures.append(f"not a list: {keys}")
+                newest = keys[0][1] if keys else 0
+                if newest < seen:
+                    failures.append(f"went back from {seen} to {newest} (limit {limit})")
+                seen = max(seen, newest)
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, inside the windows that matter
+    for t in readers:
+        t.start()
+    try:
+        for n in range(1, 301):
+            g.assoc_add(1, "likes", n, time=n)
+            for limit in (5, 17, 31):
+                newest = [a.id2 for a in g.assoc_range(1, "likes", limit=limit)]
+                assert newest == list(range(n, max(0, n - limit), -1))  # its own write
+                assert g.assoc_page(1, "likes", limit=limit).items[0].id2 == n
+            assert g.assoc_count(1, "likes") == n
+    finally:
+        stop.set()
+        for t in readers:
+            t.join()
+        sys.setswitchinterval(interval)
+        g.close()
+    assert failures == []
