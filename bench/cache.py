@@ -1,12 +1,17 @@
-"""Cache benchmark (issue 7), in one run:
+"""Cache benchmark (issues 7 and 18), every row beside its baseline from the same run:
 
-1. `assoc_range(limit=50)` and `assoc_count` on ego-Facebook friend lists:
-   cached in-process vs uncached (the same graph, cache off) vs the bare SQL
-   query vs a Redis round trip (`ZREVRANGE key 0 49 WITHSCORES` on a
-   1,000-member sorted set; `GET` for the count);
-2. bytes per cached edge, measured with tracemalloc, for 1,000,000 cached
-   edges (1,000 lists of 1,000), against the same edges as Python tuples;
-3. the cache's hit rate on the LinkBench mix (preset tiny).
+1. tier-1 hits in process, on 1,000 lists of 200 edges (16 SQLite shards):
+   `assoc_range(limit=50)`, the first and the next `assoc_page`, `assoc_get` of
+   one id2, `assoc_count` and `obj_get`, each beside the same read with the
+   cache off; `assoc_range` also beside a redis-py `ZREVRANGE key 0 49
+   WITHSCORES` round trip on a 200-member sorted set. µs per call: thread CPU
+   time (`time.thread_time`) and wall time, medians of 7 alternating rounds;
+   the Redis ratio compares wall times (a round trip waits, it does not compute);
+2. a miss: a page 100,000 deep of a 200,000-edge list with the default cache
+   vs the cache off, and vs page 1 with the cache off;
+3. memory (tracemalloc): bytes per cached edge in packed entries over 10,000
+   lists of 100 edges, and what the decoded answers cost per edge they hold;
+4. the hit rate on the LinkBench mix (preset tiny).
 
 Run: `python -m bench cache` (Redis on 127.0.0.1:6379, or ASSOCDB_TEST_REDIS_URL).
 """
@@ -17,92 +22,220 @@ import gc
 import os
 import random
 import shutil
-import sqlite3
+import statistics
 import tempfile
+import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import assocdb
 from assocdb.cache.tier1 import Cache
-from assocdb.cli.datasets import ego_facebook
-from assocdb.core.ids import shard_of
 from assocdb.core.records import CacheConfig
 
-from .timing import per_call_us
+from .timing import HEADER, row
 
-PEOPLE = 4039
+LISTS, EDGES = 1000, 200
 CALLS = 4000
-RANGE_SQL = (
-    "SELECT id2, time, updated_at, data FROM edges WHERE id1 = ? AND atype = ? AND state = 0 "
-    "ORDER BY time DESC, id2 DESC LIMIT 50"
-)
-COUNT_SQL = "SELECT n FROM counts WHERE id1 = ? AND atype = ? AND state = 0"
+ROUNDS = 7
+BASE = 1_700_000_000_000
+DEEP = 100_000
+CELEBRITY = 10**9
+
+Call = Callable[[int], object]
 
 
-def reads(directory: Path) -> dict[str, tuple[float, float]]:
-    """µs per call of (assoc_range(limit=50), assoc_count) for each contender."""
+def per_call(fn: Call, calls: int = CALLS) -> tuple[float, float]:
+    """(thread CPU µs, wall µs) per call of `fn(i)` for i in range(calls)."""
+    cpu, wall = time.thread_time(), time.perf_counter()
+    for i in range(calls):
+        fn(i)
+    return (time.thread_time() - cpu) / calls * 1e6, (time.perf_counter() - wall) / calls * 1e6
+
+
+def compare(subject: Call, baseline: Call) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Median (cpu, wall) µs per call of subject and baseline, in alternating rounds."""
+    per_call(subject, CALLS // 10)
+    per_call(baseline, CALLS // 10)
+    ours: list[tuple[float, float]] = []
+    theirs: list[tuple[float, float]] = []
+    for _ in range(ROUNDS):
+        ours.append(per_call(subject))
+        theirs.append(per_call(baseline))
+    return _median(ours), _median(theirs)
+
+
+def _median(samples: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
+
+
+def load(directory: Path) -> list[int]:
+    """The lists, a celebrity with 2 * DEEP followers, and 1,000 objects (their ids)."""
     with assocdb.open(directory, shards=16) as g:
-        g.define_assoc("friend", symmetric=True)
-        g.bulk_load((a, "friend", b, n) for n, (a, b) in enumerate(ego_facebook()))
-    people = [random.Random(5).randrange(1, PEOPLE + 1) for _ in range(CALLS)]
-    results = {}
-    for name, cache in (
-        ("assocdb, cached", CacheConfig(max_age=3600)),
-        ("assocdb, uncached", None),
-    ):
-        g = assocdb.open(directory, cache=cache)
-        for p in people:  # fill (or warm SQLite's page cache)
-            g.assoc_range(p, "friend", limit=50)
-            g.assoc_count(p, "friend")
-        ranged = _best(lambda i, g=g: g.assoc_range(people[i], "friend", limit=50))
-        counted = _best(lambda i, g=g: g.assoc_count(people[i], "friend"))
-        results[name] = (ranged, counted)
-        g.close()
-    conns = [sqlite3.connect(directory / f"shard-{s:04d}.db") for s in range(16)]
-    shards = [shard_of(p, 16) for p in people]
-    results["bare SQL, same index"] = (
-        _best(lambda i: conns[shards[i]].execute(RANGE_SQL, (people[i], 1)).fetchall()),
-        _best(lambda i: conns[shards[i]].execute(COUNT_SQL, (people[i], 1)).fetchall()),
+        g.define_assoc("follows", inverse="followed_by")
+        g.define_object("user")
+        g.bulk_load(
+            (a, "follows", LISTS + a * EDGES + j, BASE + j)
+            for a in range(1, LISTS + 1)
+            for j in range(EDGES)
+        )
+        g.bulk_load((CELEBRITY + n, "follows", CELEBRITY, BASE + n) for n in range(2 * DEEP))
+        return [g.obj_add("user", {"name": f"user {n}", "n": n}) for n in range(1000)]
+
+
+def hits(directory: Path, objects: list[int]) -> list[str]:
+    """The rows of part 1."""
+    cached = assocdb.open(directory, cache=CacheConfig(max_age=3600))
+    plain = assocdb.open(directory, cache=None)
+    people = [random.Random(5).randrange(1, LISTS + 1) for _ in range(CALLS)]
+    cursors = {p: plain.assoc_page(p, "follows", limit=50).next_cursor for p in set(people)}
+    reads: dict[str, Callable[[assocdb.Graph], Call]] = {
+        "assoc_range(50)": lambda g: lambda i: g.assoc_range(people[i], "follows", limit=50),
+        "assoc_page(50), first": lambda g: lambda i: g.assoc_page(people[i], "follows"),
+        "assoc_page(50), next": lambda g: (
+            lambda i: g.assoc_page(people[i], "follows", cursors[people[i]])
+        ),
+        "assoc_get(one id2)": lambda g: (
+            lambda i: g.assoc_get(people[i], "follows", [LISTS + people[i] * EDGES + i % EDGES])
+        ),
+        "assoc_count": lambda g: lambda i: g.assoc_count(people[i], "follows"),
+        "obj_get": lambda g: lambda i: g.obj_get(objects[i % len(objects)]),
+    }
+    lines = []
+    ranged = None
+    for name, read in reads.items():
+        ours, theirs = read(cached), read(plain)
+        for _ in range(3):  # fill, then keep the answers
+            per_call(ours)
+        (cpu, wall), (plain_cpu, _) = compare(ours, theirs)
+        ranged = ranged or (cpu, wall)
+        lines.append(
+            row(
+                f"{name} hit vs uncached, CPU µs",
+                f"{cpu:.2f}",
+                f"{plain_cpu:.2f}",
+                plain_cpu / cpu,
+                "<= 5 µs" if name.startswith("assoc_range") else "fast",
+            )
+        )
+    assert ranged is not None
+    redis_wall = _redis()
+    lines.append(
+        row(
+            "assoc_range(50) hit vs ZREVRANGE 0 49, wall µs",
+            f"{ranged[1]:.2f}",
+            f"{redis_wall:.2f}",
+            redis_wall / ranged[1],
+            ">= 30x faster",
+        )
     )
-    results["Redis round trip"] = _redis()
-    return results
+    stats = cached.cache_stats()
+    cached.close()
+    plain.close()
+    assert stats is not None
+    lines.append(f"{'(hit rate of the cached graph above)':<44} {stats.hit_rate:>14.4f}")
+    return lines
 
 
-def _redis() -> tuple[float, float]:
+def _redis() -> float:
+    """Wall µs of a ZREVRANGE 0 49 WITHSCORES round trip on a 200-member sorted set."""
     import redis
 
     url = os.environ.get("ASSOCDB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
     r = redis.Redis.from_url(url)
-    r.delete("bench:list", "bench:count")
-    r.zadd("bench:list", {str(n): n for n in range(1000)})
-    r.set("bench:count", 1000)
-    ranged = _best(lambda i: r.zrevrange("bench:list", 0, 49, withscores=True))
-    counted = _best(lambda i: r.get("bench:count"))
-    r.delete("bench:list", "bench:count")
-    return ranged, counted
+    r.delete("bench:list")
+    r.zadd("bench:list", {str(LISTS + j): BASE + j for j in range(EDGES)})
+    per_call(lambda i: r.zrevrange("bench:list", 0, 49, withscores=True), CALLS // 10)
+    walls = [per_call(lambda i: r.zrevrange("bench:list", 0, 49, withscores=True))[1]]
+    walls += [per_call(lambda i: r.zrevrange("bench:list", 0, 49, withscores=True))[1]]
+    walls += [per_call(lambda i: r.zrevrange("bench:list", 0, 49, withscores=True))[1]]
+    r.delete("bench:list")
+    return statistics.median(walls)
 
 
-def _best(call: object) -> float:
-    return min(per_call_us(call, CALLS) for _ in range(5))  # type: ignore[arg-type]
+def miss(directory: Path) -> list[str]:
+    """The rows of part 2: a deep page, cache on vs off, and vs page 1 uncached."""
+    cached = assocdb.open(directory)  # the default cache
+    plain = assocdb.open(directory, cache=None)
+    cursor, depth = None, 0
+    while depth < DEEP:
+        page = plain.assoc_page(CELEBRITY, "followed_by", cursor, limit=5000)
+        depth += len(page.items)
+        cursor = page.next_cursor
+    cached.assoc_page(CELEBRITY, "followed_by", limit=50)  # the list's prefix is cached
+
+    def deep_cached(i: int) -> object:
+        return cached.assoc_page(CELEBRITY, "followed_by", cursor, limit=50)
+
+    def deep_plain(i: int) -> object:
+        return plain.assoc_page(CELEBRITY, "followed_by", cursor, limit=50)
+
+    def first_plain(i: int) -> object:
+        return plain.assoc_page(CELEBRITY, "followed_by", limit=50)
+
+    (on, _), (off, _) = compare(deep_cached, deep_plain)
+    (deep, _), (first, _) = compare(deep_plain, first_plain)
+    cached.close()
+    plain.close()
+    return [
+        row(
+            "page 100k deep: cache on vs off, CPU µs",
+            f"{on:.1f}",
+            f"{off:.1f}",
+            on / off,
+            "<= 1.2x",
+        ),
+        row(
+            "page 100k deep vs page 1 (no cache), CPU µs",
+            f"{deep:.1f}",
+            f"{first:.1f}",
+            deep / first,
+            "<= 1.2x",
+        ),
+    ]
 
 
-def bytes_per_edge() -> tuple[float, float]:
-    """(cached bytes per edge, Python-tuple bytes per edge) for 1M edges without data."""
-    lists, per_list = 1000, 1000
-    base = 1_700_000_000_000
-    rows = [[(id2, base + id2, (base + id2) * 1000 + 7, None) for id2 in range(per_list, 0, -1)]]
+def packed_bytes_per_edge(lists: int = 10_000, per_list: int = 100) -> tuple[float, float]:
+    """(tracemalloc, accounted) bytes per edge of packed entries, edges without data."""
+    rows = [(id2, BASE + id2, (BASE + id2) * 1000 + 7, None) for id2 in range(per_list, 0, -1)]
     gc.collect()
     tracemalloc.start()
-    cache = Cache(CacheConfig(max_bytes=1 << 40, prefix=per_list, max_age=3600))
+    cache = Cache(CacheConfig(max_bytes=1 << 40, max_age=3600))
     before = tracemalloc.get_traced_memory()[0]
     for id1 in range(1, lists + 1):
-        cache._install(("prefix", (id1, 1)), rows[0])
-    cached = tracemalloc.get_traced_memory()[0] - before
-    tuples = [[(base + n, n, (base + n) * 1000 + 7) for n in range(per_list)] for _ in range(lists)]
-    with_tuples = tracemalloc.get_traced_memory()[0] - before - cached
+        cache._install(("prefix", (id1 * 7919, 1)), rows)
+    measured = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    del tuples
-    return cached / (lists * per_list), with_tuples / (lists * per_list)
+    return measured / (lists * per_list), cache.bytes / (lists * per_list)
+
+
+def decoded_bytes_per_edge(directory: Path) -> tuple[float, float]:
+    """(tracemalloc, accounted) bytes per edge of the answers kept for assoc_range(50)."""
+    g = assocdb.open(directory, cache=CacheConfig(max_age=3600, max_bytes=1 << 30))
+    people = range(1, LISTS + 1)
+    for p in people:
+        g.assoc_range(p, "follows", limit=50)  # fill (and keep)
+    cache = g.engine.cache
+    assert cache is not None
+    if not hasattr(cache, "decoded"):  # older code, measured with this bench
+        g.close()
+        return float("nan"), float("nan")
+    cache.decoded.clear()
+    for entry in cache._lists.values():
+        cache.bytes -= entry.answer_bytes
+        entry.answers, entry.answer_bytes = {}, 0
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for p in people:
+        g.assoc_range(p, "follows", limit=50)  # keep the answer
+    gc.collect()
+    measured = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    edges = LISTS * 50
+    accounted = cache.decoded.bytes / edges
+    g.close()
+    return measured / edges, accounted
 
 
 def linkbench_hit_rate() -> str:
@@ -121,17 +254,37 @@ def linkbench_hit_rate() -> str:
 def main() -> None:
     directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-cache-"))
     try:
-        results = reads(directory / "graph")
+        objects = load(directory / "graph")
+        lines = hits(directory / "graph", objects)
+        lines += miss(directory / "graph")
+        decoded, decoded_accounted = decoded_bytes_per_edge(directory / "graph")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    cached_bytes, tuple_bytes = bytes_per_edge()
-    print("cache benchmark (ego-Facebook friend lists, limit=50; µs per call, best of 5 rounds)")
-    print(f"{'':<24} {'assoc_range':>12} {'assoc_count':>12}")
-    for name, (ranged, counted) in results.items():
-        print(f"{name:<24} {ranged:>12.1f} {counted:>12.1f}")
+    packed, packed_accounted = packed_bytes_per_edge()
     print(
-        f"bytes per cached edge (1M edges, tracemalloc): {cached_bytes:.1f} "
-        f"(as Python tuples: {tuple_bytes:.1f}; target <= 24)"
+        f"cache benchmark ({LISTS:,} lists of {EDGES} edges, 16 SQLite shards; "
+        f"medians of {ROUNDS} alternating rounds of {CALLS:,} calls)"
+    )
+    print(HEADER)
+    for line in lines:
+        print(line)
+    print(
+        row(
+            "packed B/edge, 10k lists x 100 (accounted)",
+            f"{packed:.1f}",
+            f"{packed_accounted:.1f}",
+            packed / packed_accounted,
+            "<= 24 bytes",
+        )
+    )
+    print(
+        row(
+            "kept answers B/edge (accounted)",
+            f"{decoded:.1f}",
+            f"{decoded_accounted:.1f}",
+            decoded / decoded_accounted,
+            "reported; <= 25% of max_bytes",
+        )
     )
     print(f"LinkBench tiny, assocdb: {linkbench_hit_rate()}")
 

@@ -79,9 +79,11 @@ def test_bulk_built_lists_match(pairs: list[tuple[int, int]]) -> None:
     assert packed.slice(10, 60) == entries[10:60]
 
 
-def test_an_entry_costs_20_bytes_in_the_common_case() -> None:
+def test_an_entry_costs_18_bytes_in_the_common_case() -> None:
     entries = [(10**12 - n, n, (10**12 - n) * 1000 + 500) for n in range(1000)]
-    assert PackedList(entries).nbytes() == 20 * 1000
+    assert PackedList(entries).nbytes() == 18 * 1000  # offsets under 2^15: 16 bits
+    wider = [(10**12 - n, n, (10**12 - n) * 1000 + 40_000) for n in range(1000)]
+    assert PackedList(wider).nbytes() == 20 * 1000
     odd = [(n, n, 10**15) for n in range(1000)]  # explicit times: offsets need 64 bits
     assert PackedList(sorted(odd, reverse=True)).nbytes() == 24 * 1000
 
@@ -102,3 +104,12 @@ def test_times_at_the_ends_of_int64() -> None:
             [e[2] for e in entries],
         )
         assert packed.find((-(2**63), 3)) == entries[-1]
+
+
+def test_an_insert_widens_the_offsets_it_does_not_fit() -> None:
+    entries = [(100 - n, n, (100 - n) * 1000 + 5) for n in range(10)]
+    packed = PackedList(entries)
+    for entry in [(50, 100, 50 * 1000 + 40_000), (40, 101, 40 * 1000 + 2**40)]:
+        packed.insert(entry)
+        entries = sorted([*entries, entry], reverse=True)
+        assert list(packed) == entries

@@ -19,6 +19,7 @@ from ..core.schema import AssocType
 from .engine import Engine
 
 _NORMAL = State.NORMAL
+_INDEX = "index"  # the answer tag of a whole small list by id2 (assoc_get)
 
 
 class AssocReads:
@@ -45,24 +46,30 @@ class AssocReads:
         wanted = _id_list(id2s, kind.limit)
         high = check_int64(high, "high") if high is not None else None
         low = check_int64(low, "low") if low is not None else None
-        cached = self.from_cache(id1, kind, lambda e: e.get(wanted), len(wanted))
-        if cached is not None:
-            found = [(id2, t, ua, d) for id2, t, ua, d in cached]
+        index = self._index_from_cache(id1, kind, len(wanted))
+        if index is not None:
+            found = [index[id2] for id2 in wanted if id2 in index]
         else:
             rows = self._backend.edges(shard_of(id1, self._shards), id1, kind.id, wanted)
             found = [(r.id2, r.time, r.updated_at, r.data) for r in rows if r.state == _NORMAL]
-        found = [
-            row
-            for row in found
-            if (high is None or row[1] <= high) and (low is None or row[1] >= low)
-        ]
-        found.sort(key=lambda r: (r[1], r[0]), reverse=True)
+        if high is not None or low is not None:
+            found = [
+                row
+                for row in found
+                if (high is None or row[1] <= high) and (low is None or row[1] >= low)
+            ]
+        if len(found) > 1:
+            found.sort(key=_list_key, reverse=True)
         return self._assocs(id1, kind, found)
 
     def assoc_count(self, id1: int, atype: str, state: StateName = "normal") -> int:
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         code = state_code(state)
+        if self._cache is not None:
+            known = self._cache.count((id1, kind.id), code)
+            if known is not None:
+                return known
         shard = shard_of(id1, self._shards)
         if self._cache is None:
             return self._backend.counts(shard, id1, kind.id).get(code, 0)
@@ -99,6 +106,11 @@ class AssocReads:
     def assoc_range(self, id1: int, atype: str, pos: int = 0, limit: int = 50) -> list[Assoc]:
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
+        if self._cache is not None and type(pos) is int and type(limit) is int:
+            # (pos, limit) was checked when the answer was kept
+            found = self._cache.answer((id1, kind.id), (pos, limit))
+            if found is not None and limit <= kind.limit:
+                return list(found)
         if type(pos) is not int or not 0 <= pos <= 2**62:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
         limit = _limit(limit, kind)
@@ -127,18 +139,34 @@ class AssocReads:
     ) -> Page[Assoc]:
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
+        cache, key, tag = self._cache, (id1, kind.id), ("page", cursor, limit)
+        if cache is not None and type(limit) is int and limit <= kind.limit and _token(cursor):
+            # (cursor, limit) was checked when the answer was kept
+            found = cache.answer(key, tag)
+            if found is not None:
+                return Page(list(found[0]), found[1], found[2])
+        before = None if cache is None else cache.answers(key)
         limit = _limit(limit, kind)
         scope = b"assoc:%d:%d:%d" % (id1, kind.id, _NORMAL)
         seek = _cursor.START if cursor is None else _cursor.decode(scope, cursor, 2)
+        cached = True
 
         def scan(seek: _cursor.Seek, n: int) -> list[ListRow]:
-            rows = self.from_cache(id1, kind, lambda e: e.scan(seek, n), n)
+            nonlocal cached
+            rows = None
+            if cache is not None and not (seek.boundary and cache.reaches_past(key, seek.boundary)):
+                rows = self.from_cache(id1, kind, lambda e: e.scan(seek, n), n)
             if rows is None:
+                cached = False
                 rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n))
             return rows
 
         rows, next_cursor, prev_cursor = _cursor.paginate(scan, _list_key, scope, seek, limit)
-        return Page(self._assocs(id1, kind, rows), next_cursor, prev_cursor)
+        page = Page(self._assocs(id1, kind, rows), next_cursor, prev_cursor)
+        if cache is not None and cached and tag[2] == limit and _shareable([r[3] for r in rows]):
+            answer = (tuple(page.items), next_cursor, prev_cursor)
+            cache.keep(key, before, tag, answer, len(rows))
+        return page
 
     def scan(self, id1: int, query: EdgeScan) -> list[ListRow]:
         """One scan of a list on `id1`'s shard (no cache)."""
@@ -149,18 +177,25 @@ class AssocReads:
     ) -> list[Assoc] | None:
         """assoc_range from the cache, built column-wise (the hot path of a cached read)."""
         cache = self._cache
-        if cache is None or not self._cache_may_answer(cache, (id1, kind.id), pos + limit):
+        key = (id1, kind.id)
+        if cache is None or not self._cache_may_answer(cache, key, pos + limit):
             return None
-        with cache.listed((id1, kind.id), self._prefix_loader(id1, kind)) as entry:
+        before = cache.answers(key)
+        with cache.listed(key, self._prefix_loader(id1, kind)) as entry:
             columns = None if entry is None else entry.range(pos, limit)
             if columns is None:
                 return None
             id2s, times, stamps = columns
             datas: Any = repeat(None)
+            shareable = True
             if entry.data:  # type: ignore[union-attr]
-                datas = _values(list(map(entry.data.get, id2s)))  # type: ignore[union-attr]
+                kept = list(map(entry.data.get, id2s))  # type: ignore[union-attr]
+                shareable = _shareable(kept)
+                datas = _values(kept)
+            if before is None:  # filled just now
+                before = cache.answers(key)
         n = len(id2s)
-        return list(
+        found = list(
             map(
                 Assoc,
                 repeat(id1, n),
@@ -172,6 +207,26 @@ class AssocReads:
                 datas,
             )
         )
+        if shareable:
+            cache.keep(key, before, (pos, limit), tuple(found), n)
+        return found
+
+    def _index_from_cache(self, id1: int, kind: AssocType, need: int) -> dict[int, ListRow] | None:
+        """A whole small list as rows by id2 (kept decoded after the first read), or None."""
+        cache = self._cache
+        if cache is None:
+            return None
+        key = (id1, kind.id)
+        index: dict[int, ListRow] | None = cache.answer(key, _INDEX)
+        if index is not None:
+            return index
+        before = cache.answers(key)
+        rows = self.from_cache(id1, kind, ListEntry.whole, need)
+        if rows is None:
+            return None
+        index = {row[0]: row for row in rows}
+        cache.keep(key, before, _INDEX, index, len(rows))
+        return index
 
     def _cache_may_answer(self, cache: Cache, key: tuple[int, int], need: int) -> bool:
         """False when a filled prefix could not answer (the read needs more than it holds)."""
@@ -247,7 +302,9 @@ def _limit(limit: object, kind: AssocType) -> int:
 
 
 def _id_list(id2s: Iterable[int], most: int) -> list[int]:
-    if isinstance(id2s, (str, bytes)) or not isinstance(id2s, Iterable):
+    if type(id2s) not in (list, tuple) and (  # the usual types skip the slower checks
+        isinstance(id2s, (str, bytes)) or not isinstance(id2s, Iterable)
+    ):
         raise InvalidRequest(f"id2s must be a list of ids, got {type(id2s).__name__}")
     wanted = list(dict.fromkeys(check_id(i, "id2") for i in id2s))
     if len(wanted) > most:
@@ -257,6 +314,17 @@ def _id_list(id2s: Iterable[int], most: int) -> list[int]:
 
 def _data(raw: bytes | None) -> Any:
     return None if raw is None else _json.decode(raw)
+
+
+def _token(cursor: object) -> bool:
+    """Whether a cursor may be looked up among kept answers (it is hashable)."""
+    return cursor is None or type(cursor) is str
+
+
+def _shareable(datas: list[Any]) -> bool:
+    """Whether records with these (kept) data values may be shared between reads:
+    arrays and objects, kept as JSON bytes, are decoded afresh for each reader."""
+    return bytes not in set(map(type, datas))
 
 
 def _values(datas: list[Any]) -> list[Any]:

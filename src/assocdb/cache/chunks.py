@@ -6,11 +6,12 @@ the same idea for the newest prefix of an association list: entries
 `(time, id2, updated_at)`, ordered by `(time, id2)` descending, stored in
 chunks of at most CHUNK entries. A chunk is two arrays: the keys, interleaved
 `time, id2` as signed 64-bit integers, and the write stamps as offsets
-`updated_at - time * 1000`, 32-bit while every offset of the chunk fits (an
-edge added without an explicit time has an offset under 1,000) and 64-bit
-otherwise. So an entry costs 20 bytes, 24 at worst, against ~131 for a tuple
-of Python ints. (`time` is clamped to ±2^61 ms first, so that an explicit time
-near the ends of int64 still gives an offset that fits 64 bits.)
+`updated_at - time * 1000`, in the narrowest of 16, 32 and 64 bits that every
+offset of the chunk fits (an edge added without an explicit time has an
+offset under 1,000). So an entry costs 18 bytes, 24 at worst, against ~131
+for a tuple of Python ints; the arrays are built at their exact size.
+(`time` is clamped to ±2^61 ms first, so that an explicit time near the
+ends of int64 still gives an offset that fits 64 bits.)
 
 Finding, inserting and removing are a binary search over chunks then within
 one; an insert or removal moves at most one chunk's memory. Pure: no I/O.
@@ -25,12 +26,18 @@ from itertools import repeat
 from operator import add, mul
 
 CHUNK = 256  # entries per chunk, at most
-_I32 = (-(2**31), 2**31 - 1)
+_SIZES = {"h": 2, "i": 4, "q": 8}
+_WIDTHS = (("h", -(2**15), 2**15 - 1), ("i", -(2**31), 2**31 - 1), ("q", -(2**63), 2**63 - 1))
 _BASE = 2**61 // 1000  # |time| up to which an offset is `updated_at - time * 1000`
 
 Key = tuple[int, int]  # (time, id2)
 Columns = tuple[list[int], list[int], list[int]]  # (id2s, times, updated_ats)
 Entry = tuple[int, int, int]  # (time, id2, updated_at)
+
+
+def _typecode(low: int, high: int) -> str:
+    """The narrowest array type that holds offsets from `low` to `high`."""
+    return next(code for code, least, most in _WIDTHS if least <= low and high <= most)
 
 
 def _base(time: int) -> int:
@@ -70,8 +77,10 @@ class _Chunk:
     def insert(self, i: int, entry: Entry) -> None:
         time, id2, updated_at = entry
         offset = updated_at - _base(time)
-        if self.offsets.typecode == "i" and not _I32[0] <= offset <= _I32[1]:
-            self.offsets = array("q", self.offsets)
+        offsets = self.offsets
+        code = _typecode(min(offset, 0), max(offset, 0))
+        if offsets.itemsize < _SIZES[code]:
+            self.offsets = array(code, offsets)
         self.keys[2 * i : 2 * i] = array("q", (time, id2))
         self.offsets.insert(i, offset)
 
@@ -84,13 +93,10 @@ class _Chunk:
 
 
 def _chunk(entries: list[Entry]) -> _Chunk:
-    keys = array("q")
     offsets = [updated_at - _base(time) for time, _, updated_at in entries]
-    for time, id2, _ in entries:
-        keys.append(time)
-        keys.append(id2)
-    fits = all(_I32[0] <= o <= _I32[1] for o in offsets)
-    return _Chunk(keys, array("i" if fits else "q", offsets))
+    flat = [n for time, id2, _ in entries for n in (time, id2)]
+    code = _typecode(min(offsets, default=0), max(offsets, default=0))
+    return _Chunk(array("q", flat), array(code, offsets))  # from lists: no spare room
 
 
 class PackedList:
@@ -100,23 +106,27 @@ class PackedList:
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         ordered = list(entries)
-        self._chunks = [_chunk(ordered[i : i + CHUNK]) for i in range(0, len(ordered), CHUNK)]
+        # A tuple (one allocation: most lists have one chunk), replaced when chunks come or go.
+        self._chunks = tuple(_chunk(ordered[i : i + CHUNK]) for i in range(0, len(ordered), CHUNK))
         self._length = len(ordered)
-        self._firsts: list[Key] = []
+        self._firsts: list[Key] | tuple[()] = ()
         self._reindex()
 
     def __len__(self) -> int:
         return self._length
 
     def _reindex(self) -> None:
-        # Negated first keys, ascending, so bisect finds a chunk for a key.
-        self._firsts = [(-c.keys[0], -c.keys[1]) for c in self._chunks]
+        # Negated first keys, ascending, so bisect finds a chunk for a key; none for one
+        # chunk (most lists: ~180 bytes saved on each).
+        chunks = self._chunks
+        self._firsts = [(-c.keys[0], -c.keys[1]) for c in chunks] if len(chunks) > 1 else ()
 
     def _locate(self, key: Key) -> tuple[int, int]:
         """(chunk, index) of the first entry whose key is <= `key`."""
         if not self._chunks:
             return 0, 0
-        c = max(0, bisect_left(self._firsts, (-key[0], -key[1])) - 1)
+        firsts = self._firsts
+        c = max(0, bisect_left(firsts, (-key[0], -key[1])) - 1) if firsts else 0
         i = self._chunks[c].position(key)
         if i == len(self._chunks[c]) and c + 1 < len(self._chunks):
             return c + 1, 0
@@ -133,7 +143,7 @@ class PackedList:
         """Add an entry (its key must not be present)."""
         key = (entry[0], entry[1])
         if not self._chunks:
-            self._chunks = [_chunk([entry])]
+            self._chunks = (_chunk([entry]),)
         else:
             c, i = self._locate(key)
             if c == len(self._chunks):
@@ -145,7 +155,7 @@ class PackedList:
                 rest = _Chunk(chunk.keys[2 * half :], chunk.offsets[half:])
                 del chunk.keys[2 * half :]
                 del chunk.offsets[half:]
-                self._chunks.insert(c + 1, rest)
+                self._chunks = (*self._chunks[: c + 1], rest, *self._chunks[c + 1 :])
         self._length += 1
         self._reindex()
 
@@ -156,7 +166,7 @@ class PackedList:
             return False
         self._chunks[c].remove(i)
         if not len(self._chunks[c]):
-            del self._chunks[c]
+            self._chunks = self._chunks[:c] + self._chunks[c + 1 :]
         self._length -= 1
         self._reindex()
         return True
@@ -167,7 +177,7 @@ class PackedList:
         entry = chunk.entry(len(chunk) - 1)
         chunk.remove(len(chunk) - 1)
         if not len(chunk):
-            self._chunks.pop()
+            self._chunks = self._chunks[:-1]
         self._length -= 1
         self._reindex()
         return entry
@@ -178,6 +188,15 @@ class PackedList:
             return None
         chunk = self._chunks[-1]
         return chunk.key(len(chunk) - 1)
+
+    def floor(self) -> Key | None:
+        """The oldest key, read without the lock: it may be torn or stale while a
+        write changes the list, so use it only to skip the prefix (see `Cache.reaches_past`)."""
+        try:
+            keys = self._chunks[-1].keys
+            return (keys[-2], keys[-1])
+        except IndexError:
+            return None
 
     def columns(self, start: int, stop: int) -> Columns:
         """Entries start..stop-1 as columns (id2s, times, updated_ats), sliced in C."""
@@ -298,6 +317,10 @@ class PackedList:
         for chunk in self._chunks:
             for i in range(len(chunk)):
                 yield chunk.entry(i)
+
+    def chunks(self) -> int:
+        """How many chunks hold the entries."""
+        return len(self._chunks)
 
     def nbytes(self) -> int:
         """Payload bytes (the arrays' items)."""

@@ -5,6 +5,10 @@ Every SAMPLE-th lookup is counted in a Space-Saving summary of CAPACITY
 counters (Metwally et al.): a key not yet counted takes over the smallest
 counter, inheriting its count, so heavy hitters are never lost and memory
 stays fixed. Estimates may overcount a key by at most the smallest counter.
+
+Counters are kept in buckets of equal count (the paper's "stream summary"),
+and the smallest count is tracked, so counting a key is O(1) whether it is
+known or takes over the smallest counter: no scan over the counters.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ class HotKeys:
         self._capacity = capacity
         self._sample = sample
         self._counts: dict[Hashable, int] = {}
+        self._buckets: dict[int, dict[Hashable, None]] = {}  # count -> its keys (ordered set)
+        self._smallest = 0  # the smallest count in use, once full
         self._seen = 0
         self._hot: frozenset[Hashable] = frozenset()
         self._start = time.monotonic()
@@ -36,16 +42,31 @@ class HotKeys:
         if self._seen % self._sample:
             return
         with self._lock:
-            counts = self._counts
-            if key in counts:
-                counts[key] += 1
-            elif len(counts) < self._capacity:
-                counts[key] = 1
-            else:
-                smallest = min(counts, key=counts.__getitem__)
-                counts[key] = counts.pop(smallest) + 1
+            self._count(key)
             if self._seen % (self._sample * 64) == 0:
                 self._hot = frozenset(k for k, _ in self._top(HOT))
+
+    def _count(self, key: Hashable) -> None:
+        counts, buckets = self._counts, self._buckets
+        old = counts.get(key)
+        if old is None:
+            if len(counts) < self._capacity:
+                old = 0
+            else:  # take over a smallest counter
+                old = self._smallest
+                victims = buckets[old]
+                del counts[next(iter(victims))]
+                del victims[next(iter(victims))]
+        else:
+            del buckets[old][key]
+        if old and not buckets[old]:
+            del buckets[old]
+            if old == self._smallest:
+                self._smallest = old + 1  # the key moves there
+        counts[key] = old + 1
+        buckets.setdefault(old + 1, {})[key] = None
+        if old == 0:
+            self._smallest = 1
 
     def is_hot(self, key: Hashable) -> bool:
         return key in self._hot

@@ -29,8 +29,20 @@ always reads its own writes.
 Writes of other processes are seen through tier 2 (Redis invalidations) or,
 without it, after `max_age` seconds at most: older entries are refilled.
 
-Memory is bounded in bytes with LRU eviction; the hottest keys (`HotKeys`)
-are spared when they come up for eviction.
+Memory is bounded in bytes with LRU eviction (for lists its approximation
+CLOCK: a hit sets the entry's reference bit, eviction gives a set bit a
+second chance); the hottest keys (`HotKeys`) are spared when they come up for
+eviction. A list of 100 edges costs ~23.6 bytes an edge (`bench/cache.py`).
+
+Hits take no lock. A list read again and again is answered from answers the
+API built before and the entry keeps (`cache.decoded`: one dict lookup); a
+count or an object is one dict lookup too. Everything a hit reads is either
+immutable or replaced whole by writers (answers, object rows), or a single
+int (a count). A list hit only sets its reference bit; an object hit moves
+its key with `move_to_end` (atomic), and objects are evicted with `popitem`,
+never by iterating, so a hit never meets a dict mid-iteration. A read the
+answers do not cover decodes the packed prefix under the lock, as writers
+change it in place.
 """
 
 from __future__ import annotations
@@ -51,13 +63,16 @@ from ..core.scans import ListRow
 from ..core.timeline_list import Entry as TimelineEntry
 from ..core.timeline_list import merge_blob
 from .chunks import Columns, Entry, PackedList
+from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, SHARE, Decoded
 from .hotkeys import HotKeys
 
 if TYPE_CHECKING:
     from .redis_tier import RedisTier
 
 _NORMAL = State.NORMAL
-_ENTRY_BYTES = 240  # an entry's own objects, its dict slot and key
+_ENTRY_BYTES = 240  # an object's or a home timeline's entry: its own objects, dict slot and key
+_LIST_BYTES = 380  # a list's entry, measured: key, dict slot, entry, prefix, its chunk tuple
+_CHUNK_BYTES = 180  # a chunk of a prefix, measured: the object and its two arrays' headers
 _DATA_SLOT = 57  # a cached data value's dict slot and key, besides the value itself
 _SMALL_GET = 256  # assoc_get scans a complete prefix up to this size
 _DOORKEEPER = 65_536  # keys remembered as missed once
@@ -71,24 +86,44 @@ ListKey = tuple[int, int]
 class ListEntry:
     """What is cached of one list, and the queries it can answer."""
 
-    __slots__ = ("born", "complete", "counts", "data", "data_bytes", "nbytes", "prefix")
+    __slots__ = (
+        "answer_bytes",
+        "answers",
+        "born",
+        "complete",
+        "counts",
+        "data",
+        "data_bytes",
+        "prefix",
+        "used",
+    )
 
     def __init__(self) -> None:
         self.counts: list[int] | None = None  # per state number
         self.prefix: PackedList | None = None
         self.complete = False
-        self.data: dict[int, Any] = {}  # id2 -> `kept(data)` of the prefix's edges with data
+        self.data = _NO_DATA  # id2 -> `kept(data)` of the prefix's edges with data
         self.data_bytes = 0  # what `data` holds, kept up to date by set_data/drop_data
         self.born = time.monotonic()
-        self.nbytes = _ENTRY_BYTES
+        self.answers: Mapping[Any, Any] = NO_ANSWERS  # prebuilt answers (cache.decoded)
+        self.answer_bytes = 0
+        self.used = False  # read since eviction last passed it (CLOCK's reference bit)
+
+    @property
+    def nbytes(self) -> int:
+        """What the entry holds, answers aside (not stored: an int would cost 32 bytes)."""
+        prefix = self.prefix
+        if prefix is None:
+            return _LIST_BYTES + self.data_bytes
+        return _LIST_BYTES + prefix.nbytes() + _CHUNK_BYTES * prefix.chunks() + self.data_bytes
 
     def measure(self) -> int:
-        prefix = 0 if self.prefix is None else self.prefix.nbytes() + 96 * len(self.prefix._chunks)
-        self.nbytes = _ENTRY_BYTES + prefix + self.data_bytes
         return self.nbytes
 
     def set_data(self, id2: int, raw: bytes) -> None:
         self.drop_data(id2)
+        if self.data is _NO_DATA:
+            self.data = {}
         value = self.data[id2] = kept(raw)
         self.data_bytes += sys.getsizeof(value) + _DATA_SLOT
 
@@ -153,10 +188,20 @@ class ListEntry:
         if prefix is None or not self.complete or len(prefix) > _SMALL_GET:
             return None
         wanted = set(id2s)
-        return [entry for entry in prefix if entry[1] in wanted]
+        return [entry for entry in _rows(prefix.columns(0, len(prefix))) if entry[1] in wanted]
+
+    def whole(self) -> list[Entry] | None:
+        """Every visible entry, if the whole (small) list is cached."""
+        if self.empty():
+            return []
+        prefix = self.prefix
+        if prefix is None or not self.complete or len(prefix) > _SMALL_GET:
+            return None
+        return _rows(prefix.columns(0, len(prefix)))
 
 
 _NO_COLUMNS: Columns = ([], [], [])
+_NO_DATA: dict[int, Any] = {}  # shared by entries without data; set_data never writes to it
 
 
 def kept(raw: bytes) -> Any:
@@ -200,7 +245,10 @@ class Cache:
             from .redis_tier import RedisTier
 
             self.tier2 = RedisTier(self.config.redis, graph_id, self.config.redis_ttl, self._remote)
-        self._lists: OrderedDict[ListKey, ListEntry] = OrderedDict()
+        # Lists are evicted by CLOCK (second chance) rather than LRU: a hit sets a flag
+        # instead of moving its key, so it never changes the dict, and a plain dict
+        # costs ~50 bytes less per list than an ordered one.
+        self._lists: dict[ListKey, ListEntry] = {}
         self._objects: OrderedDict[int, tuple[Any, float]] = OrderedDict()
         self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
         self._home_bytes = 0
@@ -208,6 +256,7 @@ class Cache:
         self._doorkeeper: dict[tuple[str, Any], int] = {}  # recent misses of uncached keys
         self._lock = threading.RLock()
         self.hot = HotKeys()
+        self.decoded = Decoded(int(self.config.max_bytes * SHARE))
         self.bytes = 0
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
 
@@ -216,6 +265,9 @@ class Cache:
     def counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
         """The list's counts per state number (filled on a miss)."""
         self.hot.seen(("list", *key))
+        entry = self._lists.get(key)
+        if entry is not None and entry.counts is not None and self._touch(key, entry):
+            return list(entry.counts)
         with self._lock:
             entry = self._fresh_list(key)
             if entry is not None and entry.counts is not None:
@@ -235,6 +287,68 @@ class Cache:
         with self._lock:
             entry = self._fresh_list(key)
             return None if entry is None or entry.counts is None else list(entry.counts)
+
+    def count(self, key: ListKey, state: int) -> int | None:
+        """The list's count in this state if cached (a hit: no lock, no fill)."""
+        entry = self._lists.get(key)
+        if entry is None or entry.counts is None or not self._touch(key, entry):
+            return None
+        self.hot.seen(("list", *key))
+        return entry.counts[state]
+
+    def answer(self, key: ListKey, tag: Any) -> Any:
+        """The answer to `tag` the list's entry keeps (`keep`), or None (no lock)."""
+        entry = self._lists.get(key)
+        if entry is None:
+            return None
+        found = entry.answers.get(tag)
+        if found is None or not self._touch(key, entry):
+            return None
+        self.hot.seen(("list", *key))
+        return found
+
+    def reaches_past(self, key: ListKey, boundary: tuple[int, ...]) -> bool:
+        """Whether a scan from `boundary` certainly needs more than the list's cached
+        prefix (no lock: a racing write can only make the shard's answer the right one)."""
+        entry = self._lists.get(key)
+        if entry is None or entry.complete:
+            return False
+        prefix = entry.prefix
+        floor = None if prefix is None else prefix.floor()
+        return floor is not None and boundary < floor
+
+    def answers(self, key: ListKey) -> dict[Any, Any] | None:
+        """The list's answers as they are before a read: pass them to `keep` after it."""
+        entry = self._lists.get(key)
+        if entry is None:
+            return None
+        answers = entry.answers
+        if answers is NO_ANSWERS:  # asked for the first time since the entry changed
+            answers = entry.answers = {}
+        return answers  # type: ignore[return-value]
+
+    def keep(
+        self, key: ListKey, before: dict[Any, Any] | None, tag: Any, value: Any, n: int
+    ) -> None:
+        """Keep `value` as the answer to `tag` (n edges), if the entry has not changed
+        since `answers` gave `before`: the answer is then what the entry says now."""
+        if before is None:
+            return
+        with self._lock:
+            entry = self._lists.get(key)
+            if entry is None or entry.answers is not before:
+                return
+            nbytes = ANSWER_BYTES + n * RECORD_BYTES
+            self.bytes += self.decoded.keep(entry, before, tag, value, nbytes)
+            self._evict()
+
+    def _touch(self, key: ListKey, entry: ListEntry) -> bool:
+        """Whether a hit on this entry is fresh; if so, count it and mark it used."""
+        if time.monotonic() - entry.born >= self.config.max_age:
+            return False
+        entry.used = True
+        self.hits += 1
+        return True
 
     @contextmanager
     def listed(
@@ -264,6 +378,14 @@ class Cache:
     def obj(self, id: int, load: Callable[[], ObjRow | None]) -> ObjRow | None:
         """The object row (filled on a miss); None if there is none."""
         self.hot.seen(("object", id))
+        found = self._objects.get(id)
+        if found is not None and time.monotonic() - found[1] < self.config.max_age:
+            try:  # noqa: SIM105 (suppress() is a context manager: slower on the hit path)
+                self._objects.move_to_end(id)
+            except KeyError:  # dropped meanwhile: the hit still reads what was there
+                pass
+            self.hits += 1
+            return None if found[0] is MISSING else found[0]
         with self._lock:
             found = self._objects.get(id)
             if found is not None and time.monotonic() - found[1] < self.config.max_age:
@@ -387,6 +509,7 @@ class Cache:
             if entry is None:
                 entry = self._lists[key] = ListEntry()
                 self.bytes += entry.nbytes
+            self.bytes -= self.decoded.forget(entry) + entry.nbytes
             if kind == "counts":
                 entry.counts = [value.get(s, 0) for s in range(4)]
             else:
@@ -394,12 +517,11 @@ class Cache:
                 entry.complete = len(value) <= cap
                 rows = value[:cap]
                 entry.prefix = PackedList((r[1], r[0], r[2]) for r in rows)
-                entry.data, entry.data_bytes = {}, 0
+                entry.data, entry.data_bytes = _NO_DATA, 0
                 for r in rows:
                     if r[3] is not None:
                         entry.set_data(r[0], r[3])
-            self.bytes -= entry.nbytes
-            self.bytes += entry.measure()
+            self.bytes += entry.nbytes
         self._evict()
 
     def _fresh_list(self, key: ListKey) -> ListEntry | None:
@@ -411,7 +533,7 @@ class Cache:
             self._readmit(("counts", key))
             self._readmit(("prefix", key))
             return None
-        self._lists.move_to_end(key)
+        entry.used = True
         return entry
 
     # -- writes ---------------------------------------------------------------------------
@@ -427,9 +549,9 @@ class Cache:
                 self._stale(("prefix", key))
                 entry = self._lists.get(key)
                 if entry is not None:
+                    self.bytes -= self.decoded.forget(entry) + entry.nbytes
                     self._apply_edge(entry, old, new)
-                    self.bytes -= entry.nbytes
-                    self.bytes += entry.measure()
+                    self.bytes += entry.nbytes
             for row in changes.objects:
                 touched.append(("object", row.id))
                 self._stale(("object", row.id))
@@ -502,6 +624,7 @@ class Cache:
                 for fill in self._fills.values():
                     fill.stale = True
                 self._lists.clear()
+                self.decoded.clear()
                 self._objects.clear()
                 self._homes.clear()
                 self.bytes = self._home_bytes = 0
@@ -552,7 +675,7 @@ class Cache:
         entry = self._lists.pop(key, None)
         if entry is None:
             return False
-        self.bytes -= entry.nbytes
+        self.bytes -= entry.nbytes + self.decoded.forget(entry)
         return True
 
     def _drop_home(self, owner: int) -> bool:
@@ -577,12 +700,17 @@ class Cache:
                     continue
                 self._drop_home(owner)
             elif self._lists and (not self._objects or len(self._lists) >= len(self._objects)):
-                key = next(iter(self._lists))
-                if spared < 8 and self.hot.is_hot(("list", *key)):
-                    self._lists.move_to_end(key)  # the hottest lists stay longer
-                    spared += 1
+                lists = self._lists
+                key = next(iter(lists))  # the oldest; hits never change the dict
+                entry = lists[key]
+                if entry.used or (spared < 8 and self.hot.is_hot(("list", *key))):
+                    spared += not entry.used  # the hottest lists stay longer
+                    entry.used = False  # a second chance
+                    del lists[key]
+                    lists[key] = entry
                     continue
-                self._drop_list(key)
+                del lists[key]
+                self.bytes -= entry.nbytes + self.decoded.forget(entry)
             else:
                 _, (row, _) = self._objects.popitem(last=False)
                 self.bytes -= _object_bytes(row)

@@ -1,0 +1,211 @@
+"""Every cached read: a hit issues no SQL and returns what an uncached read returns,
+before and after writes, deletes and state changes, with tier 1 alone and with Redis.
+
+Each read runs three times: the first may fill the list's entry, the second is
+answered from the packed prefix (and keeps its answer), the third from the kept
+answer (`cache.decoded`). All three must equal the same read on a graph with no
+cache, opened on the same directory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import assocdb
+from assocdb import CacheConfig, Graph
+from assocdb.cache.tier1 import _object_bytes
+
+REDIS = os.environ.get("ASSOCDB_TEST_REDIS_URL")
+NO_REDIS = pytest.mark.skipif(not REDIS, reason="no ASSOCDB_TEST_REDIS_URL")
+TIERS = [pytest.param(None, id="tier1"), pytest.param(REDIS, id="redis", marks=NO_REDIS)]
+
+Read = Callable[[Graph], object]
+
+
+@pytest.fixture(params=TIERS)
+def graphs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Graph, Graph]]:
+    cached = assocdb.open(
+        tmp_path / "g",
+        shards=4,
+        cache=CacheConfig(prefix=100, admit_after=1, max_age=3600, redis=request.param),
+    )
+    cached.define_assoc("follows", inverse="followed_by")
+    cached.define_object("user")
+    if request.param is not None:
+        cached.engine.cache.flush()  # type: ignore[union-attr]  (Redis is shared by tests)
+    plain = assocdb.open(tmp_path / "g", cache=None)
+    yield cached, plain
+    plain.close()
+    cached.close()
+
+
+def statements(g: Graph, read: Callable[[], object]) -> list[str]:
+    seen: list[str] = []
+    undo = g.trace(lambda shard, sql, seconds: seen.append(sql))
+    try:
+        read()
+    finally:
+        undo()
+    return seen
+
+
+def reads(plain: Graph, uid: int) -> dict[str, Read]:
+    """Every cached read method, on a list of under 100 edges (all of it cached)."""
+    first = plain.assoc_page(1, "follows", limit=7)
+    reads: dict[str, Read] = {
+        "range": lambda g: g.assoc_range(1, "follows", limit=10),
+        "range deeper": lambda g: g.assoc_range(1, "follows", pos=5, limit=20),
+        "range of the inverse": lambda g: g.assoc_range(105, "followed_by", limit=5),
+        "empty range": lambda g: g.assoc_range(999, "follows", limit=10),
+        "first page": lambda g: g.assoc_page(1, "follows", limit=7),
+        "time range": lambda g: g.assoc_time_range(1, "follows", 20, 10),
+        "get": lambda g: g.assoc_get(1, "follows", [105, 106, 120, 999]),
+        "get in a window": lambda g: g.assoc_get(1, "follows", [105, 120], high=15, low=3),
+        "object": lambda g: g.obj_get(uid),
+        "no object": lambda g: g.obj_get(uid + 10_000),
+    }
+    if first.next_cursor is not None:
+        cursor = first.next_cursor
+        reads["next page"] = lambda g: g.assoc_page(1, "follows", cursor, limit=7)
+    for state in ("normal", "negative", "archived", "removed"):
+        reads[f"count {state}"] = lambda g, s=state: g.assoc_count(1, "follows", s)  # type: ignore[misc]
+    return reads
+
+
+def check(cached: Graph, plain: Graph, uid: int) -> None:
+    for name, read in reads(plain, uid).items():
+        want = read(plain)
+        assert read(cached) == want, name
+        for _ in range(2):  # from the packed prefix, then from the kept answer
+            got: list[object] = []
+            assert statements(cached, lambda read=read, got=got: got.append(read(cached))) == []
+            assert got[0] == want, name
+
+
+def test_every_hit_equals_the_uncached_read_through_writes(graphs: tuple[Graph, Graph]) -> None:
+    cached, plain = graphs
+    for n in range(1, 31):
+        cached.assoc_add(1, "follows", n + 100, time=n, data="s" if n % 3 else None)
+    uid = cached.obj_add("user", {"name": "ada"})
+    check(cached, plain, uid)
+    changes: list[Callable[[], object]] = [
+        lambda: cached.assoc_add(1, "follows", 150, time=40),  # a new newest edge
+        lambda: cached.assoc_add(1, "follows", 151, time=12, data=7),  # inside the list
+        lambda: cached.assoc_delete(1, "follows", 110),
+        lambda: cached.assoc_archive(1, "follows", 120),
+        lambda: cached.assoc_negate(1, "follows", 106),
+        lambda: cached.assoc_add(1, "follows", 120),  # restored
+        lambda: cached.assoc_add(1, "follows", 105, time=50),  # moved to the top
+        lambda: cached.obj_update(uid, {"name": "ada lovelace"}),
+        lambda: cached.obj_delete(uid),
+    ]
+    for change in changes:
+        change()
+        check(cached, plain, uid)
+
+
+def test_node_state_changes_reach_cached_answers(graphs: tuple[Graph, Graph]) -> None:
+    cached, plain = graphs
+    for n in range(1, 21):
+        cached.assoc_add(1, "follows", n + 100, time=n)
+    uid = cached.obj_add("user", {})
+    check(cached, plain, uid)
+    cached.node_archive(1, "follows")
+    cached.drain()
+    check(cached, plain, uid)
+    assert cached.assoc_range(1, "follows") == []
+    cached.node_unarchive(1, "follows")
+    cached.drain()
+    check(cached, plain, uid)
+    assert len(cached.assoc_range(1, "follows")) == 20
+
+
+def test_a_kept_answer_is_the_callers_own_list(graphs: tuple[Graph, Graph]) -> None:
+    cached, _ = graphs
+    for n in range(1, 6):
+        cached.assoc_add(1, "follows", n + 100, time=n)
+    for _ in range(3):
+        items = cached.assoc_range(1, "follows")
+        page = cached.assoc_page(1, "follows")
+    items.clear()
+    page.items.clear()
+    assert len(cached.assoc_range(1, "follows")) == 5
+    assert len(cached.assoc_page(1, "follows").items) == 5
+
+
+def test_kept_answers_stay_within_their_share_and_are_counted(tmp_path: Path) -> None:
+    g = assocdb.open(
+        tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=200_000, prefix=50, admit_after=1)
+    )
+    g.define_assoc("likes")
+    g.bulk_load([(n, "likes", m, m) for n in range(1, 61) for m in range(1, 41)])
+    for _ in range(3):
+        for n in range(1, 61):
+            g.assoc_range(n, "likes", limit=40)
+            g.assoc_page(n, "likes", limit=10)
+    g.assoc_add(7, "likes", 1000)  # forgets the answers of list 7
+    cache = g.engine.cache
+    assert cache is not None
+    decoded = cache.decoded
+    assert 0 < decoded.bytes <= decoded.budget
+    assert decoded.bytes == sum(e.answer_bytes for e in cache._lists.values())
+    assert decoded.count == sum(len(e.answers) for e in cache._lists.values())
+    assert cache._lists[(7, 1)].answers == {}
+    assert cache.bytes <= cache.config.max_bytes
+    assert cache.bytes == sum(e.nbytes + e.answer_bytes for e in cache._lists.values()) + sum(
+        _object_bytes(v[0]) for v in cache._objects.values()
+    )
+    assert sys.getsizeof(decoded._order) < 64 * 1024  # stale items are compacted away
+    g.close()
+
+
+def test_readers_racing_a_writer_never_install_an_answer_from_before_its_write(
+    tmp_path: Path,
+) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(admit_after=1, max_age=3600))
+    g.define_assoc("likes")
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def read() -> None:
+        limits = itertools.cycle(range(1, 40))  # new questions: answers are built all the time
+        seen = 0  # the newest edge this reader saw: the list only grows, so never less later
+        while not stop.is_set():
+            limit = next(limits)
+            paged = g.assoc_page(1, "likes", limit=limit)
+            for got in (paged.items, g.assoc_range(1, "likes", limit=limit)):
+                keys = [(a.time, a.id2) for a in got]
+                if keys != sorted(set(keys), reverse=True):
+                    failures.append(f"not a list: {keys}")
+                newest = keys[0][1] if keys else 0
+                if newest < seen:
+                    failures.append(f"went back from {seen} to {newest} (limit {limit})")
+                seen = max(seen, newest)
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, inside the windows that matter
+    for t in readers:
+        t.start()
+    try:
+        for n in range(1, 301):
+            g.assoc_add(1, "likes", n, time=n)
+            for limit in (5, 17, 31):
+                newest = [a.id2 for a in g.assoc_range(1, "likes", limit=limit)]
+                assert newest == list(range(n, max(0, n - limit), -1))  # its own write
+                assert g.assoc_page(1, "likes", limit=limit).items[0].id2 == n
+            assert g.assoc_count(1, "likes") == n
+    finally:
+        stop.set()
+        for t in readers:
+            t.join()
+        sys.setswitchinterval(interval)
+        g.close()
+    assert failures == []

@@ -1,0 +1,36 @@
+"""HotKeys: the Space-Saving summary in buckets keeps its invariants at O(1) a count."""
+
+from __future__ import annotations
+
+import random
+
+from assocdb.cache.hotkeys import HotKeys
+
+
+def check(hot: HotKeys, counted: int, capacity: int) -> None:
+    counts = hot._counts
+    assert len(counts) <= capacity
+    assert sum(counts.values()) == counted  # Space-Saving never loses a count
+    assert hot._smallest == min(counts.values())
+    assert {k: c for c, keys in hot._buckets.items() for k in keys} == counts
+    assert all(hot._buckets.values())  # no empty bucket left behind
+
+
+def test_the_summary_keeps_its_invariants_and_finds_heavy_hitters() -> None:
+    rng = random.Random(3)
+    hot = HotKeys(capacity=16, sample=1)
+    for n in range(1, 5001):
+        key = rng.choice(["a", "b", "c"]) if rng.random() < 0.5 else rng.randrange(1000)
+        hot.seen(key)
+        if n % 97 == 0:
+            check(hot, n, 16)
+    top = [key for key, _ in hot.top(3)]
+    assert sorted(top, key=str) == ["a", "b", "c"]
+
+
+def test_a_new_key_takes_over_a_smallest_counter() -> None:
+    hot = HotKeys(capacity=2, sample=1)
+    for key in ["x", "x", "x", "y", "z"]:
+        hot.seen(key)
+    assert hot._counts == {"x": 3, "z": 2}  # z inherited y's 1, plus its own
+    check(hot, 5, 2)
