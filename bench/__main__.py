@@ -3,6 +3,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
 
     python -m bench foundation
     python -m bench journal
+    python -m bench bulk [--edges N] [--mysql URL] [--snap FILE]   (default 948,464 edges)
     python -m bench flockdb [followers]        (default 1,000,000)
     python -m bench http                       (needs wrk)
     python -m bench cache                      (needs Redis)
@@ -19,13 +20,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from . import cache, entities, failover, flockdb, foundation, http, journal, mysql, timelines
+from . import bulk, cache, entities, failover, flockdb, foundation, http, journal, mysql, timelines
 from .linkbench import cli as linkbench
 
 #: name -> (run with these options, options of the quick run-them-all pass)
 BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "foundation": (lambda args: foundation.main(), []),
     "journal": (lambda args: journal.main(), []),
+    "bulk": (bulk.main, ["--edges", "100000", "--runs", "1"]),
     "flockdb": (flockdb.main, ["100000"]),
     "http": (lambda args: http.main(), []),
     "cache": (lambda args: cache.main(), []),

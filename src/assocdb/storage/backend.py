@@ -84,6 +84,10 @@ class Backend(Protocol):
         """Merge these rows into the shard, with their count deltas, atomically;
         return what changed (the cache applies it)."""
 
+    def bulk_merge(self, shard: int, edges: Sequence[EdgeTuple]) -> int:
+        """`apply` for a bulk load's many edges (same rule, counts, one transaction),
+        tuned for size; return how many rows changed (the caller forgets the cache)."""
+
     def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
         """The rows of one association list range, in the seek's direction."""
 

@@ -67,7 +67,7 @@ class ShardWriter:
         self.wait()
         if not self._workers:
             for shard, rows in sorted(batch.items()):
-                self._backend.apply(shard, rows, ())
+                self._backend.bulk_merge(shard, rows)
             return
         # One frame per worker per round: the worker reads it whole before it
         # starts applying, so this returns while the workers are still busy.
