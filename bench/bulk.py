@@ -16,8 +16,10 @@ alternating rounds:
   schema, one process, no merge (the floor a store on SQLite can reach).
 
 Input edges/s and rows/s (edge rows of both legs) per load, medians over the
-runs with their spread. With `--mysql URL` (or $ASSOCDB_TEST_MYSQL_URL) the
-same loads run on MariaDB, beside a bare multi-row INSERT and a bare
+runs with their spread, and the CPU time of this process and its workers
+per input edge (the machine is shared: CPU time says what wall time cannot;
+a database server's own CPU is not in it). With `--mysql URL` (or
+$ASSOCDB_TEST_MYSQL_URL) the same loads run on MariaDB, beside a bare multi-row INSERT and a bare
 `LOAD DATA LOCAL INFILE` of the same rows when the server allows it.
 """
 
@@ -27,6 +29,7 @@ import argparse
 import itertools
 import os
 import random
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -94,20 +97,33 @@ def new_graph(where: str) -> assocdb.Graph:
     return graph
 
 
-def load(where: str, pairs: list[tuple[int, int]], before: list[tuple[int, int]]) -> float:
-    """Seconds `bulk_load` takes for `pairs` into a graph that holds `before` already."""
+class Timer:
+    """Wall and CPU seconds (this process and its ended children) of a `with` block."""
+
+    def __enter__(self) -> Timer:
+        self._wall, self._cpu = time.perf_counter(), cpu_seconds()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.took = (time.perf_counter() - self._wall, cpu_seconds() - self._cpu)
+
+
+def load(
+    where: str, pairs: list[tuple[int, int]], before: list[tuple[int, int]]
+) -> tuple[float, float]:
+    """How long `bulk_load` takes for `pairs` into a graph that holds `before` already."""
     with new_graph(where) as graph:
         if before:
             graph.bulk_load(edges_of(before))
-        start = time.perf_counter()
-        graph.bulk_load(edges_of(pairs))
-        seconds = time.perf_counter() - start
+        with Timer() as timer:
+            graph.bulk_load(edges_of(pairs))
         assert graph.assoc_count(pairs[0][0], "follows") > 0
-    return seconds
+    return timer.took
 
 
 def bare_rows(pairs: list[tuple[int, int]]) -> dict[int, list[tuple[int, ...]]]:
-    """Both legs of every edge, per shard, sorted by key (follows = 1, followed_by = 2)."""
+    """Both legs of every edge, per shard, sorted by key (follows = 1, followed_by = 2).
+    Times grow with (source, target), so this is also the tables' primary key order."""
     shards: dict[int, list[tuple[int, ...]]] = {}
     for n, (a, b) in enumerate(pairs):
         time_ = BASE_TIME + n
@@ -118,52 +134,71 @@ def bare_rows(pairs: list[tuple[int, int]]) -> dict[int, list[tuple[int, ...]]]:
     return shards
 
 
-def bare_sqlite(where: str, pairs: list[tuple[int, int]]) -> float:
-    """Seconds to sort and insert the rows and counts with one executemany per shard."""
+def bare_sqlite(where: str, pairs: list[tuple[int, int]]) -> tuple[float, float]:
+    """How long sorting and inserting the rows and counts takes, one executemany per shard."""
     new_graph(where).close()
-    start = time.perf_counter()
-    for shard, rows in sorted(bare_rows(pairs).items()):
-        counts = Counter((row[0], row[1]) for row in rows)
-        conn = sqlite3.connect(Path(where) / f"shard-{shard:04d}.db", isolation_level=None)
-        conn.execute("PRAGMA journal_mode = WAL")  # assocdb's durability settings
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.executescript(_DDL)
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-        conn.executemany(
-            "INSERT INTO counts VALUES (?, ?, 0, ?)", ((a, t, n) for (a, t), n in counts.items())
-        )
-        conn.execute("COMMIT")
-        conn.close()
-    return time.perf_counter() - start
+    with Timer() as timer:
+        for shard, rows in sorted(bare_rows(pairs).items()):
+            counts = Counter((row[0], row[1]) for row in rows)
+            conn = sqlite3.connect(Path(where) / f"shard-{shard:04d}.db", isolation_level=None)
+            conn.execute("PRAGMA journal_mode = WAL")  # assocdb's durability settings
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.executescript(_DDL)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.executemany(
+                "INSERT INTO counts VALUES (?, ?, 0, ?)",
+                ((a, t, n) for (a, t), n in counts.items()),
+            )
+            conn.execute("COMMIT")
+            conn.close()
+    return timer.took
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that ended (the bulk workers)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def measure(
-    runs: int, pairs: list[tuple[int, int]], ways: dict[str, Callable[[str], float]]
-) -> dict[str, list[float]]:
-    seconds: dict[str, list[float]] = {name: [] for name in ways}
+    runs: int, pairs: list[tuple[int, int]], ways: dict[str, Callable[[str], tuple[float, float]]]
+) -> dict[str, list[tuple[float, float]]]:
+    """(wall seconds, CPU seconds) of each way's timed part, per run."""
+    seconds: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
     for _ in range(runs):
         for name, way in ways.items():  # alternating: a busy machine slows all alike
             where = tempfile.mkdtemp(prefix="bench-bulk-")
             try:
-                seconds[name].append(way(where))
-                print(f"  {name}: {len(pairs) / seconds[name][-1]:,.0f} edges/s", flush=True)
+                wall, cpu = way(where)
+                seconds[name].append((wall, cpu))
+                print(f"  {name}: {len(pairs) / wall:,.0f} edges/s", flush=True)
             finally:
                 shutil.rmtree(where, ignore_errors=True)
     return seconds
 
 
-def report(title: str, pairs: list[tuple[int, int]], seconds: dict[str, list[float]]) -> None:
+def report(
+    title: str, pairs: list[tuple[int, int]], seconds: dict[str, list[tuple[float, float]]]
+) -> None:
     edges, rows = len(pairs), 2 * len(pairs)
-    bare = statistics.median(seconds["bare"])
+    bare = statistics.median(wall for wall, _ in seconds["bare"])
     print(f"\n{title}: {edges:,} input edges, {rows:,} edge rows, {SHARDS} shards")
-    print(f"{'':<34} {'edges/s':>10} {'rows/s':>10} {'spread (edges/s)':>22} {'vs bare':>8}")
-    for name, times in seconds.items():
+    print(
+        f"{'':<31} {'edges/s':>9} {'rows/s':>9} {'spread (edges/s)':>19} {'vs bare':>7} "
+        f"{'CPU µs/edge':>11}"
+    )
+    for name, runs in seconds.items():
+        times = [wall for wall, _ in runs]
         median = statistics.median(times)
+        cpu = statistics.median(cpu for _, cpu in runs) / edges * 1e6
         low, high = edges / max(times), edges / min(times)
         print(
-            f"{name:<34} {edges / median:>10,.0f} {rows / median:>10,.0f} "
-            f"{low:>10,.0f}-{high:<10,.0f} {bare / median:>7.2f}x"
+            f"{name:<31} {edges / median:>9,.0f} {rows / median:>9,.0f} "
+            f"{low:>9,.0f}-{high:<9,.0f} {bare / median:>7.2f}x {cpu:>11.1f}"
         )
     print("target: assocdb >= 100,000 input edges/s (>= 200,000 rows/s) on SQLite")
 
@@ -181,7 +216,7 @@ def main(args: list[str]) -> None:
         nodes = max(10, NODES * options.edges // EDGES)
         pairs = slashdot_like(nodes, options.edges)
     before = random.Random(3).sample(pairs, len(pairs) // 3)
-    ways: dict[str, Callable[[str], float]] = {
+    ways: dict[str, Callable[[str], tuple[float, float]]] = {
         "assocdb bulk_load, fresh": lambda where: load(where, pairs, []),
         "assocdb bulk_load, 1/3 loaded": lambda where: load(where, pairs, before),
         "bare": lambda where: bare_sqlite(where, pairs),
