@@ -3,7 +3,7 @@
 A backend stores a fixed number of logical shards. Each method works on one
 shard and is one transaction there; none knows about association types,
 inverses or the schema (the Graph plans those). Writes go through `apply`
-(and `index_apply`, `merge_timelines`), which fold the writes into the stored
+(and `bulk_merge`, `index_apply`, `merge_timelines`), which fold the writes into the stored
 rows with the pure merge rules of `core`, so replaying them changes nothing.
 
 Two kinds of backend implement the protocol:

@@ -26,7 +26,9 @@ one write lock, on MySQL each read ends in `FOR UPDATE` (REPEATABLE READ, so
 the gaps where absent keys would be are locked too). So two applies of the
 same keys are serialized, the second merges against the first's result, and
 counts stay exact. A transaction the engine aborted to break a deadlock is run
-again (the merge is idempotent). Index entries (`core.entities.merge_entries`)
+again (the merge is idempotent). `bulk_merge` is `apply` for a bulk load's
+round: the same merge, but it reads many lists per statement, and only lists
+that have count rows. Index entries (`core.entities.merge_entries`)
 and home timelines (`core.timeline_list.merge_blob`) are merged the same way.
 
 Tables made on first use (`index_N`; `timelines` in MySQL graphs older than
