@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -108,14 +109,21 @@ class AssocWrites:
                 f"edges must be an iterable of (id1, atype, id2[, time[, data]]), got {edges!r:.80}"
             )
         ua = self._engine.clock.now()
+        source = iter(edges)
+        head = list(itertools.islice(source, BULK_PARALLEL))
         rounds = Rounds(
-            edges, self._resolve_type, ua, MAX_ASSOC_DATA, self._engine.shards, BULK_BATCH
+            itertools.chain(head, source),
+            self._resolve_type,
+            ua,
+            MAX_ASSOC_DATA,
+            self._engine.shards,
+            BULK_BATCH,
         )
         writer = ShardWriter(self._engine.backend)
         try:
+            if len(head) == BULK_PARALLEL:  # big enough to be worth processes: they start
+                writer.start_workers(min(workers, self._engine.shards))  # as rows are planned
             for batch in rounds:
-                if rounds.edges >= BULK_PARALLEL:  # big enough to be worth processes
-                    writer.start_workers(min(workers, self._engine.shards))
                 writer.write(batch)
                 if progress is not None:
                     progress(rounds.edges)
