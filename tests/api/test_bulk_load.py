@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import assocdb.api.assoc_writes as _assoc_writes
-from assocdb import Graph
+from assocdb import Graph, InvalidRequest
 from assocdb.core import json as _json
 from assocdb.core.ids import shard_of
 from assocdb.core.merge import EdgeKey, EdgeTuple, State, edge_rank
@@ -131,3 +131,20 @@ def test_bulk_load_stores_what_the_merge_rule_says(
     load_and_check(graph, edges, workers)  # again: only the stamps change
     rnd.shuffle(edges)
     load_and_check(graph, edges[:200], workers)  # a part of it, in another order
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_error_raised_by_the_input_stops_the_load_after_the_edges_before_it(
+    open_graph: OpenGraph, rounds: str, workers: int
+) -> None:
+    # `assocdb import` raises InvalidRequest for a bad line from its edge generator.
+    def edges() -> Iterator[tuple[Any, ...]]:
+        yield from ((n, "follows", n + 1, n) for n in range(1, 121))
+        raise InvalidRequest("line 121: expected 'id1 atype id2 [time]'")
+
+    graph = new_graph(open_graph)
+    with pytest.raises(InvalidRequest, match=r"^line 121: .* the 120 edges before it") as stop:
+        graph.bulk_load(edges(), workers=workers)
+    assert stop.value.details["stored"] == 120
+    assert len(all_edges(graph)) == 240
+    assert graph.check_counts() == []

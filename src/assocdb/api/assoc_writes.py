@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..core import json as _json
@@ -109,20 +110,18 @@ class AssocWrites:
                 f"edges must be an iterable of (id1, atype, id2[, time[, data]]), got {edges!r:.80}"
             )
         ua = self._engine.clock.now()
-        source = iter(edges)
-        head = list(itertools.islice(source, BULK_PARALLEL))
+        writer = ShardWriter(self._engine.backend)
+        # Worker processes start once the load proves big, while rows are planned.
+        start = functools.partial(writer.start_workers, min(workers, self._engine.shards))
         rounds = Rounds(
-            itertools.chain(head, source),
+            _calling_at(edges, BULK_PARALLEL, start),
             self._resolve_type,
             ua,
             MAX_ASSOC_DATA,
             self._engine.shards,
             BULK_BATCH,
         )
-        writer = ShardWriter(self._engine.backend)
         try:
-            if len(head) == BULK_PARALLEL:  # big enough to be worth processes: they start
-                writer.start_workers(min(workers, self._engine.shards))  # as rows are planned
             for batch in rounds:
                 writer.write(batch)
                 if progress is not None:
@@ -137,6 +136,18 @@ class AssocWrites:
     def _resolve_type(self, name: object) -> tuple[int, int | None]:
         kind = self._engine.assoc_type(name)
         return kind.id, self._engine.inverse_id(kind)
+
+
+def _calling_at(
+    edges: Iterable[Sequence[Any]], n: int, call: Callable[[], None]
+) -> Iterator[Sequence[Any]]:
+    """The edges, calling `call()` once the first `n` have been read (if there are more)."""
+    source = iter(edges)
+    yield from itertools.islice(source, n)
+    for edge in source:  # runs once at most: the rest goes by `yield from`
+        call()
+        yield edge
+        yield from source
 
 
 def _stopped(exc: AssocdbError, stored: int) -> AssocdbError:

@@ -63,7 +63,8 @@ class Rounds:
         where: dict[int, list[EdgeTuple]] = {}  # id -> its shard's rows in this round
         batch: Batch = {}
         count = position = 0
-        for position, edge in enumerate(self._edges, 1):
+        bad = False  # a bad edge ended the loop (not the input's own error)
+        for position, edge in enumerate(_until_error(self._edges, self), 1):
             kind = None
             if type(edge) is tuple and len(edge) == 4 and type(edge[1]) is str:
                 id1, atype, id2, time = edge
@@ -86,6 +87,7 @@ class Rounds:
                 except AssocdbError as exc:
                     message = f"edge #{position} {edge!r}: {exc.message}"
                     self.error = type(exc)(message, **exc.details)
+                    bad = True
                     break
             atype_id, inverse_id = kind
             rows = where.get(id1)
@@ -103,9 +105,18 @@ class Rounds:
                 self.edges = position
                 yield batch
                 batch, where, count = {}, {}, 0
-        self.edges = position if self.error is None else position - 1
+        self.edges = position - 1 if bad else position
         if batch:
             yield batch
+
+
+def _until_error(edges: Iterable[Sequence[Any]], rounds: Rounds) -> Iterator[Sequence[Any]]:
+    """The input's edges, ending where reading it raises an AssocdbError (the input's
+    own bad line, as `assocdb import` raises): the edges before it are stored."""
+    try:
+        yield from edges
+    except AssocdbError as exc:
+        rounds.error = exc
 
 
 def _unpack(
