@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import assocdb
+import assocdb.api.assoc_writes
 from assocdb import Assoc, Conflict, Graph, InvalidRequest, NotFound, UnknownType
 from assocdb.core.ids import shard_of
 from tests.conftest import OpenGraph
@@ -378,15 +379,19 @@ def test_bulk_load_refuses_a_bad_edge_by_position(graph: Graph) -> None:
     assert [(e.id1, e.id2, e.time) for e in all_edges(graph)] == [(1, 2, 7), (1, 3, 7)]
 
 
-def test_bulk_load_stops_at_a_bad_edge_after_whole_rounds(graph: Graph) -> None:
+def test_bulk_load_stops_at_a_bad_edge_after_whole_rounds(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(assocdb.api.assoc_writes, "BULK_BATCH", 1_000)  # rows per round
+
     def edges() -> Iterator[tuple[object, ...]]:
-        for n in range(1, 150_001):  # more than one round of rows (100,000)
+        for n in range(1, 1_501):  # more than one round
             yield (n, "likes", n + 1, n)
         yield (0, "likes", 1)
 
-    with pytest.raises(InvalidRequest, match=r"edge #150,?001 .* the 150,000 edges before"):
+    with pytest.raises(InvalidRequest, match=r"edge #1,?501 .* the 1,500 edges before"):
         graph.bulk_load(edges(), workers=1)
-    assert len(all_edges(graph)) == 150_000
+    assert len(all_edges(graph)) == 1_500
     assert graph.check_counts() == []
 
 

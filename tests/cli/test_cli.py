@@ -107,6 +107,24 @@ def test_init_schema_import_export_and_check(tmp_path: Path) -> None:
     )
 
 
+def test_import_shifts_ids_of_a_snap_file(tmp_path: Path) -> None:
+    runner = CliRunner()
+    graph = str(tmp_path / "g")
+    schema = tmp_path / "schema.toml"
+    schema.write_text('[assoc.follows]\ninverse = "followed_by"\n')
+    assert (
+        runner.invoke(main, ["init", graph, "--shards", "2", "--schema", str(schema)]).exit_code
+        == 0
+    )
+    snap = tmp_path / "snap.txt"
+    snap.write_text("# Directed graph\n# FromNodeId\tToNodeId\n0\t1\n0\t2\n2\t0\n")
+    args = ["import", graph, str(snap), "--type", "follows"]
+    assert "line 3" in runner.invoke(main, args).output  # node 0 is no assocdb id
+    assert "imported 3 edges" in runner.invoke(main, [*args, "--id-offset", "1"]).output
+    exported = runner.invoke(main, ["export", graph]).output.splitlines()
+    assert exported[:3] == ["1 follows 2 3", "1 follows 3 4", "1 followed_by 3 5"]
+
+
 def test_a_mysql_url_without_a_journal_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["check", "mysql://root@127.0.0.1:3306/g"])
     assert result.exit_code == 2

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..core import json as _json
 from ..core.errors import AssocdbError, InvalidRequest, NotFound
-from ..core.ids import check_id, check_time, shard_of
-from ..core.merge import EdgeTuple, State
+from ..core.ids import check_id, check_time
+from ..core.merge import State
 from ..core.ops import MAX_ASSOC_DATA, EdgeWrite, TypeChange
 from ..core.records import WriteResult
-from ..writes.bulk import bulk_rows
+from ..writes.bulk import Rounds
 from ..writes.workers import ShardWriter
 from .engine import Engine
 
-BULK_BATCH = 100_000  # rows per round of shard transactions
+BULK_BATCH = 400_000  # rows per round of shard transactions
 BULK_PARALLEL = 10_000  # edges read before a load starts worker processes
 
 
@@ -135,65 +137,50 @@ class AssocWrites:
                 f"edges must be an iterable of (id1, atype, id2[, time[, data]]), got {edges!r:.80}"
             )
         ua = self._engine.clock.now()
-        shards = self._engine.shards
-        shard_cache: dict[int, int] = {}  # ids repeat: an edge list is mostly one id1
-        batch: dict[int, list[EdgeTuple]] = {}
-        rows = count = 0
         writer = ShardWriter(self._engine.backend)
+        # Worker processes start once the load proves big, while rows are planned.
+        start = functools.partial(writer.start_workers, min(workers, self._engine.shards))
+        rounds = Rounds(
+            _calling_at(edges, BULK_PARALLEL, start),
+            self._resolve_type,
+            ua,
+            MAX_ASSOC_DATA,
+            self._engine.shards,
+            BULK_BATCH,
+        )
         try:
-            stop = _StopAtBadEdge()
-            for count, row in stop.rows(bulk_rows(edges, self._resolve_type, ua, MAX_ASSOC_DATA)):
-                shard = shard_cache.get(row[0])
-                if shard is None:
-                    shard = shard_cache[row[0]] = shard_of(row[0], shards)
-                batch.setdefault(shard, []).append(row)
-                rows += 1
-                if count == BULK_PARALLEL:  # big enough to be worth processes
-                    writer.start_workers(min(workers, shards))
-                if rows >= BULK_BATCH:
-                    writer.write(batch)
-                    batch, rows = {}, 0
-                    if len(shard_cache) > 1_000_000:
-                        shard_cache.clear()
-                    if progress is not None:
-                        progress(count)
-            writer.write(batch)  # every edge before a bad one, too
-            stop.raise_if_stopped()
+            for batch in rounds:
+                writer.write(batch)
+                if progress is not None:
+                    progress(rounds.edges)
         finally:
             writer.close()
             self._engine.forget()  # rows were written around the cache
-        if progress is not None:
-            progress(count)
-        return count
+        if rounds.error is not None:  # every edge before the bad one is stored
+            raise _stopped(rounds.error, rounds.edges)
+        return rounds.edges
 
     def _resolve_type(self, name: object) -> tuple[int, int | None]:
         kind = self._engine.assoc_type(name)
         return kind.id, self._engine.inverse_id(kind)
 
 
-class _StopAtBadEdge:
-    """Ends a load's rows at a bad edge, to raise once the edges before it are stored."""
+def _calling_at(
+    edges: Iterable[Sequence[Any]], n: int, call: Callable[[], None]
+) -> Iterator[Sequence[Any]]:
+    """The edges, calling `call()` once the first `n` have been read (if there are more)."""
+    source = iter(edges)
+    yield from itertools.islice(source, n)
+    for edge in source:  # runs once at most: the rest goes by `yield from`
+        call()
+        yield edge
+        yield from source
 
-    def __init__(self) -> None:
-        self.stored = 0  # input edges whose rows were all yielded
-        self.error: AssocdbError | None = None
 
-    def rows(self, rows: Iterator[tuple[int, EdgeTuple]]) -> Iterator[tuple[int, EdgeTuple]]:
-        try:
-            for position, row in rows:
-                self.stored = position - 1  # the edge at `position` may have another row
-                yield position, row
-                self.stored = position
-        except AssocdbError as exc:
-            self.error = exc
-
-    def raise_if_stopped(self) -> None:
-        if self.error is None:
-            return
-        exc = self.error
-        raise type(exc)(
-            f"{exc.message}; the load stopped there: the {self.stored:,} edges before it were "
-            "stored (fix it and load the rest, or everything again: with explicit times "
-            "nothing stored changes)",
-            **{**exc.details, "stored": self.stored},
-        ) from None
+def _stopped(exc: AssocdbError, stored: int) -> AssocdbError:
+    return type(exc)(
+        f"{exc.message}; the load stopped there: the {stored:,} edges before it were "
+        "stored (fix it and load the rest, or everything again: with explicit times "
+        "nothing stored changes)",
+        **{**exc.details, "stored": stored},
+    )

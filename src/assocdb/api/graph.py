@@ -276,7 +276,7 @@ class Graph:
         read of the existing edge); with explicit times, loading twice changes
         nothing, so a load may be re-run after a crash.
 
-        Edges are validated and written in rounds of 100,000 rows. A bad edge
+        Edges are validated and written in rounds of 400,000 rows. A bad edge
         (or an error raised by the input iterator) stops the load: every edge
         before it is written first, and the InvalidRequest names the bad edge's
         position and how many edges were stored (`details["stored"]`), so

@@ -159,7 +159,14 @@ def _toml(text: str) -> str:
 @click.argument("directory", type=GRAPH)
 @click.argument("source", type=click.Path(dir_okay=False, exists=True, allow_dash=True))
 @click.option("--type", "atype", help="Association type of pairs (lines of 'id1 id2').")
-def import_(directory: str, source: str, atype: str | None) -> None:
+@click.option(
+    "--id-offset",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Added to every id (SNAP numbers nodes from 0, assocdb from 1: use 1).",
+)
+def import_(directory: str, source: str, atype: str | None, id_offset: int) -> None:
     """Bulk-load edges from SOURCE (text, gzip ok): lines 'id1 atype id2 [time]', or
     'id1 id2' pairs with --type. Times default to the line number, so reloading
     changes nothing. Blank lines and lines starting with # are skipped (SNAP
@@ -169,10 +176,10 @@ def import_(directory: str, source: str, atype: str | None) -> None:
     names the line. Fix it and run the same import again (what is stored does
     not change).
 
-    Example: assocdb import data/graph friends.txt.gz --type friend
+    Example: assocdb import data/graph soc-Slashdot0902.txt --type follows --id-offset 1
     """
     with assocdb.open(directory, create=False) as g, _Source(source) as src:
-        edges = src.edges(atype)
+        edges = src.edges(atype, id_offset)
         try:
             if src.size is None:  # standard input: no size to measure against
                 count = g.bulk_load(edges)
@@ -217,7 +224,7 @@ class _Source:
         """Bytes of the input read so far (compressed bytes for a .gz file)."""
         return int(self._raw.tell())
 
-    def edges(self, atype: str | None) -> Iterator[tuple[Any, ...]]:
+    def edges(self, atype: str | None, offset: int = 0) -> Iterator[tuple[Any, ...]]:
         """The edges of the lines; `line` is the number of the latest one's line."""
         for number, raw in enumerate(self._stream, 1):
             try:
@@ -226,7 +233,8 @@ class _Source:
                 raise assocdb.InvalidRequest(f"line {number}: not UTF-8 text") from None
             if not _skipped(line):
                 self.line = number
-                yield _edge(line, number, atype)
+                edge = _edge(line, number, atype)
+                yield (edge[0] + offset, edge[1], edge[2] + offset, edge[3]) if offset else edge
 
 
 @main.command()

@@ -30,6 +30,7 @@ call these functions; none re-implements the rule in SQL.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from enum import IntEnum
 from typing import NamedTuple
@@ -107,11 +108,14 @@ def merge_edges(
     # The winner among the writes first (max is associative), then against
     # the stored row: each key is compared with its stored row only once.
     winners: dict[EdgeKey, EdgeTuple] = {}
+    first = winners.setdefault
     for row in writes:
-        key = row[:3]
-        best = winners.get(key)
-        if best is None or edge_rank(row) > edge_rank(best):
-            winners[key] = row
+        best = first(row[:3], row)
+        if best is not row and edge_rank(row) > edge_rank(best):
+            winners[row[:3]] = row
+    if not current:  # every winner is a new row (a bulk load's new lists): count them in C
+        counts = Counter((row[0], row[1], row[3]) for row in winners.values())
+        return [(None, row) for row in winners.values()], dict(counts)
     changed: list[tuple[EdgeTuple | None, EdgeTuple]] = []
     deltas: dict[CountKey, int] = {}
     get = deltas.get

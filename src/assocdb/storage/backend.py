@@ -3,7 +3,7 @@
 A backend stores a fixed number of logical shards. Each method works on one
 shard and is one transaction there; none knows about association types,
 inverses or the schema (the Graph plans those). Writes go through `apply`
-(and `index_apply`, `merge_timelines`), which fold the writes into the stored
+(and `bulk_merge`, `index_apply`, `merge_timelines`), which fold the writes into the stored
 rows with the pure merge rules of `core`, so replaying them changes nothing.
 
 Two kinds of backend implement the protocol:
@@ -87,6 +87,10 @@ class Backend(Protocol):
     def make_durable(self, shards: Sequence[int]) -> None:
         """Make every committed transaction of these shards survive a power loss
         (the journal deletes an applied job only after this: `Applier.fence`)."""
+
+    def bulk_merge(self, shard: int, edges: Sequence[EdgeTuple]) -> int:
+        """`apply` for a bulk load's many edges (same rule, counts, one transaction),
+        tuned for size; return how many rows changed (the caller forgets the cache)."""
 
     def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
         """The rows of one association list range, in the seek's direction."""

@@ -26,7 +26,9 @@ one write lock, on MySQL each read ends in `FOR UPDATE` (REPEATABLE READ, so
 the gaps where absent keys would be are locked too). So two applies of the
 same keys are serialized, the second merges against the first's result, and
 counts stay exact. A transaction the engine aborted to break a deadlock is run
-again (the merge is idempotent). Index entries (`core.entities.merge_entries`)
+again (the merge is idempotent). `bulk_merge` is `apply` for a bulk load's
+round: the same merge, but it reads many lists per statement, and only lists
+that have count rows. Index entries (`core.entities.merge_entries`)
 and home timelines (`core.timeline_list.merge_blob`) are merged the same way.
 
 Tables made on first use (`index_N`; `timelines` in MySQL graphs older than
@@ -88,6 +90,7 @@ _EDGES = ", ".join(EDGE_COLUMNS)
 _OBJECTS = ", ".join(OBJ_COLUMNS)
 _ENTRIES = ", ".join(ENTRY_COLUMNS)
 _NODES = ", ".join(NODE_COLUMNS)
+_SELECT_EDGES = f"SELECT {_EDGES} FROM {{s}}.edges WHERE"
 
 T = TypeVar("T")
 B = TypeVar("B", bound="SQLBackend")
@@ -380,6 +383,72 @@ class SQLBackend(ABC):
             for row in self._edges(session, shard, id1, atype, sorted(id2s)):
                 current[row[:3]] = row
         return current
+
+    def bulk_merge(self, shard: int, edges: Sequence[EdgeTuple]) -> int:
+        """`apply` for a bulk load's edges: the same merge rule, counts and single
+        transaction, but the current rows are read list by list in few statements
+        (`_bulk_current`) and the changed rows are written in the table's key order;
+        returns how many rows changed (the caller forgets the cache: no Changes)."""
+
+        def body(session: Session) -> int:
+            changed, deltas = merge_edges(self._bulk_current(session, shard, edges), edges)
+            # (id1, atype, id2) order: the lists in the table's order, one page after
+            # the next (the rows' own order: no key function to call per row).
+            rows = sorted([new for _, new in changed])
+            self._store(session, shard, self._upsert_edge, rows)
+            self._store(session, shard, self._add_count, sorted((*k, n) for k, n in deltas.items()))
+            return len(changed)
+
+        return self._in_transaction(shard, body, slow=True)
+
+    def _bulk_current(
+        self, session: Session, shard: int, writes: Sequence[EdgeTuple]
+    ) -> dict[EdgeKey, EdgeTuple]:
+        """The stored rows of the written keys, locked until the transaction ends.
+
+        Only lists with count rows can hold edges. A list whose stored rows are few
+        beside the keys written to it is read whole, many lists per statement (a
+        load that adds to lists it loaded a round ago); a big list that gets a
+        few keys is read by key, as `apply` reads.
+        """
+        sizes = self._list_sizes(session, shard, sorted({row[0] for row in writes}))
+        if not sizes:  # new lists only (a load into a new graph): nothing to read
+            return {}
+        written: dict[tuple[int, int], list[int]] = {key: [] for key in sizes}
+        for row in writes:
+            id2s = written.get((row[0], row[1]))
+            if id2s is not None:
+                id2s.append(row[2])
+        whole: dict[int, list[int]] = {}  # atype -> the id1s of its lists read whole
+        current: dict[EdgeKey, EdgeTuple] = {}
+        for (id1, atype), size in sorted(sizes.items()):
+            id2s = written[(id1, atype)]
+            if not id2s:
+                continue
+            if size <= 4 * len(id2s) + 64:
+                whole.setdefault(atype, []).append(id1)
+            else:
+                for row in self._edges(session, shard, id1, atype, sorted(set(id2s))):
+                    current[row[:3]] = row
+        for atype, id1s in sorted(whole.items()):
+            for chunk in _chunks(id1s):
+                where = f"atype = ? AND id1 IN ({_marks(len(chunk))})"
+                for row in self._select(
+                    session, shard, f"{_SELECT_EDGES} {where}", (atype, *chunk)
+                ):
+                    current[(row[0], row[1], row[2])] = row
+        return current
+
+    def _list_sizes(
+        self, session: Session, shard: int, id1s: list[int]
+    ) -> dict[tuple[int, int], int]:
+        """Stored rows (tombstones too) per list of these nodes that has any."""
+        sizes: dict[tuple[int, int], int] = {}
+        for chunk in _chunks(id1s):
+            sql = f"SELECT id1, atype, n FROM {{s}}.counts WHERE id1 IN ({_marks(len(chunk))})"
+            for id1, atype, n in self._select(session, shard, sql, chunk):
+                sizes[(id1, atype)] = sizes.get((id1, atype), 0) + int(n)
+        return sizes
 
     def _edges_to(
         self, session: Session, shard: int, atype: int, id2: int, id1s: list[int]

@@ -25,7 +25,7 @@ def _serve(spec: dict[str, Any]) -> None:
         errors = []
         for shard, rows in _round.decode(source.read(HEADER.unpack(header)[0])):
             try:
-                backend.apply(shard, rows, ())
+                backend.bulk_merge(shard, rows)
             except AssocdbError as exc:
                 errors.append([type(exc).__name__, exc.message])
             except Exception as exc:  # report it, don't die: the parent decides

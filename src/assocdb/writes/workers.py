@@ -3,11 +3,12 @@
 SQLite writes about one shard file per core, and Python's sqlite3 module holds
 the GIL between rows, so threads do not help; processes do. A ShardWriter
 takes rounds of per-shard row batches and applies each batch with the
-backend's own `apply` (the same merge rule, counts and transaction as any
-write) in worker processes, each with its own connections. Each shard belongs
-to one worker (`shard % workers`), so workers never contend for a file. The
-caller prepares the next round while the workers apply this one; one round at
-most is in flight, which bounds memory.
+backend's `bulk_merge` (the merge rule and counts of any write, one
+transaction, sized for a load) in worker processes, each with its own
+connections. Each shard belongs to one worker (`shard % workers`), so
+workers never contend for a file. The caller prepares the next round while
+the workers apply this one; one round at most is in flight, which bounds
+memory.
 
 Workers are plain `python -m assocdb.writes.bulkworker` subprocesses, told how to open
 the backend by its `spec()`, and fed length-prefixed msgpack frames on stdin:
@@ -67,7 +68,7 @@ class ShardWriter:
         self.wait()
         if not self._workers:
             for shard, rows in sorted(batch.items()):
-                self._backend.apply(shard, rows, ())
+                self._backend.bulk_merge(shard, rows)
             return
         # One frame per worker per round: the worker reads it whole before it
         # starts applying, so this returns while the workers are still busy.
