@@ -21,7 +21,16 @@ import msgspec
 import pytest
 
 from assocdb import Graph, Query
-from assocdb.client.wire import METHODS, Args, QueryCount, QueryPage, SchemaInfo, TermSpec
+from assocdb.api.batch import READS
+from assocdb.client.wire import (
+    BATCHABLE,
+    METHODS,
+    Args,
+    QueryCount,
+    QueryPage,
+    SchemaInfo,
+    TermSpec,
+)
 from assocdb.core.schema import Schema
 
 #: Methods on the wire that Graph has not: what they stand for there.
@@ -45,6 +54,7 @@ LOCAL = {
     "trace": "traces this process's SQL",
     "shards": "this process's view of the storage",
     "start_cleaner": "starts a thread in this process",
+    "batch": "the Client's batch() sends its reads in one request (/v1/batch)",
 }
 
 #: Results the wire sends in another form, and why.
@@ -174,3 +184,9 @@ def test_every_args_struct_rejects_unknown_fields() -> None:
     for m in METHODS.values():
         assert issubclass(m.args, Args)
         assert m.args.__struct_config__.forbid_unknown_fields, m.name
+
+
+def test_a_graph_batch_runs_the_reads_a_client_batch_sends() -> None:
+
+    sent = {name for name in BATCHABLE if not name.startswith("query_")} - {"schema"}
+    assert sent == READS

@@ -89,6 +89,23 @@ def test_a_batch_keeps_the_order_of_writes_to_one_row(tmp_path: Path) -> None:
     g.close()
 
 
+def test_a_read_in_a_batch_sees_the_writes_queued_before_it(tmp_path: Path) -> None:
+    g = open_graph(tmp_path / "g")
+    with g.batch() as b:
+        before = b.assoc_count(2, "followed_by")
+        b.assoc_add(1, "follows", 2)
+        b.assoc_add(3, "follows", 2)
+        after = b.assoc_count(2, "followed_by")
+        page = b.assoc_page(2, "followed_by", limit=1)
+        nobody = b.obj_get(999)
+    assert (before.result(), after.result()) == (0, 2)
+    assert len(page.result().items) == 1
+    assert nobody.result() is None
+    with pytest.raises(AttributeError, match="neither"):
+        _ = g.batch().bulk_load
+    g.close()
+
+
 def test_a_refused_write_does_not_stop_the_batch(tmp_path: Path) -> None:
     g = open_graph(tmp_path / "g")
     with g.batch() as b:

@@ -1,15 +1,19 @@
-"""`Graph.batch()`: writes collected in a `with` block and written together.
+"""`Graph.batch()`: calls collected in a `with` block and run when it ends.
 
-Each call is checked when it is made (a bad id or an unknown type raises at
-once, and nothing of the batch is written if the block does not finish);
-when the block ends, every write goes through the pipeline as one batch: one
-journal fsync, one transaction per touched shard (`writes.pipeline`). A write
-refused by the store (NotFound, Conflict) does not stop the others: its
-`result()` raises.
+Writes are the point: each is checked when it is made (a bad id or an unknown
+type raises at once, and nothing of the batch is written if the block does
+not finish); when the block ends, the writes go through the pipeline
+together: one journal fsync, one transaction per touched shard
+(`writes.pipeline`). A write refused by the store (NotFound, Conflict) does
+not stop the others: its `result()` raises. Reads (the same ones the
+Client's batch sends in one request) may be mixed in and run in order: a read
+sees the writes queued before it (the writes before a read are written
+first, together).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -21,9 +25,20 @@ from .assoc_writes import AssocWrites
 from .engine import Engine
 from .objects import Objects
 
+#: The reads a batch runs: the Graph's share of the Client batch's (`client.wire.BATCHABLE`).
+READS = frozenset(
+    {
+        *("assoc_contains", "assoc_count", "assoc_edge", "assoc_get", "assoc_page"),
+        *("assoc_range", "assoc_time_range", "home_timeline", "index_query"),
+        *("index_status", "indexes", "node_state", "obj_get", "timeline_config"),
+        "user_timeline",
+    }
+)
+
 
 class WriteBatch:
-    """The write methods of a Graph, each returning a `Deferred` answer; see the module doc.
+    """The write (and read) methods of a Graph, each returning a `Deferred` answer; see
+    the module doc.
 
     >>> with g.batch() as b:
     ...     added = b.assoc_add(1, "follows", 2)
@@ -32,12 +47,33 @@ class WriteBatch:
     'applied'
     """
 
-    def __init__(self, engine: Engine, assoc_writes: AssocWrites, objects: Objects) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        assoc_writes: AssocWrites,
+        objects: Objects,
+        read: Callable[[str], Callable[..., Any]],
+    ) -> None:
         self._engine = engine
         self._assoc = assoc_writes
         self._objects = objects
-        self._writes: list[tuple[Operation | Rows, int, Deferred[Any], Any]] = []
+        self._read = read  # the Graph's read method of a name
+        #: Writes `(op, updated_at, deferred, value)` and reads `(call, deferred)`, in order.
+        self._calls: list[tuple[Any, ...]] = []
         self._ran = False
+
+    def __getattr__(self, name: str) -> Callable[..., Deferred[Any]]:
+        if name not in READS:
+            raise AttributeError(f"a batch runs the Graph's reads and writes; {name!r} is neither")
+        method = self._read(name)
+
+        def queue(*args: Any, **kwargs: Any) -> Deferred[Any]:
+            self._check_open()
+            deferred: Deferred[Any] = Deferred(name)
+            self._calls.append((lambda: method(*args, **kwargs), deferred))
+            return deferred
+
+        return queue
 
     def assoc_add(
         self,
@@ -98,16 +134,35 @@ class WriteBatch:
     def _queue(
         self, method: str, op: Operation | Rows, updated_at: int, value: Any = None
     ) -> Deferred[Any]:
-        if self._ran:
-            raise RuntimeError("this batch has been written; start another with g.batch()")
+        self._check_open()
         deferred: Deferred[Any] = Deferred(method)
-        self._writes.append((op, updated_at, deferred, value))
+        self._calls.append((op, updated_at, deferred, value))
         return deferred
 
+    def _check_open(self) -> None:
+        if self._ran:
+            raise RuntimeError("this batch has been written; start another with g.batch()")
+
     def run(self) -> None:
-        """Write everything queued, as one batch (the `with` block does this when it ends)."""
+        """Run everything queued: the writes together, each read after the writes before
+        it (the `with` block does this when it ends)."""
         self._ran = True
-        writes, self._writes = self._writes, []
+        calls, self._calls = self._calls, []
+        writes: list[tuple[Any, ...]] = []
+        for call in calls:
+            if len(call) == 4:
+                writes.append(call)
+                continue
+            self._write(writes)
+            writes = []
+            read, deferred = call
+            try:
+                deferred.settle(read())
+            except Exception as exc:
+                deferred.settle(error=exc)
+        self._write(writes)
+
+    def _write(self, writes: list[tuple[Any, ...]]) -> None:
         if not writes:
             return
         answers = self._engine.submit_many([(op, ua) for op, ua, _, _ in writes])

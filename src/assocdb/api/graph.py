@@ -243,22 +243,29 @@ class Graph:
         return self._writes.assoc_change_type(id1, atype, id2, new_atype, updated_at)
 
     def batch(self) -> WriteBatch:
-        """Writes collected in a `with` block and written together when it ends: one
-        journal fsync and one transaction per touched shard for all of them.
+        """Calls collected in a `with` block and run when it ends; the writes together:
+        one journal fsync and one transaction per touched shard for all of them.
 
         Each write method is here (assoc_add, assoc_delete, assoc_archive,
-        assoc_negate, assoc_change_type, obj_add, obj_update, obj_delete) and
-        returns a Deferred; its `result()` is the write's answer once the block
-        has ended. Arguments are checked at each call; a write the store refuses
-        (NotFound, Conflict) raises from its own `result()` and the others are
-        written. If the block raises, nothing of it is written. (Writes from
-        many threads are batched the same way without asking.)
+        assoc_negate, assoc_change_type, obj_add, obj_update, obj_delete), and
+        the reads of the Client's batch; each returns a Deferred whose `result()`
+        is the call's answer once the block has ended. Arguments of writes are
+        checked at each call; a write the store refuses (NotFound, Conflict)
+        raises from its own `result()` and the others are written. A read sees
+        the writes queued before it. If the block raises, nothing of it runs.
+        (Writes from many threads are batched the same way without asking.)
 
         >>> with g.batch() as b:
         ...     for follower in followers:
         ...         b.assoc_add(follower, "follows", 42)
+        ...     n = b.assoc_count(42, "followed_by")
+        >>> n.result()
         """
-        return WriteBatch(self.engine, self._writes, self._objects)
+        return WriteBatch(self.engine, self._writes, self._objects, self._read_method)
+
+    def _read_method(self, name: str) -> Callable[..., Any]:
+        method: Callable[..., Any] = getattr(self, name)
+        return method
 
     def bulk_load(
         self,

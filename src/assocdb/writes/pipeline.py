@@ -32,7 +32,8 @@ or a background apply), the operation is journaled unresolved and the
 applier resolves it in journal order, as before.
 
 With `sync=False` a write is answered once journaled (`queued`) and the
-applier's background threads apply it (in batches as well).
+applier's background threads apply it (in batches as well); one the store
+refuses is journaled as it is and becomes a bad job when applied.
 """
 
 from __future__ import annotations
@@ -224,8 +225,11 @@ class Pipeline:
             except Exception as exc:
                 if not is_rejection(exc):
                     raise
-                entries[number].answer(exc)
-                works[number] = None
+                if self.sync:
+                    entries[number].answer(exc)
+                    works[number] = None
+                # Else acknowledged all the same (`queued`): the applier resolves it
+                # again and parks it as a bad job with this error.
         return works
 
     def _with_entries(self, old: object, rows: Rows) -> Rows:
