@@ -52,17 +52,20 @@ def test_writes_from_many_threads_share_the_shard_transactions(tmp_path: Path) -
                 release.wait()
 
     g.engine.backend.faults.append(hold_the_first_apply)
+    pipeline, journal = g.engine.pipeline, g.engine.journal
+    commits = journal.commits
     threads = [threading.Thread(target=g.assoc_add, args=(n, "follows", 7)) for n in range(1, 21)]
     threads[0].start()
     wait_until(lambda: len(begins) == 1)  # the first write is being applied…
     for thread in threads[1:]:
         thread.start()
-    journal = g.engine.journal
-    wait_until(lambda: journal.counts()["new"] == 20)  # …while the others are journaled
+    wait_until(lambda: len(pipeline._inbox) == 19)  # …while the others wait to enter
     release.set()
     for thread in threads:
         thread.join()
     assert g.assoc_count(7, "followed_by") == 20
+    assert pipeline.batches == 2  # the first write, then the 19 that waited
+    assert journal.commits == commits + 2  # one fsync each
     # The first write's two legs, then one transaction per shard for the other 19
     # (written one by one, they would take 38).
     assert len(begins) <= 2 + 4

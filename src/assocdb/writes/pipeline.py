@@ -18,7 +18,9 @@ everything that waits for it as one batch:
 
 The stages overlap: batch N+1 is resolved and fsynced while batch N is
 applied, so the two cores work at once, and the cost of a write falls as
-load rises (with one writer a batch is one write: one fsync plus one apply).
+load rises. A write that finds the pipeline empty is carried through both
+stages by its own thread (no hand-offs): a lone write costs one fsync plus
+one apply, as without a pipeline.
 
 Order. An operation that reads a stored row (a re-add keeping the edge's
 time, an object patch, an edge into a list with a node state) must see
@@ -114,6 +116,8 @@ class Pipeline:
         self._applied = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._closed = False
+        self._journaling = False  # the journal stage is working on a batch
+        self._inline = False  # a lone writer is carrying its writes through (`_run_inline`)
 
     def submit(self, works: Sequence[Work]) -> list[Outcome]:
         """Write `works` (in this order) with whatever else is waiting; their outcomes."""
@@ -126,10 +130,27 @@ class Pipeline:
                 raise InvalidRequest("this graph has been closed")
             if not self._threads:
                 self._start()
-            self._inbox.extend(mine)
-            self._arrived.notify()
+            alone = not (self._inbox or self._journaling or self._inline or self._applying)
+            if alone:
+                self._inline = True
+            else:
+                self._inbox.extend(mine)
+                self._arrived.notify()
+        if alone:
+            self._run_inline(mine)
         ticket.done.wait()
         return [entry.outcome for entry in mine]  # type: ignore[misc]
+
+    def _run_inline(self, entries: list[_Entry]) -> None:
+        """A pipeline with nothing in it: the writer carries its own writes through both
+        stages (no thread hand-offs: a lone write costs one fsync plus one apply). Writes
+        arriving meanwhile wait in the inbox for the stage threads."""
+        try:
+            self._run_batch(entries, inline=True)
+        finally:
+            with self._lock:
+                self._inline = False
+                self._arrived.notify()
 
     def close(self) -> None:
         """Finish what has entered, then stop the stage threads."""
@@ -153,47 +174,66 @@ class Pipeline:
     def _journal_stage(self) -> None:
         while True:
             with self._lock:
-                while not self._inbox and not self._closed:
+                while (not self._inbox or self._inline) and not self._closed:
+                    self._arrived.wait()
+                while self._inline:  # closing: let the inline writer finish first
                     self._arrived.wait()
                 if not self._inbox:  # closed, and everything entered has gone through
                     self._to_apply.put(None)
                     return
                 batch, self._inbox = self._inbox, []
-            self.batches += 1
-            self.writes += len(batch)
-            rest = batch
+                self._journaling = True
             try:
-                while rest:
-                    this_round, rest = _rounds(rest)
-                    self._journal_round(this_round)
-            except BaseException as exc:  # nothing may leave a writer without an answer
-                log.exception("the write pipeline failed on a batch of %d writes", len(batch))
-                for entry in batch:
-                    if not entry.handed:
-                        entry.answer(exc)
+                self._run_batch(batch, inline=False)
+            finally:
+                with self._lock:
+                    self._journaling = False
 
-    def _journal_round(self, entries: list[_Entry]) -> None:
+    def _run_batch(self, batch: list[_Entry], inline: bool) -> None:
+        """Resolve and journal the batch round by round; apply each round here (inline)
+        or hand it to the apply stage."""
+        self.batches += 1
+        self.writes += len(batch)
+        rest = batch
+        try:
+            while rest:
+                this_round, rest = _rounds(rest)
+                journaled = self._journal_round(this_round)
+                if journaled is None:
+                    continue
+                if inline:
+                    self._apply([journaled])
+                else:
+                    for entry in journaled.entries:
+                        entry.handed = True
+                    with self._applied:
+                        self._applying += 1
+                    self._to_apply.put(journaled)
+        except BaseException as exc:  # nothing may leave a writer without an answer
+            log.exception("the write pipeline failed on a batch of %d writes", len(batch))
+            for entry in batch:
+                if not entry.handed:
+                    entry.answer(exc)
+
+    def _journal_round(self, entries: list[_Entry]) -> _Journaled | None:
+        """Resolve and journal one round: what is left for the apply stage, if anything."""
         works = self._resolve(entries)
         live = [(e, w) for e, w in zip(entries, works, strict=True) if w is not None]
         if not live:
-            return
+            return None
         try:
             jobs = self.journal.append_many([encode(work) for _, work in live])
         except BaseException as exc:  # not journaled: not acknowledged
             for entry, _ in live:
                 entry.answer(exc)
-            return
+            return None
         self.applier.pending.add_many(jobs, [work.keys for _, work in live])
         if not self.sync:
             for job, (entry, work) in zip(jobs, live, strict=True):
                 self.applier.enqueue(job, work)
                 entry.answer("queued")
-            return
-        for entry, _ in live:
-            entry.handed = True
-        with self._applied:
-            self._applying += 1
-        self._to_apply.put(_Journaled([e for e, _ in live], jobs, [w for _, w in live]))
+            return None
+        return _Journaled([e for e, _ in live], jobs, [w for _, w in live])
 
     def _resolve(self, entries: list[_Entry]) -> list[Work | None]:
         """Each entry's work as it is journaled: concrete rows when the stored rows it
