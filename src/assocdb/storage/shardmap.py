@@ -44,7 +44,6 @@ unfinished write to every replica.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import random
 import threading
@@ -490,14 +489,16 @@ class ShardMapBackend:
         )
 
     def make_durable(self, shards: Sequence[int]) -> None:
-        # On every replica that takes writes; one that is down missed the writes
-        # too, and its jobs stay in the error queue.
+        # On every replica this process has written. Not through `_call`: a sync is
+        # no probe (on a database server it does nothing), so it must not tell a
+        # member's failure detector that the member works. A member that cannot
+        # sync missed the writes too (its legs stay in the error queue).
         for shard in shards:
-            sync: Callable[[Backend], None] = functools.partial(_make_durable, shard=shard)
             for member, _ in self._replicas[shard]:
-                if member.health.allows():
-                    with contextlib.suppress(Unavailable):
-                        self._call(member, sync)
+                backend = member.backend
+                if backend is not None and member.health.allows():
+                    with contextlib.suppress(AssocdbError):
+                        backend.make_durable([shard])
 
     def allocate(self, shard: int, n: int) -> int:
         primary = self._primary(shard)
@@ -648,10 +649,6 @@ class ShardMapBackend:
             if member.backend is not None:
                 member.backend.close()
                 member.backend = None
-
-
-def _make_durable(backend: Backend, shard: int) -> None:
-    backend.make_durable([shard])
 
 
 def _partly_written(
