@@ -716,6 +716,16 @@ class Cache:
                 self.bytes -= _object_bytes(row)
             self.evictions += 1
 
+    def holds(self, key: tuple[Any, ...]) -> bool:
+        """Whether tier 1 holds the hot key `key` now: `("list", id1, atype)`,
+        `("object", id)` or `("home", owner)` (the console's hot keys page)."""
+        kind, rest = key[0], key[1:]
+        if kind == "list":
+            return rest in self._lists
+        if kind == "object":
+            return rest[0] in self._objects
+        return kind == "home" and rest[0] in self._homes
+
     def stats(self) -> CacheStats:
         with self._lock:
             lookups = self.hits + self.misses

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import secrets
 import shutil
 import socket
 import sys
@@ -414,6 +415,8 @@ def serve(
         "redis": redis,
         "cleaner": cleaner,
         "peers": None,
+        # Signs the console's session cookies; one per start, shared by the workers.
+        "session_key": secrets.token_hex(32),
     }
     port = _check_port(host, port)  # a busy port fails here, before anything is said
     metrics_dir = None
@@ -423,7 +426,9 @@ def serve(
         if cache_mb and not redis:  # the workers' cache invalidations (serve/peers.py)
             config["peers"] = os.path.join(metrics_dir, "invalidations")
     os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
-    click.echo(f"serving {directory} on http://{host}:{port} (docs: /docs)", err=True)
+    click.echo(
+        f"serving {directory} on http://{host}:{port} (docs: /docs, console: /admin)", err=True
+    )
     try:
         uvicorn.run(
             "assocdb.serve.server:app_from_env",

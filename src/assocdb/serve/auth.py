@@ -110,6 +110,10 @@ class Tokens:
             ]
         )
 
+    def all(self) -> list[Token]:
+        """The configured tokens (for the console's sessions, which outlive a request)."""
+        return list(self._tokens)
+
     def authenticate(self, header: str | None) -> None:
         """Raise Unauthenticated unless the header carries a known token (any scope)."""
         self.authorize(header, None)

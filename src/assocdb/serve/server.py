@@ -48,6 +48,7 @@ from ..core.errors import AssocdbError, DataTooLarge, InvalidRequest, NotFound, 
 from ..core.json import MAX_DEPTH
 from ..core.records import CacheConfig
 from .auth import Tokens
+from .console.pages import Console
 from .metrics import Metrics
 from .openapi import docs_page, openapi
 from .peers import Peers
@@ -99,11 +100,17 @@ def _short_range(body: bytes) -> bool:
 
 
 def create_app(
-    graph: Graph, tokens: Tokens | None = None, limits: Limits | None = None
+    graph: Graph,
+    tokens: Tokens | None = None,
+    limits: Limits | None = None,
+    session_key: bytes | None = None,
 ) -> Starlette:
-    """The ASGI app serving `graph`."""
+    """The ASGI app serving `graph`, with the operator's console under /admin (its
+    session cookies signed with `session_key`: one per server, shared by its workers)."""
     server = _Server(graph, tokens or Tokens([]), limits or Limits(), Metrics(graph))
+    server.console = Console(graph, server.tokens, server.metrics, session_key)
     routes = [
+        *server.console.routes(),
         Route("/v1/batch", server.route_batch, methods=["POST"]),
         Route("/v1/{method}", server.route_method, methods=["POST"]),
         Route("/healthz", server.route_healthz, methods=["GET"]),
@@ -124,6 +131,7 @@ class _Server:
         self.limits = limits
         self.metrics = metrics
         self.peers: Peers | None = None  # cache invalidations between workers, if any
+        self.console: Console | None = None  # the /admin pages
         self._calls = {item: (name, self._call_of(name)) for name, item in _BATCH_ITEMS.items()}
 
     # -- API routes --------------------------------------------------------------------
@@ -515,13 +523,21 @@ def app_from_env() -> Front:
         graph.start_cleaner()
     inline = graph.engine.backend.local
     limits = Limits(config["max_body"], config["max_batch"], config["deadline"], inline)
-    app = create_app(graph, Tokens.load(config.get("tokens_file")), limits)
+    key = config.get("session_key")
+    app = create_app(
+        graph,
+        Tokens.load(config.get("tokens_file")),
+        limits,
+        bytes.fromhex(key) if key else None,
+    )
     server: _Server = app.state.server
     server.peers = peers
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
+        if server.console is not None:
+            server.console.close()
         server.metrics.close()
         await anyio.to_thread.run_sync(graph.close)
 

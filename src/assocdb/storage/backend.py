@@ -139,6 +139,10 @@ class Backend(Protocol):
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         """The count of edges per state of the list `(id1, atype)`."""
 
+    def count_totals(self, shard: int) -> dict[tuple[int, int], int]:
+        """`(atype, state) -> edges` on the shard, summed from the kept counts (one pass
+        over the counts table, never over the edges; for the console's overview)."""
+
     def objects(self, shard: int, ids: Sequence[int]) -> list[ObjRow]:
         """The stored objects with these ids, tombstones included."""
 

@@ -570,6 +570,9 @@ class ShardMapBackend:
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         return self._read(shard, lambda b: b.counts(shard, id1, atype))
 
+    def count_totals(self, shard: int) -> dict[tuple[int, int], int]:
+        return self._read(shard, lambda b: b.count_totals(shard))
+
     def objects(self, shard: int, ids: Sequence[int]) -> list[ObjRow]:
         return self._read(shard, lambda b: b.objects(shard, ids))
 

@@ -630,6 +630,11 @@ class SQLBackend(ABC):
         sql = self._q("SELECT state, n FROM {s}.counts WHERE id1 = ? AND atype = ?", shard)
         return {int(state): int(n) for state, n in self._query(shard, sql, (id1, atype))}
 
+    def count_totals(self, shard: int) -> dict[tuple[int, int], int]:
+        sql = self._q("SELECT atype, state, SUM(n) FROM {s}.counts GROUP BY atype, state", shard)
+        rows = self._query(shard, sql, (), slow=True)
+        return {(int(atype), int(state)): int(n) for atype, state, n in rows if n}
+
     def objects(self, shard: int, ids: Sequence[int]) -> list[ObjRow]:
         return self._objects(None, shard, ids)
 

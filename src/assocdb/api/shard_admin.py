@@ -1,0 +1,152 @@
+"""The shard map as the operator's console shows and changes it.
+
+`view()` is pure reading: each member's health (from its failure detector)
+and each shard's replicas with weights and the share of the shard's reads
+each replica takes now (its weight over the weights of the replicas that
+take reads: up, not drained, weight above 0). The actions are the ones of
+`assocdb shards mark-down | mark-up | set-weight`: they rewrite the map file
+(so every process sharing it follows within a second) and reload it in this
+process at once, so the console shows the change on its next page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import msgspec
+
+from ..core.errors import InvalidRequest
+from ..storage import shardmap_config
+from ..storage.shardmap import ShardMapBackend
+from .engine import Engine
+
+MemberState = Literal["up", "down", "drained"]
+
+
+class MemberRow(msgspec.Struct, frozen=True):
+    name: str
+    where: str
+    state: MemberState
+    failures: int
+    downs: int
+    consecutive: int
+    shards: str  # "0-3,8"
+
+
+class ReplicaRow(msgspec.Struct, frozen=True):
+    backend: str
+    weight: int
+    state: MemberState
+    read_share: float  # 0 … 1 of the shard's reads
+
+
+class ShardRow(msgspec.Struct, frozen=True):
+    shard: int
+    replicas: list[ReplicaRow]
+
+
+class ShardView(msgspec.Struct, frozen=True):
+    """A shard map's members and shards; for a plain backend, `members` is empty and
+    each shard has no replicas listed (`where` says where the shards live)."""
+
+    shards: int
+    kind: str
+    where: str
+    source: str | None
+    members: list[MemberRow]
+    rows: list[ShardRow]
+    engines: list[str]  # the kinds of backend the shards live on
+    failovers: int = 0
+
+
+class ShardAdmin:
+    """The console's view of the shards and its mark-down, mark-up and set-weight."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def view(self) -> ShardView:
+        backend = self._engine.backend
+        if not isinstance(backend, ShardMapBackend):
+            spec = backend.spec()
+            where = str(spec.get("path") or spec.get("url") or "")
+            if "url" in spec:
+                where = shardmap_config.shown(where)
+            rows = [ShardRow(s, []) for s in range(backend.shards)]
+            kind = str(spec.get("kind", "?"))
+            return ShardView(backend.shards, kind, where, None, [], rows, [kind])
+        states = {m.name: _state(m.up, m.drained) for m in backend.status()}
+        members = [
+            MemberRow(
+                m.name,
+                m.where,
+                states[m.name],
+                m.failures,
+                m.downs,
+                m.consecutive,
+                shardmap_config.format_shards(m.shards),
+            )
+            for m in backend.status()
+        ]
+        rows = [
+            ShardRow(shard, _replicas(reps, states))
+            for shard, reps in enumerate(backend.map.replicas)
+        ]
+        source = None if backend.source is None else str(backend.source)
+        engines = sorted({str(backend.map.member_spec(m.name)["kind"]) for m in members})
+        return ShardView(
+            backend.shards,
+            "shard map",
+            source or "",
+            source,
+            members,
+            rows,
+            engines,
+            backend.failovers,
+        )
+
+    def mark(self, name: str, down: bool) -> None:
+        """Drain member `name` (down) or give it back (up), in the map file and here."""
+        self._change(lambda smap: shardmap_config.with_down(smap, name, down))
+
+    def set_weight(self, shards: str, name: str, weight: int) -> None:
+        """Set member `name`'s read weight on `shards` ("0-7", "3", "0-3,8")."""
+        if type(weight) is not int or weight < 0:
+            raise InvalidRequest(f"weight must be an integer of 0 or more, got {weight!r}")
+
+        def change(smap: shardmap_config.ShardMap) -> shardmap_config.ShardMap:
+            chosen = shardmap_config.parse_shards(shards, smap.shards)
+            return shardmap_config.with_weight(smap, chosen, name, weight)
+
+        self._change(change)
+
+    def _change(
+        self, change: Callable[[shardmap_config.ShardMap], shardmap_config.ShardMap]
+    ) -> None:
+        backend = self._engine.backend
+        if not isinstance(backend, ShardMapBackend):
+            raise InvalidRequest("this graph has no shard map: its shards cannot be changed")
+        if backend.source is None:
+            raise InvalidRequest("this shard map was not opened from a file: nothing to change")
+        shardmap_config.save(change(shardmap_config.load(backend.source)), backend.source)
+        backend.reload()
+
+
+def _state(up: bool, drained: bool) -> MemberState:
+    return "drained" if drained else "up" if up else "down"
+
+
+def _replicas(
+    reps: tuple[shardmap_config.Replica, ...], states: dict[str, MemberState]
+) -> list[ReplicaRow]:
+    readable = sum(r.weight for r in reps if states[r.backend] == "up")
+    return [
+        ReplicaRow(
+            r.backend,
+            r.weight,
+            states[r.backend],
+            r.weight / readable if readable and states[r.backend] == "up" else 0.0,
+        )
+        for r in reps
+    ]

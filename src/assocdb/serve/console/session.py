@@ -1,0 +1,106 @@
+"""The console's login: a signed session cookie and the CSRF token of its forms.
+
+A person pastes a token once into the login form (a POST: never in a URL);
+the server checks it has the admin scope and answers with a cookie holding
+`name.issued.fingerprint.nonce`, signed with HMAC-SHA256. The cookie never
+holds the token: the fingerprint is an HMAC of the token's secret under the
+session key, so a cookie stays valid only while that very token is
+configured. Cookies are `HttpOnly` (no script reads them), `SameSite=Strict`
+(no other site's page sends them) and expire after `MAX_AGE`.
+
+Every action is a POST carrying a CSRF token: the HMAC of the session's
+nonce, so only a page the server rendered for this session knows it.
+
+The session key comes from the serve command (one per start, shared by its
+workers through their environment), or is made here for an app built in
+process; restarting the server logs everyone out.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from typing import NamedTuple
+
+from ...core.errors import PermissionDenied, Unauthenticated
+from ..auth import Tokens
+
+COOKIE = "assocdb_console"
+MAX_AGE = 12 * 3600  # seconds a login lasts
+
+
+class Session(NamedTuple):
+    name: str  # the token's name ("open" on a server without tokens)
+    nonce: str
+
+
+class Sessions:
+    """Makes and checks session cookies and CSRF tokens under one key."""
+
+    def __init__(self, tokens: Tokens, key: bytes | None = None) -> None:
+        self._tokens = tokens
+        self._key = key or secrets.token_bytes(32)
+
+    def login(self, secret: str) -> str:
+        """The cookie value for an admin token (Unauthenticated or PermissionDenied if not)."""
+        secret = secret.strip()
+        name = self._tokens.authorize(f"Bearer {secret}", "admin") or "open"
+        fields = (_b64(name.encode()), str(int(time.time())), self._fingerprint(secret))
+        body = ".".join((*fields, secrets.token_urlsafe(16)))
+        return f"{_b64(body.encode())}.{self._sign(body)}"
+
+    def check(self, cookie: str | None) -> Session:
+        """The session of a valid cookie; Unauthenticated otherwise."""
+        if not cookie or "." not in cookie:
+            raise Unauthenticated("log in with an admin token")
+        encoded, _, signature = cookie.rpartition(".")
+        try:
+            body = _unb64(encoded).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise Unauthenticated("the session cookie is malformed; log in again") from None
+        if not hmac.compare_digest(signature, self._sign(body)):
+            raise Unauthenticated("the session cookie is not ours; log in again")
+        try:
+            encoded_name, issued, fingerprint, nonce = body.split(".", 3)
+            name = _unb64(encoded_name).decode()
+            age = time.time() - int(issued)
+        except (ValueError, UnicodeDecodeError):
+            raise Unauthenticated("the session cookie is malformed; log in again") from None
+        if age > MAX_AGE:
+            raise Unauthenticated("the session has expired; log in again")
+        if self._tokens.enabled and not self._still_configured(name, fingerprint):
+            raise Unauthenticated("the session's token is no longer configured; log in again")
+        return Session(name, nonce)
+
+    def csrf(self, session: Session) -> str:
+        """The CSRF token of the session's forms."""
+        return self._sign(f"csrf.{session.nonce}")
+
+    def check_csrf(self, session: Session, offered: str | None) -> None:
+        if not offered or not hmac.compare_digest(offered, self.csrf(session)):
+            raise PermissionDenied("the form's CSRF token is missing or wrong; reload the page")
+
+    def _still_configured(self, name: str, fingerprint: str) -> bool:
+        return any(
+            hmac.compare_digest(fingerprint, self._fingerprint(token.secret.decode()))
+            and token.name == name
+            and "admin" in token.scopes
+            for token in self._tokens.all()
+        )
+
+    def _fingerprint(self, secret: str) -> str:
+        return self._sign(f"token.{secret}")[:22]
+
+    def _sign(self, text: str) -> str:
+        return _b64(hmac.new(self._key, text.encode(), hashlib.sha256).digest())
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text.encode() + b"=" * (-len(text) % 4))
