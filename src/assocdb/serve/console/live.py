@@ -56,7 +56,7 @@ class Live:
     def __init__(self, graph: Graph, metrics: Metrics, every: float = EVERY) -> None:
         self._graph = graph
         self._metrics = metrics
-        self._every = every
+        self.every = every  # seconds between samples (a test may shorten it before start)
         self.samples: deque[Sample] = deque(maxlen=HISTORY)
         self._histograms: deque[tuple[float, Histograms]] = deque(maxlen=WINDOW + 1)
         self._cache: tuple[int, int] | None = None
@@ -81,7 +81,7 @@ class Live:
 
     def _run(self) -> None:
         self.sample()
-        while not self._stop.wait(self._every):
+        while not self._stop.wait(self.every):
             self.sample()
 
     def sample(self) -> None:
@@ -187,14 +187,18 @@ def _quantile(buckets: list[tuple[float, float]], q: float) -> float:
 
 
 def chart(values: list[float | None], width: int = 240, height: int = 48) -> dict[str, Any]:
-    """An SVG polyline's points for `values` (oldest first) scaled into the box, with the
-    largest value for the chart's label; None values are drawn as gaps (as 0)."""
+    """An SVG polyline's points for `values` (oldest first) spread over the box's width
+    and scaled to its height, with the largest value for the chart's label; a None
+    (no lookups in that interval) is drawn as 0."""
     shown = [v or 0.0 for v in values]
     top = max(shown, default=0.0)
     scale = (height - 4) / top if top > 0 else 0.0
-    step = width / max(HISTORY - 1, 1)
-    start = width - step * (len(shown) - 1)
-    points = " ".join(
-        f"{start + i * step:.1f},{height - 2 - v * scale:.1f}" for i, v in enumerate(shown)
-    )
-    return {"points": points, "top": top, "width": width, "height": height}
+    step = width / max(len(shown) - 1, 1)
+    points = " ".join(f"{i * step:.1f},{height - 2 - v * scale:.1f}" for i, v in enumerate(shown))
+    return {"points": points if len(shown) > 1 else "", "top": top, "width": width, "height": height}
+
+
+def span(samples: list[Sample]) -> str:
+    """How long the samples cover, for people: "40 s", "6 min"."""
+    seconds = samples[-1].at - samples[0].at if len(samples) > 1 else 0.0
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"

@@ -31,7 +31,7 @@ from ...core.errors import AssocdbError, InvalidRequest, PermissionDenied, Unaut
 from ...core.records import STATE_NAMES
 from ..auth import Tokens
 from ..metrics import Metrics
-from .live import HISTORY, Live, chart
+from .live import Live, chart, span
 from .session import COOKIE, MAX_AGE, Session, Sessions
 
 MAX_FORM = 64 << 10  # bytes of a form
@@ -128,7 +128,7 @@ class Console:
             "reads/s": [s.reads for s in samples],
             "writes/s": [s.writes for s in samples],
             "queue depth": [float(s.depth) for s in samples],
-            "cache hit rate": [s.hit_rate for s in samples],
+            "cache hit %": [None if s.hit_rate is None else s.hit_rate * 100 for s in samples],
         }
         return {
             "title": "Overview",
@@ -136,7 +136,8 @@ class Console:
             "name": view.where.rstrip("/").rpartition("/")[2] or view.where,
             "now": samples[-1] if samples else None,
             "charts": {label: chart(values) for label, values in series.items()},
-            "minutes": HISTORY * self.live._every / 60,
+            "span": span(samples),
+            "every": self.live.every,
             "latencies": self.live.latencies(),
             "totals": self.live.totals,
             "problem": self.live.problem,

@@ -1,0 +1,199 @@
+"""The console's guards over plain HTTP, against a real `assocdb serve` process:
+401 without a token, 403 without the admin scope, actions only with a CSRF token,
+a session cookie that is signed, HttpOnly, SameSite=Strict and holds no token."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+import assocdb
+from assocdb.serve.auth import Tokens
+from assocdb.serve.console.session import Sessions
+from tests.support.http_server import ADMIN, READER, TOKENS, WRITER, Server
+
+PAGES = [
+    "/admin",
+    "/admin/live",
+    "/admin/shards",
+    "/admin/queue",
+    "/admin/hot",
+    "/admin/explore?id=1",
+    "/admin/explore/list?id=1&atype=follows",
+    "/admin/explore/sets?a=1&a_type=follows&op=intersect&b=2&b_type=follows",
+]
+ACTIONS = [
+    ("/admin/queue", {"action": "retry"}),
+    ("/admin/queue", {"action": "reinject-all"}),
+    ("/admin/shards", {"action": "mark-down", "backend": "db1"}),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    directory = tmp_path_factory.mktemp("console") / "graph"
+    with assocdb.open(directory, shards=2) as g:
+        g.define_assoc("follows", inverse="followed_by")
+    running = Server(directory)
+    yield running
+    running.stop()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+@contextmanager
+def logged_in(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url) as client:
+        answer = client.post("/admin/login", data={"token": ADMIN})
+        assert answer.status_code == 303
+        yield client
+
+
+def csrf_of(client: httpx.Client, page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', client.get(page).text)
+    assert found is not None
+    return found.group(1)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_needs_an_admin_token(server: Server, page: str) -> None:
+    nobody = httpx.get(server.url + page)
+    assert nobody.status_code == 401
+    assert 'action="/admin/login"' in nobody.text  # the login form, for a browser
+    for token in (READER, WRITER):
+        assert httpx.get(server.url + page, headers=bearer(token)).status_code == 403
+    assert httpx.get(server.url + page, headers=bearer("not-a-known-token")).status_code == 401
+    assert httpx.get(server.url + page, headers=bearer(ADMIN)).status_code == 200
+
+
+@pytest.mark.parametrize(("path", "form"), ACTIONS)
+def test_every_action_needs_an_admin_token(server: Server, path: str, form: dict[str, str]) -> None:
+    confirmed = {**form, "confirm": "yes"}
+    assert httpx.post(server.url + path, data=confirmed).status_code == 401
+    for token in (READER, WRITER):
+        assert (
+            httpx.post(server.url + path, data=confirmed, headers=bearer(token)).status_code == 403
+        )
+
+
+def test_actions_of_a_session_need_its_csrf_token(server: Server) -> None:
+    with logged_in(server) as client:
+        action = {"action": "retry", "confirm": "yes"}
+        assert client.post("/admin/queue", data=action).status_code == 403
+        assert client.post("/admin/queue", data={**action, "csrf": "forged"}).status_code == 403
+        token = csrf_of(client, "/admin/queue")
+        done = client.post("/admin/queue", data={**action, "csrf": token})
+        assert done.status_code == 303
+        assert done.headers["location"].startswith("/admin/queue?note=")
+        with logged_in(server) as other:  # another session's token is no good here
+            assert (
+                client.post(
+                    "/admin/queue", data={**action, "csrf": csrf_of(other, "/admin/queue")}
+                ).status_code
+                == 403
+            )
+
+
+def test_an_action_asks_for_confirmation_first(server: Server) -> None:
+    with logged_in(server) as client:
+        token = csrf_of(client, "/admin/queue")
+        asked = client.post("/admin/queue", data={"action": "retry", "csrf": token})
+        assert asked.status_code == 200
+        assert 'name="confirm" value="yes"' in asked.text
+        assert "Retry every job" in asked.text
+
+
+def test_a_script_acts_with_its_bearer_token_and_no_csrf(server: Server) -> None:
+    answer = httpx.post(
+        server.url + "/admin/queue",
+        data={"action": "retry", "confirm": "yes"},
+        headers=bearer(ADMIN),
+    )
+    assert answer.status_code == 303
+
+
+def test_the_session_cookie_is_signed_httponly_strict_and_holds_no_token(server: Server) -> None:
+    answer = httpx.post(server.url + "/admin/login", data={"token": ADMIN})
+    assert answer.status_code == 303
+    cookie = answer.headers["set-cookie"]
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie or "SameSite=Strict" in cookie
+    assert ADMIN not in cookie and ADMIN not in str(answer.headers)
+    value = cookie.split(";")[0].split("=", 1)[1]
+    assert httpx.get(server.url + "/admin", cookies={"assocdb_console": value}).status_code == 200
+    forged = value[:-4] + ("AAAA" if not value.endswith("AAAA") else "BBBB")
+    assert httpx.get(server.url + "/admin", cookies={"assocdb_console": forged}).status_code == 401
+
+
+def test_login_refuses_tokens_without_the_admin_scope(server: Server) -> None:
+    assert httpx.post(server.url + "/admin/login", data={"token": READER}).status_code == 403
+    wrong = httpx.post(server.url + "/admin/login", data={"token": "nope"})
+    assert wrong.status_code == 401
+    assert "set-cookie" not in wrong.headers
+
+
+def test_logging_out_needs_csrf_and_ends_the_session(server: Server) -> None:
+    with logged_in(server) as client:
+        assert client.post("/admin/logout").status_code == 403
+        assert (
+            client.post("/admin/logout", data={"csrf": csrf_of(client, "/admin")}).status_code
+            == 303
+        )
+        assert client.get("/admin").status_code == 401
+
+
+def test_a_session_ends_when_its_token_is_no_longer_configured() -> None:
+    key = b"k" * 32
+    before = Sessions(Tokens.from_toml(TOKENS), key)
+    cookie = before.login(ADMIN)
+    assert before.check(cookie).name == "admin"
+    rotated = TOKENS.replace(ADMIN, "another-admin-token-0123")
+    with pytest.raises(assocdb.Unauthenticated):
+        Sessions(Tokens.from_toml(rotated), key).check(cookie)
+    with pytest.raises(assocdb.Unauthenticated):
+        Sessions(Tokens.from_toml(TOKENS), b"x" * 32).check(cookie)  # another server's key
+
+
+def test_pages_carry_a_strict_content_security_policy(server: Server) -> None:
+    answer = httpx.get(server.url + "/admin", headers=bearer(ADMIN))
+    assert "script-src 'self'" in answer.headers["content-security-policy"]
+    assert answer.headers["cache-control"] == "no-store"
+
+
+def test_bad_input_is_a_clear_4xx_page(server: Server) -> None:
+    for page, status in (
+        ("/admin/explore?id=abc", 400),
+        ("/admin/explore/list?id=1&atype=nosuchtype", 400),
+        ("/admin/explore/list?id=1&atype=follows&cursor=garbage", 400),
+    ):
+        answer = httpx.get(server.url + page, headers=bearer(ADMIN))
+        assert answer.status_code == status, page
+        assert 'class="problem"' in answer.text
+
+
+def test_shard_actions_on_a_graph_without_a_shard_map_are_refused(server: Server) -> None:
+    answer = httpx.post(
+        server.url + "/admin/shards",
+        data={"action": "mark-down", "backend": "db1", "confirm": "yes"},
+        headers=bearer(ADMIN),
+    )
+    assert answer.status_code == 400
+    assert "no shard map" in answer.text
+
+
+def test_sessions_hold_across_workers(tmp_path: Path) -> None:
+    directory = tmp_path / "graph"
+    assocdb.open(directory, shards=2).close()
+    running = Server(directory, True, "--workers", "2")
+    try:
+        with logged_in(running) as client:
+            assert all(client.get("/admin/queue").status_code == 200 for _ in range(12))
+    finally:
+        running.stop()
