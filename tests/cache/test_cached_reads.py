@@ -209,3 +209,24 @@ def test_readers_racing_a_writer_never_install_an_answer_from_before_its_write(
         sys.setswitchinterval(interval)
         g.close()
     assert failures == []
+
+
+def test_the_cache_says_which_hot_keys_it_holds(tmp_path: Path) -> None:
+    with assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig()) as g:
+        g.define_assoc("follows")
+        g.define_object("user")
+        user = g.obj_add("user", {})
+        g.assoc_add(user, "follows", 2)
+        cache = g.engine.cache
+        assert cache is not None
+        atype = g.schema.assoc_type("follows").id
+        for _ in range(3):  # the doorkeeper admits a key on a repeated miss
+            g.obj_get(user)
+            g.assoc_range(user, "follows")
+        assert cache.holds(("object", user))
+        assert cache.holds(("list", user, atype))
+        assert not cache.holds(("object", user + 1))
+        assert not cache.holds(("list", 2, atype))
+        assert not cache.holds(("home", user))
+        cache.invalidate()
+        assert not cache.holds(("object", user))

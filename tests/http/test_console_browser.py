@@ -163,7 +163,8 @@ def test_the_explorer_shows_data_as_text_follows_links_and_pages(console: Consol
     data = console.wait_for("#data")
     assert EVIL.replace('"', "") in data.text.replace('\\"', "").replace('"', "")
     assert console.driver.title != "pwned"
-    assert not console.all("#data script") and not console.all("#data img")
+    assert not console.all("#data script")
+    assert not console.all("#data img")
     console.shot("explore")
     # the list of followers: 120 in all, 50 a page
     console.css("#lists a[href*='followed_by']").click()
@@ -173,7 +174,8 @@ def test_the_explorer_shows_data_as_text_follows_links_and_pages(console: Consol
     console.css("a.next").click()
     wait_until(lambda: console.all("a.prev"), 30)
     second = [a.text for a in console.all("#items a.id")]
-    assert len(second) == 50 and not set(first) & set(second)
+    assert len(second) == 50
+    assert not set(first) & set(second)
     console.css("a.prev").click()
     wait_until(lambda: [a.text for a in console.all("#items a.id")] == first, 30)
     # each id is a link to its own page
@@ -198,7 +200,8 @@ def test_a_set_query_from_the_form(console: Console) -> None:
     expected = set(
         console.graph.select(star, "follows") & console.graph.select(star, "followed_by")
     )
-    assert mutual == expected and len(mutual) == 40
+    assert mutual == expected
+    assert len(mutual) == 40
     console.shot("sets")
 
 

@@ -195,7 +195,12 @@ def chart(values: list[float | None], width: int = 240, height: int = 48) -> dic
     scale = (height - 4) / top if top > 0 else 0.0
     step = width / max(len(shown) - 1, 1)
     points = " ".join(f"{i * step:.1f},{height - 2 - v * scale:.1f}" for i, v in enumerate(shown))
-    return {"points": points if len(shown) > 1 else "", "top": top, "width": width, "height": height}
+    return {
+        "points": points if len(shown) > 1 else "",
+        "top": top,
+        "width": width,
+        "height": height,
+    }
 
 
 def span(samples: list[Sample]) -> str:
