@@ -198,3 +198,18 @@ def test_sessions_hold_across_workers(tmp_path: Path) -> None:
             assert all(client.get("/admin/queue").status_code == 200 for _ in range(12))
     finally:
         running.stop()
+
+
+def test_lists_in_every_state_are_listed_with_links(server: Server) -> None:
+    with assocdb.Client(server.url, token=ADMIN) as g:
+        g.assoc_add(5, "follows", 6)
+        g.assoc_add(5, "follows", 7)
+        g.assoc_archive(5, "follows", 7)
+    explore = httpx.get(server.url + "/admin/explore?id=5", headers=bearer(ADMIN))
+    assert "state=archived" in explore.text
+    listed = httpx.get(
+        server.url + "/admin/explore/list?id=5&atype=follows&state=archived", headers=bearer(ADMIN)
+    )
+    assert listed.status_code == 200
+    assert 'href="/admin/explore?id=7"' in listed.text
+    assert 'href="/admin/explore?id=6"' not in listed.text

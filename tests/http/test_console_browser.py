@@ -247,6 +247,7 @@ def test_marking_a_member_down_shows_it_drained(console: Console) -> None:
     assert "up" in row.find_element("css selector", ".state").text
     row.find_element("css selector", "button[value=mark-down]").click()
     assert "db2" in console.wait_for("#what").text
+    console.shot("confirm")
     console.css("#confirm").click()
     console.wait_for("#note")
     state = console.css("#member-db2 .state").text
