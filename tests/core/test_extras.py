@@ -13,6 +13,8 @@ def test_require_returns_the_module() -> None:
 
 def test_a_missing_module_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "starlette", None)  # None: "cannot be imported"
+    for loaded in [name for name in sys.modules if name.startswith("starlette.")]:
+        monkeypatch.delitem(sys.modules, loaded)  # imported by an earlier test module: forget it
     with pytest.raises(MissingExtra) as caught:
         require("starlette.routing", "server", "assocdb serve")
     error = caught.value
