@@ -7,11 +7,14 @@ wire table's scope; p50 and p99 per operation over the last `WINDOW`
 samples, interpolated within the histogram's buckets), the cache's counters
 and the journal's depth. `HISTORY` samples are kept (six minutes), which is
 what the overview's charts draw. With several workers each keeps its own:
-the console shows the worker that answered.
+the console shows the worker that answered. The objects and edges per type
+(`api.inventory`: a pass over an index per shard) are recounted every
+`TOTALS_EVERY` seconds, and only while someone looks at the overview.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -22,6 +25,8 @@ from ...api.inventory import TypeTotals, type_totals
 from ...client.wire import METHODS
 from ...core.errors import AssocdbError
 from ..metrics import Metrics
+
+log = logging.getLogger("assocdb.server")
 
 EVERY = 2.0  # seconds between samples
 HISTORY = 180  # samples kept: six minutes
@@ -63,6 +68,7 @@ class Live:
         self.totals: TypeTotals | None = None
         self.totals_at = 0.0
         self.problem: str | None = None  # why the last sample failed, if it did
+        self._viewed = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -79,10 +85,18 @@ class Live:
         if self._thread is not None:
             self._thread.join()
 
+    def viewed(self) -> None:
+        """Note that someone looks at the overview (totals are recounted only then)."""
+        self._viewed = time.monotonic()
+
     def _run(self) -> None:
-        self.sample()
-        while not self._stop.wait(self.every):
-            self.sample()
+        while True:
+            try:
+                self.sample()
+            except Exception:  # the sampler must outlive one bad sample
+                log.exception("the console's sampler failed; sampling goes on")
+            if self._stop.wait(self.every):
+                return
 
     def sample(self) -> None:
         """Take one sample now (the thread calls this; tests may too)."""
@@ -113,9 +127,11 @@ class Live:
         self.samples.append(
             Sample(now, reads, writes, hit_rate, cache_bytes, stats.depth, stats.errors, stats.bad)
         )
-        if time.monotonic() - self.totals_at >= TOTALS_EVERY or self.totals is None:
+        now_m = time.monotonic()
+        due = self.totals is None or now_m - self.totals_at >= TOTALS_EVERY
+        if due and now_m - self._viewed < TOTALS_EVERY:  # a pass over indexes: only if looked at
             self.totals = type_totals(self._graph.engine)
-            self.totals_at = time.monotonic()
+            self.totals_at = now_m
 
     def _cache_numbers(self) -> tuple[float | None, int]:
         stats = self._graph.cache_stats()

@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Route
 from ...api.graph import Graph
 from ...api.shard_admin import ShardAdmin
 from ...client.wire import status_of
-from ...core.errors import AssocdbError, InvalidRequest, PermissionDenied, Unauthenticated
+from ...core.errors import AssocdbError, InvalidRequest, Unauthenticated
 from ...core.records import STATE_NAMES
 from ..auth import Tokens
 from ..metrics import Metrics
@@ -119,6 +119,7 @@ class Console:
         return await self._page(request, "live.html", self._overview)
 
     def _overview(self, request: Request) -> dict[str, Any]:
+        self.live.viewed()
         self.live.start()
         if not self.live.samples:
             self.live.sample()
@@ -285,6 +286,9 @@ class Console:
     ) -> Response:
         try:
             session, _ = self._who(request)
+        except AssocdbError as exc:
+            return self._failure(request, exc)
+        try:
             form = await _form(request)
             if session.nonce:  # a browser's session (a bearer caller needs no CSRF token)
                 self.sessions.check_csrf(session, form.get("csrf"))
@@ -298,7 +302,7 @@ class Console:
                 return self._render(request, "confirm.html", context, session)
             await anyio.to_thread.run_sync(actions[action][1], form)
         except AssocdbError as exc:
-            return self._failure(request, exc)
+            return self._failure(request, exc, session)
         return RedirectResponse(f"{back}?{urlencode({'note': f'done: {what}'})}", 303, HEADERS)
 
     # -- login ------------------------------------------------------------------------
@@ -340,9 +344,12 @@ class Console:
     ) -> Response:
         try:
             session, fresh = self._who(request)
-            context = await anyio.to_thread.run_sync(build, request)
         except AssocdbError as exc:
             return self._failure(request, exc)
+        try:
+            context = await anyio.to_thread.run_sync(build, request)
+        except AssocdbError as exc:  # bad input or a shard down: said on a page with the menu
+            return self._failure(request, exc, session)
         response = self._render(request, template, context, session)
         if fresh is not None:
             _set_cookie(response, fresh)
@@ -357,14 +364,21 @@ class Console:
         )
         return HTMLResponse(page, headers=HEADERS)
 
-    def _failure(self, request: Request, exc: AssocdbError) -> Response:
+    def _failure(
+        self, request: Request, exc: AssocdbError, session: Session | None = None
+    ) -> Response:
+        """The error as a page: the login form for a 401; the menu only for an admin."""
         status = status_of(exc)
         if isinstance(exc, Unauthenticated):
             return self._login_page(request, exc.message, status)
-        context = {"title": "Error", "message": exc.message, "status": status, "csrf": ""}
-        denied = isinstance(exc, PermissionDenied)
+        csrf = self.sessions.csrf(session) if session is not None and session.nonce else ""
         page = self.templates.get_template("error.html").render(
-            path=request.url.path, who="" if denied else "?", **context
+            path=request.url.path,
+            who="" if session is None else session.name,
+            csrf=csrf,
+            title="Error",
+            message=exc.message,
+            status=status,
         )
         return HTMLResponse(page, status, headers=HEADERS)
 
