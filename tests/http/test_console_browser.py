@@ -259,3 +259,22 @@ def test_marking_a_member_down_shows_it_drained(console: Console) -> None:
     console.wait_for("#note")
     assert console.css("#member-db2 .state").text in ("up", "down")  # back once a probe passes
     assert "down = true" not in console.cluster.read_text()
+
+
+def test_every_page_reads_without_javascript(console: Console) -> None:
+    star = star_of(console)
+    console.driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        console.open("/admin")
+        assert "assoc_page" in console.css("#live").text  # the live part, rendered by the server
+        for path, seen in (
+            ("/admin/shards", "db1"),
+            ("/admin/queue", "Error queue"),
+            ("/admin/hot", str(star)),
+            (f"/admin/explore?id={star}", "followed_by"),
+            (f"/admin/explore/list?id={star}&atype=followed_by", "older"),
+        ):
+            console.open(path)
+            assert seen in console.css("main").text, path
+    finally:
+        console.driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
