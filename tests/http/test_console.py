@@ -213,3 +213,34 @@ def test_lists_in_every_state_are_listed_with_links(server: Server) -> None:
     assert listed.status_code == 200
     assert 'href="/admin/explore?id=7"' in listed.text
     assert 'href="/admin/explore?id=6"' not in listed.text
+
+
+def test_a_form_posted_from_another_site_is_refused(server: Server) -> None:
+    elsewhere = {"origin": "https://evil.example"}
+    login = httpx.post(server.url + "/admin/login", data={"token": ADMIN}, headers=elsewhere)
+    assert login.status_code == 403
+    assert "set-cookie" not in login.headers
+    ours = {"origin": server.url}
+    assert (
+        httpx.post(server.url + "/admin/login", data={"token": ADMIN}, headers=ours).status_code
+        == 303
+    )
+
+
+def test_an_open_server_needs_no_login_but_still_csrf(tmp_path: Path) -> None:
+    directory = tmp_path / "graph"
+    assocdb.open(directory, shards=2).close()
+    running = Server(directory, False)  # no tokens: loopback only, everyone is admin
+    try:
+        with httpx.Client(base_url=running.url) as client:
+            page = client.get("/admin/queue")
+            assert page.status_code == 200
+            assert "assocdb_console" in client.cookies
+            action = {"action": "retry", "confirm": "yes"}
+            assert client.post("/admin/queue", data=action).status_code == 403
+            token = csrf_of(client, "/admin/queue")
+            assert client.post("/admin/queue", data={**action, "csrf": token}).status_code == 303
+        # a page of another site posting to it has no session cookie (SameSite) and no token
+        assert httpx.post(running.url + "/admin/queue", data=action).status_code == 403
+    finally:
+        running.stop()

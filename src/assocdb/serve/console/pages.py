@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Route
 from ...api.graph import Graph
 from ...api.shard_admin import ShardAdmin
 from ...client.wire import status_of
-from ...core.errors import AssocdbError, InvalidRequest, Unauthenticated
+from ...core.errors import AssocdbError, InvalidRequest, PermissionDenied, Unauthenticated
 from ...core.records import STATE_NAMES
 from ..auth import Tokens
 from ..metrics import Metrics
@@ -397,7 +397,15 @@ class _Blank(dict[str, str]):
 
 
 async def _form(request: Request) -> dict[str, str]:
-    """The url-encoded form of a POST (the last value of each field), at most MAX_FORM bytes."""
+    """The url-encoded form of a POST (the last value of each field), at most MAX_FORM bytes.
+
+    A browser's POST from another site's page is refused by its `Origin` (besides the
+    CSRF token and the SameSite cookie): it guards the login form too, which has no
+    session yet.
+    """
+    origin = request.headers.get("origin")
+    if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host"):
+        raise PermissionDenied(f"a form posted from {origin} is not ours")
     body = b""
     async for chunk in request.stream():
         body += chunk
