@@ -34,3 +34,14 @@ def test_a_new_key_takes_over_a_smallest_counter() -> None:
         hot.seen(key)
     assert hot._counts == {"x": 3, "z": 2}  # z inherited y's 1, plus its own
     check(hot, 5, 2)
+
+
+def test_a_repeating_pattern_of_lookups_is_sampled_at_every_phase() -> None:
+    hot = HotKeys(sample=16)
+    hot._gaps.seed(5)
+    for _ in range(16_000):  # a list read, then an object read, over and over
+        hot.seen(("list", 1, 1))
+        hot.seen(("object", 1))
+    rates = dict(hot.top(2))
+    assert set(rates) == {("list", 1, 1), ("object", 1)}  # a fixed period saw only one
+    assert 0.8 < rates[("list", 1, 1)] / rates[("object", 1)] < 1.25

@@ -1,7 +1,10 @@
 """Which keys are hot: request rates per key, sampled, in bounded memory.
 
 Twitter's cache operators asked "which key? which shard?" when a node melted.
-Every SAMPLE-th lookup is counted in a Space-Saving summary of CAPACITY
+About one lookup in SAMPLE is counted (the gaps between counted lookups are
+random, 1 to 2*SAMPLE-1, so a workload that repeats a pattern of lookups is
+not sampled at one fixed phase of it, which would count one key of the
+pattern only), in a Space-Saving summary of CAPACITY
 counters (Metwally et al.): a key not yet counted takes over the smallest
 counter, inheriting its count, so heavy hitters are never lost and memory
 stays fixed. Estimates may overcount a key by at most the smallest counter.
@@ -13,6 +16,7 @@ known or takes over the smallest counter: no scan over the counters.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Hashable
@@ -31,19 +35,23 @@ class HotKeys:
         self._counts: dict[Hashable, int] = {}
         self._buckets: dict[int, dict[Hashable, None]] = {}  # count -> its keys (ordered set)
         self._smallest = 0  # the smallest count in use, once full
-        self._seen = 0
+        self._skip = 1  # lookups until the next counted one
+        self._gaps = random.Random()
+        self._sampled = 0
         self._hot: frozenset[Hashable] = frozenset()
         self._start = time.monotonic()
         self._lock = threading.Lock()
 
     def seen(self, key: Hashable) -> None:
         """Count one request for `key` (sampled)."""
-        self._seen += 1
-        if self._seen % self._sample:
+        self._skip -= 1
+        if self._skip > 0:  # (> 0: threads racing past 0 must not stop the sampling)
             return
         with self._lock:
+            self._skip = self._gaps.randrange(1, 2 * self._sample)  # mean: `sample`
             self._count(key)
-            if self._seen % (self._sample * 64) == 0:
+            self._sampled += 1
+            if self._sampled % 64 == 0:
                 self._hot = frozenset(k for k, _ in self._top(HOT))
 
     def _count(self, key: Hashable) -> None:
