@@ -219,6 +219,29 @@ def test_a_batch_writes_through_the_pipeline_and_reads_see_earlier_writes(
     assert client.assoc_count(25, "followed_by") == 1
 
 
+def test_a_named_load_through_the_client_resumes_after_its_stored_parts(
+    server: Server, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import assocdb.client.client as client_module
+
+    monkeypatch.setattr(client_module, "_BULK_CHUNK", 3)  # parts of 3 edges
+    edges = [(80, "likes", n, n) for n in range(1, 11)]
+
+    def stopping() -> Iterator[tuple[int, str, int, int]]:
+        yield from edges[:7]
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        client.bulk_load(stopping(), name="over http")
+    assert client.assoc_count(80, "likes") == 6  # two parts sent
+    # Again, with other times for the stored part: those edges are skipped.
+    again = [(a, t, b, time + 100 if time <= 6 else time) for a, t, b, time in edges]
+    assert client.bulk_load(again, name="over http") == 10
+    assert [e.time for e in client.assoc_range(80, "likes", limit=20)] == list(range(10, 0, -1))
+    assert client.bulk_load(again, name="over http") == 10  # finished: a new load
+    assert client.assoc_edge(80, "likes", 1).time == 101  # type: ignore[union-attr]
+
+
 def test_a_batch_with_writes_needs_the_write_scope(server: Server, client: Client) -> None:
     writes = {
         "requests": [{"method": "assoc_add", "args": {"id1": 71, "atype": "likes", "id2": 1}}]

@@ -368,21 +368,28 @@ class Client:
         *,
         workers: int | None = None,
         progress: Callable[[int], None] | None = None,
+        name: str | None = None,
     ) -> int:
-        """Load edges through the server, 20,000 per request (`workers` is up to the server)."""
+        """Load edges through the server, 20,000 per request (`workers` is up to the
+        server). A named load resumes as `Graph.bulk_load`'s: the server skips the
+        parts it has stored."""
         total, chunk = 0, []
         for edge in edges:
             chunk.append(list(edge))
             if len(chunk) == _BULK_CHUNK:
-                total += self._call("bulk_load", BulkLoad(chunk))
+                total += self._load_part(chunk, name, total, last=False)
                 chunk = []
                 if progress is not None:
                     progress(total)
-        if chunk:
-            total += self._call("bulk_load", BulkLoad(chunk))
+        if chunk or name is not None:  # a named load's last part ends it
+            total += self._load_part(chunk, name, total, last=True)
         if progress is not None:
             progress(total)
         return total
+
+    def _load_part(self, chunk: list[list[Any]], name: str | None, first: int, last: bool) -> int:
+        stored: int = self._call("bulk_load", BulkLoad(chunk, name, first, last))
+        return len(chunk) if name is not None else stored
 
     # -- association reads --------------------------------------------------------------------
 

@@ -291,6 +291,9 @@ class HotKeys(Args):
 
 class BulkLoad(Args):
     edges: list[list[Any]]
+    name: str | None = None  # a resumable load (Graph.bulk_load), sent in parts:
+    first: Int64 = 0  # this part's first edge's position in the whole load
+    last: bool = True  # the load ends with this part
 
 
 class Post(Args):

@@ -354,7 +354,11 @@ class _Server:
             schema = graph.schema
             return SchemaInfo(schema.assoc_types, schema.object_types, schema.indexes)
         if name == "bulk_load":
-            return graph.bulk_load([tuple(edge) for edge in args.edges], workers=1)
+            edges = [tuple(edge) for edge in args.edges]
+            # A named load comes in parts, one per request (`Client.bulk_load`).
+            return graph._writes.bulk_load(
+                edges, workers=1, name=args.name, first=args.first, last=args.last
+            )
         # Long calls get half the request's deadline: the answer (drained or
         # not, the build's progress) must be on its way well before the deadline.
         budget = self.limits.deadline / 2
