@@ -284,9 +284,8 @@ class _Executor:
             if q.id2s is not None:
                 bound = len(self.probe(q, list(q.id2s)))
             else:
-                shard = shard_of(q.node, self._shards)
-                counts = self._backend.counts(shard, q.node, self.kind(q).id)
-                bound = sum(counts.get(s, 0) for s in self.codes(q))
+                counts = self._counts(q.node, self.kind(q).id)
+                bound = sum(counts[s] for s in self.codes(q))
         elif isinstance(q, Intersect):
             bound = min(self.upper(p) for p in q.parts)
         elif isinstance(q, Union):
@@ -296,6 +295,16 @@ class _Executor:
             bound = self.upper(q.parts[0])
         self._uppers[q.scope] = bound
         return bound
+
+    def _counts(self, node: int, atype: int) -> list[int]:
+        """A list's counts per state number: from the cache when there is one (as
+        `assoc_count` reads them), else one statement."""
+        shard = shard_of(node, self._shards)
+        cache = self._engine.cache
+        if cache is not None:
+            return cache.counts((node, atype), lambda: self._backend.counts(shard, node, atype))
+        stored = self._backend.counts(shard, node, atype)
+        return [stored.get(state, 0) for state in range(len(STATE_NAMES))]
 
     def _by_size(self, q: Compound) -> list[Query]:
         """The operands, smallest first: the smallest one is walked, the others probed."""
