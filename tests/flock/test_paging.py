@@ -1,4 +1,4 @@
-"""FlockDB's paging rule (`flock/paging.py`) and paging by position in process (`flock/select.py`)."""
+"""FlockDB's paging rule (`flock/paging.py`), and paging by position (`flock/select.py`)."""
 
 from __future__ import annotations
 
