@@ -65,7 +65,7 @@ def serve_thrift(
     from .main import _check_port, _is_loopback
 
     if not insecure and not _is_loopback(host):
-        raise click.UsageError(
+        raise click.ClickException(
             f"refusing to listen on {host}: FlockDB's protocol has no authentication "
             "(add --insecure on a trusted network)"
         )

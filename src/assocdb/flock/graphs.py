@@ -10,7 +10,9 @@ direction.
 
 Which type is graph `n`: the table given (`--graph 1=follows`), or, without
 one, the association type whose schema id is `n` (ids are handed out in
-definition order and never change; `assocdb schema DIR` lists them).
+definition order, an inverse right after its type, and never change;
+`assocdb schema DIR` lists the types in id order, and `serve-thrift` prints
+the graphs it serves when it starts).
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ class GraphTable:
     def describe(self) -> str:
         """What the table is, for the server's start-up line."""
         if self._table is None:
-            return "graph n = the association type of schema id n"
+            kinds = self._graph.schema.assoc_types
+            return "graphs by schema id: " + (
+                ", ".join(f"{k.id}={k.name}" for k in kinds) or "none yet"
+            )
         return ", ".join(f"{n}={name}" for n, name in sorted(self._table.items()))
 
     def list_type(self, graph_id: object, forward: object = True) -> AssocType:
