@@ -44,7 +44,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ThriftSe
     thrift = ThriftServer(directory, "--no-cache")
     http = Server(directory, False, "--no-cache")
     yield thrift, http
-    thrift.stop()
+    assert thrift.stop() == 0  # SIGTERM closes the graph and exits cleanly
     http.stop()
 
 
@@ -402,3 +402,20 @@ def test_bad_destination_ids(flock: Flock, base: int) -> None:
         flock.select(flock.simple(term), 10)
     assert flock.count(flock.simple(flock.term(base + 1, ids=[]))) == 0
     assert pack([1]) == struct.pack("<q", 1)
+
+
+def test_several_processes_serve_one_port(
+    servers: tuple[ThriftServer, Server], flock: Flock, base: int
+) -> None:
+    thrift, http = servers
+    second = ThriftServer(http.directory, "--no-cache", port=thrift.port)
+    try:
+        add(flock, base + 1, base + 2)  # through one process or the other
+        clients = [Flock(second.client()) for _ in range(8)]  # spread over both
+        assert all(f.c.contains(base + 1, FOLLOWS, base + 2) for f in clients)
+        for f in clients:
+            add(f, base + 1, base + 3)
+            f.c.close()
+    finally:
+        assert second.stop() == 0
+    assert flock.count(followings(flock, base + 1)) == 2

@@ -19,28 +19,32 @@ from tests.support.http_server import free_port
 class ThriftServer:
     """A running `assocdb serve-thrift` process."""
 
-    def __init__(self, directory: Path, *extra: str) -> None:
-        self.port = free_port()
+    def __init__(self, directory: Path, *extra: str, port: int | None = None) -> None:
+        self.port = free_port() if port is None else port
         command = [sys.executable, "-c", "from assocdb.cli.main import main; main()"]
-        self.process = subprocess.Popen(
-            [*command, "serve-thrift", str(directory), "--port", str(self.port), *extra],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        self.log = directory.parent / f"serve-thrift-{self.port}-{time.monotonic_ns()}.log"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [*command, "serve-thrift", str(directory), "--port", str(self.port), *extra],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         self._wait()
 
     def _wait(self) -> None:
-        """Until the port accepts a connection (30 s only turn a hang into a failure)."""
+        """Until this process says it serves and the port accepts a connection (30 s
+        only turn a hang into a failure)."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                assert self.process.stderr is not None
-                raise RuntimeError(f"serve-thrift exited: {self.process.stderr.read().decode()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return
-            except OSError:
-                time.sleep(0.02)
+                raise RuntimeError(f"serve-thrift exited: {self.log.read_text()}")
+            if b"serving " in self.log.read_bytes():
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                    return
+                except OSError:
+                    pass
+            time.sleep(0.02)
         raise RuntimeError("serve-thrift did not start within 30 s")
 
     def client(self) -> Any:
@@ -58,7 +62,8 @@ class ThriftServer:
             timeout=30_000,
         )
 
-    def stop(self) -> None:
+    def stop(self) -> int | None:
+        """SIGTERM (SIGKILL after 10 s); the exit status."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -66,8 +71,7 @@ class ThriftServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process.stderr is not None:
-            self.process.stderr.close()
+        return self.process.returncode
 
 
 def pack(ids: list[int]) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import sys
 from types import FrameType
 
@@ -62,7 +63,7 @@ def serve_thrift(
         require("redis", "redis", "assocdb serve-thrift --redis")
     from ..flock.graphs import GraphTable, parse_table
     from ..flock.server import make_server
-    from .main import _check_port, _is_loopback
+    from .main import _is_loopback
 
     if not insecure and not _is_loopback(host):
         raise click.ClickException(
@@ -71,7 +72,7 @@ def serve_thrift(
         )
     table = parse_table(graphs) if graphs else None
     cache = None if no_cache or not cache_mb else CacheConfig(max_bytes=cache_mb << 20, redis=redis)
-    port = _check_port(host, port)
+    port = _shareable_port(host, port)
     graph = open_graph(directory, cache=cache)
     try:
         mapping = GraphTable(graph, table)
@@ -87,6 +88,23 @@ def serve_thrift(
         pass
     finally:
         graph.close()
+
+
+def _shareable_port(host: str, port: int) -> int:
+    """The port to serve on (a free one for 0); OSError if a process that does not share
+    it holds it. Several serve-thrift processes share one (SO_REUSEPORT, as thriftpy2
+    binds it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        bound: int = probe.getsockname()[1]
+        return bound
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
