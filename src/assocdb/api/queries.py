@@ -29,7 +29,7 @@ from ..core import cursor as _cursor
 from ..core.errors import InvalidRequest
 from ..core.ids import shard_of
 from ..core.query import Compound, Difference, Intersect, Query, Runner, Term, Union
-from ..core.records import STATE_NAMES, Count, Page, StateName
+from ..core.records import STATE_NAMES, Assoc, Count, Page, StateName
 from ..core.scans import EdgeScan
 from ..core.schema import AssocType
 from .engine import Engine
@@ -83,6 +83,22 @@ class Queries:
             limit,
         )
         return Page(ids, after, before)
+
+    def rows(self, query: Term, seek: _cursor.Seek, n: int) -> list[tuple[int, int]]:
+        """Up to `n` `(time, id2)` of a term in its list's order from `seek`: what
+        FlockDB's position cursors page over (`flock/`)."""
+        return _Executor(self._engine).term_in_list_order(query, seek, n)
+
+    def edges(self, query: Term, id2s: Sequence[int]) -> list[Assoc]:
+        """The stored edges of a term's list to `id2s` (any state), in no order."""
+        run = _Executor(self._engine)
+        kind = run.kind(query)
+        rows = self._engine.backend.edges(
+            shard_of(query.node, self._engine.shards), query.node, kind.id, list(id2s)
+        )
+        return [
+            Assoc(r.id1, kind.name, r.id2, r.time, STATE_NAMES[r.state], r.updated_at) for r in rows
+        ]
 
     def count(self, query: Query) -> Count:
         run = _Executor(self._engine)

@@ -22,6 +22,7 @@ from ..core.schema import Schema, read_schema_file
 from ..storage import shardmap_config
 from ..storage.registry import open_shardmap
 from .datasets import ego_facebook
+from .flock import serve_thrift
 from .graph import GRAPH, NEW_GRAPH
 from .index import index
 
@@ -800,3 +801,4 @@ def mutual_friends(g: assocdb.Graph, a: int, b: int) -> list[int]:
 
 
 main.add_command(index)
+main.add_command(serve_thrift)
