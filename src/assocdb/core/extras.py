@@ -7,6 +7,7 @@ else. What only some users need comes as an extra of the package:
     client       httpx                                   `assocdb.Client`
     mysql        PyMySQL                                 mysql:// graphs (pure Python)
     mysqlclient  mysqlclient                             the C driver, preferred when built
+    postgres     psycopg[binary]                         postgresql:// graphs
     redis        redis[hiredis]                          the Redis cache tier
 
 A module of an extra is imported only where it is first needed, through

@@ -38,9 +38,9 @@ def open_location(
         path, journal = journal_from_url(str(path), journal)
         if journal is None:
             raise InvalidRequest(
-                "a graph on a database server needs a journal file (a local file on durable storage): "
-                "journal='data/social.journal', or ?journal=data/social.journal in the URL; "
-                "writes are journaled there before they are applied on the server"
+                "a graph on a database server needs a journal file (a local file on durable "
+                "storage): journal='data/social.journal', or ?journal=data/social.journal in "
+                "the URL; writes are journaled there before they are applied on the server"
             )
         kind = SERVER_SCHEMES[str(path).split("://", 1)[0]]
         backend = open_backend({"kind": kind, "url": str(path), "shards": shards}, create)
