@@ -27,8 +27,8 @@ class GraphLocation(click.ParamType[Any]):
         if is_server_url(value):
             if "journal=" not in value:
                 self.fail(
-                    f"{value}: a graph on a database server needs its journal file, a local file on "
-                    "durable storage: add ?journal=PATH to the URL",
+                    f"{value}: a graph on a database server needs its journal file, a local "
+                    "file on durable storage: add ?journal=PATH to the URL",
                     param,
                     ctx,
                 )
