@@ -340,14 +340,19 @@ class PostgresBackend(SQLBackend):
 
     def _query(self, shard: int, sql: str, params: Any = (), slow: bool = False) -> list[Any]:
         """One read on a pooled connection; a stale pooled connection is replaced once."""
+        # `_session`, spelled out: every uncached read comes here.
+        pool, limit = (self._slow_pool, MAINTENANCE_TIMEOUT) if slow else (self._pool, self.timeout)
         for attempt in (1, 2):
-            with self._session(slow) as session:
-                started = time.monotonic()
-                try:
-                    return self._run(session, shard, sql, params)
-                except Unavailable as exc:
-                    if attempt == 2 or not self._stale(exc, session, started):
-                        raise
+            conn, reused = pool.get()
+            session = PgSession(conn, reused, limit * 1.5 + 1.0)
+            started = time.monotonic()
+            try:
+                return self._run(session, shard, sql, params)
+            except Unavailable as exc:
+                if attempt == 2 or not self._stale(exc, session, started):
+                    raise
+            finally:
+                pool.put(conn, broken=not _idle(conn))
         raise AssertionError("unreachable")
 
     def _writing(self, shard: int, slow: bool) -> AbstractContextManager[Session]:
