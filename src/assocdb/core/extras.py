@@ -9,6 +9,7 @@ else. What only some users need comes as an extra of the package:
     mysqlclient  mysqlclient                             the C driver, preferred when built
     postgres     psycopg[binary]                         postgresql:// graphs
     redis        redis[hiredis]                          the Redis cache tier
+    thrift       thriftpy2                               `assocdb serve-thrift`, flock/
 
 A module of an extra is imported only where it is first needed, through
 `require()` or inside `needs()`, so `import assocdb` stays light and a
