@@ -137,7 +137,7 @@ def test_a_statement_past_the_query_timeout_is_unavailable(pg: Stores) -> None:
         started = time.monotonic()
         with pytest.raises(Unavailable, match=r"57014"):  # statement_timeout
             backend._query(0, "SELECT pg_sleep(10)")
-        assert 0.9 < time.monotonic() - started < 1.8  # once, not retried
+        assert 0.9 < time.monotonic() - started < 2.4  # once, not retried
         assert backend.counts(0, 1, 1) == {}
     finally:
         backend.close()

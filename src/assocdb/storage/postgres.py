@@ -154,8 +154,12 @@ class PostgresBackend(SQLBackend):
         self.settings = settings
         self._schemas = [f'"{settings.name}_s{n}"' for n in range(shards)]
         self._meta = f'"{settings.name}_meta"'
-        self._pool = Pool(self._connector(settings.query_timeout), settings.pool_size, 30.0)
-        self._slow_pool = Pool(self._connector(MAINTENANCE_TIMEOUT), settings.pool_size, 30.0)
+        # As on MySQL: a caller waits for a free connection as long as for a statement.
+        timeout = settings.query_timeout
+        self._pool = Pool(self._connector(timeout), settings.pool_size, timeout)
+        self._slow_pool = Pool(
+            self._connector(MAINTENANCE_TIMEOUT), settings.pool_size, MAINTENANCE_TIMEOUT
+        )
 
     @classmethod
     def open(
