@@ -11,6 +11,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench cache                      (needs Redis)
     python -m bench linkbench [options]        (--help for them)
     python -m bench mysql                      (needs MariaDB/MySQL)
+    python -m bench postgres                   (needs PostgreSQL)
     python -m bench timelines [--quick]        (1,000,000 followers; --quick: 100,000)
     python -m bench entities [objects]         (default 100,000)
     python -m bench failover [reads]           (default 2,000 per phase)
@@ -32,6 +33,7 @@ from . import (
     http,
     journal,
     mysql,
+    postgres,
     thrift,
     timelines,
     writes,
@@ -50,6 +52,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "cache": (lambda args: cache.main(), []),
     "linkbench": (linkbench.main, ["--preset", "tiny"]),
     "mysql": (lambda args: mysql.main(), []),
+    "postgres": (lambda args: postgres.main(), []),
     "timelines": (timelines.main, ["--quick"]),
     "entities": (entities.main, ["20000"]),
     "failover": (failover.main, ["1000"]),

@@ -1,8 +1,8 @@
 """Shared fixtures: every Graph test runs against every configured backend.
 
-SQLite always runs. MySQL/MariaDB runs when ASSOCDB_TEST_MYSQL_URL is set
-(`.ci/run` always sets it); without it those cases skip cleanly (see
-`tests/support/stores.py`).
+SQLite always runs. MySQL/MariaDB runs when ASSOCDB_TEST_MYSQL_URL is set,
+PostgreSQL when ASSOCDB_TEST_POSTGRES_URL is (`.ci/run` always sets both);
+without them those cases skip cleanly (see `tests/support/stores.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ OpenGraph = Callable[..., Graph]
 
 @pytest.fixture(params=BACKENDS)
 def backend_kind(request: pytest.FixtureRequest) -> str:
-    """The backend under test: "sqlite", or "mysql" (skipped when not configured)."""
+    """The backend under test: "sqlite", "mysql" or "postgres" (skipped when not configured)."""
     kind: str = request.param
     return kind
 

@@ -61,6 +61,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=0.0, help="open loop: requests/s in all")
     p.add_argument("--diff", metavar="A,B", help="differential mode on two stores")
     p.add_argument("--mysql-url", default=os.environ.get("ASSOCDB_TEST_MYSQL_URL"))
+    p.add_argument("--postgres-url", default=os.environ.get("ASSOCDB_TEST_POSTGRES_URL"))
     p.add_argument("--dir", type=Path, help="where stores keep their files (default: a temp dir)")
     p.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the results as a PNG")
     p.add_argument(
@@ -89,7 +90,12 @@ def main(argv: list[str] | None = None) -> None:
 def _run(args: argparse.Namespace, workload: Workload, root: Path) -> None:
     started = time.perf_counter()
     shared = Shared(workload)
-    ctx = StoreContext(root, tuple(shared.id2s.link_types()), args.mysql_url)
+    ctx = StoreContext(
+        root,
+        tuple(shared.id2s.link_types()),
+        args.mysql_url,
+        postgres_url=args.postgres_url,
+    )
     names = (args.diff or args.stores).split(",")
     print(
         f"LinkBench (Python port) mode={workload.mode()} maxid1={workload.maxid1:,}"

@@ -202,7 +202,7 @@ def corrupt(g: Graph, name: str, sql: str, *params: Any) -> None:
     """Change index rows behind assocdb's back, on every shard."""
     index = g.schema.index(name)
     backend: Any = g.engine.backend
-    if backend.spec()["kind"] == "mysql":
+    if backend.spec()["kind"] in ("mysql", "postgres"):
         for shard in range(g.shards):
             statement = backend._q(sql.format(t=f"{{s}}.index_{index.id}"), shard)
 

@@ -200,9 +200,34 @@ MySQLGraphMachine.TestCase.settings = settings(
 MySQLUncachedGraphMachine.TestCase.settings = settings(
     max_examples=15, stateful_step_count=30, deadline=None
 )
+
+
+class PostgresGraphMachine(GraphMachine):
+    """The same rules on PostgreSQL (cached)."""
+
+    KIND = "postgres"
+
+
+class PostgresUncachedGraphMachine(GraphMachine):
+    """On PostgreSQL without a cache: every read is SQL."""
+
+    KIND = "postgres"
+    CACHE = None
+
+
+# Fewer than MySQL's: each example creates and drops a graph's schemas (catalog
+# work and fsyncs), and the rules are the same code as on the other engines.
+PostgresGraphMachine.TestCase.settings = settings(
+    max_examples=10, stateful_step_count=30, deadline=None
+)
+PostgresUncachedGraphMachine.TestCase.settings = settings(
+    max_examples=10, stateful_step_count=30, deadline=None
+)
 TestGraphMachine = GraphMachine.TestCase
 TestAsyncGraphMachine = AsyncGraphMachine.TestCase
 TestUncachedGraphMachine = UncachedGraphMachine.TestCase
 TestTinyPrefixGraphMachine = TinyPrefixGraphMachine.TestCase
 TestMySQLGraphMachine = MySQLGraphMachine.TestCase
 TestMySQLUncachedGraphMachine = MySQLUncachedGraphMachine.TestCase
+TestPostgresGraphMachine = PostgresGraphMachine.TestCase
+TestPostgresUncachedGraphMachine = PostgresUncachedGraphMachine.TestCase

@@ -2,8 +2,9 @@
 
 Every semantic test runs against every store: assocdb embedded, the bare
 schema on SQLite, and, when ASSOCDB_TEST_MYSQL_URL is set, the bare schema on
-MariaDB and assocdb on MariaDB (they skip cleanly otherwise; with
-ASSOCDB_TEST_REQUIRE_SERVICES set, a missing driver fails instead).
+MariaDB and assocdb on MariaDB, when ASSOCDB_TEST_POSTGRES_URL is, the same two
+on PostgreSQL (they skip cleanly otherwise; with ASSOCDB_TEST_REQUIRE_SERVICES
+set, a missing driver fails instead).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from bench.linkbench.stores import Store, StoreContext, open_store
 
 T1, T2 = DEFAULT_LINK_TYPE, DEFAULT_LINK_TYPE + 1
 MYSQL_URL = os.environ.get("ASSOCDB_TEST_MYSQL_URL")
-STORES = ["assocdb", "sqlite", "mariadb", "assocdb-mariadb"]
+POSTGRES_URL = os.environ.get("ASSOCDB_TEST_POSTGRES_URL")
+STORES = ["assocdb", "sqlite", "mariadb", "assocdb-mariadb", "postgres", "assocdb-postgres"]
 
 
 def _open(name: str, tmp_path: Path, database: str = "linkbench_test") -> Store:
@@ -32,6 +34,21 @@ def _open(name: str, tmp_path: Path, database: str = "linkbench_test") -> Store:
             pytest.skip("ASSOCDB_TEST_MYSQL_URL is not set")
         if not os.environ.get("ASSOCDB_TEST_REQUIRE_SERVICES"):
             pytest.importorskip("pymysql")
+    if name in ("postgres", "assocdb-postgres"):
+        if not POSTGRES_URL:
+            pytest.skip("ASSOCDB_TEST_POSTGRES_URL is not set")
+        if not os.environ.get("ASSOCDB_TEST_REQUIRE_SERVICES"):
+            pytest.importorskip("psycopg")
+    # Names of their own: test runs sharing a server must not drop each other's.
+    unique = f"{os.getpid()}_{abs(hash(tmp_path)) % 10**6}"
+    if name == "postgres":
+        from bench.linkbench.stores.bare_postgres import BarePostgresStore
+
+        return BarePostgresStore(POSTGRES_URL, f"{database}_{unique}")  # type: ignore[arg-type]
+    if name == "assocdb-postgres":
+        from bench.linkbench.stores.assocdb_postgres import AssocdbPostgresStore
+
+        return AssocdbPostgresStore(tmp_path, (T1, T2), POSTGRES_URL, graph=f"lb_{unique}")  # type: ignore[arg-type]
     if name == "mariadb":
         from bench.linkbench.stores.bare_mysql import BareMySQLStore
 
@@ -181,6 +198,7 @@ def _small_load(workload: Workload) -> list[LoadLink]:
         ("assocdb", "mariadb"),
         ("assocdb-http", "sqlite"),
         ("assocdb-mariadb", "mariadb"),
+        ("assocdb-postgres", "postgres"),
     ],
 )
 def test_differential_assocdb_agrees_with_the_bare_schema(

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from assocdb.cli.main import main
@@ -72,9 +73,10 @@ def test_queue_commands(tmp_path: Path) -> None:
     assert "no job 999" in missing.output
 
 
-def test_init_schema_import_export_and_check(tmp_path: Path) -> None:
+def test_init_schema_import_export_and_check(stores: Stores, tmp_path: Path) -> None:
     runner = CliRunner()
-    graph = str(tmp_path / "g")
+    where, journal = stores.location("g")
+    graph = str(where) if stores.kind == "sqlite" else f"{where}&journal={journal}"
     schema = tmp_path / "schema.toml"
     schema.write_text(
         '[assoc.follows]\ninverse = "followed_by"\n[assoc.friend]\nsymmetric = true\n'
@@ -150,8 +152,9 @@ def test_an_import_stopped_by_a_bad_line_resumes_where_it_stopped(tmp_path: Path
     assert len(runner.invoke(main, ["export", graph]).output.splitlines()) == 3
 
 
-def test_a_mysql_url_without_a_journal_is_a_usage_error() -> None:
-    result = CliRunner().invoke(main, ["check", "mysql://root@127.0.0.1:3306/g"])
+@pytest.mark.parametrize("url", ["mysql://root@127.0.0.1:3306/g", "postgresql://h:5432/g"])
+def test_a_server_url_without_a_journal_is_a_usage_error(url: str) -> None:
+    result = CliRunner().invoke(main, ["check", url])
     assert result.exit_code == 2
     assert "add ?journal=PATH" in result.output
 

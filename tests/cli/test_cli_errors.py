@@ -142,8 +142,8 @@ def test_a_url_assocdb_does_not_know_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    message = one_error_line(run("init", "postgresql://postgres@127.0.0.1:5432/db/g"))
-    assert "unknown URL scheme 'postgresql'" in message
+    message = one_error_line(run("init", "oracle://scott@127.0.0.1:1521/g"))
+    assert "unknown URL scheme 'oracle'" in message
     assert list(tmp_path.iterdir()) == []
 
 

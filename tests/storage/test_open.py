@@ -34,7 +34,7 @@ def test_open_without_create_leaves_an_empty_directory_empty(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(
-    "url", ["postgresql://postgres@127.0.0.1:5432/db/g", "redis://127.0.0.1/0", "s3://bucket/g"]
+    "url", ["oracle://scott@127.0.0.1:1521/g", "redis://127.0.0.1/0", "s3://bucket/g"]
 )
 def test_a_url_of_an_unknown_scheme_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str

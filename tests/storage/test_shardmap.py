@@ -22,12 +22,16 @@ import pytest
 import assocdb
 from assocdb import Graph, InvalidRequest, Unavailable
 from assocdb.core.ids import shard_of
+from assocdb.storage.mysql import MySQLBackend
+from assocdb.storage.postgres import PostgresBackend
 from assocdb.storage.registry import open_backend
 from assocdb.storage.shardmap import ShardMapBackend
 from assocdb.storage.shardmap_config import from_dict, load, save, with_down, with_weight
 from assocdb.writes.applier import RetryPolicy
+from tests.support import stores
 from tests.support.model import Model
 from tests.support.shardmaps import MEMBERS, write_map
+from tests.support.stores import require
 from tests.writes.test_faults import NODES, TYPES, assert_matches, write_randomly
 
 SERVERS = [url for url in os.environ.get("ASSOCDB_TEST_MYSQL_URLS", "").split(",") if url]
@@ -519,3 +523,30 @@ def test_a_write_after_a_partly_written_one_is_read_back_at_once(
     assert_replicas_converged(backend)
     assert g.assoc_count(node, "follows") == 0
     g.close()
+
+
+def test_a_map_may_mix_engines(tmp_path: Path) -> None:
+    """Replicas on SQLite, PostgreSQL and (when configured) MySQL hold the same rows."""
+    require("postgres")
+    mysql = stores.MYSQL_URL if stores._mysql_problem() is None else None
+    urls = [None, stores.postgres_url("{name}", options=""), mysql]
+    path = write_map(tmp_path, urls=urls)
+    try:
+        g = open_cluster(lambda: path)
+        try:
+            model = Model()
+            write_randomly(g, model, 80, seed=11)
+            cure = fail(cluster(g), "db2")  # the PostgreSQL member
+            write_randomly(g, model, 40, seed=12)
+            cure()
+            assert g.drain(timeout=30)
+            assert_matches(g, model)
+            assert_replicas_converged(cluster(g))
+        finally:
+            g.close()
+    finally:
+        for config in load(path).backends.values():
+            if config.url and config.url.startswith("postgresql://"):
+                PostgresBackend.drop(config.url)
+            elif config.url:
+                MySQLBackend.drop(config.url)

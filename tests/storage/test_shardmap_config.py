@@ -161,5 +161,5 @@ def test_a_mariadb_url_is_a_mysql_member(tmp_path: Path) -> None:
 
 
 def test_a_url_of_an_engine_assocdb_does_not_know_is_refused() -> None:
-    with pytest.raises(InvalidRequest, match="schemes: mysql, mariadb"):
+    with pytest.raises(InvalidRequest, match="schemes: mysql, mariadb, postgresql, postgres"):
         parse(GOOD.replace("mysql://root@10.0.0.1", "oracle://root@10.0.0.1"), base="/")

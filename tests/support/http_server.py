@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,7 +45,8 @@ def free_port() -> int:
 class Server:
     """A running `assocdb serve` process."""
 
-    def __init__(self, directory: Path, tokens: bool = True, *extra: str) -> None:
+    def __init__(self, directory: Path | str, tokens: bool = True, *extra: str) -> None:
+        """`directory`: the graph (a directory, or a server URL with its journal)."""
         self.directory = directory
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -52,7 +54,8 @@ class Server:
             k: v for k, v in os.environ.items() if not k.startswith(("ASSOCDB_TOKEN", "PROMETHEUS"))
         }
         if tokens:
-            tokens_file = directory.parent / f"tokens-{self.port}.toml"
+            home = directory.parent if isinstance(directory, Path) else Path(tempfile.gettempdir())
+            tokens_file = home / f"tokens-{self.port}.toml"
             tokens_file.write_text(TOKENS)
             env["ASSOCDB_TOKENS_FILE"] = str(tokens_file)
         command = [

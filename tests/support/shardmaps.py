@@ -14,19 +14,24 @@ def write_map(
     members: tuple[str, ...] = MEMBERS,
     replicas: int = 2,
     threshold: int = 2,
-    urls: list[str] | None = None,
+    urls: list[str | None] | None = None,
 ) -> Path:
     """A map placing shard s on members s, s+1, … (mod len(members)), primary first.
 
     With `urls` (MySQL servers, one per member) the members are those servers;
-    otherwise they are SQLite directories under `root`.
+    otherwise they are SQLite directories under `root`. A url with `{name}` in it
+    is a template of the member's URL (a PostgreSQL URL's path is not last); a
+    None among them is a SQLite directory.
     """
     lines = [f"shards = {shards}", ""]
     graph = f"sm{uuid.uuid4().hex[:8]}"  # MySQL schemas {graph}_{member}_s{n}, unique per map
     for number, name in enumerate(members):
         lines.append(f"[backends.{name}]")
-        if urls:
-            lines.append(f'url = "{urls[number % len(urls)].rstrip("/")}/{graph}_{name}"')
+        url = urls[number % len(urls)] if urls else None
+        if url and "{name}" in url:
+            lines.append(f'url = "{url.format(name=f"{graph}_{name}")}"')
+        elif url:
+            lines.append(f'url = "{url.rstrip("/")}/{graph}_{name}"')
         else:
             lines.append(f'path = "{name}"')
         lines += ["query_timeout = 0.2", ""]

@@ -1,10 +1,13 @@
-"""Fresh graphs on each backend under test: SQLite always, MySQL/MariaDB when configured.
+"""Fresh graphs on each backend under test: SQLite always, MySQL/MariaDB and
+PostgreSQL when configured.
 
 MySQL runs when ASSOCDB_TEST_MYSQL_URL (a server URL, e.g.
-`mysql://root@127.0.0.1:3306/`) is set; it is skipped otherwise, and when the
-server does not answer, unless ASSOCDB_TEST_REQUIRE_SERVICES=1 (then that
-fails). Each graph on MySQL gets its own random name (so its own schemas) and
-is dropped when disposed of.
+`mysql://root@127.0.0.1:3306/`) is set, PostgreSQL when
+ASSOCDB_TEST_POSTGRES_URL (e.g. `postgresql://postgres@127.0.0.1:5432/postgres`,
+whose path is the database the test graphs' schemas go in) is; each is
+skipped otherwise, and when its server does not answer, unless
+ASSOCDB_TEST_REQUIRE_SERVICES=1 (then that fails). Each graph on a server
+gets its own random name (so its own schemas) and is dropped when disposed of.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import pytest
 import assocdb
 from assocdb import Graph
 
-BACKENDS = ["sqlite", "mysql"]
+BACKENDS = ["sqlite", "mysql", "postgres"]
 MYSQL_URL = os.environ.get("ASSOCDB_TEST_MYSQL_URL")
+POSTGRES_URL = os.environ.get("ASSOCDB_TEST_POSTGRES_URL")
 REQUIRED = os.environ.get("ASSOCDB_TEST_REQUIRE_SERVICES") == "1"
 
 
@@ -48,13 +52,29 @@ def _mysql_problem() -> str | None:
     return None
 
 
+@functools.cache
+def _postgres_problem() -> str | None:
+    """Why the test PostgreSQL server can't be used, or None."""
+    if not POSTGRES_URL:
+        return "ASSOCDB_TEST_POSTGRES_URL is not set"
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install 'assocdb[postgres]')"
+    try:
+        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
+    except Exception as exc:
+        return f"PostgreSQL at {POSTGRES_URL} does not answer: {exc}"
+    return None
+
+
 def require(kind: str) -> None:
     """Skip (or fail, when services are required) if `kind` can't run here."""
-    if kind != "mysql":
+    if kind == "sqlite":
         return
-    problem = _mysql_problem()
+    problem = _mysql_problem() if kind == "mysql" else _postgres_problem()
     if problem is not None:
-        if REQUIRED and MYSQL_URL:
+        if REQUIRED and (MYSQL_URL if kind == "mysql" else POSTGRES_URL):
             pytest.fail(problem)
         pytest.skip(problem)
 
@@ -78,6 +98,33 @@ def mysql_url(name: str, server: str | None = None, options: str = TEST_TIMEOUTS
     return parts._replace(path=f"/{name}", query=options).geturl()
 
 
+def postgres_url(name: str, options: str = TEST_TIMEOUTS) -> str:
+    """The URL of graph `name` on the test PostgreSQL server (in the database the
+    server URL names)."""
+    assert POSTGRES_URL, "ASSOCDB_TEST_POSTGRES_URL is not set"
+    parts = urlparse(POSTGRES_URL)
+    database = parts.path.strip("/") or "postgres"
+    query = f"{options}&database={database}" if options else f"database={database}"
+    return parts._replace(path=f"/{name}", query=query).geturl()
+
+
+def server_url(kind: str, name: str, options: str = TEST_TIMEOUTS) -> str:
+    """The URL of graph `name` on the test server of `kind` ("mysql" or "postgres")."""
+    return mysql_url(name, options=options) if kind == "mysql" else postgres_url(name, options)
+
+
+def drop(kind: str, name: str) -> None:
+    """Drop graph `name` from the test server of `kind`."""
+    if kind == "mysql":
+        from assocdb.storage.mysql import MySQLBackend
+
+        MySQLBackend.drop(mysql_url(name))
+    else:
+        from assocdb.storage.postgres import PostgresBackend
+
+        PostgresBackend.drop(postgres_url(name))
+
+
 class Stores:
     """Opens fresh graphs of one kind under `tmp`, and disposes of them."""
 
@@ -95,7 +142,8 @@ class Stores:
         unique = f"t{uuid.uuid4().hex[:12]}_{name}"[:40]
         self._names.append(unique)
         (self.tmp / "journals").mkdir(parents=True, exist_ok=True)
-        return mysql_url(unique, options=options), self.tmp / "journals" / f"{unique}.db"
+        journal = self.tmp / "journals" / f"{unique}.db"
+        return server_url(self.kind, unique, options), journal
 
     def open(self, name: str = "g", **options: Any) -> Graph:
         """A new graph (or, with `at=` from `location`, the graph there again)."""
@@ -112,9 +160,6 @@ class Stores:
         for graph in self._graphs:
             graph.close()
         self._graphs.clear()
-        if self.kind == "mysql":
-            from assocdb.storage.mysql import MySQLBackend
-
-            for name in self._names:
-                MySQLBackend.drop(mysql_url(name))
+        for name in self._names:
+            drop(self.kind, name)
         self._names.clear()

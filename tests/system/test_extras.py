@@ -23,6 +23,7 @@ EXTRAS = {
     "client": ["httpx", "httpcore"],
     "redis": ["redis", "hiredis"],
     "mysql": ["pymysql", "MySQLdb"],
+    "postgres": ["psycopg", "psycopg_binary"],
 }
 EVERY_EXTRA = sorted(module for modules in EXTRAS.values() for module in modules)
 
@@ -207,3 +208,20 @@ def test_a_mysql_graph_without_a_driver_names_the_mysql_extra(tmp_path: Path) ->
     assert answer["extra"] == "mysql"
     assert answer["name"] == "pymysql"
     assert "pip install 'assocdb[mysql]'" in str(answer["message"])
+
+
+def test_a_postgresql_graph_without_a_driver_names_the_postgres_extra(tmp_path: Path) -> None:
+    done = run(
+        MISSING
+        + """
+        import assocdb
+        url = "postgresql://postgres@127.0.0.1:1/g"
+        print(json.dumps(missing(lambda: assocdb.open(url, journal=sys.argv[2]))))
+        """,
+        EXTRAS["postgres"],
+        str(tmp_path / "journal.db"),
+    )
+    answer = result(done)
+    assert answer["extra"] == "postgres"
+    assert answer["name"] == "psycopg"
+    assert "pip install 'assocdb[postgres]'" in str(answer["message"])

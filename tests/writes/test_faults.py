@@ -17,6 +17,7 @@ import pytest
 from assocdb import Graph, Unavailable
 from assocdb.core.ids import shard_of
 from assocdb.storage.mysql import MySQLBackend
+from assocdb.storage.postgres import PostgresBackend
 from assocdb.writes.applier import RetryPolicy
 from tests.support.model import Model
 from tests.support.stores import Stores
@@ -146,12 +147,18 @@ def hold_the_write_lock(graph: Graph, shard: int, stores: Stores) -> Callable[[]
             blocker.close()
 
         return release
-    other = MySQLBackend.open(spec["url"])
+    other: MySQLBackend | PostgresBackend
+    if stores.kind == "mysql":
+        other = MySQLBackend.open(spec["url"])
+        locks = [f"SELECT * FROM {{s}}.{table} FOR UPDATE" for table in ("edges", "counts")]
+    else:  # no gap locks: a table lock that lets readers in, no writer
+        other = PostgresBackend.open(spec["url"])
+        locks = ["LOCK TABLE {s}.edges, {s}.counts IN EXCLUSIVE MODE"]
     session = other._session()
     conn = session.__enter__()
-    other._run(conn, shard, "START TRANSACTION")
-    for table in ("edges", "counts"):  # every row and gap: no write gets through
-        other._run(conn, shard, other._q(f"SELECT * FROM {{s}}.{table} FOR UPDATE", shard))
+    other._run(conn, shard, "BEGIN")
+    for lock in locks:  # every row and gap: no write gets through
+        other._run(conn, shard, other._q(lock, shard))
 
     def release_mysql() -> None:
         other._run(conn, shard, "ROLLBACK")

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import assocdb
 from assocdb import Graph
-from assocdb.storage.backend import Backend
-from assocdb.storage.mysql import MySQLBackend
+from assocdb.storage import registry
+from assocdb.storage.backend import SERVER_SCHEMES, Backend
 from assocdb.writes.applier import Applier, decode
 from assocdb.writes.journal import Journal
 from tests.support.helpers import all_edges
@@ -95,7 +95,8 @@ def replay_bodies(graph: Graph, bodies: list[bytes]) -> None:
 def open_backend(where: str | Path, shards: int | None = None) -> Backend:
     if isinstance(where, Path):
         return assocdb.storage.sqlite.SQLiteBackend.open(where, shards)
-    return MySQLBackend.open(where, shards)
+    kind = SERVER_SCHEMES[where.split("://", 1)[0]]
+    return registry.open_backend({"kind": kind, "url": where, "shards": shards})
 
 
 def test_replaying_twice_or_out_of_order_changes_nothing(

@@ -7,6 +7,8 @@
 | `sqlite` | (c) the bare LinkBench schema on SQLite, same durability as assocdb |
 | `mariadb` | (d) the bare LinkBench schema on MariaDB (needs a mysql:// URL) |
 | `assocdb-mariadb` | (e) assocdb on its MariaDB backend (needs a mysql:// URL) |
+| `postgres` | (f) the bare LinkBench schema on PostgreSQL (needs a postgresql:// URL) |
+| `assocdb-postgres` | (g) assocdb on its PostgreSQL backend (needs a postgresql:// URL) |
 
 Adding a store is one module with a class that has `base.Store`'s methods,
 and one entry in `FACTORIES`: a function from the run's `StoreContext` to a
@@ -31,6 +33,7 @@ class StoreContext:
     link_types: tuple[int, ...]
     mysql_url: str | None = None
     shards: int = 16
+    postgres_url: str | None = None
 
 
 class StoreUnavailable(Exception):
@@ -77,12 +80,38 @@ def _assocdb_mariadb(ctx: StoreContext) -> Store:
     return AssocdbMariaDBStore(ctx.directory / "assocdb-mariadb", ctx.link_types, ctx.mysql_url)
 
 
+def _postgres(ctx: StoreContext) -> Store:
+    if not ctx.postgres_url:
+        raise StoreUnavailable(
+            "the postgres store needs --postgres-url or ASSOCDB_TEST_POSTGRES_URL "
+            "(e.g. postgresql://postgres@127.0.0.1:5432/postgres)"
+        )
+    from .bare_postgres import BarePostgresStore
+
+    return BarePostgresStore(ctx.postgres_url)
+
+
+def _assocdb_postgres(ctx: StoreContext) -> Store:
+    if not ctx.postgres_url:
+        raise StoreUnavailable(
+            "the assocdb-postgres store needs --postgres-url or ASSOCDB_TEST_POSTGRES_URL "
+            "(e.g. postgresql://postgres@127.0.0.1:5432/postgres)"
+        )
+    from .assocdb_postgres import AssocdbPostgresStore
+
+    return AssocdbPostgresStore(
+        ctx.directory / "assocdb-postgres", ctx.link_types, ctx.postgres_url
+    )
+
+
 FACTORIES: dict[str, Callable[[StoreContext], Store]] = {
     "assocdb": _assocdb,
     "assocdb-http": _assocdb_http,
     "sqlite": _sqlite,
     "mariadb": _mariadb,
     "assocdb-mariadb": _assocdb_mariadb,
+    "postgres": _postgres,
+    "assocdb-postgres": _assocdb_postgres,
 }
 
 

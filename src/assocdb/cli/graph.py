@@ -1,4 +1,5 @@
-"""The CLI's graph argument: a directory, a MySQL URL with its journal file, or a shard map."""
+"""The CLI's graph argument: a directory, a database server's URL with its journal file,
+or a shard map."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from ..storage.backend import is_server_url
 
 
 class GraphLocation(click.ParamType[Any]):
-    """A graph's directory, a MySQL URL with its journal file
-    (mysql://root@127.0.0.1:3306/NAME?journal=data/NAME.journal), or a shard map (.toml)."""
+    """A graph's directory, a MySQL or PostgreSQL URL with its journal file
+    (mysql://root@127.0.0.1:3306/NAME?journal=data/NAME.journal,
+    postgresql://postgres@127.0.0.1:5432/NAME?journal=data/NAME.journal), or a shard
+    map (.toml)."""
 
-    name = "directory|mysql-url|map.toml"
+    name = "directory|server-url|map.toml"
 
     def __init__(self, exists: bool) -> None:
         self._path = click.Path(file_okay=False, exists=exists)
@@ -24,8 +27,8 @@ class GraphLocation(click.ParamType[Any]):
         if is_server_url(value):
             if "journal=" not in value:
                 self.fail(
-                    f"{value}: a graph on MySQL needs its journal file, a local file on "
-                    "durable storage: add ?journal=PATH to the URL",
+                    f"{value}: a graph on a database server needs its journal file, a local "
+                    "file on durable storage: add ?journal=PATH to the URL",
                     param,
                     ctx,
                 )

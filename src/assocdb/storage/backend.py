@@ -8,7 +8,7 @@ rows with the pure merge rules of `core`, so replaying them changes nothing.
 
 Two kinds of backend implement the protocol:
 
-* the SQL engines, `SQLiteBackend` and `MySQLBackend`: every method is
+* the SQL engines, `SQLiteBackend`, `MySQLBackend` and `PostgresBackend`: every method is
   written once in `sql.SQLBackend`; an engine supplies its SQL dialect and
   its connections (see `sql.py`);
 * `ShardMapBackend`, which places shards on replica sets of SQL backends.
@@ -50,7 +50,12 @@ ForgetHook = Callable[[list[tuple[str, Any]]], None]
 
 
 #: URL schemes of the engines that run as servers, and the backend kind each opens.
-SERVER_SCHEMES = {"mysql": "mysql", "mariadb": "mysql"}
+SERVER_SCHEMES = {
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "postgresql": "postgres",
+    "postgres": "postgres",
+}
 
 
 def is_server_url(target: object) -> bool:

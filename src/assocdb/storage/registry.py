@@ -1,6 +1,7 @@
 """The one place that maps a path, URL or spec to a backend.
 
-A directory is SQLite, a `mysql://` (or `mariadb://`) URL MySQL, a `.toml`
+A directory is SQLite, a `mysql://` (or `mariadb://`) URL MySQL, a
+`postgresql://` (or `postgres://`) URL PostgreSQL, a `.toml`
 file a shard map of other backends; `spec()` dicts (what a backend says it
 is) open the same backends again in another process.
 """
@@ -37,9 +38,9 @@ def open_location(
         path, journal = journal_from_url(str(path), journal)
         if journal is None:
             raise InvalidRequest(
-                "a graph on MySQL needs a journal file (a local file on durable storage): "
-                "journal='data/social.journal', or ?journal=data/social.journal in the URL; "
-                "writes are journaled there before they are applied on the server"
+                "a graph on a database server needs a journal file (a local file on durable "
+                "storage): journal='data/social.journal', or ?journal=data/social.journal in "
+                "the URL; writes are journaled there before they are applied on the server"
             )
         kind = SERVER_SCHEMES[str(path).split("://", 1)[0]]
         backend = open_backend({"kind": kind, "url": str(path), "shards": shards}, create)
@@ -54,13 +55,15 @@ def check_scheme(path: str | Path) -> None:
     """InvalidRequest for a URL whose scheme assocdb does not open (not a directory)."""
     if not isinstance(path, (str, Path)):
         raise InvalidRequest(
-            f"open takes a directory, a mysql:// URL or a shard map (.toml), got {path!r}"
+            "open takes a directory, a mysql:// or postgresql:// URL or a shard map (.toml), "
+            f"got {path!r}"
         )
     scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", str(path))
     if scheme and not is_server_url(str(path)):
         raise InvalidRequest(
             f"unknown URL scheme {scheme.group(1)!r}: assocdb opens a directory, a "
-            "mysql:// (or mariadb://) URL, or a shard map (.toml)"
+            "mysql:// (or mariadb://) URL, a postgresql:// (or postgres://) URL, or a shard "
+            "map (.toml)"
         )
 
 
@@ -90,9 +93,16 @@ def open_backend(spec: dict[str, Any], create: bool = True) -> Backend:
             k: spec.get(k) for k in ("connect_timeout", "query_timeout", "pool_size")
         }
         return MySQLBackend.open(spec["url"], spec.get("shards"), create=create, **options)
+    if kind == "postgres":
+        from .postgres import PostgresBackend
+
+        options = {
+            k: spec.get(k) for k in ("connect_timeout", "query_timeout", "pool_size", "database")
+        }
+        return PostgresBackend.open(spec["url"], spec.get("shards"), create=create, **options)
     if kind == "shardmap":
         return ShardMapBackend.from_spec(spec, open_backend)
-    raise InvalidRequest(f"unknown backend kind {kind!r}; known: sqlite, mysql, shardmap")
+    raise InvalidRequest(f"unknown backend kind {kind!r}; known: sqlite, mysql, postgres, shardmap")
 
 
 def open_shardmap(path: str | Path, shards: int | None = None) -> ShardMapBackend:

@@ -178,8 +178,8 @@ def _check_numbers(raw: MapFile, source: str) -> None:
             raise InvalidRequest(f"{source}: backend {name!r} needs exactly one of url or path")
         if config.url is not None and config.url.split("://", 1)[0] not in SERVER_SCHEMES:
             raise InvalidRequest(
-                f"{source}: backend {name!r}: url {config.url!r} is not like mysql://host/db "
-                f"(schemes: {', '.join(SERVER_SCHEMES)})"
+                f"{source}: backend {name!r}: url {config.url!r} is not like mysql://host/db or "
+                f"postgresql://host/graph (schemes: {', '.join(SERVER_SCHEMES)})"
             )
         if not (config.connect_timeout > 0 and config.query_timeout > 0):
             raise InvalidRequest(f"{source}: backend {name!r}: timeouts must be positive")

@@ -10,7 +10,7 @@ subclasses it and supplies only what differs between engines, in two parts:
   a shard: its schema, its parameter marks), `_rollback`, and `open`, `spec`,
   `close`.
 
-A third engine (PostgreSQL) is one more of each. The engine part is a
+A third engine (`postgres.py`) is one more of each. The engine part is a
 subclass rather than a composed object because tests and tools reach an
 engine's connections (`MySQLBackend._session`); it is one level, not mixins.
 
@@ -237,9 +237,14 @@ class SQLBackend(ABC):
             raise
         except self.driver_errors as exc:
             session.broken = True
-            raise map_driver_error(exc, f"shard {shard}") from exc
+            raise self._map_error(exc, f"shard {shard}") from exc
         self._report(shard, sql, time.perf_counter() - start, many)
         return rows
+
+    def _map_error(self, exc: Exception, where: str) -> AssocdbError:
+        """The assocdb error for a driver exception (an engine may read more than the
+        PEP 249 class name: PostgreSQL's SQLSTATE)."""
+        return map_driver_error(exc, where)
 
     def _report(self, shard: int, sql: str, seconds: float, many: bool = False) -> None:
         for tracer in self.tracers:
@@ -406,14 +411,19 @@ class SQLBackend(ABC):
 
         def body(session: Session) -> int:
             changed, deltas = merge_edges(self._bulk_current(session, shard, edges), edges)
-            # (id1, atype, id2) order: the lists in the table's order, one page after
-            # the next (the rows' own order: no key function to call per row).
-            rows = sorted([new for _, new in changed])
-            self._store(session, shard, self._upsert_edge, rows)
+            self._bulk_store(session, shard, changed)
             self._store(session, shard, self._add_count, sorted((*k, n) for k, n in deltas.items()))
             return len(changed)
 
         return self._in_transaction(shard, body, slow=True)
+
+    def _bulk_store(
+        self, session: Session, shard: int, changed: Sequence[tuple[EdgeTuple | None, EdgeTuple]]
+    ) -> None:
+        """Write a bulk load's changed edges (an engine may have a faster way: COPY)."""
+        # (id1, atype, id2) order: the lists in the table's order, one page after
+        # the next (the rows' own order: no key function to call per row).
+        self._store(session, shard, self._upsert_edge, sorted([new for _, new in changed]))
 
     def _bulk_current(
         self, session: Session, shard: int, writes: Sequence[EdgeTuple]
