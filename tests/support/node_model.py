@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from assocdb.core.merge import EdgeTuple, State
+from assocdb.core.merge import EdgeTuple, Source, State, place, source_of, user_data
 
 EdgeKey = tuple[int, int, int]
 
@@ -39,6 +39,10 @@ def reference(
 ) -> tuple[dict[EdgeKey, EdgeTuple], dict[tuple[int, int], tuple[int, int]]]:
     """The rows and node states `(state, stamp)` after `ops`, replayed in stamp order."""
     rows = dict(edges)
+    best: dict[EdgeKey, Source] = {}  # the best live value each key ever had
+    for key, row in rows.items():
+        if (source := source_of(row)) is not None:
+            best[key] = source
     by_node: set[EdgeKey] = set()
     states: dict[tuple[int, int], tuple[int, int]] = {}
     for op in sorted(set(ops), key=lambda op: (op.stamp, op.state)):
@@ -54,7 +58,23 @@ def reference(
                     rows[k] = (*k, state, row[4], op.stamp, row[6])
                     if state == State.REMOVED:
                         by_node.add(k)
+                    else:
+                        best[k] = max(best.get(k, (0, 0, 0)), (op.stamp, state, row[4]))
+    for key, row in rows.items():  # a tombstone keeps the time of the best live value
+        if row[3] == State.REMOVED and key in best:
+            rows[key] = place(row, best[key])
     return rows, states
+
+
+def seen(rows: Mapping[EdgeKey, EdgeTuple]) -> dict[EdgeKey, EdgeTuple]:
+    """The rows as readers see them: a tombstone's recorded source left out.
+
+    Node operations keep each edge's time, so every order places a tombstone
+    at the same time; which re-stamp it records can differ (an operation that
+    arrives after a newer one writes nothing), and matters only to a live
+    write older than the tombstone arriving after it (docs/architecture.md).
+    """
+    return {key: (*row[:6], user_data(row)) for key, row in rows.items()}
 
 
 def counts_of(rows: Mapping[EdgeKey, EdgeTuple]) -> dict[tuple[int, int, int], int]:

@@ -81,12 +81,10 @@ class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
 
     @property
     def needs_current(self) -> bool:
-        return self.state != _REMOVED or self.needs_row
+        return self.state != _REMOVED  # a removal beats any node state: no reads
 
     @property
     def node_lists(self) -> list[ListKey]:
-        if self.state == _REMOVED:  # a removal beats any node state: none to read
-            return []
         return _lists(self.atype, self.inverse, self.id1, self.id2)
 
     @property
@@ -97,14 +95,6 @@ class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
         current: EdgeTuple | None = stored.row
         time, data = self.time, self.data
         live = current is not None and current[3] != _REMOVED
-        if self.state == _REMOVED:
-            # A tombstone keeps the edge's position (a query of removed edges
-            # lists it where it was), removed or not; it carries no data.
-            if time is None:
-                time = current[4] if current is not None else self.updated_at // 1000
-            return _with_inverse(
-                self.atype, self.inverse, self.id1, self.id2, _REMOVED, time, self.updated_at, None
-            )
         if self.keep and live:
             assert current is not None
             time = current[4] if time is None else time
