@@ -44,6 +44,7 @@ import struct
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from enum import IntEnum
+from operator import itemgetter
 from typing import NamedTuple
 
 
@@ -111,6 +112,7 @@ def obj_rank(row: ObjRow) -> tuple[int, int, int, int, bytes]:
 _PLACED = struct.Struct(">qbq")
 _MARK = b"\x00"
 _PLACED_SIZE = 1 + _PLACED.size
+_STATE = itemgetter(2)  # of a count key
 Source = tuple[int, int, int]  # (updated_at, state, time) of a live value
 
 
@@ -182,10 +184,10 @@ def merge_edges(
         if best is not row and edge_rank(row) > edge_rank(best):
             winners[row[:3]] = row
     removed = State.REMOVED
-    if not current and not any(row[3] == removed for row in winners.values()):
-        # every winner is a new live row (a bulk load's new lists): count them in C
+    if not current:  # every winner is a new row (a bulk load's new lists): count them in C
         counts = Counter((row[0], row[1], row[3]) for row in winners.values())
-        return [(None, row) for row in winners.values()], dict(counts)
+        if removed not in map(_STATE, counts):  # (no tombstone to place: far fewer keys)
+            return [(None, row) for row in winners.values()], dict(counts)
     changed: list[tuple[EdgeTuple | None, EdgeTuple]] = []
     deltas: dict[CountKey, int] = {}
     get = deltas.get
