@@ -7,6 +7,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench bulk [--edges N] [--mysql URL] [--snap FILE]   (default 948,464 edges)
     python -m bench flockdb [followers]        (default 1,000,000)
     python -m bench http                       (needs wrk)
+    python -m bench thrift [--seconds S]       (FlockDB's Thrift interface vs the HTTP API)
     python -m bench cache                      (needs Redis)
     python -m bench linkbench [options]        (--help for them)
     python -m bench mysql                      (needs MariaDB/MySQL)
@@ -31,6 +32,7 @@ from . import (
     http,
     journal,
     mysql,
+    thrift,
     timelines,
     writes,
 )
@@ -44,6 +46,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "bulk": (bulk.main, ["--edges", "100000", "--runs", "1"]),
     "flockdb": (flockdb.main, ["100000"]),
     "http": (http.main, []),
+    "thrift": (thrift.main, ["--seconds", "1"]),
     "cache": (lambda args: cache.main(), []),
     "linkbench": (linkbench.main, ["--preset", "tiny"]),
     "mysql": (lambda args: mysql.main(), []),

@@ -15,7 +15,11 @@ Every write is durable when acknowledged, on both sides:
 Each row is run `--rounds` times (default 3), subject and baseline
 alternating; the table shows the median and the spread (min-max).
 
-Run: `python -m bench writes [--seconds 2] [--rounds 3]`. MariaDB's rows
+With `--http`, the same writes through `assocdb serve --workers 2` on the
+same machine: `assoc_add` one per request from 8 client threads, and
+`Client.batch()` of 100 writes (one request each) from 4 threads.
+
+Run: `python -m bench writes [--seconds 2] [--rounds 3] [--http]`. MariaDB's rows
 (`assoc_add` from 1, 8 and 64 threads beside bare InnoDB transactions at the
 same concurrency) are in `python -m bench mysql`.
 """
@@ -182,14 +186,69 @@ def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str,
     ]
 
 
+def http_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str, Any, Any]]:
+    """Writes/s through the HTTP server (2 workers), one write per request and 100 per
+    `Client.batch()`, beside bare 100-per-COMMIT SQLite from the same run."""
+    from bench.http import serve
+
+    bare = Bare(directory / "bare-http.db")
+    with assocdb.open(directory / "served", shards=16) as graph:
+        graph.define_assoc("follows", inverse="followed_by")
+    port = 18000 + random.randrange(2000)
+    server = serve(directory / "served", port, workers=2, cache_mb=64)
+    url = f"http://127.0.0.1:{port}"
+    local = threading.local()
+
+    def client() -> assocdb.Client:
+        if not hasattr(local, "client"):
+            local.client = assocdb.Client(url, timeout=30)
+        return local.client  # type: ignore[no-any-return]
+
+    def single(rnd: random.Random) -> int:
+        a, b = pair(rnd)
+        client().assoc_add(a, "follows", b)
+        return 1
+
+    def batched(rnd: random.Random) -> int:
+        with client().batch() as batch:
+            for _ in range(100):
+                a, b = pair(rnd)
+                batch.assoc_add(a, "follows", b)
+        return 100
+
+    runs: dict[str, list[float]] = {}
+    try:
+        for _ in range(rounds):
+            runs.setdefault("bare100", []).append(rate(1, seconds, lambda r: bare.commit(r, 100)))
+            runs.setdefault("single", []).append(rate(8, seconds, single))
+            runs.setdefault("batch", []).append(rate(4, seconds, batched))
+    finally:
+        server.terminate()
+        server.wait()
+        bare.conn.close()
+    med = {name: statistics.median(values) for name, values in runs.items()}
+    return [
+        ("bare: 100 writes per COMMIT (HTTP rows' baseline)", runs["bare100"], None),
+        (
+            "HTTP assoc_add, 1 per request, 8 threads",
+            runs["single"],
+            med["single"] / med["bare100"],
+        ),
+        ("HTTP Client.batch() of 100, 4 threads", runs["batch"], med["batch"] / med["bare100"]),
+    ]
+
+
 def main(args: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench writes")
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--http", action="store_true", help="also through assocdb serve")
     options = parser.parse_args(args)
     directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-writes-"))
     try:
         rows = sqlite_rows(directory, options.seconds, options.rounds)
+        if options.http:
+            rows += http_rows(directory, options.seconds, options.rounds)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     print(f"durable writes/s, median (min-max) of {options.rounds} runs of {options.seconds} s")

@@ -25,7 +25,8 @@ ALLOWED: dict[str, set[str]] = {
     "api": {"core", "storage", "cache", "writes"},
     "client": {"core"},
     "serve": {"core", "api", "client", "assocdb"},
-    "cli": {"core", "storage", "api", "client", "serve", "assocdb"},
+    "flock": {"core", "api"},
+    "cli": {"core", "storage", "api", "client", "serve", "flock", "assocdb"},
 }
 
 

@@ -163,3 +163,59 @@ def test_an_error_raised_by_the_input_stops_the_load_after_the_edges_before_it(
     assert stop.value.details["stored"] == 120
     assert len(all_edges(graph)) == 240
     assert graph.check_counts() == []
+
+
+class Interrupted(Exception):
+    """Stands for Ctrl-C (or anything else) stopping a load from its input."""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_named_load_resumes_after_the_edges_it_stored(
+    open_graph: OpenGraph, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    monkeypatch.setattr(_assoc_writes, "BULK_BATCH", 40)  # rows: 20 edges per round
+    monkeypatch.setattr(_assoc_writes, "BULK_PARALLEL", 30)
+    graph = new_graph(open_graph)
+    journal = graph.engine.journal
+    edges = [(n, "follows", n + 1000, n) for n in range(1, 201)]
+
+    def stopping_at(stop: int) -> Iterator[tuple[Any, ...]]:
+        yield from edges[:stop]
+        raise Interrupted
+
+    with pytest.raises(Interrupted):
+        graph.bulk_load(stopping_at(130), workers=workers, name="load one")
+    [(name, stored)] = journal.loads()
+    assert name == "load one"
+    # Whole rounds, and never more than the rows written: the round in flight
+    # when the input stopped may or may not be recorded.
+    assert stored % 20 == 0
+    assert 100 <= stored <= 120
+    first_stamp = {row[5] for row in all_edges(graph)}
+    assert len(first_stamp) == 1
+
+    # Loaded again: the stored edges are skipped (a changed time there is not
+    # written), the rest carries the first run's updated_at.
+    again = [(a, t, b, time + 1 if n < stored else time) for n, (a, t, b, time) in enumerate(edges)]
+    assert graph.bulk_load(again, workers=workers, name="load one") == len(edges)
+    assert journal.loads() == []
+    rows = all_edges(graph)
+    assert len(rows) == 400
+    assert {row[5] for row in rows} == first_stamp
+    assert {row[4] for row in rows} == {edge[3] for edge in edges}
+    assert graph.check_counts() == []
+    assert graph.assoc_count(1, "follows") == 1
+
+
+def test_a_named_load_stopped_by_a_bad_edge_goes_on_from_it(open_graph: OpenGraph) -> None:
+    graph = new_graph(open_graph)
+    edges: list[tuple[Any, ...]] = [(n, "likes", n + 1, n) for n in range(1, 11)]
+    with pytest.raises(InvalidRequest, match="the 10 edges before it"):
+        graph.bulk_load([*edges, (0, "likes", 1)], name="part")
+    assert graph.engine.journal.loads() == [("part", 10)]
+    # Fixed: the same load, the good edges first, goes on after them.
+    assert graph.bulk_load([*edges, (11, "likes", 12)], name="part") == 11
+    assert graph.engine.journal.loads() == []
+    assert len(all_edges(graph)) == 11
+    with pytest.raises(InvalidRequest, match="name"):
+        graph.bulk_load(edges, name="")

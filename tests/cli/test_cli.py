@@ -125,6 +125,31 @@ def test_import_shifts_ids_of_a_snap_file(tmp_path: Path) -> None:
     assert exported[:3] == ["1 follows 2 3", "1 follows 3 4", "1 followed_by 3 5"]
 
 
+def test_an_import_stopped_by_a_bad_line_resumes_where_it_stopped(tmp_path: Path) -> None:
+    runner = CliRunner()
+    graph = str(tmp_path / "g")
+    schema = tmp_path / "schema.toml"
+    schema.write_text("[assoc.likes]\n")
+    assert (
+        runner.invoke(main, ["init", graph, "--shards", "2", "--schema", str(schema)]).exit_code
+        == 0
+    )
+    edges = tmp_path / "edges.txt"
+    edges.write_text("1 likes 2\n1 likes 3\n1 likes\n")
+    args = ["import", graph, str(edges)]
+    first = runner.invoke(main, args)
+    assert "line 3" in first.output
+    assert "resuming" not in first.output
+    again = runner.invoke(main, args)  # the same file: the journal says 2 edges are stored
+    assert "resuming: the first 2 edges are stored" in again.output
+    assert "line 3" in again.output
+    edges.write_text("1 likes 2\n1 likes 3\n1 likes 4\n")  # fixed: another file, a new load
+    fixed = runner.invoke(main, args)
+    assert "resuming" not in fixed.output
+    assert "imported 3 edges" in fixed.output
+    assert len(runner.invoke(main, ["export", graph]).output.splitlines()) == 3
+
+
 def test_a_mysql_url_without_a_journal_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["check", "mysql://root@127.0.0.1:3306/g"])
     assert result.exit_code == 2

@@ -59,7 +59,7 @@ def test_client_and_graph_share_one_interface() -> None:
     # local to a process: tracing its SQL, its shard count, its cleaner thread
     assert public(Graph) - public(Client) == {"trace", "shards", "start_cleaner"}
     assert public(Client) == public(Graph) - {"trace", "shards", "start_cleaner"}
-    # batch(): both run reads; the Graph's also writes (the wire's batch is reads only)
+    # batch(): both run reads and writes, each returning a Deferred
     for name in public(Graph) & public(Client) - {"batch"}:
         ours, theirs = getattr(Graph, name), getattr(Client, name)
         if callable(ours):
@@ -187,8 +187,95 @@ def test_batches_answer_each_read(client: Client) -> None:
     assert edge.result() is not None
     with pytest.raises(assocdb.UnknownType):
         missing.result()
-    with pytest.raises(AttributeError, match="read methods"):
-        client.batch().assoc_add  # noqa: B018 - writes are not batched
+    with pytest.raises(AttributeError, match="not one"):
+        client.batch().node_archive  # noqa: B018 - whole-node writes are not batched
+
+
+def test_a_batch_writes_through_the_pipeline_and_reads_see_earlier_writes(
+    client: Client,
+) -> None:
+    with client.batch() as b:
+        before = b.assoc_count(70, "follows")
+        added = [b.assoc_add(70, "follows", n, time=n) for n in range(1, 51)]
+        new_user = b.obj_add("user", {"name": "ada"})
+        after = b.assoc_count(70, "follows")
+        inverse = b.assoc_count(7, "followed_by")
+        b.assoc_delete(70, "follows", 1)
+        page = b.assoc_range(70, "follows", limit=3)
+        unknown = b.assoc_add(70, "nope", 2)  # refused alone: the rest is written
+        missing = b.assoc_change_type(70, "follows", 999, "likes")
+    assert before.result() == 0
+    assert {a.result().status for a in added} == {"applied"}
+    assert after.result() == 50
+    assert inverse.result() == 1
+    assert [a.id2 for a in page.result()] == [50, 49, 48]
+    assert client.obj_get(new_user.result()).data == {"name": "ada"}  # type: ignore[union-attr]
+    with pytest.raises(assocdb.UnknownType):
+        unknown.result()
+    with pytest.raises(assocdb.NotFound):
+        missing.result()
+    assert client.assoc_count(70, "follows") == 49
+    assert client.assoc_count(70, "follows", "removed") == 1
+    assert client.assoc_count(25, "followed_by") == 1
+
+
+def test_a_named_load_through_the_client_resumes_after_its_stored_parts(
+    server: Server, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import assocdb.client.client as client_module
+
+    monkeypatch.setattr(client_module, "_BULK_CHUNK", 3)  # parts of 3 edges
+    edges = [(80, "likes", n, n) for n in range(1, 11)]
+
+    def stopping() -> Iterator[tuple[int, str, int, int]]:
+        yield from edges[:7]
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        client.bulk_load(stopping(), name="over http")
+    assert client.assoc_count(80, "likes") == 6  # two parts sent
+    # Again, with other times for the stored part: those edges are skipped.
+    again = [(a, t, b, time + 100 if time <= 6 else time) for a, t, b, time in edges]
+    assert client.bulk_load(again, name="over http") == 10
+    assert [e.time for e in client.assoc_range(80, "likes", limit=20)] == list(range(10, 0, -1))
+    assert client.bulk_load(again, name="over http") == 10  # finished: a new load
+    assert client.assoc_edge(80, "likes", 1).time == 101  # type: ignore[union-attr]
+
+
+def test_a_batch_with_writes_needs_the_write_scope(server: Server, client: Client) -> None:
+    writes = {
+        "requests": [{"method": "assoc_add", "args": {"id1": 71, "atype": "likes", "id2": 1}}]
+    }
+    response = raw(server, "batch", writes, token=READER)
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "permission_denied"
+    assert client.assoc_count(71, "likes") == 0  # nothing written
+    reads = {"requests": [{"method": "assoc_count", "args": {"id1": 71, "atype": "likes"}}]}
+    assert raw(server, "batch", reads, token=READER).status_code == 200
+    assert raw(server, "batch", writes, token=WRITER).json()["results"][0]["result"]["status"] == (
+        "applied"
+    )
+    # An item the batch can't decode is that item's error; the others are written.
+    mixed = {
+        "requests": [
+            {"method": "assoc_add", "args": {"id1": 72, "atype": "likes", "id2": "x"}},
+            {"method": "assoc_add", "args": {"id1": 72, "atype": "likes", "id2": 3}},
+            {"method": "node_archive", "args": {"id1": 72, "atype": "likes"}},
+            {
+                "method": "query_count",
+                "args": {"query": {"type": "select", "id1": 72, "atype": "likes"}},
+            },
+        ]
+    }
+    results = raw(server, "batch", mixed, token=WRITER).json()["results"]
+    assert [r.get("error", {}).get("code") for r in results] == [
+        "invalid_request",
+        None,
+        "invalid_request",
+        "invalid_request",
+    ]
+    assert "batch with writes" in results[3]["error"]["message"]
+    assert client.assoc_count(72, "likes") == 1
 
 
 # -- auth, limits, the error shape -----------------------------------------------------

@@ -80,3 +80,33 @@ def check_after_crash(directory: Path, acked: set[tuple[int, int]]) -> None:
         assert hanging == set()
         assert graph.check_counts() == []
         assert graph.queue_stats().depth == 0
+
+
+LOADER = Path(__file__).parents[1] / "support" / "crash_loader.py"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_named_bulk_load_killed_at_random_resumes_and_stores_everything(
+    tmp_path: Path, seed: int
+) -> None:
+    directory, count = tmp_path / "graph", 2_000
+    kill_at = random.Random(seed).randrange(250, count)
+    env = {**os.environ, "PYTHONPATH": str(Path(assocdb.__file__).parents[1])}
+    loader = [sys.executable, str(LOADER), str(directory), str(count), str(kill_at)]
+    assert subprocess.run(loader, env=env, check=False).returncode == -signal.SIGKILL
+    with assocdb.open(directory) as g:
+        [(name, stored)] = g.engine.journal.loads()
+        assert name == "crash"
+        assert stored % 100 == 0
+        assert 100 <= stored < kill_at
+        edges = [(n % 97 + 1, "follows", n + 1000, n) for n in range(1, count + 1)]
+        assert g.bulk_load(edges, workers=2, name="crash") == count
+        assert g.engine.journal.loads() == []
+        for id1, _, id2, time in edges:
+            forward = g.assoc_edge(id1, "follows", id2)
+            assert forward is not None
+            assert forward.time == time
+            assert g.assoc_contains(id2, "followed_by", id1)
+        assert sum(g.assoc_count(n, "follows") for n in range(1, 98)) == count
+        assert g.check_counts() == []
+        assert g.check_inverses() == []

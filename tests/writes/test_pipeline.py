@@ -215,3 +215,26 @@ def test_a_power_loss_loses_no_acknowledged_write(tmp_path: Path) -> None:
             assert after.assoc_count(n, "follows") == 4
         assert after.check_counts() == []
         assert after.check_inverses() == []
+
+
+def test_a_submit_chooses_sync_for_its_own_writes(tmp_path: Path) -> None:
+    g = open_graph(tmp_path / "g")
+    writes = g._writes  # the operations assoc_add submits
+    release = threading.Event()
+    g.engine.backend.faults.append(lambda shard, sql: sql.startswith("BEGIN") and release.wait())
+    background = [writes.add_op(n, "follows", 99) for n in range(1, 4)]
+    results = g.engine.submit_many(background, sync=False)  # journaled, not applied yet
+    assert [r.status for r in results] == ["queued"] * 3  # type: ignore[union-attr]
+    assert g.engine.journal.counts()["new"] >= 3
+    release.set()
+    assert g.drain(timeout=10)
+    assert g.assoc_count(99, "followed_by") == 3
+    (result,) = g.engine.submit_many([writes.add_op(5, "follows", 99)], sync=True)
+    assert result.status == "applied"  # type: ignore[union-attr]
+    assert g.assoc_count(99, "followed_by") == 4
+    g.close()
+    with assocdb.open(tmp_path / "a", shards=2, sync=False) as lazy:
+        lazy.define_assoc("follows", inverse="followed_by")
+        (result,) = lazy.engine.submit_many([lazy._writes.add_op(1, "follows", 2)], sync=True)
+        assert result.status == "applied"  # type: ignore[union-attr]
+        assert lazy.assoc_count(2, "followed_by") == 1

@@ -130,7 +130,13 @@ class AssocWrites:
         *,
         workers: int | None = None,
         progress: Callable[[int], None] | None = None,
+        name: str | None = None,
+        first: int = 0,
+        last: bool = True,
     ) -> int:
+        """See `Graph.bulk_load`. A named load may come in parts (the Client sends one
+        per request): `first` is the position of this part's first edge in the whole
+        load, and the load is finished (its record deleted) after the `last` part."""
         workers = os.cpu_count() or 1 if workers is None else workers
         if type(workers) is not int or workers < 1:
             raise InvalidRequest(f"workers must be a positive integer, got {workers!r}")
@@ -138,8 +144,16 @@ class AssocWrites:
             raise InvalidRequest(
                 f"edges must be an iterable of (id1, atype, id2[, time[, data]]), got {edges!r:.80}"
             )
-        ua = self._engine.clock.now()
-        writer = ShardWriter(self._engine.backend)
+        if name is not None and (not isinstance(name, str) or not name):
+            raise InvalidRequest(f"a load's name must be a non-empty string, got {name!r}")
+        journal, backend = self._engine.journal, self._engine.backend
+        ua, stored = self._engine.clock.now(), first
+        if name is not None:  # resume: the same updated_at, past the edges stored
+            ua, done = journal.load(name, ua)
+            if done > first:
+                edges = itertools.islice(edges, done - first, None)
+                stored = done
+        writer = ShardWriter(backend)
         # Worker processes start once the load proves big, while rows are planned.
         start = functools.partial(writer.start_workers, min(workers, self._engine.shards))
         rounds = Rounds(
@@ -150,17 +164,33 @@ class AssocWrites:
             self._engine.shards,
             BULK_BATCH,
         )
+
+        def written(edges: int, shards: Iterable[int]) -> None:
+            """A round is applied: made durable, then recorded as stored."""
+            if name is not None:
+                backend.make_durable(sorted(shards))
+                journal.load_progress(name, edges)
+
+        in_flight: tuple[int, list[int]] | None = None  # the round the workers apply
         try:
             for batch in rounds:
-                writer.write(batch)
+                writer.write(batch)  # returns once the round before it is applied
+                if in_flight is not None:
+                    written(*in_flight)
+                in_flight = (stored + rounds.edges, list(batch))
                 if progress is not None:
-                    progress(rounds.edges)
+                    progress(stored + rounds.edges)
+            writer.wait()
+            if in_flight is not None:
+                written(*in_flight)
         finally:
             writer.close()
             self._engine.forget()  # rows were written around the cache
         if rounds.error is not None:  # every edge before the bad one is stored
-            raise _stopped(rounds.error, rounds.edges)
-        return rounds.edges
+            raise _stopped(rounds.error, stored + rounds.edges)
+        if name is not None and last:
+            journal.load_finished(name)
+        return stored - first + rounds.edges
 
     def _resolve_type(self, name: object) -> tuple[int, int | None]:
         kind = self._engine.assoc_type(name)

@@ -34,6 +34,13 @@ READS = frozenset(
         "user_timeline",
     }
 )
+#: The writes a batch runs (the Client batch's `client.wire.BATCH_WRITES`).
+WRITES = frozenset(
+    {
+        *("assoc_add", "assoc_delete", "assoc_archive", "assoc_negate", "assoc_change_type"),
+        *("obj_add", "obj_update", "obj_delete"),
+    }
+)
 
 
 class WriteBatch:

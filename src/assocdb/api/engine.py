@@ -241,11 +241,12 @@ class Engine:
         return WriteResult(outcome, updated_at)
 
     def submit_many(
-        self, writes: Sequence[tuple[Operation | Rows, int]]
+        self, writes: Sequence[tuple[Operation | Rows, int]], sync: bool | None = None
     ) -> list[WriteResult | BaseException]:
         """`submit` for several writes at once, in order: each one's result, or why it
-        was refused (the others go on)."""
-        outcomes = self.pipeline.submit([op for op, _ in writes])
+        was refused (the others go on). `sync` overrides the graph's mode for them:
+        False answers `queued` once they are journaled."""
+        outcomes = self.pipeline.submit([op for op, _ in writes], sync)
         return [
             outcome if isinstance(outcome, BaseException) else WriteResult(outcome, updated_at)
             for outcome, (_, updated_at) in zip(outcomes, writes, strict=True)

@@ -273,6 +273,7 @@ class Graph:
         *,
         workers: int | None = None,
         progress: Callable[[int], None] | None = None,
+        name: str | None = None,
     ) -> int:
         """Load many edges fast, straight into the shards; return how many were read.
 
@@ -292,9 +293,17 @@ class Graph:
         `workers` processes (default: one per CPU) that write shards in
         parallel.
 
+        A load with a `name` is one resumable job of the journal: after each
+        round its shards are synced and the journal records how many input
+        edges are stored. If it stops (a crash, Ctrl-C, a bad edge), loading
+        the same edges under the same name again skips the edges stored and
+        writes the rest with the first run's `updated_at`, as one load would
+        have; the record is deleted when the load ends. (`assocdb import` names
+        a load by its file's path, size and modification time.)
+
         >>> g.bulk_load([(1, "friend", 2), (2, "friend", 3, 1700000000000)])
         """
-        return self._writes.bulk_load(edges, workers=workers, progress=progress)
+        return self._writes.bulk_load(edges, workers=workers, progress=progress, name=name)
 
     # -- association reads ------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from ..core import cursor as _cursor
 from ..core.errors import InvalidRequest
 from ..core.ids import shard_of
 from ..core.query import Compound, Difference, Intersect, Query, Runner, Term, Union
-from ..core.records import STATE_NAMES, Count, Page, StateName
+from ..core.records import STATE_NAMES, Assoc, Count, Page, StateName
 from ..core.scans import EdgeScan
 from ..core.schema import AssocType
 from .engine import Engine
@@ -83,6 +83,22 @@ class Queries:
             limit,
         )
         return Page(ids, after, before)
+
+    def rows(self, query: Term, seek: _cursor.Seek, n: int) -> list[tuple[int, int]]:
+        """Up to `n` `(time, id2)` of a term in its list's order from `seek`: what
+        FlockDB's position cursors page over (`flock/`)."""
+        return _Executor(self._engine).term_in_list_order(query, seek, n)
+
+    def edges(self, query: Term, id2s: Sequence[int]) -> list[Assoc]:
+        """The stored edges of a term's list to `id2s` (any state), in no order."""
+        run = _Executor(self._engine)
+        kind = run.kind(query)
+        rows = self._engine.backend.edges(
+            shard_of(query.node, self._engine.shards), query.node, kind.id, list(id2s)
+        )
+        return [
+            Assoc(r.id1, kind.name, r.id2, r.time, STATE_NAMES[r.state], r.updated_at) for r in rows
+        ]
 
     def count(self, query: Query) -> Count:
         run = _Executor(self._engine)
@@ -284,9 +300,8 @@ class _Executor:
             if q.id2s is not None:
                 bound = len(self.probe(q, list(q.id2s)))
             else:
-                shard = shard_of(q.node, self._shards)
-                counts = self._backend.counts(shard, q.node, self.kind(q).id)
-                bound = sum(counts.get(s, 0) for s in self.codes(q))
+                counts = self._counts(q.node, self.kind(q).id)
+                bound = sum(counts[s] for s in self.codes(q))
         elif isinstance(q, Intersect):
             bound = min(self.upper(p) for p in q.parts)
         elif isinstance(q, Union):
@@ -296,6 +311,16 @@ class _Executor:
             bound = self.upper(q.parts[0])
         self._uppers[q.scope] = bound
         return bound
+
+    def _counts(self, node: int, atype: int) -> list[int]:
+        """A list's counts per state number: from the cache when there is one (as
+        `assoc_count` reads them), else one statement."""
+        shard = shard_of(node, self._shards)
+        cache = self._engine.cache
+        if cache is not None:
+            return cache.counts((node, atype), lambda: self._backend.counts(shard, node, atype))
+        stored = self._backend.counts(shard, node, atype)
+        return [stored.get(state, 0) for state in range(len(STATE_NAMES))]
 
     def _by_size(self, q: Compound) -> list[Query]:
         """The operands, smallest first: the smallest one is walked, the others probed."""

@@ -22,6 +22,7 @@ from ..core.schema import Schema, read_schema_file
 from ..storage import shardmap_config
 from ..storage.registry import open_shardmap
 from .datasets import ego_facebook
+from .flock import serve_thrift
 from .graph import GRAPH, NEW_GRAPH
 from .index import index
 
@@ -174,7 +175,9 @@ def import_(directory: str, source: str, atype: str | None, id_offset: int) -> N
 
     A bad line stops the import: every edge before it is stored, and the error
     names the line. Fix it and run the same import again (what is stored does
-    not change).
+    not change). An import stopped by a crash or Ctrl-C resumes where it
+    stopped when run again on the unchanged file (the journal records how far
+    it got).
 
     Example: assocdb import data/graph soc-Slashdot0902.txt --type follows --id-offset 1
     """
@@ -184,10 +187,16 @@ def import_(directory: str, source: str, atype: str | None, id_offset: int) -> N
             if src.size is None:  # standard input: no size to measure against
                 count = g.bulk_load(edges)
             else:
+                name = src.load_name(atype, id_offset)
+                stored = dict(g.engine.journal.loads()).get(name)
+                if stored:
+                    click.echo(f"resuming: the first {stored:,} edges are stored")
                 with click.progressbar(
                     length=src.size, label="importing", show_percent=True
                 ) as bar:
-                    count = g.bulk_load(edges, progress=lambda _: bar.update(src.read() - bar.pos))
+                    count = g.bulk_load(
+                        edges, progress=lambda _: bar.update(src.read() - bar.pos), name=name
+                    )
                     bar.update(src.size - bar.pos)
         except assocdb.InvalidRequest as exc:  # name the line, not the edge's position
             message = exc.message
@@ -207,6 +216,7 @@ class _Source:
     of its bytes have been read, for the progress bar."""
 
     def __init__(self, source: str) -> None:
+        self._source = source
         self._raw: Any = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
         self.size = None if source == "-" else os.path.getsize(source)
         self._stream: Any = (
@@ -219,6 +229,14 @@ class _Source:
     def __exit__(self, *exc: object) -> None:
         if self._raw is not sys.stdin.buffer:
             self._raw.close()
+
+    def load_name(self, atype: str | None, offset: int) -> str:
+        """What names this import in the journal: the file as it is now, and how its
+        lines are read (the same import of the unchanged file resumes)."""
+        info = os.stat(self._source)
+        path = os.path.realpath(self._source)
+        file = f"{path} size={info.st_size} mtime={info.st_mtime_ns}"
+        return f"import {file} type={atype} offset={offset}"
 
     def read(self) -> int:
         """Bytes of the input read so far (compressed bytes for a .gz file)."""
@@ -783,3 +801,4 @@ def mutual_friends(g: assocdb.Graph, a: int, b: int) -> list[int]:
 
 
 main.add_command(index)
+main.add_command(serve_thrift)

@@ -167,7 +167,10 @@ class Client:
         return _results[name].decode(content).result
 
     def _call_batch(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        content = self._post("/v1/batch", msgspec.json.encode({"requests": requests}), True)
+        # Sent again on another server only if every item may run twice (an
+        # obj_add without an id would add a second object).
+        safe = not any(r["method"] == "obj_add" and r["args"].get("id") is None for r in requests)
+        content = self._post("/v1/batch", msgspec.json.encode({"requests": requests}), safe)
         answers: list[dict[str, Any]] = msgspec.json.decode(content)["results"]
         return answers
 
@@ -229,9 +232,12 @@ class Client:
         self.close()
 
     def batch(self) -> Batch:
-        """Many reads in one round trip.
+        """Many reads and writes in one round trip, as `Graph.batch()`: the writes go
+        through the server's write pipeline together (one journal fsync, one
+        transaction per touched shard), and a read sees the writes before it.
 
         >>> with g.batch() as b:
+        ...     b.assoc_add(1, "follows", 2)
         ...     n = b.assoc_count(1, "follows")
         ...     page = b.assoc_page(1, "follows")
         >>> n.result(), page.result().items
@@ -362,21 +368,28 @@ class Client:
         *,
         workers: int | None = None,
         progress: Callable[[int], None] | None = None,
+        name: str | None = None,
     ) -> int:
-        """Load edges through the server, 20,000 per request (`workers` is up to the server)."""
+        """Load edges through the server, 20,000 per request (`workers` is up to the
+        server). A named load resumes as `Graph.bulk_load`'s: the server skips the
+        parts it has stored."""
         total, chunk = 0, []
         for edge in edges:
             chunk.append(list(edge))
             if len(chunk) == _BULK_CHUNK:
-                total += self._call("bulk_load", BulkLoad(chunk))
+                total += self._load_part(chunk, name, total, last=False)
                 chunk = []
                 if progress is not None:
                     progress(total)
-        if chunk:
-            total += self._call("bulk_load", BulkLoad(chunk))
+        if chunk or name is not None:  # a named load's last part ends it
+            total += self._load_part(chunk, name, total, last=True)
         if progress is not None:
             progress(total)
         return total
+
+    def _load_part(self, chunk: list[list[Any]], name: str | None, first: int, last: bool) -> int:
+        stored: int = self._call("bulk_load", BulkLoad(chunk, name, first, last))
+        return len(chunk) if name is not None else stored
 
     # -- association reads --------------------------------------------------------------------
 
@@ -639,9 +652,12 @@ class Client:
 
 
 class Batch:
-    """Reads collected and sent as one `POST /v1/batch` when the `with` block ends.
+    """Calls collected and sent as one `POST /v1/batch` when the `with` block ends.
 
-    Every read method of the Graph API is here, returning a Deferred.
+    Every read method of the Graph API is here, and the writes of `Graph.batch()`
+    (assoc_add, assoc_delete, assoc_archive, assoc_negate, assoc_change_type,
+    obj_add, obj_update, obj_delete), each returning a Deferred. A batch with
+    writes needs a token with the write scope.
     """
 
     def __init__(self, client: Client) -> None:
@@ -650,7 +666,9 @@ class Batch:
 
     def __getattr__(self, name: str) -> Callable[..., Deferred[Any]]:
         if name not in BATCHABLE or name.startswith("query_"):
-            raise AttributeError(f"a batch runs the read methods; {name!r} is not one")
+            raise AttributeError(
+                f"a batch runs the reads and writes of Graph.batch(); {name!r} is not one"
+            )
         args_type = METHODS[name].args
 
         def queue(*args: Any, **kwargs: Any) -> Deferred[Any]:
@@ -670,7 +688,7 @@ class Batch:
             self.run()
 
     def run(self) -> None:
-        """Send the queued reads (at most 200) and fill in their results."""
+        """Send the queued calls (at most 200) and fill in their results."""
         requests = [
             {"method": name, "args": msgspec.to_builtins(args)} for name, args, _ in self._items
         ]

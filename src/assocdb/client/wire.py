@@ -291,6 +291,9 @@ class HotKeys(Args):
 
 class BulkLoad(Args):
     edges: list[list[Any]]
+    name: str | None = None  # a resumable load (Graph.bulk_load), sent in parts:
+    first: Int64 = 0  # this part's first edge's position in the whole load
+    last: bool = True  # the load ends with this part
 
 
 class Post(Args):
@@ -436,8 +439,16 @@ METHODS: dict[str, Method] = {
     ]
 }
 
-#: Methods a batch may run: reads only.
-BATCHABLE = frozenset(name for name, m in METHODS.items() if m.scope == "read")
+#: Writes a batch may run (`Graph.batch()`'s): they go through the pipeline together,
+#: one journal fsync and one transaction per touched shard for all of them.
+BATCH_WRITES = frozenset(
+    {
+        *("assoc_add", "assoc_delete", "assoc_archive", "assoc_negate", "assoc_change_type"),
+        *("obj_add", "obj_update", "obj_delete"),
+    }
+)
+#: Methods a batch may run: every read, and the writes above.
+BATCHABLE = frozenset(name for name, m in METHODS.items() if m.scope == "read") | BATCH_WRITES
 
 
 class BatchItem(msgspec.Struct, forbid_unknown_fields=True):

@@ -8,6 +8,7 @@ else. What only some users need comes as an extra of the package:
     mysql        PyMySQL                                 mysql:// graphs (pure Python)
     mysqlclient  mysqlclient                             the C driver, preferred when built
     redis        redis[hiredis]                          the Redis cache tier
+    thrift       thriftpy2                               `assocdb serve-thrift`, flock/
 
 A module of an extra is imported only where it is first needed, through
 `require()` or inside `needs()`, so `import assocdb` stays light and a

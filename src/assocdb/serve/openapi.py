@@ -40,7 +40,10 @@ def openapi(secured: bool) -> dict[str, Any]:
     paths["/v1/batch"] = {
         "post": {
             "operationId": "batch",
-            "summary": "Run many reads in one request; each answers {result} or {error}.",
+            "summary": (
+                "Run many reads and writes in one request (the writes together, "
+                "as Graph.batch()); each answers {result} or {error}."
+            ),
             "requestBody": {"required": True, "content": _json(refs[Batch])},
             "responses": {
                 "200": {
@@ -111,7 +114,7 @@ def docs_page() -> str:
         "<!doctype html><title>assocdb API</title><h1>assocdb API</h1>"
         "<p>Each method takes its arguments as a JSON object and answers "
         '<code>{"result": …}</code> or <code>{"error": {"code", "message", "details"}}</code>. '
-        "<code>POST /v1/batch</code> runs many reads: "
+        "<code>POST /v1/batch</code> runs many reads and writes (the writes together): "
         '<code>{"requests": [{"method": "assoc_count", "args": {…}}, …]}</code>. '
         'The machine-readable description is <a href="/openapi.json">/openapi.json</a>.</p>'
         "<table><tr><th>method</th><th>scope</th><th>arguments</th></tr>"

@@ -31,9 +31,11 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from ..api.batch import READS, WRITES
 from ..api.graph import Graph
 from ..api.queue_admin import check_drain_timeout
 from ..client.wire import (
+    BATCH_WRITES,
     BATCHABLE,
     METHODS,
     AssocRange,
@@ -46,7 +48,7 @@ from ..client.wire import (
 )
 from ..core.errors import AssocdbError, DataTooLarge, InvalidRequest, NotFound, Timeout, Unavailable
 from ..core.json import MAX_DEPTH
-from ..core.records import CacheConfig
+from ..core.records import CacheConfig, Deferred
 from .auth import Tokens
 from .metrics import Metrics
 from .openapi import docs_page, openapi
@@ -147,7 +149,10 @@ class _Server:
         )
 
     async def route_batch(self, request: Request) -> Response:
-        return await self._call(request, "batch", "read", self._run_batch, inline=False)
+        header = request.headers.get("authorization")  # a batch with writes needs the scope
+        return await self._call(
+            request, "batch", "read", lambda body: self._run_batch(body, header), inline=False
+        )
 
     async def _call(
         self,
@@ -214,15 +219,18 @@ class _Server:
         self.metrics.operation_times.add((method.name,), time.perf_counter() - start)
         return _encode(_One(result))
 
-    def _run_batch(self, body: bytes) -> bytes:
+    def _run_batch(self, body: bytes, header: str | None = None) -> bytes:
         """The batch's answer: decoded in one call when every item is well formed (else
         item by item, so that a bad item is that item's error), run without per-read
-        metrics, encoded in one call."""
+        metrics, encoded in one call. A batch with writes runs through `Graph.batch()`."""
         try:
             items = msgspec.json.decode(body or b"{}", type=_TypedBatch).requests  # type: ignore[attr-defined]
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
-            return self._run_batch_slowly(body)
+            return self._run_batch_slowly(body, header)
         self._check_batch_size(len(items))
+        if any(self._calls[type(item)][0] in BATCH_WRITES for item in items):
+            self.tokens.authorize(header, "write")
+            return self._run_writes([(self._calls[type(item)][0], item.args) for item in items])
         start = time.perf_counter()
         results: list[Any] = []
         kinds: dict[str, int] = {}
@@ -243,9 +251,12 @@ class _Server:
         self._count_reads(kinds, time.perf_counter() - start, len(items))
         return _encode(_Many(results))
 
-    def _run_batch_slowly(self, body: bytes) -> bytes:
+    def _run_batch_slowly(self, body: bytes, header: str | None) -> bytes:
         batch = _decode(body, Batch)
         self._check_batch_size(len(batch.requests))
+        if any(item.method in BATCH_WRITES for item in batch.requests):
+            self.tokens.authorize(header, "write")
+            return self._run_writes([(item.method, item.args) for item in batch.requests])
         start = time.perf_counter()
         results: list[Any] = []
         kinds: dict[str, int] = {}
@@ -253,16 +264,12 @@ class _Server:
         for item in batch.requests:
             try:
                 if item.method not in BATCHABLE:
-                    raise InvalidRequest(f"a batch runs reads only; {item.method!r} is not one")
-                method = METHODS[item.method]
-                try:
-                    args = msgspec.convert(item.args, method.args)
-                except msgspec.ValidationError as exc:
-                    raise InvalidRequest(f"{item.method}: {exc}") from None
-                except RecursionError:
-                    raise InvalidRequest(f"{item.method}: {TOO_DEEP}") from None
+                    raise InvalidRequest(
+                        f"a batch runs reads and writes; {item.method!r} is not one"
+                    )
+                args = _convert(item.method, item.args)
                 kinds[item.method] = kinds.get(item.method, 0) + 1
-                result = self._dispatch(method.name, args)
+                result = self._dispatch(item.method, args)
             except AssocdbError as exc:
                 results.append(self._item_error(exc))
                 continue
@@ -271,6 +278,48 @@ class _Server:
             if rows > self.limits.max_batch_rows:
                 raise _too_many_rows(self.limits.max_batch_rows)
         self._count_reads(kinds, time.perf_counter() - start, len(batch.requests))
+        return _encode(_Many(results))
+
+    def _run_writes(self, items: list[tuple[str, Any]]) -> bytes:
+        """A batch with writes, through `Graph.batch()`: its writes go through the write
+        pipeline together (one journal fsync, one transaction per touched shard), and a
+        read sees the writes before it. Arguments are Structs, or dicts when the batch
+        was decoded item by item (then a bad item is that item's error)."""
+        start = time.perf_counter()
+        answers: list[Deferred[Any] | AssocdbError] = []
+        kinds: dict[str, int] = {}
+        asdict = msgspec.structs.asdict
+        with self.graph.batch() as batch:
+            for name, given in items:
+                try:
+                    if name not in WRITES and name not in READS:
+                        raise InvalidRequest(
+                            f"{name} cannot run in a batch with writes; send it in a batch of reads"
+                            if name in BATCHABLE
+                            else f"a batch runs reads and writes; {name!r} is not one"
+                        )
+                    args = _convert(name, given) if isinstance(given, dict) else given
+                    kinds[name] = kinds.get(name, 0) + 1
+                    answers.append(getattr(batch, name)(**asdict(args)))
+                except AssocdbError as exc:
+                    answers.append(exc)
+        results: list[Any] = []
+        rows, max_rows = 0, self.limits.max_batch_rows
+        for answer in answers:
+            try:
+                if isinstance(answer, AssocdbError):
+                    raise answer
+                result = answer.result()
+            except AssocdbError as exc:
+                results.append(self._item_error(exc))
+                continue
+            if answer.method in READS:
+                rows += _rows(result)
+                if rows > max_rows:  # the writes are done: only this read fails
+                    results.append(self._item_error(_too_many_rows(max_rows)))
+                    continue
+            results.append(_One(result))
+        self._count_reads(kinds, time.perf_counter() - start, len(items))
         return _encode(_Many(results))
 
     def _check_batch_size(self, n: int) -> None:
@@ -305,7 +354,11 @@ class _Server:
             schema = graph.schema
             return SchemaInfo(schema.assoc_types, schema.object_types, schema.indexes)
         if name == "bulk_load":
-            return graph.bulk_load([tuple(edge) for edge in args.edges], workers=1)
+            edges = [tuple(edge) for edge in args.edges]
+            # A named load comes in parts, one per request (`Client.bulk_load`).
+            return graph._writes.bulk_load(
+                edges, workers=1, name=args.name, first=args.first, last=args.last
+            )
         # Long calls get half the request's deadline: the answer (drained or
         # not, the build's progress) must be on its way well before the deadline.
         budget = self.limits.deadline / 2
@@ -442,6 +495,16 @@ def _rows(result: Any) -> int:
         return len(result)
     items = getattr(result, "items", None)
     return len(items) if isinstance(items, list) else 1
+
+
+def _convert(name: str, args: dict[str, Any]) -> Any:
+    """A batch item's arguments as the method's Struct, or InvalidRequest."""
+    try:
+        return msgspec.convert(args, METHODS[name].args)
+    except msgspec.ValidationError as exc:
+        raise InvalidRequest(f"{name}: {exc}") from None
+    except RecursionError:
+        raise InvalidRequest(f"{name}: {TOO_DEEP}") from None
 
 
 def _decode(body: bytes, kind: Any) -> Any:

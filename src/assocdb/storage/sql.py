@@ -80,6 +80,8 @@ SLOW_SECONDS = 0.5  # a statement that takes longer is logged
 BULK_ROWS = 1000  # an apply of more rows runs with the engine's maintenance timeout
 RERUNS = 8  # tries of a transaction the engine aborted to break a deadlock
 _IN_CHUNK = 500  # ids per IN (...) list
+_KEYS_CHUNK = 200  # (id1, atype, id2) keys per read of single rows
+_MANY_KEYS = 8  # keys written to one list from which it is read by an IN list of its own
 
 EDGE_COLUMNS = ("id1", "atype", "id2", "state", "time", "updated_at", "data")
 OBJ_COLUMNS = ("id", "otype", "state", "version", "updated_at", "data")
@@ -372,14 +374,26 @@ class SQLBackend(ABC):
                 for row in self._edges_to(session, shard, atype, id2, sorted(id1s)):
                     current[row[:3]] = row
             return current
-        if len(lists) > 1:
+        # Lists written with a few keys each (a batch of writes spread over many
+        # lists): all their keys in one read. Lists with many keys (a bulk load)
+        # are read list by list, each with one IN list.
+        few = [
+            (id1, atype, id2)
+            for (id1, atype), id2s in lists.items()
+            if len(id2s) < _MANY_KEYS
+            for id2 in id2s
+        ]
+        many = {key: id2s for key, id2s in lists.items() if len(id2s) >= _MANY_KEYS}
+        for row in self._edges_at(session, shard, few):
+            current[row[:3]] = row
+        if len(many) > 1:
             # Every stored edge has a count row, so a list without count rows
             # has no edges to read: a bulk load into new lists reads (and locks)
             # only the count ranges, which serializes it against writers of the
             # same lists all the same.
-            stored = self._lists_with_counts(session, shard, sorted({id1 for id1, _ in lists}))
-            lists = {key: id2s for key, id2s in lists.items() if key in stored}
-        for (id1, atype), id2s in sorted(lists.items()):
+            stored = self._lists_with_counts(session, shard, sorted({id1 for id1, _ in many}))
+            many = {key: id2s for key, id2s in many.items() if key in stored}
+        for (id1, atype), id2s in sorted(many.items()):
             for row in self._edges(session, shard, id1, atype, sorted(id2s)):
                 current[row[:3]] = row
         return current
@@ -536,11 +550,16 @@ class SQLBackend(ABC):
         return rows
 
     def edges_at(self, shard: int, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
+        return self._edges_at(None, shard, keys)
+
+    def _edges_at(
+        self, session: Session | None, shard: int, keys: Sequence[EdgeKey]
+    ) -> list[EdgeRow]:
         rows: list[EdgeRow] = []
-        for chunk in _chunks(sorted(set(keys))):
+        for chunk in _chunks(sorted(set(keys)), _KEYS_CHUNK):
             match = " OR ".join(["(id1 = ? AND atype = ? AND id2 = ?)"] * len(chunk))
             sql = f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key} WHERE {match}"
-            found = self._query(shard, self._q(sql, shard), [v for key in chunk for v in key])
+            found = self._select(session, shard, sql, [v for key in chunk for v in key])
             rows += (EdgeRow(*r) for r in found)
         return rows
 
@@ -922,9 +941,9 @@ def _past_params(key: Sequence[Any], row_values: bool) -> list[Any]:
     return [value for n in range(len(key)) for value in key[: n + 1]]
 
 
-def _chunks(ids: Sequence[K]) -> Iterator[Sequence[K]]:
-    for start in range(0, len(ids), _IN_CHUNK):
-        yield ids[start : start + _IN_CHUNK]
+def _chunks(ids: Sequence[K], size: int = _IN_CHUNK) -> Iterator[Sequence[K]]:
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
 
 
 def _marks(n: int) -> str:

@@ -61,6 +61,12 @@ CREATE TABLE IF NOT EXISTS jobs (
     error TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, next_at);
+CREATE TABLE IF NOT EXISTS loads (
+    name TEXT PRIMARY KEY,
+    updated_at INTEGER NOT NULL,
+    edges INTEGER NOT NULL,
+    started_at REAL NOT NULL
+);
 """
 STALE_NEW = 30.0  # seconds after which a `new` job is presumed orphaned
 _COLUMNS = "id, state, body, done, attempts, retries, next_at, created_at, error"
@@ -276,6 +282,37 @@ class Journal:
         with self._transaction():
             self._conn.execute("UPDATE jobs SET body = ? WHERE id = ?", (body, job))
         self.commits += 1
+
+    # -- bulk loads ---------------------------------------------------------------
+
+    def load(self, name: str, updated_at: int) -> tuple[int, int]:
+        """Start the bulk load `name`, or find it unfinished: its `updated_at` (this
+        one for a new load) and how many of its input edges are stored."""
+        with self._transaction():
+            self._conn.execute(
+                "INSERT OR IGNORE INTO loads (name, updated_at, edges, started_at) "
+                "VALUES (?, ?, 0, ?)",
+                (name, updated_at, time.time()),
+            )
+            row = self._conn.execute(
+                "SELECT updated_at, edges FROM loads WHERE name = ?", (name,)
+            ).fetchone()
+        return int(row[0]), int(row[1])
+
+    def load_progress(self, name: str, edges: int) -> None:
+        """The load's first `edges` input edges are stored, durably."""
+        with self._transaction():
+            self._conn.execute("UPDATE loads SET edges = ? WHERE name = ?", (edges, name))
+
+    def load_finished(self, name: str) -> None:
+        with self._transaction():
+            self._conn.execute("DELETE FROM loads WHERE name = ?", (name,))
+
+    def loads(self) -> list[tuple[str, int]]:
+        """Unfinished bulk loads: each one's name and the input edges stored."""
+        with self._statements():
+            rows = self._conn.execute("SELECT name, edges FROM loads ORDER BY started_at")
+            return [(str(name), int(edges)) for name, edges in rows.fetchall()]
 
     # -- reading and claiming -----------------------------------------------------
 

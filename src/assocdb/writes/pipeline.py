@@ -35,7 +35,9 @@ applier resolves it in journal order, as before.
 
 With `sync=False` a write is answered once journaled (`queued`) and the
 applier's background threads apply it (in batches as well); one the store
-refuses is journaled as it is and becomes a bad job when applied.
+refuses is journaled as it is and becomes a bad job when applied. `sync` is
+the pipeline's default; a `submit` may choose for its own writes (FlockDB's
+low-priority writes are acknowledged once journaled on a synchronous graph).
 """
 
 from __future__ import annotations
@@ -69,11 +71,12 @@ class _Ticket:
 
 
 class _Entry:
-    __slots__ = ("handed", "outcome", "ticket", "work")
+    __slots__ = ("handed", "outcome", "sync", "ticket", "work")
 
-    def __init__(self, work: Work, ticket: _Ticket) -> None:
+    def __init__(self, work: Work, ticket: _Ticket, sync: bool) -> None:
         self.work = work
         self.ticket = ticket
+        self.sync = sync  # applied before it is answered, or answered once journaled
         self.outcome: Outcome | None = None
         self.handed = False  # journaled and passed to the apply stage, which answers it
 
@@ -119,12 +122,15 @@ class Pipeline:
         self._journaling = False  # the journal stage is working on a batch
         self._inline = False  # a lone writer is carrying its writes through (`_run_inline`)
 
-    def submit(self, works: Sequence[Work]) -> list[Outcome]:
-        """Write `works` (in this order) with whatever else is waiting; their outcomes."""
+    def submit(self, works: Sequence[Work], sync: bool | None = None) -> list[Outcome]:
+        """Write `works` (in this order) with whatever else is waiting; their outcomes.
+        `sync` (default: the pipeline's) says whether they are applied before the
+        answer or answered once journaled (`queued`) and applied in the background."""
         if not works:
             return []
         ticket = _Ticket(len(works))
-        mine = [_Entry(work, ticket) for work in works]
+        sync = self.sync if sync is None else sync
+        mine = [_Entry(work, ticket, sync) for work in works]
         with self._lock:
             if self._closed:
                 raise InvalidRequest("this graph has been closed")
@@ -228,12 +234,18 @@ class Pipeline:
                 entry.answer(exc)
             return None
         self.applier.pending.add_many(jobs, [work.keys for _, work in live])
-        if not self.sync:
-            for job, (entry, work) in zip(jobs, live, strict=True):
+        applying = []
+        for job, (entry, work) in zip(jobs, live, strict=True):
+            if entry.sync:
+                applying.append((job, entry, work))
+            else:
                 self.applier.enqueue(job, work)
                 entry.answer("queued")
+        if not applying:
             return None
-        return _Journaled([e for e, _ in live], jobs, [w for _, w in live])
+        return _Journaled(
+            [e for _, e, _ in applying], [j for j, _, _ in applying], [w for _, _, w in applying]
+        )
 
     def _resolve(self, entries: list[_Entry]) -> list[Work | None]:
         """Each entry's work as it is journaled: concrete rows when the stored rows it
@@ -265,7 +277,7 @@ class Pipeline:
             except Exception as exc:
                 if not is_rejection(exc):
                     raise
-                if self.sync:
+                if entries[number].sync:
                     entries[number].answer(exc)
                     works[number] = None
                 # Else acknowledged all the same (`queued`): the applier resolves it
