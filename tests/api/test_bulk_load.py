@@ -20,7 +20,7 @@ import assocdb.api.assoc_writes as _assoc_writes
 from assocdb import Graph, InvalidRequest
 from assocdb.core import json as _json
 from assocdb.core.ids import shard_of
-from assocdb.core.merge import EdgeKey, EdgeTuple, State, edge_rank
+from assocdb.core.merge import EdgeKey, EdgeTuple, Source, State, edge_rank, place, source_of
 from assocdb.core.ops import MAX_ASSOC_DATA
 from tests.conftest import OpenGraph
 from tests.support.helpers import all_edges
@@ -80,12 +80,20 @@ def fill(graph: Graph, rnd: random.Random, nodes: int) -> None:
 
 
 def model(stored: list[Any], written: list[EdgeTuple]) -> list[EdgeTuple]:
+    """The best row of each key; a tombstone placed at the best live value's time."""
     best: dict[EdgeKey, EdgeTuple] = {}
+    sources: dict[EdgeKey, Source] = {}
     for row in [*map(tuple, stored), *written]:
         key = row[:3]
         if key not in best or edge_rank(row) > edge_rank(best[key]):
             best[key] = row
-    return sorted(best.values())
+        source = source_of(row)
+        if source is not None and (key not in sources or source > sources[key]):
+            sources[key] = source
+    return sorted(
+        place(row, sources[key]) if row[3] == State.REMOVED and key in sources else row
+        for key, row in best.items()
+    )
 
 
 def load_and_check(graph: Graph, edges: list[tuple[Any, ...]], workers: int) -> None:
@@ -96,10 +104,17 @@ def load_and_check(graph: Graph, edges: list[tuple[Any, ...]], workers: int) -> 
     # The model's rows carry `before` for the load's stamp; stored rows carry the
     # real stamp, somewhere in (before, after): compare them as `before`.
     expected = model(stored, [row for edge in edges for row in rows_of(graph, edge, before)])
-    actual = [
-        (*row[:5], before if before < row[5] < after else row[5], row[6])
-        for row in all_edges(graph)
-    ]
+
+    def as_before(stamp: int) -> int:
+        return before if before < stamp < after else stamp
+
+    actual = []
+    for row in all_edges(graph):
+        seen: EdgeTuple = (*row[:5], as_before(row[5]), row[6])
+        source = source_of(row)
+        if row[3] == State.REMOVED and source is not None:  # the live row it keeps the time of
+            seen = place(seen, (as_before(source[0]), *source[1:]))
+        actual.append(seen)
     assert actual == expected
     assert graph.check_counts() == []
     counts = Counter((row[0], row[1], row[3]) for row in expected)

@@ -8,7 +8,17 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assocdb.core.merge import EdgeTuple, ObjRow, State, edge_rank, merge_edges, merge_objects
+from assocdb.core.merge import (
+    EdgeTuple,
+    ObjRow,
+    State,
+    edge_rank,
+    merge_edges,
+    merge_objects,
+    place,
+    source_of,
+    user_data,
+)
 
 KEYS = [(1, 1, 2), (1, 1, 3), (2, 2, 1)]
 
@@ -56,8 +66,10 @@ def test_equal_updated_at_stronger_state_wins() -> None:
     delete = (1, 1, 2, State.REMOVED, 0, 100, None)
     archive = (1, 1, 2, State.ARCHIVED, 10, 100, None)
     negate = (1, 1, 2, State.NEGATIVE, 10, 100, None)
-    assert winners(merge_edges({}, [add, delete])) == [delete]
-    assert winners(merge_edges({}, [delete, add])) == [delete]
+    placed = place(delete, (100, State.NORMAL, 10))  # at the add's time, which it records
+    assert winners(merge_edges({}, [add, delete])) == [placed]
+    assert winners(merge_edges({}, [delete, add])) == [placed]
+    assert user_data(placed) is None
     assert winners(merge_edges({}, [add, archive, negate])) == [archive]
     assert winners(merge_edges({}, [negate, add])) == [negate]
 
@@ -76,8 +88,27 @@ def test_rewriting_the_stored_value_changes_nothing() -> None:
 
 
 def test_older_write_loses_to_stored_row() -> None:
-    stored = (1, 1, 2, State.REMOVED, 0, 200, None)
+    stored = (1, 1, 2, State.ARCHIVED, 0, 200, None)
     assert merge_edges({stored[:3]: stored}, [(1, 1, 2, State.NORMAL, 5, 100, None)]) == ([], {})
+
+
+def test_a_tombstone_keeps_the_time_of_the_best_live_value_below_it() -> None:
+    add = (1, 1, 2, State.NORMAL, 5, 100, b"x")
+    moved = (1, 1, 2, State.NORMAL, 7, 150, None)  # re-added at another time
+    delete = (1, 1, 2, State.REMOVED, 999, 200, None)  # its own time until placed
+    in_order = fold([add, moved, delete])
+    assert in_order[add[:3]] == place(delete, (150, State.NORMAL, 7))
+    # Arriving after the tombstone, an older live value still places it, and
+    # only the best one counts, whatever their order: no count moves.
+    for late in ([add, moved], [moved, add]):
+        stored = {delete[:3]: delete}
+        for write in late:
+            changed, deltas = merge_edges(stored, [write])
+            assert deltas == {}
+            for _, row in changed:
+                stored[row[:3]] = row
+        assert stored == in_order
+    assert source_of(delete) is None  # a tombstone no live value was seen for
 
 
 def test_count_deltas_follow_state_transitions() -> None:
@@ -96,9 +127,20 @@ def test_any_order_and_duplication_gives_the_same_rows(
     shuffled = writes + rnd.sample(writes, k=len(writes) // 2)
     rnd.shuffle(shuffled)
     assert fold(shuffled) == expected
-    # The winner is the maximum by rank, whatever the order.
+    # The winner is the maximum by rank, whatever the order; a tombstone is
+    # placed at the time of the best live value below it, if there is one.
     for key, row in expected.items():
-        assert edge_rank(row) == max(edge_rank(w) for w in writes if w[:3] == key)
+        mine = [w for w in writes if w[:3] == key]
+        best = max(mine, key=edge_rank)
+        assert row[3:6:2] == best[3:6:2]  # state and updated_at
+        live = [w for w in mine if w[3] != State.REMOVED]
+        if row[3] == State.REMOVED and live:
+            top = max(live, key=edge_rank)
+            assert row == place(best, (top[5], top[3], top[4]))
+        elif row[3] == State.REMOVED:
+            assert edge_rank(row) == edge_rank(best)
+        else:
+            assert row == best
 
 
 @given(st.lists(edge_writes, max_size=12), st.lists(edge_writes, max_size=12))

@@ -183,11 +183,6 @@ def test_archive_and_unarchive_a_node(flock: Flock, rest: Client, base: int) -> 
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 22's edge-level order for whole-node operations (another branch): an "
-    "archive stamped before an unarchive still archives every edge",
-)
 def test_archive_and_unarchive_concurrently(flock: Flock, rest: Client, base: int) -> None:
     alice, bob, carl, darcy = base + 1, base + 2, base + 3, base + 4
     for other in (bob, carl, darcy):

@@ -12,7 +12,7 @@ from ..core import cursor as _cursor
 from ..core import json as _json
 from ..core.errors import InvalidRequest
 from ..core.ids import check_id, check_int64, shard_of
-from ..core.merge import EdgeRow, State
+from ..core.merge import EdgeRow, State, user_data
 from ..core.records import STATE_NAMES, Assoc, Page, StateName
 from ..core.scans import EdgeScan, ListRow, normal_assocs
 from ..core.schema import AssocType
@@ -94,7 +94,7 @@ class AssocReads:
             edge.time,
             STATE_NAMES[edge.state],
             edge.updated_at,
-            _data(edge.data),
+            _data(user_data(edge)),
         )
 
     def _stored_edge(self, id1: int, atype: str, id2: int) -> EdgeRow | None:

@@ -91,7 +91,9 @@ class AssocWrites:
         kind = self._engine.assoc_type(atype)
         ua = self._engine.stamp(updated_at)
         inverse = self._engine.inverse_id(kind)
-        return EdgeWrite(kind.id, inverse, id1, id2, State.REMOVED, ua, time=0), ua
+        # The merge places the tombstone at the time of the edge it removes
+        # (`core.merge`); until one is seen, at the deletion's own time.
+        return EdgeWrite(kind.id, inverse, id1, id2, State.REMOVED, ua, time=ua // 1000), ua
 
     def state_op(
         self, id1: int, atype: str, id2: int, state: int, updated_at: int | None

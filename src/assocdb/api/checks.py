@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import msgspec
 
 from ..core.ids import shard_of
-from ..core.merge import EdgeRow, EdgeTuple, edge_rank
+from ..core.merge import EdgeRow, EdgeTuple, edge_rank, user_data
 from ..core.ops import Rows, legs
 from ..core.records import STATE_NAMES, Assoc, CountMismatch, HangingEdge
 from .engine import Engine
@@ -96,5 +96,6 @@ class Checks:
 
     def _assoc(self, row: EdgeRow) -> Assoc:
         name = self._engine.schema.assoc_by_id(row[1]).name
-        data = None if row[6] is None else msgspec.json.decode(row[6])
+        raw = user_data(row)
+        data = None if raw is None else msgspec.json.decode(raw)
         return Assoc(row[0], name, row[2], row[4], STATE_NAMES[row[3]], row[5], data)

@@ -380,7 +380,9 @@ class Graph:
         """Archive every edge of `node` of this type, in one direction or both.
 
         The node state applies at once (new edges are written archived); the
-        existing edges move in the background (`queued`; `g.drain()` waits).
+        existing edges are re-stamped in the background (`queued`; `g.drain()`
+        waits). Of two node operations, the newer `updated_at` wins on every
+        edge, whatever order they arrive in.
 
         >>> g.node_archive(spammer, "follows", direction="both")
         """
@@ -389,13 +391,13 @@ class Graph:
     def node_unarchive(
         self, node: int, atype: str, *, direction: Direction = "out", updated_at: int | None = None
     ) -> WriteResult:
-        """Restore the edges an archive (or negate) of the node moved, with their times."""
+        """Make every live edge of the node normal again, with its time (FlockDB's unarchive)."""
         return self._nodes.node_unarchive(node, atype, direction=direction, updated_at=updated_at)
 
     def node_negate(
         self, node: int, atype: str, *, direction: Direction = "out", updated_at: int | None = None
     ) -> WriteResult:
-        """Make every normal edge of the node negative (hidden, but `assoc_contains` sees it)."""
+        """Make every live edge of the node negative (hidden, but `assoc_contains` sees it)."""
         return self._nodes.node_negate(node, atype, direction=direction, updated_at=updated_at)
 
     def node_remove(

@@ -9,12 +9,17 @@ same merge rule). Setting it does two things:
    the node takes that state ("node state dominates": a new follow of an
    archived account is written archived);
 2. in the background, a `NodeJob` that pages through the list's existing
-   edges (millions, a page of 1,000 at a time, surviving restarts) and moves
-   them, with their mirrored rows, keeping time and data.
+   edges (millions, a page at a time, surviving restarts) and re-stamps
+   them, with their mirrored rows, with the operation's state and time,
+   keeping their own time and data (FlockDB's rule: `core.ops.restamp_rows`).
 
-Which edges move: archive and negate move normal edges; remove moves every
-live edge; unarchive moves back the edges in the state the node was in
-(archived or negative). Removed edges are never resurrected.
+Because the edges carry the operation's time, node operations commute on
+every edge as edge writes do: of two operations on a node, the newer one
+decides, whatever order they arrive in. An operation older than the node's
+state changes nothing (the newer one has re-stamped or will re-stamp every
+edge it could), except a removal, which also removes the edges a newer
+operation re-stamped. Removed edges are never resurrected: an edge deleted
+by its own write stays removed, and so does one a node removal removed.
 """
 
 from __future__ import annotations
@@ -29,12 +34,8 @@ from ..core.records import STATE_NAMES, Direction, StateName, WriteResult
 from ..core.schema import AssocType
 from .engine import Engine
 
-#: The states a node operation moves edges out of (unarchive: see `_sources`).
-_SOURCES: dict[int, list[int]] = {
-    State.ARCHIVED: [State.NORMAL],
-    State.NEGATIVE: [State.NORMAL],
-    State.REMOVED: [State.NORMAL, State.NEGATIVE, State.ARCHIVED],
-}
+#: Every state: a node operation's job walks its lists whole (`core.ops.NodeJob`).
+_ALL_STATES: list[int] = [State.NORMAL, State.NEGATIVE, State.ARCHIVED, State.REMOVED]
 
 
 class Nodes:
@@ -89,17 +90,20 @@ class Nodes:
         stored = self._engine.backend.node_states(
             shard_of(node, self._engine.shards), [(node, kind.id) for kind, _ in lists]
         )
-        work = []
+        work, marks = [], []
         for kind, other in lists:
             before = stored.get((node, kind.id))
-            sources = _sources(state, before.state if before is not None else State.NORMAL)
-            work.append((kind.id, None if other is None else other.id, sources))
+            older = before is not None and (ua, state) <= (before.updated_at, before.state)
+            if older and state != State.REMOVED:
+                continue  # a newer operation on this list decides every edge
+            marks.append(0 if before is None else before.updated_at)
+            work.append((kind.id, None if other is None else other.id, list(_ALL_STATES)))
         result = self._engine.submit(
             Rows(nodes=[NodeRow(node, kind.id, state, ua) for kind, _ in lists]), ua
         )
-        if not any(sources for _, _, sources in work):
+        if not work:
             return result
-        return self._engine.submit_background(NodeJob(node, work, state, ua))
+        return self._engine.submit_background(NodeJob(node, work, state, ua, marks=marks))
 
     def _node_lists(
         self, kind: AssocType, direction: str
@@ -120,9 +124,3 @@ class Nodes:
         if direction == "in":
             return [incoming]
         return [outgoing] if kind.symmetric else [outgoing, incoming]
-
-
-def _sources(state: int, before: int) -> list[int]:
-    if state == State.NORMAL:  # unarchive: undo what the node's state did
-        return [before] if before in (State.ARCHIVED, State.NEGATIVE) else []
-    return _SOURCES[state]

@@ -11,7 +11,7 @@ import msgspec
 
 from ..core.errors import AssocdbError, InvalidRequest
 from ..core.ids import MAX_INT64, check_id
-from ..core.merge import EdgeTuple, ObjRow
+from ..core.merge import EdgeTuple, ObjRow, user_data
 from ..core.ops import Rows
 from ..core.records import STATE_NAMES, JobInfo, JobState, QueueStats
 from ..writes.applier import Work, decode
@@ -146,7 +146,8 @@ def describe(work: Work) -> dict[str, Any]:
 
 
 def _edge(row: EdgeTuple) -> dict[str, Any]:
-    id1, atype, id2, state, time_, updated_at, data = row
+    id1, atype, id2, state, time_, updated_at, _ = row
+    data = user_data(row)
     return {
         "id1": id1,
         "atype": atype,

@@ -21,6 +21,16 @@ merge reports, so they are exact under every order too.
 Deletes are writes of a `removed` value (a tombstone), never row deletions: a
 tombstone must stay to beat a late-arriving older add.
 
+A tombstone keeps the position of the edge it removes: its `time` is that of
+the newest live value ever written to the key (the highest-ranked one below
+it), so a query of removed edges lists it where it was. Which write that is
+does not depend on arrival order, and the tombstone records it in its `data`
+(a marker byte that no JSON starts with, then that write's
+`(updated_at, state, time)`; a tombstone has no data of its own), so a live
+write older than the tombstone that arrives after it still places it, and
+only if it ranks above the one recorded. A tombstone no live value was seen
+for keeps the time its writer gave it (a deletion: its own time).
+
 Node states (the state of a whole list, `(node, atype)`) are registers too,
 ranked by `(updated_at, state)`.
 
@@ -30,9 +40,11 @@ call these functions; none re-implements the rule in SQL.
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from enum import IntEnum
+from operator import itemgetter
 from typing import NamedTuple
 
 
@@ -95,6 +107,62 @@ def obj_rank(row: ObjRow) -> tuple[int, int, int, int, bytes]:
     return (row[4], row[2], row[3], row[1], row[5])
 
 
+#: A tombstone's `data`: the marker, then (updated_at, state, time) of the live
+#: value whose time it keeps.
+_PLACED = struct.Struct(">qbq")
+_MARK = b"\x00"
+_PLACED_SIZE = 1 + _PLACED.size
+_STATE = itemgetter(2)  # of a count key
+Source = tuple[int, int, int]  # (updated_at, state, time) of a live value
+
+
+def source_of(row: EdgeTuple) -> Source | None:
+    """The live value whose time `row` keeps: itself if live; the recorded one if a
+    placed tombstone; None for a tombstone no live value was seen for."""
+    if row[3] != State.REMOVED:
+        return (row[5], row[3], row[4])
+    data = row[6]
+    if data is not None and len(data) == _PLACED_SIZE and data[:1] == _MARK:
+        placed: Source = _PLACED.unpack_from(data, 1)
+        return placed
+    return None
+
+
+def user_data(row: EdgeTuple) -> bytes | None:
+    """The edge's data as written: a tombstone has none (its `data` places it)."""
+    return None if row[3] == State.REMOVED else row[6]
+
+
+def _sources(writes: Iterable[EdgeTuple]) -> dict[EdgeKey, Source]:
+    best: dict[EdgeKey, Source] = {}
+    for row in writes:
+        source = source_of(row)
+        if source is not None:
+            key = row[:3]
+            found = best.get(key)
+            if found is None or source > found:
+                best[key] = source
+    return best
+
+
+def _settle(old: EdgeTuple | None, row: EdgeTuple, source: Source | None) -> EdgeTuple:
+    """The stored value of a key after `row` (the winner of the writes) meets `old`,
+    a tombstone placed by the best live value of both (`source`: the writes')."""
+    final = row if old is None or edge_rank(row) > edge_rank(old) else old
+    if final[3] != State.REMOVED:
+        return final
+    if old is not None:
+        stored = source_of(old)
+        if stored is not None and (source is None or stored > source):
+            source = stored
+    return final if source is None else place(final, source)
+
+
+def place(tombstone: EdgeTuple, source: Source) -> EdgeTuple:
+    """`tombstone` at the time of the live value `source`, which it records."""
+    return (*tombstone[:4], source[2], tombstone[5], _MARK + _PLACED.pack(*source))
+
+
 def merge_edges(
     current: Mapping[EdgeKey, EdgeTuple], writes: Iterable[EdgeTuple]
 ) -> tuple[list[tuple[EdgeTuple | None, EdgeTuple]], dict[CountKey, int]]:
@@ -107,25 +175,37 @@ def merge_edges(
     """
     # The winner among the writes first (max is associative), then against
     # the stored row: each key is compared with its stored row only once.
+    if not isinstance(writes, (list, tuple)):
+        writes = list(writes)
     winners: dict[EdgeKey, EdgeTuple] = {}
     first = winners.setdefault
     for row in writes:
         best = first(row[:3], row)
         if best is not row and edge_rank(row) > edge_rank(best):
             winners[row[:3]] = row
+    removed = State.REMOVED
     if not current:  # every winner is a new row (a bulk load's new lists): count them in C
         counts = Counter((row[0], row[1], row[3]) for row in winners.values())
-        return [(None, row) for row in winners.values()], dict(counts)
+        if removed not in map(_STATE, counts):  # (no tombstone to place: far fewer keys)
+            return [(None, row) for row in winners.values()], dict(counts)
     changed: list[tuple[EdgeTuple | None, EdgeTuple]] = []
     deltas: dict[CountKey, int] = {}
     get = deltas.get
-    for key, row in winners.items():
+    sources: dict[EdgeKey, Source] | None = None
+    for key, winner in winners.items():
         old = current.get(key)
+        row = winner
+        if row[3] == removed or (old is not None and old[3] == removed):
+            if sources is None:
+                sources = _sources(writes)
+            row = _settle(old, winner, sources.get(key))
+            if row == old:
+                continue
+        elif old is not None and edge_rank(row) <= edge_rank(old):
+            continue
         if old is None:
             new = (key[0], key[1], row[3])
             deltas[new] = get(new, 0) + 1
-        elif edge_rank(row) <= edge_rank(old):
-            continue
         elif old[3] != row[3]:
             new, gone = (key[0], key[1], row[3]), (key[0], key[1], old[3])
             deltas[gone] = get(gone, 0) - 1

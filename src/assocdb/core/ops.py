@@ -27,7 +27,7 @@ Everything here is pure: msgspec values in, tuples out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
 import msgspec
@@ -138,9 +138,10 @@ class TypeChange(msgspec.Struct, tag="change", array_like=True, frozen=True):
         current = stored.row
         if current is None or current[3] == _REMOVED:
             raise NotFound(f"no association {self.id1} -> {self.id2} of type id {self.old}")
-        ua = self.updated_at
-        rows = _with_inverse(self.old, self.old_inverse, self.id1, self.id2, _REMOVED, 0, ua, None)
-        state, time, data = max(current[3], stored.node_state), current[4], current[6]
+        ua, time = self.updated_at, current[4]
+        old, old_inverse = self.old, self.old_inverse
+        rows = _with_inverse(old, old_inverse, self.id1, self.id2, _REMOVED, time, ua, None)
+        state, data = max(current[3], stored.node_state), current[6]
         return rows + _with_inverse(
             self.new, self.new_inverse, self.id1, self.id2, state, time, ua, data
         )
@@ -213,14 +214,15 @@ class Rows(msgspec.Struct, tag="rows", array_like=True, frozen=True):
 
 
 class NodeJob(msgspec.Struct, tag="node", array_like=True, frozen=True):
-    """Move every edge of some lists of `node` from their `sources` states to `state`.
+    """Re-stamp every edge of some lists of `node` with `state` at `updated_at`.
 
-    Each list is `(atype, other, sources)`: the list `(node, atype)`, the
-    type of the mirrored rows `(id2, other, node)` (None if there are none),
-    and the states to move out of. Edges keep their time and data and are
-    stamped with the job's `updated_at`, so redoing a page changes nothing.
-    The job runs in the background a page at a time; `at` records where it
-    is, `(list, source, time, id2)` of the last edge moved.
+    Each list is `(atype, other, sources)`: the list `(node, atype)`, the type
+    of the mirrored rows `(id2, other, node)` (None if there are none), and
+    `sources`, kept for jobs journaled before re-stamping (every list is now
+    walked whole). `marks[i]` is the stamp of the node state of list i that
+    this operation replaced (0 if none; see `restamp_rows`). The job runs in
+    the background a page at a time, in id2 order; `at` records where it is,
+    `(list, BY_ID2, 0, last id2)` (an older `at` restarts its list).
     """
 
     node: int
@@ -228,17 +230,62 @@ class NodeJob(msgspec.Struct, tag="node", array_like=True, frozen=True):
     state: int
     updated_at: int
     at: tuple[int, int, int, int] | None = None
+    marks: list[int] | None = None
 
     keys: ClassVar[list[Key]] = []  # its pages are journaled as jobs of their own
 
 
-def page_rows(
-    job: NodeJob, atype: int, other: int | None, page: Iterable[tuple[int, int, bytes | None]]
+BY_ID2 = -1  # `at[1]` of a NodeJob walking its list in id2 order
+
+
+def restamp_rows(
+    job: NodeJob,
+    atype: int,
+    other: int | None,
+    marks: Iterable[int],
+    page: Iterable[EdgeTuple],
+    other_marks: Mapping[int, int],
 ) -> Rows:
-    """The rows that move one page `(id2, time, data)` of the list `(job.node, atype)`."""
+    """The rows that re-stamp one page of stored edges of the list `(job.node, atype)`.
+
+    FlockDB's rule: a whole-node operation writes its state, stamped with its
+    own time, onto every edge of the list (time and data kept), so on each
+    edge the newer of two node operations wins whatever order they arrive in.
+    The merge rule then keeps an edge written later than the operation as it
+    is. Removed edges stay removed, so an edge's stamp tells who removed it:
+
+    * an edge whose stamp is that of a node operation of one of its two lists
+      (`marks`: this list's current and replaced node states; `other_marks`:
+      the mirrored list's current node state, per id2) was last written by
+      that operation, and is re-stamped like a live edge (a node removal is
+      sticky: a newer operation keeps it removed, at its own stamp);
+    * any other removed edge was deleted by its own write and is never touched;
+    * a node *removal* also removes the live edges that a newer node operation
+      re-stamped (it covers them: they existed before it), at their stamp, so
+      an unarchive that arrives first cannot save them.
+
+    `page` is the stored forward rows `(node, atype, id2, ...)`.
+    """
+    state, stamp = job.state, job.updated_at
+    own = set(marks) | {stamp}
     edges: list[EdgeTuple] = []
-    for id2, time, data in page:
-        edges += _with_inverse(atype, other, job.node, id2, job.state, time, job.updated_at, data)
+    for row in page:
+        id2, current, time, at, data = row[2], row[3], row[4], row[5], row[6]
+        by_node = at in own or at == other_marks.get(id2)
+        new: int
+        if current == _REMOVED:
+            if not by_node or at >= stamp:
+                continue
+            new, new_at = _REMOVED, stamp
+        elif at <= stamp:
+            new, new_at = state, stamp
+        elif state == _REMOVED and by_node:
+            new, new_at = _REMOVED, at
+        else:
+            continue
+        if (new, new_at) == (current, at):
+            continue
+        edges += _with_inverse(atype, other, job.node, id2, new, time, new_at, data)
     return Rows(edges=edges)
 
 

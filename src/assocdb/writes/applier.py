@@ -33,7 +33,6 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..cache.tier1 import Cache
-from ..core import cursor as _cursor
 from ..core.errors import AssocdbError, Unavailable
 from ..core.ids import shard_of
 from ..core.merge import EdgeKey, NodeRow
@@ -50,13 +49,12 @@ from ..core.ops import (
     TypeChange,
     is_rejection,
     legs,
-    page_rows,
     resolve,
 )
-from ..core.scans import EdgeScan
 from ..storage.backend import Backend
 from .fanout import Deliveries, FanoutJob, fanout_page
 from .journal import Failure, Journal
+from .nodejob import node_job_page
 
 log = logging.getLogger("assocdb.journal")
 T = TypeVar("T")
@@ -629,28 +627,14 @@ class Applier:
         return True
 
     def _node_job_page(self, work: NodeJob) -> NodeJob | None:
-        """Move the next page of the job's edges; the job as it stands after, or None when done."""
-        list_index, source_index, boundary = 0, 0, None
-        if work.at is not None:
-            list_index, source_index, *last = work.at
-            boundary = (last[0], last[1])
-        shard = shard_of(work.node, self._shards)
-        while list_index < len(work.lists):
-            atype, other, sources = work.lists[list_index]
-            while source_index < len(sources):
-                seek = _cursor.START if boundary is None else _cursor.Seek(True, boundary, False)
-                query = EdgeScan(work.node, atype, sources[source_index], seek, NODE_JOB_PAGE)
-                page = self.backend.scan(shard, query)
-                if page:
-                    rows = page_rows(work, atype, other, [(r[0], r[1], r[3]) for r in page])
-                    sub = self.journal.append(encode(rows))  # its own job: retried on its own
-                    self.pending.add(sub, rows.keys)
-                    self.run(sub, rows)
-                    at = (list_index, source_index, page[-1][1], page[-1][0])
-                    return msgspec.structs.replace(work, at=at)
-                source_index, boundary = source_index + 1, None
-            list_index, source_index = list_index + 1, 0
-        return None
+        """Re-stamp the next page of the job's edges; the job after it, or None when done."""
+        return node_job_page(self.backend, work, NODE_JOB_PAGE, self._run_page)
+
+    def _run_page(self, rows: Rows) -> None:
+        """Journal and run one page of a node job: its own job, retried on its own."""
+        sub = self.journal.append(encode(rows))
+        self.pending.add(sub, rows.keys)
+        self.run(sub, rows)
 
     def _failed(
         self,
