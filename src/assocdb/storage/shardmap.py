@@ -567,6 +567,11 @@ class ShardMapBackend:
     def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
         return self._read(shard, lambda b: b.export_edges(shard, after, limit))
 
+    def export_table(
+        self, shard: int, table: str, after: Sequence[Any] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        return self._read(shard, lambda b: b.export_table(shard, table, after, limit))
+
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         return self._read(shard, lambda b: b.counts(shard, id1, atype))
 
@@ -630,11 +635,26 @@ class ShardMapBackend:
                     break
         self._meta_copies.discard(key)
 
-    def recount(self, shard: int, repair: bool) -> list[CountMismatch]:
+    def recount(
+        self, shard: int, repair: bool, id1s: Sequence[int] | None = None
+    ) -> list[CountMismatch]:
         found: dict[CountMismatch, None] = {}
         for member, _ in self._replicas[shard]:
-            found.update(dict.fromkeys(self._call(member, lambda b: b.recount(shard, repair))))
+            found.update(
+                dict.fromkeys(self._call(member, lambda b: b.recount(shard, repair, id1s)))
+            )
         return list(found)
+
+    def replicas(self, shard: int) -> list[tuple[str, Backend]]:
+        """The replicas of a shard that take work now, primary first: (name, member backend),
+        each opened if needed (for the replica verifier). Unavailable if one is down: a
+        comparison needs every copy."""
+        found = []
+        for member, _ in self._replicas[shard]:
+            if not member.health.allows():
+                raise Unavailable(f"shard {shard}: backend {member.name} is down or drained")
+            found.append((member.name, self._open(member)))
+        return found
 
     def spec(self) -> dict[str, Any]:
         return {"kind": "shardmap", "map": self.map.as_dict(), "base": self.map.base}
