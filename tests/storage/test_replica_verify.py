@@ -141,3 +141,41 @@ def test_verify_only_the_named_shards(graph: Graph) -> None:
     report = verify_replicas(backend, [1, 2])
     assert report.shards == [1, 2]
     assert report.differences == []
+
+
+def test_the_last_run_is_a_metric_and_a_graph_call(graph: Graph) -> None:
+    from assocdb.serve.metrics import Metrics
+
+    fill(graph)
+    backend = cluster(graph)
+    metrics = Metrics(graph)
+    try:
+        assert "assocdb_replica_differences" not in metrics.render().decode()  # never run
+        shard = next(s for s in range(graph.shards) if backend.member(
+            backend.map.replicas[s][1].backend).export_edges(s, None, 1))  # fmt: skip
+        member = backend.member(backend.map.replicas[shard][1].backend)
+        raw(member, shard, "DELETE FROM {s}.edges")
+        found = graph.verify_replicas([shard])
+        assert found.differences
+        assert {d.table for d in found.differences} == {"edges"}
+        text = metrics.render().decode()
+        n = len(found.differences)
+        assert f'assocdb_replica_differences{{table="edges"}} {n:.1f}' in text
+        assert f'assocdb_replica_differences{{table="all"}} {n:.1f}' in text
+        assert "assocdb_replica_verify_repaired 0.0" in text
+        assert len(graph.verify_replicas(repair=True).differences) == n
+        assert graph.verify_replicas().differences == []
+        assert 'assocdb_replica_differences{table="all"} 0.0' in metrics.render().decode()
+    finally:
+        metrics.close()
+
+
+def test_a_graph_without_replicas_has_nothing_to_verify(tmp_path: Any) -> None:
+    import assocdb
+    from assocdb import InvalidRequest
+
+    with (
+        assocdb.open(tmp_path / "g", shards=2) as g,
+        pytest.raises(InvalidRequest, match="no replicas"),
+    ):
+        g.verify_replicas()
