@@ -143,6 +143,10 @@ class Backend(Protocol):
         timelines, index_N) as the engine holds them, in key order after key `after`
         (`sql.TABLE_KEYS`): what the replica verifier compares."""
 
+    def count_rows(self, shard: int, table: str) -> int:
+        """How many rows `table` (as in `export_table`) holds on the shard (a full count:
+        for progress estimates of tools, not for requests)."""
+
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         """The count of edges per state of the list `(id1, atype)`."""
 

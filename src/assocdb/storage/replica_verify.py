@@ -50,6 +50,8 @@ from .sql import TABLE_KEYS
 PAGE = 1000  # rows per keyset page read from each replica
 LAST_RUN_KEY = "replicas:verify"  # the graph setting that keeps the last run's figures
 _SCHEMA_KEY = "schema"  # where the graph keeps its schema (`api.engine`): the index ids
+_TIMELINE_KEY = "timeline"  # and its timeline settings (`api.timelines`): their cap
+DEFAULT_TIMELINE_CAP = 800
 
 Row = tuple[Any, ...]
 Replicas = list[tuple[str, Backend]]
@@ -85,7 +87,8 @@ def verify_replicas(
                 found += differences
                 read += n
             if repair:
-                repair_shard(shard, replicas, [d for d in found if d.shard == shard])
+                mine = [d for d in found if d.shard == shard]
+                repair_shard(shard, replicas, mine, timeline_cap(backend))
         rows += read
         if progress is not None:
             progress(shard, read)
@@ -99,6 +102,13 @@ def tables_of(backend: Backend) -> list[str]:
     raw = backend.get_meta(_SCHEMA_KEY)
     schema = Schema.from_json(raw) if raw else Schema()
     return [*TABLE_KEYS, *(f"index_{index.id}" for index in schema.indexes)]
+
+
+def timeline_cap(backend: Backend) -> int:
+    """Entries kept per home timeline (the graph's timeline setting, `api.timelines`)."""
+    raw = backend.get_meta(_TIMELINE_KEY)
+    cap = json.loads(raw).get("cap") if raw else None
+    return cap if isinstance(cap, int) and cap > 0 else DEFAULT_TIMELINE_CAP
 
 
 def compare_table(
@@ -165,7 +175,12 @@ def _empty(table: str, row: Row) -> bool:
     return table == "counts" and row[3] == 0
 
 
-def repair_shard(shard: int, replicas: Replicas, differences: Sequence[ReplicaDifference]) -> None:
+def repair_shard(
+    shard: int,
+    replicas: Replicas,
+    differences: Sequence[ReplicaDifference],
+    cap: int = DEFAULT_TIMELINE_CAP,
+) -> None:
     """Write every variant of each differing row to every replica under the merge rule, then
     recount the lists touched (see the module docstring)."""
     variants: dict[str, list[Row]] = {}
@@ -176,13 +191,13 @@ def repair_shard(shard: int, replicas: Replicas, differences: Sequence[ReplicaDi
         if difference.table in ("edges", "counts"):
             touched.add(difference.key[0])
     for _, backend in replicas:
-        _write_variants(backend, shard, variants)
+        _write_variants(backend, shard, variants, cap)
     if touched:
         for _, backend in replicas:
             backend.recount(shard, True, sorted(touched))
 
 
-def _write_variants(backend: Backend, shard: int, variants: dict[str, list[Row]]) -> None:
+def _write_variants(backend: Backend, shard: int, variants: dict[str, list[Row]], cap: int) -> None:
     edges: list[EdgeTuple] = [
         (r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in variants.get("edges", [])
     ]
@@ -202,11 +217,8 @@ def _write_variants(backend: Backend, shard: int, variants: dict[str, list[Row]]
     if entries:
         backend.index_apply(shard, entries)
     timelines: dict[int, list[Entry]] = {}
-    cap = 0
     for owner, blob in variants.get("timelines", []):
-        held = unpack_timeline(blob)
-        timelines.setdefault(owner, []).extend(held)
-        cap = max(cap, len(held))
+        timelines.setdefault(owner, []).extend(unpack_timeline(blob))
     if timelines:
         backend.merge_timelines(shard, timelines, cap)
 

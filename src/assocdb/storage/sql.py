@@ -665,10 +665,20 @@ class SQLBackend(ABC):
     def export_table(
         self, shard: int, table: str, after: Sequence[Any] | None, limit: int
     ) -> list[tuple[Any, ...]]:
+        if table == "meta":  # the graph's settings, beside shard 0 (`shard` -1 renders it)
+            key_column = self.dialect.meta_key
+            sql = f"SELECT {key_column}, value FROM {{s}}.meta"
+            params: list[Any] = []
+            if after is not None:
+                sql += f" WHERE {key_column} > ?"
+                params = [after[0]]
+            sql += f" ORDER BY {key_column} LIMIT ?"
+            rows = self._query(0, self._q(sql, -1), [*params, limit])
+            return [(str(k), bytes(v)) for k, v in rows]
         key = table_key(table)
         columns = TABLE_COLUMNS.get(table, ENTRY_COLUMNS)
         sql = f"SELECT {', '.join(columns)} FROM {{s}}.{table}"
-        params: list[Any] = []
+        params = []
         if after is not None:
             sql += " WHERE " + _past(key, ">", False, self.dialect.row_values)
             params = _past_params(after, self.dialect.row_values)
@@ -680,6 +690,13 @@ class SQLBackend(ABC):
         )
         return [tuple(bytes(v) if isinstance(v, (bytes, bytearray, memoryview)) else v
                       for v in row) for row in rows]  # fmt: skip
+
+    def count_rows(self, shard: int, table: str) -> int:
+        table_key(table)  # a known table, not any name
+        query = self._q(f"SELECT COUNT(*) FROM {{s}}.{table}", shard)
+        return int(
+            self._unless_missing(lambda: self._query(shard, query, slow=True), lambda: [(0,)])[0][0]
+        )
 
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         sql = self._q("SELECT state, n FROM {s}.counts WHERE id1 = ? AND atype = ?", shard)
