@@ -200,7 +200,8 @@ def _start(
     if target in names:
         if remove is None or remove not in names:
             return None  # the copy exists and nothing is left to remove: done before
-        record = MoveRecord(shard, target, "live", remove, weight)  # only the removal is left
+        # A copy placed by hand: verified (and repaired) before the old one leaves.
+        record = MoveRecord(shard, target, "verifying", remove, weight)
         save(with_moves(smap, [*smap.moves, record]), path)
         return record
     if remove is not None and remove not in names:

@@ -418,6 +418,14 @@ def table(smap: ShardMap, problems: Mapping[str, str | None]) -> list[str]:
     for placement in smap.placement:
         reps = "  ".join(f"{r.backend}:{r.weight}" for r in placement.replicas)
         lines.append(f"{placement.shards!s:<12} {reps}")
+    if smap.moves:
+        lines += ["", "copies under way (assocdb shards move / add-replica; run again to resume)"]
+    for move in smap.moves:
+        what = f"move from {move.source}" if move.source else "added replica"
+        where = (
+            f", at {move.table or 'start'}, {move.copied:,} rows" if move.phase == "copying" else ""
+        )
+        lines.append(f"shard {move.shard:<6} → {move.target}: {what}, {move.phase}{where}")
     return lines
 
 
