@@ -14,7 +14,8 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench entities [objects]         (default 100,000)
     python -m bench failover [reads]           (default 2,000 per phase)
     python -m bench failover --mysql [--outage 30]   (own MariaDB servers, SIGSTOP/SIGKILL)
-    python -m bench grow [--rate 150] [--steady 20]  (own MariaDB servers: a 4th joins, shards move)
+    python -m bench grow [--rate 150] [--steady 20]  (own MariaDB servers: a 4th joins, shards move;
+                                                     --rate 0: unthrottled)
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def grow(path: Path, graph: str, rate: float) -> tuple[str, list[int], int, floa
     for shard in moving:
         last: list[MoveProgress] = []
         result = move_shard(
-            path, shard, "db4", move=True, remove=busiest, rate=rate, progress=last.append
+            path, shard, "db4", move=True, remove=busiest, rate=rate or None, progress=last.append
         )
         copied += result.copied
         if last:
@@ -115,6 +115,7 @@ def main(rate: float = 150.0, steady: float = 20.0) -> None:
         phases.append(load_.phase)
         started = time.perf_counter()
         busiest, moving, copied, speed = grow(path, graph, rate)
+        load_.phase.name = f"moving {len(moving)} shards to db4"
         moved_s = time.perf_counter() - started
         load_.phase = Phase(f"after the move ({steady:.0f} s)")
         phases.append(load_.phase)

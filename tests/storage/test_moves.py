@@ -24,7 +24,7 @@ import pytest
 
 from assocdb import Graph, InvalidRequest
 from assocdb.core.ids import shard_of
-from assocdb.storage.moves import drop_replica, move_shard
+from assocdb.storage.moves import MoveProgress, drop_replica, move_shard
 from assocdb.storage.replica_verify import verify_replicas
 from assocdb.storage.shardmap_config import BackendConfig, load, save, with_backend
 from tests.storage.test_shardmap import (  # noqa: F401 (make_map is a fixture)
@@ -144,10 +144,15 @@ def test_a_shard_moves_while_a_writer_and_a_reader_run(graph: Graph) -> None:
     shard = shard_of(fixed[0], graph.shards)
     old = [r.backend for r in load(path).replicas[shard]]
     with Load(graph, fixed) as running:
-        result = move_shard(path, shard, "db4", move=True, remove=old[0], settle=SETTLE)
+        seen: list[MoveProgress] = []
+        result = move_shard(
+            path, shard, "db4", move=True, remove=old[0], settle=SETTLE, progress=seen.append
+        )
         wait_until(lambda: [r.backend for r in backend.map.replicas[shard]] == [old[1], "db4"])
         time.sleep(0.3)  # some reads and writes on the new placement
     assert result.copied > 0
+    assert seen[-1].copied == result.copied
+    assert seen[-1].rows_per_second > 0
     assert result.source == old[0]
     assert load(path).moves == []
     assert_final(graph, running, shard)

@@ -238,6 +238,7 @@ class _Mover:
         self._started = time.perf_counter()
         self._saved = time.monotonic()
         self._from: Backend | None = None  # the replica copied from, while it answers
+        self._base = 0
 
     def run(self) -> None:
         shard = self.record.shard
@@ -279,6 +280,7 @@ class _Mover:
         total = record.copied + sum(source.count_rows(shard, t) for t in tables[start:])
         cap = timeline_cap(self.backend)
         self._started = time.perf_counter()
+        self._base = self.copied  # rows copied by the runs before this one
         self._report("copying", total)
         run_copied = 0
         for table in tables[start:]:
@@ -347,7 +349,7 @@ class _Mover:
     def _report(self, phase: str, total: int) -> None:
         if self.progress is not None:
             seconds = time.perf_counter() - self._started
-            done = self.copied - self.record.copied
+            done = self.copied - self._base
             speed = done / seconds if seconds > 0 else 0.0
             self.progress(MoveProgress(self.record.shard, phase, self.copied, total, speed))
 
