@@ -246,3 +246,33 @@ def test_shards_verify_finds_and_repairs_a_row_one_replica_lost(tmp_path: Path) 
     bad = runner.invoke(main, ["shards", "verify", str(path), "9"])
     assert bad.exit_code == 1
     assert "outside shards 0-5" in bad.output
+
+
+def test_shards_add_backend_add_replica_and_drop_replica(tmp_path: Path) -> None:
+    import assocdb
+    from assocdb.storage.shardmap_config import load
+    from tests.support.shardmaps import write_map
+
+    path = write_map(tmp_path)
+    with assocdb.open(path) as g:
+        g.define_assoc("likes")
+        for n in range(1, 30):
+            g.assoc_add(n, "likes", n + 100, time=n)
+    runner = CliRunner()
+    added = runner.invoke(main, ["shards", "add-backend", str(path), "db4", "--path", "db4"])
+    assert added.exit_code == 0, added.output
+    both = runner.invoke(main, ["shards", "add-backend", str(path), "db5"])
+    assert "give exactly one of --url and --path" in both.output
+    copied = runner.invoke(main, ["shards", "add-replica", str(path), "1", "--on", "db4"])
+    assert copied.exit_code == 0, copied.output
+    assert "shard 1: copied" in copied.output
+    assert [r.backend for r in load(path).replicas[1]] == ["db2", "db3", "db4"]
+    again = runner.invoke(main, ["shards", "add-replica", str(path), "1", "--on", "db4"])
+    assert "shard 1: already on db4, nothing to do" in again.output
+    assert runner.invoke(main, ["shards", "verify", str(path), "1"]).exit_code == 0
+    dropped = runner.invoke(main, ["shards", "drop-replica", str(path), "1", "db2"])
+    assert "shard 1: db2 dropped" in dropped.output
+    assert [r.backend for r in load(path).replicas[1]] == ["db3", "db4"]
+    moved = runner.invoke(main, ["shards", "move", str(path), "1", "--to", "db1"])
+    assert moved.exit_code == 1
+    assert "say which one moves (--from)" in moved.output
