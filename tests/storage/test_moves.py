@@ -111,8 +111,9 @@ def fill(graph: Graph) -> tuple[int, int]:
         for k in range(n % 7 + 1):
             graph.assoc_add(n, "likes", 500 + k, time=k)
     graph.define_object("user")
+    graph.define_index("by_name", "user", ["name"])
     for n in range(30):
-        graph.obj_add("user", {"name": f"u{n}"})
+        graph.obj_add("user", {"name": f"u{n}"}, id=1000 + n)
     return 7, graph.assoc_count(7, "likes")
 
 
@@ -128,6 +129,9 @@ def assert_final(graph: Graph, load: Load, shard: int) -> None:
         assert graph.assoc_count(n, "likes") == (count if n == node else n % 7 + 1)
         mine = [id2 for id1, id2 in load.acked if id1 == n]
         assert graph.assoc_count(n, "follows") == len(mine)
+    for n in range(30):  # objects and their index entries moved too
+        assert graph.obj_get(1000 + n) is not None
+        assert [o.id for o in graph.index_query("by_name", [f"u{n}"]).items] == [1000 + n]
     backend = cluster(graph)
     assert graph.check_counts() == []
     assert verify_replicas(backend).differences == []
