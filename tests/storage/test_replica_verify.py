@@ -65,6 +65,7 @@ def test_verify_finds_exactly_the_injected_divergence_and_repair_fixes_it(graph:
     backend = cluster(graph)
     node = next(n for n in NODES if graph.assoc_count(n, "follows") >= 2)
     shard = shard_of(node, graph.shards)
+    graph.obj_add("user", {"name": "near"}, near=node)  # an object on the shard
     victim = backend.map.replicas[shard][1].backend  # the second replica of the shard
     member = backend.member(victim)
     rows = [r for r in member.export_edges(shard, None, 10_000) if r[0] == node and r[3] == 0]

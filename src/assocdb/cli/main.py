@@ -648,8 +648,8 @@ def shards_verify(shard_map: str, shard_ranges: tuple[str, ...], repair: bool) -
     """
     backend = open_shardmap(shard_map)
     try:
-        chosen = [s for text in shard_ranges for s in shardmap_config.parse_shards(
-            text, backend.shards)] or list(range(backend.shards))  # fmt: skip
+        named = (shardmap_config.parse_shards(text, backend.shards) for text in shard_ranges)
+        chosen = [shard for shards in named for shard in shards] or list(range(backend.shards))
         with click.progressbar(length=len(chosen), label="shards", file=sys.stderr) as bar:
             report = verify_replicas(
                 backend, chosen, repair=repair, progress=lambda shard, rows: bar.update(1)
@@ -672,8 +672,9 @@ def shards_verify(shard_map: str, shard_ranges: tuple[str, ...], repair: bool) -
 
 def _key(values: tuple[Any, ...]) -> str:
     """A key or row for a person: blobs shortened to their length."""
-    shown = (f"<{len(v)} bytes>" if isinstance(v, bytes) and len(v) > 24 else repr(v)
-             for v in values)  # fmt: skip
+    shown = (
+        f"<{len(v)} bytes>" if isinstance(v, bytes) and len(v) > 24 else repr(v) for v in values
+    )
     return f"({', '.join(shown)})"
 
 
@@ -758,9 +759,15 @@ def _copy_shards(
         with _CopyBar(f"shard {shard} → {target}") as bar:
             try:
                 result = move_shard(
-                    shard_map, shard, target, remove=source, move=move, weight=weight,
-                    rate=rate, progress=bar.show,
-                )  # fmt: skip
+                    shard_map,
+                    shard,
+                    target,
+                    remove=source,
+                    move=move,
+                    weight=weight,
+                    rate=rate,
+                    progress=bar.show,
+                )
             except KeyboardInterrupt:
                 raise click.ClickException(
                     f"interrupted; shard {shard}'s copy is recorded in {shard_map}: "

@@ -47,6 +47,7 @@ from ..core.merge import EdgeTuple, NodeRow, ObjRow
 from ..core.scans import IndexEntry
 from ..core.timeline_list import unpack as unpack_timeline
 from .backend import Backend
+from .registry import open_shardmap
 from .replica_verify import tables_of, timeline_cap, verify_replicas
 from .shardmap import RELOAD_EVERY
 from .shardmap_config import (
@@ -224,8 +225,6 @@ class _Mover:
         settle: float,
         progress: Callable[[MoveProgress], None] | None,
     ) -> None:
-        from .registry import open_shardmap  # registry opens shard maps: no cycle at import
-
         self.path = Path(path)
         self.record = record
         self.rate = rate

@@ -212,8 +212,7 @@ def _write_variants(backend: Backend, shard: int, variants: dict[str, list[Row]]
     for table, rows in variants.items():
         if table.startswith("index_"):
             index = int(table.removeprefix("index_"))
-            entries += [(index, bytes(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]))
-                        for r in rows]  # fmt: skip
+            entries += [_entry(index, row) for row in rows]
     if entries:
         backend.index_apply(shard, entries)
     timelines: dict[int, list[Entry]] = {}
@@ -221,6 +220,11 @@ def _write_variants(backend: Backend, shard: int, variants: dict[str, list[Row]]
         timelines.setdefault(owner, []).extend(unpack_timeline(blob))
     if timelines:
         backend.merge_timelines(shard, timelines, cap)
+
+
+def _entry(index: int, row: Row) -> IndexEntry:
+    key, id, updated_at, version, state = row
+    return (index, bytes(key), int(id), int(updated_at), int(version), int(state))
 
 
 # -- the last run's figures, for the metrics ---------------------------------------------

@@ -688,8 +688,7 @@ class SQLBackend(ABC):
         rows = self._unless_missing(
             lambda: self._query(shard, query, [*params, limit], slow=True), list
         )
-        return [tuple(bytes(v) if isinstance(v, (bytes, bytearray, memoryview)) else v
-                      for v in row) for row in rows]  # fmt: skip
+        return [tuple(map(_plain, row)) for row in rows]
 
     def count_rows(self, shard: int, table: str) -> int:
         table_key(table)  # a known table, not any name
@@ -1024,6 +1023,11 @@ def _chunks(ids: Sequence[K], size: int = _IN_CHUNK) -> Iterator[Sequence[K]]:
 
 def _marks(n: int) -> str:
     return ",".join("?" * n)
+
+
+def _plain(value: Any) -> Any:
+    """A column value as every engine gives it back: blobs as bytes (not memoryview)."""
+    return bytes(value) if isinstance(value, (bytearray, memoryview)) else value
 
 
 def _obj_row(row: Any) -> ObjRow:
