@@ -16,6 +16,8 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench entities [objects]         (default 100,000)
     python -m bench failover [reads]           (default 2,000 per phase)
     python -m bench failover --mysql [--outage 30]   (own MariaDB servers, SIGSTOP/SIGKILL)
+    python -m bench grow [--rate 150] [--steady 20]  (own MariaDB servers: a 4th joins, shards move;
+                                                     --rate 0: unthrottled)
 """
 
 from __future__ import annotations
@@ -59,6 +61,17 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
 }
 
 
+def _grow(args: list[str]) -> None:
+    from . import grow_mysql
+
+    options = dict(zip(args[::2], args[1::2], strict=False))
+    grow_mysql.main(float(options.get("--rate", 150)), float(options.get("--steady", 20)))
+
+
+#: Drills that start servers of their own: run only when named.
+DRILLS: dict[str, Callable[[list[str]], None]] = {"grow": _grow}
+
+
 def main() -> None:
     args = sys.argv[1:]
     if not args:
@@ -66,6 +79,9 @@ def main() -> None:
             run(quick)
         return
     name, options = args[0], args[1:]
+    if name in DRILLS:
+        DRILLS[name](options)
+        return
     if name not in BENCHMARKS:
         sys.exit(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
     BENCHMARKS[name][0](options)

@@ -63,7 +63,7 @@ PUBLIC = {
     *("define_index", "drop_index", "indexes", "index_status", "index_query"),
     *("index_build", "index_repair_recent", "index_check", "start_cleaner"),
     *("queue_stats", "queue_jobs", "queue_job", "queue_retry", "queue_reinject", "drain"),
-    *("check_counts", "check_inverses"),
+    *("check_counts", "check_inverses", "verify_replicas"),
     *("schema", "shards", "define_assoc", "define_object", "load_schema"),
     *("trace", "cache_stats", "hot_keys", "close"),
 }

@@ -216,3 +216,66 @@ def test_shards_commands(tmp_path: Path) -> None:
     bad = runner.invoke(main, ["shards", "show", str(broken)])
     assert bad.exit_code == 1
     assert "missing required field" in bad.output
+
+
+def test_shards_verify_finds_and_repairs_a_row_one_replica_lost(tmp_path: Path) -> None:
+    import sqlite3
+
+    import assocdb
+    from assocdb.core.ids import shard_of
+    from tests.support.shardmaps import write_map
+
+    path = write_map(tmp_path)
+    with assocdb.open(path) as g:
+        g.define_assoc("likes")
+        for n in range(1, 30):
+            g.assoc_add(n, "likes", n + 100, time=n)
+        shard = shard_of(7, g.shards)
+    runner = CliRunner()
+    clean = runner.invoke(main, ["shards", "verify", str(path)])
+    assert clean.exit_code == 0, clean.output
+    assert "found 0 differences in 6 shards" in clean.output
+    second = ["db1", "db2", "db3"][(shard + 1) % 3]  # write_map: shard s on members s, s+1
+    with sqlite3.connect(tmp_path / second / f"shard-{shard:04d}.db") as db:
+        db.execute("DELETE FROM edges WHERE id1 = 7")
+    found = runner.invoke(main, ["shards", "verify", str(path), str(shard)])
+    assert found.exit_code == 1
+    assert f"shard {shard} edges (7, 1, 107):" in found.output
+    assert f"{second:<12} missing" in found.output
+    assert "found 1 differences in 1 shards" in found.output
+    fixed = runner.invoke(main, ["shards", "verify", str(path), "--repair"])
+    assert "repaired 1 differences" in fixed.output
+    assert runner.invoke(main, ["shards", "verify", str(path)]).exit_code == 0
+    bad = runner.invoke(main, ["shards", "verify", str(path), "9"])
+    assert bad.exit_code == 1
+    assert "outside shards 0-5" in bad.output
+
+
+def test_shards_add_backend_add_replica_and_drop_replica(tmp_path: Path) -> None:
+    import assocdb
+    from assocdb.storage.shardmap_config import load
+    from tests.support.shardmaps import write_map
+
+    path = write_map(tmp_path)
+    with assocdb.open(path) as g:
+        g.define_assoc("likes")
+        for n in range(1, 30):
+            g.assoc_add(n, "likes", n + 100, time=n)
+    runner = CliRunner()
+    added = runner.invoke(main, ["shards", "add-backend", str(path), "db4", "--path", "db4"])
+    assert added.exit_code == 0, added.output
+    both = runner.invoke(main, ["shards", "add-backend", str(path), "db5"])
+    assert "give exactly one of --url and --path" in both.output
+    copied = runner.invoke(main, ["shards", "add-replica", str(path), "1", "--on", "db4"])
+    assert copied.exit_code == 0, copied.output
+    assert "shard 1: copied" in copied.output
+    assert [r.backend for r in load(path).replicas[1]] == ["db2", "db3", "db4"]
+    again = runner.invoke(main, ["shards", "add-replica", str(path), "1", "--on", "db4"])
+    assert "shard 1: already on db4, nothing to do" in again.output
+    assert runner.invoke(main, ["shards", "verify", str(path), "1"]).exit_code == 0
+    dropped = runner.invoke(main, ["shards", "drop-replica", str(path), "1", "db2"])
+    assert "shard 1: db2 dropped" in dropped.output
+    assert [r.backend for r in load(path).replicas[1]] == ["db3", "db4"]
+    moved = runner.invoke(main, ["shards", "move", str(path), "1", "--to", "db1"])
+    assert moved.exit_code == 1
+    assert "say which one moves (--from)" in moved.output

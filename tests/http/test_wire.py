@@ -62,6 +62,7 @@ LOCAL = {
     "shards": "this process's view of the storage",
     "start_cleaner": "starts a thread in this process",
     "batch": "the Client's batch() sends its reads and writes in one request (/v1/batch)",
+    "verify_replicas": "an operator's scan of every replica (`assocdb shards verify`)",
 }
 
 #: Results the wire sends in another form, and why.

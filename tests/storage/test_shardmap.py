@@ -333,7 +333,7 @@ def test_a_running_graph_takes_drains_and_weights_from_the_edited_map(
     data = load(path).as_dict()
     data["backends"]["db3"]["connect_timeout"] = 9.0
     save(from_dict(data, base=backend.map.base), path)
-    with pytest.raises(InvalidRequest, match="only weights and `down` change while running"):
+    with pytest.raises(InvalidRequest, match="backend db3's settings changed; only weights"):
         backend.reload()
     assert backend.map.backends["db3"].connect_timeout == 1.0
     g.close()

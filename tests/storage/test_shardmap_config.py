@@ -163,3 +163,42 @@ def test_a_mariadb_url_is_a_mysql_member(tmp_path: Path) -> None:
 def test_a_url_of_an_engine_assocdb_does_not_know_is_refused() -> None:
     with pytest.raises(InvalidRequest, match="schemes: mysql, mariadb, postgresql, postgres"):
         parse(GOOD.replace("mysql://root@10.0.0.1", "oracle://root@10.0.0.1"), base="/")
+
+
+def test_replica_sets_change_and_moves_are_recorded(tmp_path: Path) -> None:
+    from assocdb.storage.shardmap_config import (
+        BackendConfig,
+        MoveRecord,
+        save,
+        with_backend,
+        with_moves,
+        with_replica,
+        without_replica,
+    )
+
+    smap = with_backend(parse(GOOD), "db3", BackendConfig(path="data/db3"))
+    smap = with_replica(smap, 3, "db3", 0)
+    assert [(r.backend, r.weight) for r in smap.replicas[3]] == [("db1", 2), ("db2", 1), ("db3", 0)]
+    assert [r.backend for r in smap.replicas[4]] == ["db1", "db2"]
+    record = MoveRecord(3, "db3", "copying", "db1", 2, "edges", "93010203", 1234)
+    smap = with_moves(smap, [record])
+    save(smap, tmp_path / "m.toml")
+    again = load(tmp_path / "m.toml")
+    assert again.moves == [record]
+    assert again.replicas == smap.replicas
+    assert "shard 3      → db3: move from db1, copying, at edges, 1,234 rows" in table(again, {})
+    with pytest.raises(InvalidRequest, match="already holds a replica of shard 3"):
+        with_replica(smap, 3, "db3", 1)
+    with pytest.raises(InvalidRequest, match="unknown backend 'db9'"):
+        with_replica(smap, 3, "db9", 1)
+    with pytest.raises(InvalidRequest, match="already in the map"):
+        with_backend(smap, "db1", BackendConfig(path="x"))
+    with pytest.raises(InvalidRequest, match="only readable replica"):
+        without_replica(smap, 12, "db2")  # db1, of weight 0, would be left alone
+    smap = without_replica(smap, 12, "db1")
+    assert [r.backend for r in smap.replicas[12]] == ["db2"]
+    with pytest.raises(InvalidRequest, match="holds no replica of shard 12"):
+        without_replica(smap, 12, "db1")
+    bad = GOOD + '\n[[moves]]\nshard = 3\ntarget = "db7"\nphase = "copying"\n'
+    with pytest.raises(InvalidRequest, match="move of shard 3: unknown backend 'db7'"):
+        parse(bad)

@@ -10,21 +10,24 @@ write: the same value every replay would converge to.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import msgspec
 
+from ..core.errors import InvalidRequest
 from ..core.ids import shard_of
 from ..core.merge import EdgeRow, EdgeTuple, edge_rank, user_data
 from ..core.ops import Rows, legs
-from ..core.records import STATE_NAMES, Assoc, CountMismatch, HangingEdge
+from ..core.records import STATE_NAMES, Assoc, CountMismatch, HangingEdge, VerifyReport
+from ..storage.replica_verify import verify_replicas
+from ..storage.shardmap import ShardMapBackend
 from .engine import Engine
 
 _PAGE = 1000
 
 
 class Checks:
-    """check_counts, check_inverses (`Graph` documents each)."""
+    """check_counts, check_inverses, verify_replicas (`Graph` documents each)."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -56,6 +59,20 @@ class Checks:
         if repair and found:
             self._engine.forget()
         return found
+
+    def verify_replicas(
+        self, shards: Sequence[int] | None = None, *, repair: bool = False
+    ) -> VerifyReport:
+        backend = self._backend
+        if not isinstance(backend, ShardMapBackend):
+            raise InvalidRequest("this graph keeps one copy of each shard: no replicas to verify")
+        for shard in shards or ():
+            if not 0 <= shard < self._shards:
+                raise InvalidRequest(f"shard {shard} is outside shards 0-{self._shards - 1}")
+        report = verify_replicas(backend, shards, repair=repair)
+        if repair and report.differences:
+            self._engine.forget()  # a replica that was read may have held a losing row
+        return report
 
     def _edge_pages(self) -> Iterator[list[EdgeRow]]:
         for shard in range(self._shards):

@@ -39,16 +39,17 @@ import logging
 import time as _time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..cache.tier1 import Cache
 from ..core.clock import HybridClock
-from ..core.errors import UnknownType
+from ..core.errors import AssocdbError, UnknownType
 from ..core.merge import ObjRow
 from ..core.ops import NodeJob, Operation, Rows
 from ..core.records import CacheConfig, WriteResult
 from ..core.schema import AssocType, ObjectType, Schema
 from ..storage.backend import Backend
+from ..storage.replica_verify import last_run
 from ..storage.shardmap import MemberStatus, ShardMapBackend
 from ..writes.applier import Applier, RetryPolicy, encode, replay
 from ..writes.fanout import FanoutJob
@@ -70,6 +71,7 @@ class ReplicaHealth(NamedTuple):
 
     members: list[MemberStatus]  # name, up, drained, failures, downs, …
     failovers: int  # reads answered by another replica after one failed, since start
+    last_verify: dict[str, Any] | None = None  # the last replica verify's figures (if any)
 
 
 class Engine:
@@ -154,7 +156,11 @@ class Engine:
         backend = self.backend
         if not isinstance(backend, ShardMapBackend):
             return None
-        return ReplicaHealth(backend.status(), backend.failovers)
+        try:
+            verified = last_run(backend)
+        except AssocdbError:  # shard 0 unreadable: the members' own metrics say why
+            verified = None
+        return ReplicaHealth(backend.status(), backend.failovers, verified)
 
     # -- schema ----------------------------------------------------------------
 

@@ -61,6 +61,7 @@ from ..core.records import (
     StateName,
     TimelineConfig,
     TimelineItem,
+    VerifyReport,
     WriteResult,
 )
 from ..core.schema import DEFAULT_LIMIT, AssocType, ObjectType, Schema
@@ -666,6 +667,22 @@ class Graph:
         A full scan of every shard: an operator's tool, not a request path.
         """
         return self._checks.check_inverses(repair=repair)
+
+    def verify_replicas(
+        self, shards: Sequence[int] | None = None, *, repair: bool = False
+    ) -> VerifyReport:
+        """Compare every replica of each shard (all, or `shards`) of a graph on a shard map,
+        row by row; with `repair`, fix differing rows with the merge rule (the newer row
+        wins on every replica) and recount the lists they touched.
+
+        Returns a report of the differences found (and fixed). Raises InvalidRequest on
+        a graph without replicas, Unavailable if a replica is down. Safe under live writes.
+
+        >>> report = g.verify_replicas(repair=True)
+        >>> len(report.differences)
+        0
+        """
+        return self._checks.verify_replicas(shards, repair=repair)
 
     # -- schema and operator tools ----------------------------------------------------
 

@@ -188,6 +188,29 @@ class CountMismatch(NamedTuple):
     actual: int
 
 
+class ReplicaDifference(NamedTuple):
+    """A row the replicas of a shard disagree about: each replica's row, None where absent.
+
+    `table` is edges, counts, node_states, objects, timelines or index_N; `key` the
+    row's key in it; `rows` maps each replica's backend name to the row it holds.
+    """
+
+    shard: int
+    table: str
+    key: tuple[Any, ...]
+    rows: dict[str, tuple[Any, ...] | None]
+
+
+class VerifyReport(NamedTuple):
+    """What `verify_replicas` compared, found and (with `repaired`) fixed."""
+
+    shards: list[int]
+    rows: int  # rows read, over every replica
+    differences: list[ReplicaDifference]
+    repaired: bool
+    seconds: float
+
+
 class CacheConfig(msgspec.Struct, frozen=True):
     """How much to cache.
 

@@ -225,3 +225,24 @@ def _member_metrics(health: ReplicaHealth | None) -> Iterator[GaugeMetricFamily]
         "Reads answered by another replica after one failed, since start.",
         value=health.failovers,
     )
+    verified = health.last_verify
+    if verified is not None:  # `assocdb shards verify` keeps its last run's figures
+        differences = GaugeMetricFamily(
+            "assocdb_replica_differences",
+            "Rows the replicas disagreed about at the last `shards verify`, by table.",
+            labels=["table"],
+        )
+        for table, n in sorted(verified.get("by_table", {}).items()):
+            differences.add_metric([table], n)
+        differences.add_metric(["all"], verified.get("differences", 0))
+        yield differences
+        yield GaugeMetricFamily(
+            "assocdb_replica_verify_timestamp_seconds",
+            "When the last `shards verify` ran (Unix time).",
+            value=verified.get("at", 0),
+        )
+        yield GaugeMetricFamily(
+            "assocdb_replica_verify_repaired",
+            "1 if the last `shards verify` repaired what it found.",
+            value=float(bool(verified.get("repaired"))),
+        )

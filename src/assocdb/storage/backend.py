@@ -141,6 +141,17 @@ class Backend(Protocol):
     def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
         """Up to `limit` edges of the shard in key order, starting after `after`."""
 
+    def export_table(
+        self, shard: int, table: str, after: Sequence[Any] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        """Up to `limit` stored rows of `table` (edges, counts, node_states, objects,
+        timelines, index_N) as the engine holds them, in key order after key `after`
+        (`sql.TABLE_KEYS`): what the replica verifier compares."""
+
+    def count_rows(self, shard: int, table: str) -> int:
+        """How many rows `table` (as in `export_table`) holds on the shard (a full count:
+        for progress estimates of tools, not for requests)."""
+
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         """The count of edges per state of the list `(id1, atype)`."""
 
@@ -203,8 +214,11 @@ class Backend(Protocol):
         """Fold each owner's writes into their home timeline with
         `core.timeline_list.merge_blob`, atomically; return how many timelines changed."""
 
-    def recount(self, shard: int, repair: bool) -> list[CountMismatch]:
-        """Compare (and optionally fix) every stored count with the edge rows."""
+    def recount(
+        self, shard: int, repair: bool, id1s: Sequence[int] | None = None
+    ) -> list[CountMismatch]:
+        """Compare (and optionally fix) every stored count with the edge rows
+        (only the lists of nodes `id1s`, if given)."""
 
     def spec(self) -> dict[str, Any]:
         """JSON-able settings that open this backend again (`registry.open_backend`)."""

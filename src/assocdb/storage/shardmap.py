@@ -249,31 +249,42 @@ class ShardMapBackend:
         return None if stat is None else (stat.st_mtime_ns, stat.st_size)
 
     def reload(self) -> None:
-        """Take new weights and drains from the map file (placement changes need a reopen).
+        """Take new weights, drains, backends and replica sets from the map file.
 
         The prober calls this within a second of the file changing, so
-        `assocdb shards set-weight` and `mark-down` reach running processes.
+        `assocdb shards set-weight`, `mark-down`, `add-replica` and `move` reach
+        running processes. A backend's own settings (its URL, path, timeouts)
+        and the shard count need a reopen.
         """
         assert self.source is not None
         self._source_stamp = self._stamp()
         new = load(self.source)
         old = self.map
-        same_places = [[r.backend for r in reps] for reps in new.replicas] == [
-            [r.backend for r in reps] for reps in old.replicas
+        changed = [
+            name
+            for name, config in new.backends.items()
+            if name in old.backends
+            and msgspec.structs.replace(config, down=False)
+            != msgspec.structs.replace(old.backends[name], down=False)
         ]
-        unplug = {n: msgspec.structs.replace(c, down=False) for n, c in new.backends.items()}
-        if not same_places or unplug != {
-            n: msgspec.structs.replace(c, down=False) for n, c in old.backends.items()
-        }:
+        if changed or new.shards != old.shards:
+            what = f"backend {changed[0]}'s settings" if changed else "the shard count"
             raise InvalidRequest(
-                f"{self.source}: only weights and `down` change while running; "
-                f"reopen the graph to apply other changes"
+                f"{self.source}: {what} changed; only weights, `down`, new backends and "
+                f"replica sets change while running: reopen the graph to apply it"
             )
+        d = new.detector
         with self._lock:
             now = self._clock()
             for name, config in new.backends.items():
-                if config.down != old.backends[name].down:
-                    self._members[name].health.drain(config.down, now)
+                member = self._members.get(name)
+                if member is None:  # a new backend: opened on first use
+                    health = Health(d.threshold, d.probe_interval, d.probe_max)
+                    member = self._members[name] = _Member(name, new.member_spec(name), health)
+                    if config.down:
+                        member.health.drain(True, now)
+                elif config.down != old.backends[name].down:
+                    member.health.drain(config.down, now)
             self._replicas = [
                 [(self._members[r.backend], r.weight) for r in reps] for reps in new.replicas
             ]
@@ -567,6 +578,14 @@ class ShardMapBackend:
     def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
         return self._read(shard, lambda b: b.export_edges(shard, after, limit))
 
+    def export_table(
+        self, shard: int, table: str, after: Sequence[Any] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        return self._read(shard, lambda b: b.export_table(shard, table, after, limit))
+
+    def count_rows(self, shard: int, table: str) -> int:
+        return self._read(shard, lambda b: b.count_rows(shard, table))
+
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         return self._read(shard, lambda b: b.counts(shard, id1, atype))
 
@@ -633,11 +652,26 @@ class ShardMapBackend:
                     break
         self._meta_copies.discard(key)
 
-    def recount(self, shard: int, repair: bool) -> list[CountMismatch]:
+    def recount(
+        self, shard: int, repair: bool, id1s: Sequence[int] | None = None
+    ) -> list[CountMismatch]:
         found: dict[CountMismatch, None] = {}
         for member, _ in self._replicas[shard]:
-            found.update(dict.fromkeys(self._call(member, lambda b: b.recount(shard, repair))))
+            found.update(
+                dict.fromkeys(self._call(member, lambda b: b.recount(shard, repair, id1s)))
+            )
         return list(found)
+
+    def replicas(self, shard: int) -> list[tuple[str, Backend]]:
+        """The replicas of a shard that take work now, primary first: (name, member backend),
+        each opened if needed (for the replica verifier). Unavailable if one is down: a
+        comparison needs every copy."""
+        found = []
+        for member, _ in self._replicas[shard]:
+            if not member.health.allows():
+                raise Unavailable(f"shard {shard}: backend {member.name} is down or drained")
+            found.append((member.name, self._open(member)))
+        return found
 
     def spec(self) -> dict[str, Any]:
         return {"kind": "shardmap", "map": self.map.as_dict(), "base": self.map.base}

@@ -82,6 +82,25 @@ class DetectorConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     probe_max: float = 10.0
 
 
+class MoveRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A copy of a shard being made on `target` (`storage.moves`), as the map records it.
+
+    `source` is the replica a move removes once the copy is live (None: the copy is
+    an added replica); `phase` how far it got (`moves.PHASES`); `table` and `after`
+    the copy's position (the last key copied, msgpack as hex); `weight` the read
+    weight the copy gets when it goes live.
+    """
+
+    shard: int
+    target: str
+    phase: str
+    source: str | None = None
+    weight: int = 1
+    table: str = ""
+    after: str = ""
+    copied: int = 0
+
+
 class MapFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The file as written; `ShardMap` is what it means."""
 
@@ -89,6 +108,7 @@ class MapFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     backends: dict[str, BackendConfig]
     placement: list[Placement]
     detector: DetectorConfig = DetectorConfig()
+    moves: list[MoveRecord] = []
 
 
 class ShardMap(msgspec.Struct, frozen=True):
@@ -100,6 +120,7 @@ class ShardMap(msgspec.Struct, frozen=True):
     detector: DetectorConfig
     replicas: list[tuple[Replica, ...]]
     base: str = "."  # the directory relative SQLite paths start from
+    moves: list[MoveRecord] = []  # copies under way (`storage.moves`)
 
     def member_spec(self, name: str) -> dict[str, Any]:
         """The `open_backend` spec of backend `name`."""
@@ -123,7 +144,7 @@ class ShardMap(msgspec.Struct, frozen=True):
 
     def as_dict(self) -> dict[str, Any]:
         """The map as plain data (what the file says), for `spec()` and rewriting."""
-        raw = MapFile(self.shards, self.backends, self.placement, self.detector)
+        raw = MapFile(self.shards, self.backends, self.placement, self.detector, self.moves)
         data: dict[str, Any] = msgspec.to_builtins(raw)
         return data
 
@@ -167,7 +188,16 @@ def from_dict(data: Any, source: str = "shard map", base: str | Path = ".") -> S
     if missing:
         raise InvalidRequest(f"{source}: shards {format_shards(missing)} are not placed")
     placed = [reps for reps in replicas if reps is not None]
-    return ShardMap(raw.shards, raw.backends, raw.placement, raw.detector, placed, str(base))
+    for move in raw.moves:
+        where = f"{source}: move of shard {move.shard}"
+        if not 0 <= move.shard < raw.shards:
+            raise InvalidRequest(f"{where}: outside shards 0-{raw.shards - 1}")
+        for name in (move.target, move.source):
+            if name is not None and name not in raw.backends:
+                raise InvalidRequest(f"{where}: unknown backend {name!r}")
+    return ShardMap(
+        raw.shards, raw.backends, raw.placement, raw.detector, placed, str(base), raw.moves
+    )
 
 
 def _check_numbers(raw: MapFile, source: str) -> None:
@@ -253,14 +283,60 @@ def with_weight(smap: ShardMap, shards: list[int], backend: str, weight: int) ->
     for shard in wanted:
         if backend not in [r.backend for r in smap.replicas[shard]]:
             raise InvalidRequest(f"backend {backend!r} holds no replica of shard {shard}")
+    return with_replicas(
+        smap,
+        {
+            shard: tuple(
+                Replica(r.backend, weight) if r.backend == backend else r
+                for r in smap.replicas[shard]
+            )
+            for shard in wanted
+        },
+    )
+
+
+def with_replica(smap: ShardMap, shard: int, backend: str, weight: int) -> ShardMap:
+    """The map with a replica of `shard` added on `backend` (last: never the primary)."""
+    if backend not in smap.backends:
+        raise InvalidRequest(f"unknown backend {backend!r} (known: {', '.join(smap.backends)})")
+    if backend in [r.backend for r in smap.replicas[shard]]:
+        raise InvalidRequest(f"backend {backend!r} already holds a replica of shard {shard}")
+    return with_replicas(smap, {shard: (*smap.replicas[shard], Replica(backend, weight))})
+
+
+def without_replica(smap: ShardMap, shard: int, backend: str) -> ShardMap:
+    """The map with `backend`'s replica of `shard` taken out of its set."""
+    reps = smap.replicas[shard]
+    if backend not in [r.backend for r in reps]:
+        raise InvalidRequest(f"backend {backend!r} holds no replica of shard {shard}")
+    rest = tuple(r for r in reps if r.backend != backend)
+    if not any(r.weight for r in rest):
+        raise InvalidRequest(
+            f"shard {shard}: {backend!r} holds its only readable replica; add another first"
+        )
+    return with_replicas(smap, {shard: rest})
+
+
+def with_moves(smap: ShardMap, moves: list[MoveRecord]) -> ShardMap:
+    """The map with these copies under way (`storage.moves`)."""
+    data = smap.as_dict()
+    data["moves"] = msgspec.to_builtins(moves)
+    return from_dict(data, "changed shard map", smap.base)
+
+
+def with_backend(smap: ShardMap, name: str, config: BackendConfig) -> ShardMap:
+    """The map with a new backend (it holds nothing until a replica is added on it)."""
+    if name in smap.backends:
+        raise InvalidRequest(f"backend {name!r} is already in the map")
+    data = smap.as_dict()
+    data["backends"][name] = msgspec.to_builtins(config)
+    return from_dict(data, "changed shard map", smap.base)
+
+
+def with_replicas(smap: ShardMap, changed: Mapping[int, tuple[Replica, ...]]) -> ShardMap:
+    """The map with the replica sets of some shards replaced (placements are split)."""
     # One placement per run of shards with the same replicas, after the change.
-    rows: list[tuple[int, tuple[Replica, ...]]] = []
-    for shard, reps in enumerate(smap.replicas):
-        if shard in wanted:
-            changed = (Replica(r.backend, weight) if r.backend == backend else r for r in reps)
-            rows.append((shard, tuple(changed)))
-        else:
-            rows.append((shard, reps))
+    rows = [(shard, changed.get(shard, reps)) for shard, reps in enumerate(smap.replicas)]
     placement: list[Placement] = []
     start = 0
     for index in range(1, len(rows) + 1):
@@ -300,6 +376,11 @@ def to_toml(smap: ShardMap) -> str:
         )
         lines += ["", "[[placement]]", f"shards = {_value(str(placement.shards))}"]
         lines.append(f"replicas = [{reps}]")
+    for move in smap.moves:
+        lines += ["", "[[moves]]"]
+        for field, value in msgspec.to_builtins(move).items():
+            if value is not None:
+                lines.append(f"{field} = {_value(value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -337,6 +418,14 @@ def table(smap: ShardMap, problems: Mapping[str, str | None]) -> list[str]:
     for placement in smap.placement:
         reps = "  ".join(f"{r.backend}:{r.weight}" for r in placement.replicas)
         lines.append(f"{placement.shards!s:<12} {reps}")
+    if smap.moves:
+        lines += ["", "copies under way (assocdb shards move / add-replica; run again to resume)"]
+    for move in smap.moves:
+        what = f"move from {move.source}" if move.source else "added replica"
+        where = (
+            f", at {move.table or 'start'}, {move.copied:,} rows" if move.phase == "copying" else ""
+        )
+        lines.append(f"shard {move.shard:<6} → {move.target}: {what}, {move.phase}{where}")
     return lines
 
 

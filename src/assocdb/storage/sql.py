@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -88,6 +89,22 @@ OBJ_COLUMNS = ("id", "otype", "state", "version", "updated_at", "data")
 NODE_COLUMNS = ("node", "atype", "state", "updated_at")
 COUNT_COLUMNS = ("id1", "atype", "state", "n")
 ENTRY_COLUMNS = ("ikey", "id", "updated_at", "version", "state")
+#: The tables `export_table` reads (besides `index_N`), and the key each is read in order of.
+TABLE_COLUMNS = {
+    "edges": EDGE_COLUMNS,
+    "counts": COUNT_COLUMNS,
+    "node_states": NODE_COLUMNS,
+    "objects": OBJ_COLUMNS,
+    "timelines": ("owner", "entries"),
+}
+TABLE_KEYS = {
+    "edges": ("id1", "atype", "id2"),
+    "counts": ("id1", "atype", "state"),
+    "node_states": ("node", "atype"),
+    "objects": ("id",),
+    "timelines": ("owner",),
+}
+_INDEX_TABLE = re.compile(r"index_[0-9]{1,9}")
 _EDGES = ", ".join(EDGE_COLUMNS)
 _OBJECTS = ", ".join(OBJ_COLUMNS)
 _ENTRIES = ", ".join(ENTRY_COLUMNS)
@@ -655,6 +672,41 @@ class SQLBackend(ABC):
         rows = self._query(shard, self._q(sql, shard), [*params, limit], slow=True)
         return [EdgeRow(*r) for r in rows]
 
+    def export_table(
+        self, shard: int, table: str, after: Sequence[Any] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        if table == "meta":  # the graph's settings, beside shard 0 (`shard` -1 renders it)
+            key_column = self.dialect.meta_key
+            sql = f"SELECT {key_column}, value FROM {{s}}.meta"
+            params: list[Any] = []
+            if after is not None:
+                sql += f" WHERE {key_column} > ?"
+                params = [after[0]]
+            sql += f" ORDER BY {key_column} LIMIT ?"
+            rows = self._query(0, self._q(sql, -1), [*params, limit])
+            return [(str(k), bytes(v)) for k, v in rows]
+        key = table_key(table)
+        columns = TABLE_COLUMNS.get(table, ENTRY_COLUMNS)
+        sql = f"SELECT {', '.join(columns)} FROM {{s}}.{table}"
+        params = []
+        if after is not None:
+            sql += " WHERE " + _past(key, ">", False, self.dialect.row_values)
+            params = _past_params(after, self.dialect.row_values)
+        sql += f" ORDER BY {', '.join(key)} LIMIT ?"
+        query = self._q(sql, shard)
+        # A table made on first use (an index, old graphs' timelines) may be missing: no rows.
+        rows = self._unless_missing(
+            lambda: self._query(shard, query, [*params, limit], slow=True), list
+        )
+        return [tuple(map(_plain, row)) for row in rows]
+
+    def count_rows(self, shard: int, table: str) -> int:
+        table_key(table)  # a known table, not any name
+        query = self._q(f"SELECT COUNT(*) FROM {{s}}.{table}", shard)
+        return int(
+            self._unless_missing(lambda: self._query(shard, query, slow=True), lambda: [(0,)])[0][0]
+        )
+
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         sql = self._q("SELECT state, n FROM {s}.counts WHERE id1 = ? AND atype = ?", shard)
         return {int(state): int(n) for state, n in self._query(shard, sql, (id1, atype))}
@@ -838,21 +890,34 @@ class SQLBackend(ABC):
 
         return self._in_transaction(0, body)
 
-    def recount(self, shard: int, repair: bool) -> list[CountMismatch]:
+    def recount(
+        self, shard: int, repair: bool, id1s: Sequence[int] | None = None
+    ) -> list[CountMismatch]:
         # Without repair a consistent snapshot is enough; a repair locks the
         # shard's edges (shared) and counts so no write slips in between.
         share, lock = (self.dialect.share, self.dialect.lock) if repair else ("", "")
+        if id1s is None:
+            return self._recount(shard, repair, "", (), share, lock)
+        found: list[CountMismatch] = []
+        for chunk in _chunks(sorted(set(id1s))):
+            where = f" WHERE id1 IN ({_marks(len(chunk))})"
+            found += self._recount(shard, repair, where, chunk, share, lock)
+        return found
 
+    def _recount(
+        self, shard: int, repair: bool, where: str, params: Sequence[int], share: str, lock: str
+    ) -> list[CountMismatch]:
         def body(session: Session) -> list[CountMismatch]:
-            sql = "SELECT id1, atype, state, COUNT(*) FROM {s}.edges GROUP BY id1, atype, state"
+            sql = f"SELECT id1, atype, state, COUNT(*) FROM {{s}}.edges{where}"
+            sql += " GROUP BY id1, atype, state"
             actual = {
                 (a, b, c): int(n)
-                for a, b, c, n in self._run(session, shard, self._q(sql + share, shard))
+                for a, b, c, n in self._run(session, shard, self._q(sql + share, shard), params)
             }
-            sql = "SELECT id1, atype, state, n FROM {s}.counts"
+            sql = f"SELECT id1, atype, state, n FROM {{s}}.counts{where}"
             stored = {
                 (a, b, c): int(n)
-                for a, b, c, n in self._run(session, shard, self._q(sql + lock, shard))
+                for a, b, c, n in self._run(session, shard, self._q(sql + lock, shard), params)
             }
             wrong = [
                 CountMismatch(shard, *key, stored.get(key, 0), actual.get(key, 0))
@@ -865,6 +930,16 @@ class SQLBackend(ABC):
             return wrong
 
         return self._in_transaction(shard, body, slow=True)
+
+
+def table_key(table: str) -> tuple[str, ...]:
+    """The key columns of a table `export_table` reads; InvalidRequest for another name."""
+    key = TABLE_KEYS.get(table)
+    if key is not None:
+        return key
+    if _INDEX_TABLE.fullmatch(table):
+        return ("ikey", "id")
+    raise InvalidRequest(f"no table {table!r} to export (known: {', '.join(TABLE_KEYS)}, index_N)")
 
 
 def check_shards(shards: object) -> None:
@@ -963,6 +1038,11 @@ def _chunks(ids: Sequence[K], size: int = _IN_CHUNK) -> Iterator[Sequence[K]]:
 
 def _marks(n: int) -> str:
     return ",".join("?" * n)
+
+
+def _plain(value: Any) -> Any:
+    """A column value as every engine gives it back: blobs as bytes (not memoryview)."""
+    return bytes(value) if isinstance(value, (bytearray, memoryview)) else value
 
 
 def _obj_row(row: Any) -> ObjRow:

@@ -1,0 +1,403 @@
+"""Add a replica of a shard, or move a shard, online: Gizzard's write-only copy.
+
+One operation makes a new copy of a logical shard on a backend of the map,
+while the graph is in use, in phases the map file records (`MoveRecord`):
+
+1. **write-only**: the copy joins the shard's replica set with weight 0. Every
+   process using the map takes the change within a second (`ShardMapBackend`
+   reloads the file), and from then on every write of the shard reaches the copy
+   through the normal write path: a failure there fails the leg, and the journal
+   retries it, so no write is lost. No read goes to the copy. The mover waits
+   `settle` seconds (every process has reloaded, writes begun before are done).
+2. **copying**: the shard's rows (edges, node states, objects, home timelines,
+   index entries; the id counter and, for shard 0, the graph's settings) are
+   streamed from a healthy replica in keyset pages and written to the copy
+   with the merge rule (`bulk_merge`, `apply`, `index_apply`, `merge_timelines`),
+   the same rule every write uses. A row a live write put on the copy
+   meanwhile is newer than the copied one, so the copy never overwrites it: the
+   copy commutes with live writes, whatever their order. Counts are not copied:
+   every row the merge stores adds its own count delta, so the copy's counts
+   follow from its rows. The position (table, last key) is saved in the map
+   at most once a second, so a crash repeats at most a second of pages, which
+   changes nothing.
+3. **verifying**: `replica_verify` compares every replica of the shard and
+   repairs what differs (the merge rule again), until a pass finds nothing.
+4. **live**: the copy gets its read weight; for a move the old copy gets weight
+   0 (drained of reads), and after `settle` seconds it leaves the replica set
+   (its rows stay where they are, for the operator to drop).
+
+Each phase is saved before the next starts, so the operation survives a crash
+or Ctrl-C of its process and resumes where it stopped when run again; running
+it again after it finished does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+
+from ..core.compress import unpack
+from ..core.errors import InvalidRequest, Unavailable
+from ..core.merge import EdgeTuple, NodeRow, ObjRow
+from ..core.scans import IndexEntry
+from ..core.timeline_list import unpack as unpack_timeline
+from .backend import Backend
+from .registry import open_shardmap
+from .replica_verify import tables_of, timeline_cap, verify_replicas
+from .shardmap import RELOAD_EVERY
+from .shardmap_config import (
+    MoveRecord,
+    ShardMap,
+    load,
+    save,
+    with_moves,
+    with_replica,
+    with_weight,
+    without_replica,
+)
+from .sql import TABLE_KEYS
+
+log = logging.getLogger("assocdb.moves")
+
+PHASES = ("write-only", "copying", "verifying", "live")
+PAGE = 1000
+SAVE_EVERY = 1.0  # seconds between saves of the copy's position
+VERIFY_PASSES = 5
+#: The tables copied, in order (counts follow from the edges; index tables are added).
+COPIED = ("edges", "node_states", "objects", "timelines")
+
+
+class MoveProgress(NamedTuple):
+    """Where a copy is, for a progress bar."""
+
+    shard: int
+    phase: str
+    copied: int  # rows copied so far (this run and the runs before)
+    total: int  # rows to copy (an estimate, counted when the copy started)
+    rows_per_second: float  # this run's
+
+
+class MoveResult(NamedTuple):
+    shard: int
+    target: str
+    source: str | None  # the copy removed (a move), or None (an added replica)
+    copied: int
+    differences: int  # rows the verify pass repaired
+    seconds: float
+    already: bool  # nothing was left to do
+
+
+def move_shard(
+    path: str | Path,
+    shard: int,
+    target: str,
+    *,
+    remove: str | None = None,
+    move: bool = False,
+    weight: int = 1,
+    rate: float | None = None,
+    page: int = PAGE,
+    settle: float | None = None,
+    progress: Callable[[MoveProgress], None] | None = None,
+) -> MoveResult:
+    """Make a live copy of `shard` on backend `target` of the map file `path`; with `move`,
+    then take the old copy (`remove`, or the shard's only other replica) out of the set.
+
+    `rate` caps the rows copied per second; `settle` is how long every process is given
+    to take a change of the map (default: a reload interval plus the slowest backend's
+    query timeout, twice). Resumes an operation a crash stopped; a finished one is not
+    repeated. Raises InvalidRequest for a bad request, Unavailable if a backend fails
+    (run it again: it resumes).
+
+        move_shard("cluster.toml", 3, "db4", move=True, rate=5000)
+    """
+    started = time.perf_counter()
+    smap = load(path)
+    if not 0 <= shard < smap.shards:
+        raise InvalidRequest(f"shard {shard} is outside shards 0-{smap.shards - 1}")
+    record = _record(smap, shard, target)
+    if record is None:
+        record = _start(path, smap, shard, target, remove, move, weight)
+        if record is None:
+            return MoveResult(shard, target, remove, 0, 0, time.perf_counter() - started, True)
+    wait = _settle(smap) if settle is None else settle
+    mover = _Mover(path, record, rate, page, wait, progress)
+    try:
+        mover.run()
+    finally:
+        mover.backend.close()
+    return MoveResult(
+        shard,
+        target,
+        record.source,
+        mover.copied,
+        mover.differences,
+        time.perf_counter() - started,
+        False,
+    )
+
+
+def drop_replica(
+    path: str | Path, shard: int, backend: str, *, settle: float | None = None
+) -> bool:
+    """Take `backend`'s copy of `shard` out of its replica set: drained of reads first
+    (weight 0, then `settle` seconds), then removed. Its rows stay on the backend.
+    Returns False if it held no copy (already dropped). Refuses the last readable copy.
+    """
+    smap = load(path)
+    if not 0 <= shard < smap.shards:
+        raise InvalidRequest(f"shard {shard} is outside shards 0-{smap.shards - 1}")
+    if backend not in [r.backend for r in smap.replicas[shard]]:
+        return False
+    if any(m.shard == shard and backend in (m.target, m.source) for m in smap.moves):
+        raise InvalidRequest(f"shard {shard}: a copy to or from {backend!r} is under way")
+    without_replica(smap, shard, backend)  # refused early if it is the last readable copy
+    save(with_weight(smap, [shard], backend, 0), path)
+    time.sleep(_settle(smap) if settle is None else settle)
+    smap = load(path)
+    save(without_replica(smap, shard, backend), path)
+    return True
+
+
+def _settle(smap: ShardMap) -> float:
+    slowest = max(c.query_timeout for c in smap.backends.values())
+    return 2 * RELOAD_EVERY + slowest
+
+
+def _record(smap: ShardMap, shard: int, target: str) -> MoveRecord | None:
+    return next((m for m in smap.moves if m.shard == shard and m.target == target), None)
+
+
+def _start(
+    path: str | Path,
+    smap: ShardMap,
+    shard: int,
+    target: str,
+    remove: str | None,
+    move: bool,
+    weight: int,
+) -> MoveRecord | None:
+    """Record a new operation and add the write-only copy; None if it is done already."""
+    if target not in smap.backends:
+        known = ", ".join(smap.backends)
+        raise InvalidRequest(
+            f"unknown backend {target!r} (known: {known}); add it to the map first"
+        )
+    names = [r.backend for r in smap.replicas[shard]]
+    if move and remove is None:
+        others = [n for n in names if n != target]
+        if len(others) != 1:
+            raise InvalidRequest(
+                f"shard {shard} has replicas on {', '.join(others)}: say which one moves (--from)"
+            )
+        remove = others[0]
+    if remove is not None and remove == target:
+        raise InvalidRequest("a shard cannot move to the backend it moves from")
+    if target in names:
+        if remove is None or remove not in names:
+            return None  # the copy exists and nothing is left to remove: done before
+        # A copy placed by hand: verified (and repaired) before the old one leaves.
+        record = MoveRecord(shard, target, "verifying", remove, weight)
+        save(with_moves(smap, [*smap.moves, record]), path)
+        return record
+    if remove is not None and remove not in names:
+        raise InvalidRequest(f"backend {remove!r} holds no replica of shard {shard}")
+    record = MoveRecord(shard, target, "write-only", remove, weight)
+    save(with_moves(with_replica(smap, shard, target, 0), [*smap.moves, record]), path)
+    log.warning("shard %d: a write-only copy on %s joins its replicas", shard, target)
+    return record
+
+
+class _Mover:
+    """The phases of one recorded operation (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        record: MoveRecord,
+        rate: float | None,
+        page: int,
+        settle: float,
+        progress: Callable[[MoveProgress], None] | None,
+    ) -> None:
+        self.path = Path(path)
+        self.record = record
+        self.rate = rate
+        self.page = page if rate is None else max(1, min(page, int(rate)))
+        self.settle = settle
+        self.progress = progress
+        self.backend = open_shardmap(path)
+        self.copied = 0
+        self.differences = 0
+        self._started = time.perf_counter()
+        self._saved = time.monotonic()
+        self._from: Backend | None = None  # the replica copied from, while it answers
+        self._base = 0
+
+    def run(self) -> None:
+        shard = self.record.shard
+        if self.record.phase == "write-only":
+            time.sleep(self.settle)  # every process writes to the copy from now on
+            self._save(phase="copying")
+        if self.record.phase == "copying":
+            self._copy()
+            self._save(phase="verifying", table="", after="")
+        if self.record.phase == "verifying":
+            self._verify()
+            smap = load(self.path)
+            smap = with_weight(smap, [shard], self.record.target, self.record.weight)
+            if self.record.source is not None:
+                smap = with_weight(smap, [shard], self.record.source, 0)
+            self._save(smap, phase="live")
+            log.warning("shard %d: the copy on %s is live", shard, self.record.target)
+            if self.record.source is not None:
+                time.sleep(self.settle)  # no process reads the old copy any more
+        if self.record.phase == "live":
+            smap = load(self.path)
+            source = self.record.source
+            if source is not None and source in [r.backend for r in smap.replicas[shard]]:
+                smap = without_replica(smap, shard, source)
+                log.warning("shard %d: %s left its replicas", shard, source)
+            moves = [m for m in smap.moves if (m.shard, m.target) != (shard, self.record.target)]
+            save(with_moves(smap, moves), self.path)
+
+    # -- the copy ------------------------------------------------------------------------
+
+    def _copy(self) -> None:
+        shard, record = self.record.shard, self.record
+        target = self.backend.member(record.target)
+        tables = [*COPIED, *(t for t in tables_of(self.backend) if t.startswith("index_"))]
+        start = tables.index(record.table) if record.table in tables else 0
+        after: Any = msgspec.msgpack.decode(bytes.fromhex(record.after)) if record.after else None
+        self.copied = record.copied
+        source = self._source()
+        total = record.copied + sum(source.count_rows(shard, t) for t in tables[start:])
+        cap = timeline_cap(self.backend)
+        self._started = time.perf_counter()
+        self._base = self.copied  # rows copied by the runs before this one
+        self._report("copying", total)
+        run_copied = 0
+        for table in tables[start:]:
+            width = len(TABLE_KEYS.get(table, ("ikey", "id")))
+            while True:
+                rows = self._read_page(table, after)
+                if rows:
+                    _write(target, shard, table, rows, cap)
+                    after = list(rows[-1][:width])
+                    self.copied += len(rows)
+                    run_copied += len(rows)
+                    self._maybe_save(table, after)
+                    self._report("copying", total)
+                    self._throttle(run_copied)
+                if len(rows) < self.page:
+                    break
+            after = None
+            self._save(table=table, after="", copied=self.copied)
+        self._copy_counter(target)
+        if shard == 0:
+            self._copy_settings(target)
+
+    def _source(self) -> Backend:
+        """A readable replica of the shard other than the copy (the primary if it is up)."""
+        if self._from is not None:
+            return self._from
+        for replica in self.backend.map.replicas[self.record.shard]:
+            if replica.backend == self.record.target or not replica.weight:
+                continue
+            if self.backend.probe(replica.backend) is None:
+                self._from = self.backend.member(replica.backend)
+                return self._from
+        raise Unavailable(f"shard {self.record.shard}: no replica to copy from answers")
+
+    def _read_page(self, table: str, after: Any) -> list[tuple[Any, ...]]:
+        shard = self.record.shard
+        try:
+            return self._source().export_table(shard, table, after, self.page)
+        except Unavailable:  # another replica, once
+            self._from = None
+            return self._source().export_table(shard, table, after, self.page)
+
+    def _copy_counter(self, target: Backend) -> None:
+        """Raise the copy's id counter to the source's (it may become the primary)."""
+        shard = self.record.shard
+        first = self._source().allocate(shard, 0)
+        have = target.allocate(shard, 0)
+        if have < first:
+            target.allocate(shard, first - have)
+
+    def _copy_settings(self, target: Backend) -> None:
+        """Copy the graph's settings (kept with shard 0) the primary decided."""
+        rows = self._source().export_table(0, "meta", None, 100_000)
+        for key, _ in rows:
+            held = target.get_meta(key)  # the copy's value first, then the decided one:
+            value = self.backend.get_meta(key)  # a newer swap copied meanwhile fails ours
+            if value is not None and held != value:
+                target.swap_meta(key, held, value)
+
+    def _throttle(self, run_copied: int) -> None:
+        if self.rate:
+            ahead = run_copied / self.rate - (time.perf_counter() - self._started)
+            if ahead > 0:
+                time.sleep(ahead)
+
+    def _report(self, phase: str, total: int) -> None:
+        if self.progress is not None:
+            seconds = time.perf_counter() - self._started
+            done = self.copied - self._base
+            speed = done / seconds if seconds > 0 else 0.0
+            self.progress(MoveProgress(self.record.shard, phase, self.copied, total, speed))
+
+    # -- verify and the map ---------------------------------------------------------------
+
+    def _verify(self) -> None:
+        shard = self.record.shard
+        self.backend.reload()
+        for _ in range(VERIFY_PASSES):
+            report = verify_replicas(self.backend, [shard], repair=True)
+            self.differences += len(report.differences)
+            if not report.differences:
+                return
+        raise Unavailable(
+            f"shard {shard}: its replicas still differ after {VERIFY_PASSES} repairs "
+            f"(is a replica failing writes?); run again to resume"
+        )
+
+    def _maybe_save(self, table: str, after: list[Any]) -> None:
+        if time.monotonic() - self._saved >= SAVE_EVERY:
+            encoded = msgspec.msgpack.encode(after).hex()
+            self._save(table=table, after=encoded, copied=self.copied)
+
+    def _save(self, smap: ShardMap | None = None, **changes: Any) -> None:
+        """Record the operation's new state in the map (re-read first: another tool may have
+        changed weights meanwhile)."""
+        current = load(self.path) if smap is None else smap
+        self.record = msgspec.structs.replace(self.record, **changes)
+        key = (self.record.shard, self.record.target)
+        moves = [self.record if (m.shard, m.target) == key else m for m in current.moves]
+        save(with_moves(current, moves), self.path)
+        self._saved = time.monotonic()
+
+
+def _write(target: Backend, shard: int, table: str, rows: list[tuple[Any, ...]], cap: int) -> None:
+    """Rows of `table` from a replica, written to the copy under the merge rule."""
+    if table == "edges":
+        edges: list[EdgeTuple] = [(r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows]
+        target.bulk_merge(shard, edges)
+    elif table == "node_states":
+        target.apply(shard, (), (), [NodeRow(r[0], r[1], r[2], r[3]) for r in rows])
+    elif table == "objects":
+        objects = [ObjRow(r[0], r[1], r[2], r[3], r[4], unpack(bytes(r[5]))) for r in rows]
+        target.apply(shard, (), objects)
+    elif table == "timelines":
+        target.merge_timelines(shard, {r[0]: unpack_timeline(r[1]) for r in rows}, cap)
+    else:
+        index = int(table.removeprefix("index_"))
+        entries: list[IndexEntry] = [
+            (index, bytes(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows
+        ]
+        target.index_apply(shard, entries)

@@ -1,0 +1,244 @@
+"""Online shard moves and added replicas (`storage.moves`), on SQLite directories and MariaDB.
+
+A shard moves while a writer and a reader use the graph (which takes the map's
+changes from the file, as every process does); the mover is also killed
+(SIGKILL, in a subprocess) at random points and run again. At the end the
+moved shard's rows and counts equal a model of the acknowledged writes, no
+read during the move missed one, and a verify finds no difference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from assocdb import Graph, InvalidRequest
+from assocdb.core.ids import shard_of
+from assocdb.storage.moves import MoveProgress, drop_replica, move_shard
+from assocdb.storage.replica_verify import verify_replicas
+from assocdb.storage.shardmap_config import BackendConfig, load, save, with_backend
+from tests.storage.test_shardmap import (  # noqa: F401 (make_map is a fixture)
+    MapMaker,
+    cluster,
+    make_map,
+    open_cluster,
+    wait_until,
+)
+
+SETTLE = 1.5  # > the graph's map reload interval (1 s)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def add_backend(path: Path, name: str) -> None:
+    """A new, empty backend in the map: a SQLite directory, or a schema on a server."""
+    smap = load(path)
+    first = next(iter(smap.backends.values()))
+    if first.url is not None:
+        url = first.url.rsplit("_", 1)[0] + f"_{name}"
+        config = BackendConfig(url=url, query_timeout=first.query_timeout)
+    else:
+        config = BackendConfig(path=name, query_timeout=first.query_timeout)
+    save(with_backend(smap, name, config), path)
+
+
+@pytest.fixture
+def graph(make_map: MapMaker) -> Iterator[Graph]:  # noqa: F811 (the fixture)
+    g = open_cluster(make_map, cache=None)  # every read goes to a replica
+    yield g
+    g.close()
+
+
+class Load:
+    """A writer and a reader thread on one graph: the writer adds edges and remembers the
+    acknowledged ones; the reader reads back acknowledged edges and a fixed list."""
+
+    def __init__(self, graph: Graph, fixed: tuple[int, int]) -> None:
+        self.graph = graph
+        self.acked: list[tuple[int, int]] = []
+        self.wrong: list[str] = []
+        self.reads = 0
+        self.fixed = fixed  # (node, its count of "likes") written before the move
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._write), threading.Thread(target=self._read)]
+
+    def __enter__(self) -> Load:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
+    def _write(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            n += 1
+            id1 = 1 + n % 40
+            result = self.graph.assoc_add(id1, "follows", 10_000 + n, time=n)
+            if result.status == "applied":
+                self.acked.append((id1, 10_000 + n))
+            time.sleep(0.002)
+
+    def _read(self) -> None:
+        rnd = random.Random(5)
+        node, count = self.fixed
+        while not self._stop.is_set():
+            if self.acked:
+                id1, id2 = rnd.choice(self.acked)
+                if not self.graph.assoc_contains(id1, "follows", id2):
+                    self.wrong.append(f"{id1} follows {id2} missing")
+                if not self.graph.assoc_contains(id2, "followed_by", id1):
+                    self.wrong.append(f"{id2} followed_by {id1} missing")
+            if self.graph.assoc_count(node, "likes") != count:
+                self.wrong.append(f"count of {node} likes")
+            self.reads += 1
+
+
+def fill(graph: Graph) -> tuple[int, int]:
+    for n in range(1, 41):
+        for k in range(n % 7 + 1):
+            graph.assoc_add(n, "likes", 500 + k, time=k)
+    graph.define_object("user")
+    graph.define_index("by_name", "user", ["name"])
+    for n in range(30):
+        graph.obj_add("user", {"name": f"u{n}"}, id=1000 + n)
+    return 7, graph.assoc_count(7, "likes")
+
+
+def assert_final(graph: Graph, load: Load, shard: int) -> None:
+    assert load.wrong == []
+    assert load.reads > 0
+    assert graph.drain(timeout=30)
+    for id1, id2 in load.acked:  # nothing acknowledged is lost
+        assert graph.assoc_contains(id1, "follows", id2)
+        assert graph.assoc_contains(id2, "followed_by", id1)
+    node, count = load.fixed
+    for n in range(1, 41):
+        assert graph.assoc_count(n, "likes") == (count if n == node else n % 7 + 1)
+        mine = [id2 for id1, id2 in load.acked if id1 == n]
+        assert graph.assoc_count(n, "follows") == len(mine)
+    for n in range(30):  # objects and their index entries moved too
+        assert graph.obj_get(1000 + n) is not None
+        assert [o.id for o in graph.index_query("by_name", [f"u{n}"]).items] == [1000 + n]
+    backend = cluster(graph)
+    assert graph.check_counts() == []
+    assert verify_replicas(backend).differences == []
+    for replica in backend.map.replicas[shard]:
+        assert backend.member(replica.backend).recount(shard, False) == []
+
+
+def test_a_shard_moves_while_a_writer_and_a_reader_run(graph: Graph) -> None:
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = shard_of(fixed[0], graph.shards)
+    old = [r.backend for r in load(path).replicas[shard]]
+    with Load(graph, fixed) as running:
+        seen: list[MoveProgress] = []
+        result = move_shard(
+            path, shard, "db4", move=True, remove=old[0], settle=SETTLE, progress=seen.append
+        )
+        wait_until(lambda: [r.backend for r in backend.map.replicas[shard]] == [old[1], "db4"])
+        time.sleep(0.3)  # some reads and writes on the new placement
+    assert result.copied > 0
+    assert seen[-1].copied == result.copied
+    assert seen[-1].rows_per_second > 0
+    assert result.source == old[0]
+    assert load(path).moves == []
+    assert_final(graph, running, shard)
+    again = move_shard(path, shard, "db4", move=True, remove=old[0], settle=SETTLE)
+    assert again.already  # running it twice is harmless
+
+
+def test_add_replica_then_drop_one(graph: Graph) -> None:
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = shard_of(fixed[0], graph.shards)
+    with Load(graph, fixed) as running:
+        move_shard(path, shard, "db4", weight=2, settle=SETTLE)
+        wait_until(
+            lambda: ("db4", 2) in [(r.backend, r.weight) for r in backend.map.replicas[shard]]
+        )
+        assert len(backend.map.replicas[shard]) == 3
+        first = backend.map.replicas[shard][0].backend
+        assert drop_replica(path, shard, first, settle=SETTLE)
+        wait_until(lambda: first not in [r.backend for r in backend.map.replicas[shard]])
+    assert_final(graph, running, shard)
+    assert not drop_replica(path, shard, first, settle=0)  # already gone
+    last = [r.backend for r in load(path).replicas[shard]]
+    drop_replica(path, shard, last[0], settle=0.1)
+    with pytest.raises(InvalidRequest, match="only readable replica"):
+        drop_replica(path, shard, last[1], settle=0)
+
+
+def test_bad_requests_are_refused(graph: Graph) -> None:
+    path = cluster(graph).source
+    assert path is not None
+    with pytest.raises(InvalidRequest, match="unknown backend 'db9'"):
+        move_shard(path, 0, "db9", move=True)
+    add_backend(path, "db4")
+    with pytest.raises(InvalidRequest, match="say which one moves"):
+        move_shard(path, 0, "db4", move=True)
+    with pytest.raises(InvalidRequest, match="outside shards"):
+        move_shard(path, 99, "db4")
+    assert load(path).moves == []
+
+
+def test_a_mover_killed_at_random_points_resumes_and_loses_nothing(graph: Graph) -> None:
+    fixed = fill(graph)
+    for n in range(600):  # enough rows that the throttled copy takes a few seconds
+        graph.assoc_add(fixed[0], "likes", 100_000 + n, time=n)
+    fixed = (fixed[0], graph.assoc_count(fixed[0], "likes"))
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = shard_of(fixed[0], graph.shards)
+    source = backend.map.replicas[shard][1].backend
+    command = [sys.executable, "-m", "assocdb", "shards", "move", str(path), str(shard)]
+    command += ["--to", "db4", "--from", source, "--rate", "150"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    rnd = random.Random(int(os.environ.get("ASSOCDB_TEST_SEED", "7")))
+    kills = 0
+    positions: list[int] = []  # rows the map said were copied, at each kill
+    log = (path.parent / "mover.log").open("wb")
+    with Load(graph, fixed) as running, log:
+        # Once as soon as the map says the copy is under way, then at random points.
+        for attempt in range(rnd.randint(3, 5)):
+            mover = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+            if attempt == 0:
+                wait_until(lambda: any(m.copied for m in load(path).moves), timeout=30)
+            else:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    mover.wait(timeout=rnd.uniform(0.5, 5.0))
+            if mover.poll() is not None:
+                break  # it finished first
+            mover.send_signal(signal.SIGKILL)
+            mover.wait()
+            kills += 1
+            positions += [m.copied for m in load(path).moves]
+        finished = subprocess.run(command, env=env, capture_output=True, timeout=120, check=False)
+        assert finished.returncode == 0, finished.stderr.decode()
+        wait_until(lambda: source not in [r.backend for r in backend.map.replicas[shard]])
+    assert kills >= 1
+    assert any(positions), "no kill landed after the copy had begun"
+    assert load(path).moves == []
+    assert "db4" in [r.backend for r in load(path).replicas[shard]]
+    assert_final(graph, running, shard)
