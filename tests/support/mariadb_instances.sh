@@ -69,11 +69,18 @@ stop() {  # port
     pid=$(cat "$dir/mysqld.pid" 2>/dev/null || true)
     mariadb-admin --no-defaults --protocol=tcp -h 127.0.0.1 -P "$port" -u root shutdown
     # shutdown returns before the server has exited: wait for the process itself
+    # (a server still shutting down answers pings, so a `start` right after this
+    # would reuse it and lose its connections when it exits; on a loaded machine
+    # a shutdown can take minutes)
     if [ -n "$pid" ]; then
-        for _ in $(seq 1 120); do
+        for _ in $(seq 1 600); do
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.5
         done
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "mariadb $port: still shutting down after 300 s" >&2
+            return 1
+        fi
     fi
     echo "mariadb $port: stopped"
 }
