@@ -79,3 +79,35 @@ def test_a_plain_graph_shows_its_shards_and_refuses_changes(tmp_path: Path) -> N
         assert view.where == str(tmp_path / "g")
         with pytest.raises(InvalidRequest, match="no shard map"):
             admin.mark("a", down=True)
+
+
+def test_the_view_shows_copies_under_way_and_the_last_verify(tmp_path: Path) -> None:
+    path = write_map(tmp_path, shards=3, members=("a", "b", "c"), replicas=2)
+    with assocdb.open(path) as g:
+        admin = ShardAdmin(g.engine)
+        assert admin.view().moves == []
+        assert admin.view().verify is None
+        g.define_assoc("likes")
+        g.assoc_add(1, "likes", 2)
+        report = g.verify_replicas()
+        verified = admin.view().verify
+        assert verified is not None
+        assert (verified.shards, verified.rows, verified.differences) == (
+            3,
+            report.rows,
+            0,
+        )
+        assert not verified.repaired
+        move = shardmap_config.MoveRecord(1, "a", "copying", source="b", table="edges", copied=42)
+        smap = shardmap_config.load(path)
+        shardmap_config.save(shardmap_config.with_moves(smap, [move]), path)
+        g.engine.backend.reload()  # type: ignore[attr-defined]
+        [row] = admin.view().moves
+        assert (row.shard, row.target, row.source, row.phase, row.table, row.copied) == (
+            1,
+            "a",
+            "b",
+            "copying",
+            "edges",
+            42,
+        )

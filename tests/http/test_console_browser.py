@@ -278,3 +278,12 @@ def test_every_page_reads_without_javascript(console: Console) -> None:
             assert seen in console.css("main").text, path
     finally:
         console.driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+
+
+def test_the_shards_page_shows_the_last_replica_verify(console: Console) -> None:
+    report = console.graph.verify_replicas()
+    console.open("/admin/shards")
+    shown = console.wait_for("#verify").text
+    assert f"{report.rows:,} rows read: 0 differences, not repaired" in shown
+    assert "None." in console.css("#moves").text  # no copy under way
+    console.shot("shards-verify")

@@ -4,7 +4,9 @@
 and each shard's replicas with weights and the share of the shard's reads
 each replica takes now (its weight over the weights of the replicas that
 take reads: up, not drained, weight above 0). The actions are the ones of
-`assocdb shards mark-down | mark-up | set-weight`: they rewrite the map file
+`assocdb shards mark-down | mark-up | set-weight`, with the copies under way
+(`shards move | add-replica`) and the last `shards verify`'s figures. The
+actions rewrite the map file
 (so every process sharing it follows within a second) and reload it in this
 process at once, so the console shows the change on its next page.
 """
@@ -16,8 +18,9 @@ from typing import Literal
 
 import msgspec
 
-from ..core.errors import InvalidRequest
+from ..core.errors import AssocdbError, InvalidRequest
 from ..storage import shardmap_config
+from ..storage.replica_verify import last_run
 from ..storage.shardmap import ShardMapBackend
 from .engine import Engine
 
@@ -46,6 +49,28 @@ class ShardRow(msgspec.Struct, frozen=True):
     replicas: list[ReplicaRow]
 
 
+class MoveRow(msgspec.Struct, frozen=True):
+    """A copy of a shard under way (`assocdb shards move | add-replica`)."""
+
+    shard: int
+    target: str
+    source: str | None  # the replica a move removes once the copy is live
+    phase: str  # write-only, copying, verifying, live
+    table: str  # the table being copied
+    copied: int  # rows copied so far
+
+
+class VerifyRow(msgspec.Struct, frozen=True):
+    """The last `assocdb shards verify`'s figures."""
+
+    at: float  # Unix time
+    shards: int
+    rows: int
+    differences: int
+    repaired: bool
+    by_table: dict[str, int]
+
+
 class ShardView(msgspec.Struct, frozen=True):
     """A shard map's members and shards; for a plain backend, `members` is empty and
     each shard has no replicas listed (`where` says where the shards live)."""
@@ -58,10 +83,13 @@ class ShardView(msgspec.Struct, frozen=True):
     rows: list[ShardRow]
     engines: list[str]  # the kinds of backend the shards live on
     failovers: int = 0
+    moves: list[MoveRow] = []
+    verify: VerifyRow | None = None
 
 
 class ShardAdmin:
-    """The console's view of the shards and its mark-down, mark-up and set-weight."""
+    """The console's view of the shards (and the moves and verify of their replicas),
+    and its mark-down, mark-up and set-weight."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -95,6 +123,10 @@ class ShardAdmin:
         ]
         source = None if backend.source is None else str(backend.source)
         engines = sorted({str(backend.map.member_spec(m.name)["kind"]) for m in members})
+        moves = [
+            MoveRow(m.shard, m.target, m.source, m.phase, m.table, m.copied)
+            for m in backend.map.moves
+        ]
         return ShardView(
             backend.shards,
             "shard map",
@@ -104,6 +136,8 @@ class ShardAdmin:
             rows,
             engines,
             backend.failovers,
+            moves,
+            _last_verify(backend),
         )
 
     def mark(self, name: str, down: bool) -> None:
@@ -131,6 +165,18 @@ class ShardAdmin:
             raise InvalidRequest("this shard map was not opened from a file: nothing to change")
         shardmap_config.save(change(shardmap_config.load(backend.source)), backend.source)
         backend.reload()
+
+
+def _last_verify(backend: ShardMapBackend) -> VerifyRow | None:
+    """The last replica verify's figures, if the replicas were ever verified (and
+    shard 0, which keeps them, answers)."""
+    try:
+        figures = last_run(backend)
+    except AssocdbError:
+        return None
+    if figures is None:
+        return None
+    return msgspec.convert(figures, VerifyRow)
 
 
 def _state(up: bool, drained: bool) -> MemberState:
