@@ -36,7 +36,7 @@ from urllib.parse import quote
 from ..core.errors import AssocdbError, Unavailable
 from .backend import map_driver_error
 from .mysqlpool import Pool, Settings, connect_args, driver, errno_of, parse_url
-from .sql import Session, SQLBackend, check_shards, insert, open_graph
+from .sql import Session, SQLBackend, insert, open_on_server
 
 log = logging.getLogger("assocdb.mysql")
 
@@ -143,24 +143,9 @@ class MySQLBackend(SQLBackend):
         >>> MySQLBackend.open("mysql://root@127.0.0.1:3306/social", shards=16)
         """
         settings = parse_url(url, shards=shards, **options)
-        check_shards(settings.shards)
-        probe = cls(settings, 1)
-        try:
-            stored = probe._stored_shards()
-        finally:
-            probe.close()
-
-        def make(count: int, new: bool) -> MySQLBackend:
-            backend = cls(settings._replace(shards=count), count)
-            if new:
-                backend._create()
-            return backend
-
-        where = f"{settings.server_url()}{settings.name}"
-        backend = open_graph(where, settings.shards, stored, create, make)
-        if backend is None:  # another process created the graph first: open that one
-            return cls.open(url, shards, create=False, **options)
-        return backend
+        return open_on_server(
+            settings, cls, create, lambda: cls.open(url, shards, create=False, **options)
+        )
 
     @classmethod
     def drop(cls, url: str) -> None:

@@ -48,7 +48,7 @@ from ..core.errors import AssocdbError, Unavailable
 from ..core.merge import EdgeTuple
 from .mysqlpool import Pool
 from .pgconn import WATCHDOG, Settings, connect, driver, map_pg_error, parse_url, sqlstate_of
-from .sql import EDGE_COLUMNS, Session, SQLBackend, check_shards, open_graph
+from .sql import EDGE_COLUMNS, Session, SQLBackend, open_on_server
 
 log = logging.getLogger("assocdb.postgres")
 
@@ -173,24 +173,9 @@ class PostgresBackend(SQLBackend):
         >>> PostgresBackend.open("postgresql://postgres@127.0.0.1:5432/social", shards=16)
         """
         settings = parse_url(url, shards=shards, **options)
-        check_shards(settings.shards)
-        probe = cls(settings, 1)
-        try:
-            stored = probe._stored_shards()
-        finally:
-            probe.close()
-
-        def make(count: int, new: bool) -> PostgresBackend:
-            backend = cls(settings._replace(shards=count), count)
-            if new:
-                backend._create()
-            return backend
-
-        where = f"{settings.server_url()}{settings.name}"
-        backend = open_graph(where, settings.shards, stored, create, make)
-        if backend is None:  # another process created the graph first: open that one
-            return cls.open(url, shards, create=False, **options)
-        return backend
+        return open_on_server(
+            settings, cls, create, lambda: cls.open(url, shards, create=False, **options)
+        )
 
     @classmethod
     def drop(cls, url: str) -> None:

@@ -978,6 +978,61 @@ def open_graph(
     return None
 
 
+class _ServerSettings(Protocol):
+    @property
+    def shards(self) -> int | None: ...
+
+    @property
+    def name(self) -> str: ...
+
+    def server_url(self) -> str: ...
+
+
+S = TypeVar("S", bound="_ServerSettings")
+G = TypeVar("G", bound="ServerGraph")
+
+
+class ServerGraph(Protocol):
+    """What `open_on_server` needs of an engine's backend (MySQL's, PostgreSQL's)."""
+
+    shards: int
+
+    def _stored_shards(self) -> int | None: ...
+
+    def _create(self) -> None: ...
+
+    def swap_meta(self, key: str, expected: bytes | None, value: bytes) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def open_on_server(
+    settings: S,
+    backend: Callable[[S, int], G],
+    create: bool,
+    reopen: Callable[[], G],
+) -> G:
+    """The graph `settings` name on a database server, as `open_graph` opens one:
+    `backend(settings, shards)` builds the engine's backend; `reopen()` opens the
+    graph again when another process created it first."""
+    check_shards(settings.shards)
+    probe = backend(settings, 1)
+    try:
+        stored = probe._stored_shards()
+    finally:
+        probe.close()
+
+    def make(count: int, new: bool) -> G:
+        made = backend(settings._replace(shards=count), count)  # type: ignore[attr-defined]
+        if new:
+            made._create()
+        return made
+
+    where = f"{settings.server_url()}{settings.name}"
+    opened = open_graph(where, settings.shards, stored, create, make)  # type: ignore[type-var]
+    return reopen() if opened is None else opened
+
+
 def insert(table: str, columns: Sequence[str]) -> str:
     """`INSERT INTO` a shard's table, with a mark for each column (for `Dialect.upsert`)."""
     return f"INSERT INTO {{s}}.{table} ({', '.join(columns)}) VALUES ({_marks(len(columns))})"
