@@ -16,18 +16,15 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
-import re
 import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NamedTuple
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import unquote
 
 from ..core.errors import InvalidRequest, Unavailable
 from ..core.extras import require
-from .backend import SERVER_SCHEMES
-
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
+from .serverurl import parse_server_url
 
 
 def driver() -> ModuleType:
@@ -62,42 +59,20 @@ def parse_url(url: str, **overrides: Any) -> Settings:
     Options in the query string: shards, connect_timeout, query_timeout,
     pool_size; keyword `overrides` that are not None win over them.
     """
-    parts = urlparse(url)
-    if SERVER_SCHEMES.get(parts.scheme) != "mysql":
-        raise InvalidRequest(f"not a mysql:// URL: {url!r}")
-    name = parts.path.strip("/")
-    if not _NAME.fullmatch(name):
-        raise InvalidRequest(
-            f"the URL must name the graph with a letter and up to 39 letters, digits or "
-            f"underscores, as in mysql://root@127.0.0.1:3306/mygraph; got {name!r}"
-        )
-    options: dict[str, Any] = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    options.update({k: v for k, v in overrides.items() if v is not None})
-    unknown = options.keys() - {"shards", "connect_timeout", "query_timeout", "pool_size"}
-    if unknown:
-        raise InvalidRequest(f"unknown mysql URL options: {sorted(unknown)}")
-    try:
-        shards = None if options.get("shards") is None else int(options["shards"])
-        connect_timeout = float(options.get("connect_timeout", 1.0))
-        query_timeout = float(options.get("query_timeout", 2.0))
-        pool_size = int(options.get("pool_size", 8))
-    except ValueError as exc:
-        raise InvalidRequest(f"bad mysql URL option in {url!r}: {exc}") from None
-    if not (0 < connect_timeout <= 3600 and 0 < query_timeout <= 3600 and 0 < pool_size <= 1000):
-        raise InvalidRequest(
-            "connect_timeout and query_timeout must be in (0, 3600] seconds and "
-            f"pool_size in 1..1000; got {connect_timeout}, {query_timeout}, {pool_size}"
-        )
+    given = parse_server_url(
+        url, "mysql", "mysql://root@127.0.0.1:3306/mygraph", frozenset(), overrides
+    )
+    parts = given.parts
     return Settings(
         host=parts.hostname or "127.0.0.1",
         port=parts.port or 3306,
         user=unquote(parts.username or "root"),
         password=unquote(parts.password or ""),
-        name=name,
-        shards=shards,
-        connect_timeout=connect_timeout,
-        query_timeout=query_timeout,
-        pool_size=pool_size,
+        name=given.name,
+        shards=given.shards,
+        connect_timeout=given.connect_timeout,
+        query_timeout=given.query_timeout,
+        pool_size=given.pool_size,
     )
 
 

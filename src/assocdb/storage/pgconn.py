@@ -23,19 +23,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import socket
 import threading
 import time
 from typing import Any, NamedTuple
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import unquote
 
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.extras import require
-from .backend import SERVER_SCHEMES, map_driver_error
-
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
-_OPTIONS = {"shards", "connect_timeout", "query_timeout", "pool_size", "database"}
+from .backend import map_driver_error
+from .serverurl import parse_server_url
 
 #: SQLSTATE classes (the first two characters) and what they mean for a caller.
 _CLASSES: dict[str, type[AssocdbError]] = {
@@ -83,43 +80,25 @@ def parse_url(url: str, **overrides: Any) -> Settings:
     `postgres`). Other options: shards, connect_timeout, query_timeout,
     pool_size; keyword `overrides` that are not None win over them.
     """
-    parts = urlparse(url)
-    if SERVER_SCHEMES.get(parts.scheme) != "postgres":
-        raise InvalidRequest(f"not a postgresql:// URL: {url!r}")
-    name = parts.path.strip("/")
-    if not _NAME.fullmatch(name):
-        raise InvalidRequest(
-            f"the URL must name the graph with a letter and up to 39 letters, digits or "
-            f"underscores, as in postgresql://postgres@127.0.0.1:5432/mygraph; got {name!r}"
-        )
-    options: dict[str, Any] = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    options.update({k: v for k, v in overrides.items() if v is not None})
-    unknown = options.keys() - _OPTIONS
-    if unknown:
-        raise InvalidRequest(f"unknown postgresql URL options: {sorted(unknown)}")
-    try:
-        shards = None if options.get("shards") is None else int(options["shards"])
-        connect_timeout = float(options.get("connect_timeout", 1.0))
-        query_timeout = float(options.get("query_timeout", 2.0))
-        pool_size = int(options.get("pool_size", 8))
-    except ValueError as exc:
-        raise InvalidRequest(f"bad postgresql URL option in {url!r}: {exc}") from None
-    if not (0 < connect_timeout <= 3600 and 0 < query_timeout <= 3600 and 0 < pool_size <= 1000):
-        raise InvalidRequest(
-            "connect_timeout and query_timeout must be in (0, 3600] seconds and "
-            f"pool_size in 1..1000; got {connect_timeout}, {query_timeout}, {pool_size}"
-        )
+    given = parse_server_url(
+        url,
+        "postgres",
+        "postgresql://postgres@127.0.0.1:5432/mygraph",
+        frozenset({"database"}),
+        overrides,
+    )
+    parts, options = given.parts, given.options
     return Settings(
         host=parts.hostname or "127.0.0.1",
         port=parts.port or 5432,
         user=unquote(parts.username or "postgres"),
         password=unquote(parts.password or ""),
         database=str(options.get("database", "postgres")),
-        name=name,
-        shards=shards,
-        connect_timeout=connect_timeout,
-        query_timeout=query_timeout,
-        pool_size=pool_size,
+        name=given.name,
+        shards=given.shards,
+        connect_timeout=given.connect_timeout,
+        query_timeout=given.query_timeout,
+        pool_size=given.pool_size,
     )
 
 
