@@ -15,6 +15,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench timelines [--quick]        (1,000,000 followers; --quick: 100,000)
     python -m bench entities [objects]         (default 100,000)
     python -m bench failover [reads]           (default 2,000 per phase)
+    python -m bench verify [--rows N] [--mysql URL,URL]   (replica verify: checksums vs every row)
     python -m bench failover --mysql [--outage 30]   (own MariaDB servers, SIGSTOP/SIGKILL)
     python -m bench grow [--rate 150] [--steady 20]  (own MariaDB servers: a 4th joins, shards move;
                                                      --rate 0: unthrottled)
@@ -38,6 +39,7 @@ from . import (
     postgres,
     thrift,
     timelines,
+    verify,
     writes,
 )
 from .linkbench import cli as linkbench
@@ -58,6 +60,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "timelines": (timelines.main, ["--quick"]),
     "entities": (entities.main, ["20000"]),
     "failover": (failover.main, ["1000"]),
+    "verify": (verify.main, ["--rows", "20000"]),
 }
 
 

@@ -671,8 +671,9 @@ class Graph:
     def verify_replicas(
         self, shards: Sequence[int] | None = None, *, repair: bool = False
     ) -> VerifyReport:
-        """Compare every replica of each shard (all, or `shards`) of a graph on a shard map,
-        row by row; with `repair`, fix differing rows with the merge rule (the newer row
+        """Compare every replica of each shard (all, or `shards`) of a graph on a shard map:
+        per-range checksums computed on each replica's server, then row by row the ranges
+        whose checksums differ; with `repair`, fix differing rows with the merge rule (the newer row
         wins on every replica) and recount the lists they touched.
 
         Returns a report of the differences found (and fixed). Raises InvalidRequest on

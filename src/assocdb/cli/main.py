@@ -644,7 +644,8 @@ def shards_check(shard_map: str) -> None:
 @click.argument("shard_ranges", nargs=-1)
 @click.option("--repair", is_flag=True, help="Fix differing rows (the newer row wins).")
 def shards_verify(shard_map: str, shard_ranges: tuple[str, ...], repair: bool) -> None:
-    """Compare every replica of each shard (or of SHARD_RANGES) row by row.
+    """Compare every replica of each shard (or of SHARD_RANGES): per-range checksums
+    computed on each server first, then row by row only where they differ.
 
     Prints each row the replicas disagree about; --repair writes the newer row
     to every replica (the merge rule, so it is safe while the graph is in use)

@@ -152,6 +152,25 @@ class Backend(Protocol):
         """How many rows `table` (as in `export_table`) holds on the shard (a full count:
         for progress estimates of tools, not for requests)."""
 
+    def table_bound(
+        self, shard: int, table: str, after: Sequence[Any] | None, rows: int
+    ) -> tuple[Any, ...] | None:
+        """The key of the `rows`-th row of `table` (as in `export_table`) after key `after`,
+        or None if fewer rows follow: where the replica verifier ends a range."""
+
+    def table_summary(
+        self,
+        shard: int,
+        table: str,
+        after: Sequence[Any] | None,
+        upto: Sequence[Any] | None,
+    ) -> tuple[str, int, int]:
+        """`(kind, rows, checksum)` of the rows of `table` with keys after `after` up to and
+        including `upto` (None: no bound), computed on the server: the count, and the sum
+        of a hash of each row's columns (order-independent). Count rows of 0 are left out
+        (as good as none). Two summaries are comparable when their `kind` (the engine's
+        hash) is the same; equal summaries mean the same rows, up to a hash collision."""
+
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         """The count of edges per state of the list `(id1, atype)`."""
 

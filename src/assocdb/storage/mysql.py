@@ -114,6 +114,9 @@ class MySQLDialect:
     def gone(self, exc: AssocdbError) -> bool:
         return errno_of(exc) in _GONE
 
+    def row_hash(self, columns: Sequence[str]) -> str:
+        return f"CRC32(CONCAT_WS(',', {', '.join(columns)}))"
+
 
 class MySQLBackend(SQLBackend):
     """Shards as InnoDB schemas `NAME_s{n}` on one MySQL or MariaDB server."""

@@ -132,6 +132,9 @@ class PostgresDialect:
             return state.startswith("08") or state in _GONE
         return isinstance(exc.__cause__, driver().OperationalError)  # no answer at all
 
+    def row_hash(self, columns: Sequence[str]) -> str:
+        return f"hashtext(ROW({', '.join(columns)})::text)"
+
 
 class PgSession(Session):
     """A session and how long one statement on it may take before the watchdog ends it."""

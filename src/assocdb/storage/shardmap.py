@@ -586,6 +586,20 @@ class ShardMapBackend:
     def count_rows(self, shard: int, table: str) -> int:
         return self._read(shard, lambda b: b.count_rows(shard, table))
 
+    def table_bound(
+        self, shard: int, table: str, after: Sequence[Any] | None, rows: int
+    ) -> tuple[Any, ...] | None:
+        return self._read(shard, lambda b: b.table_bound(shard, table, after, rows))
+
+    def table_summary(
+        self,
+        shard: int,
+        table: str,
+        after: Sequence[Any] | None,
+        upto: Sequence[Any] | None,
+    ) -> tuple[str, int, int]:
+        return self._read(shard, lambda b: b.table_summary(shard, table, after, upto))
+
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         return self._read(shard, lambda b: b.counts(shard, id1, atype))
 

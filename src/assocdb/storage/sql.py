@@ -152,6 +152,10 @@ class Dialect(Protocol):
     def gone(self, exc: AssocdbError) -> bool:
         """Whether the server had closed the connection."""
 
+    def row_hash(self, columns: Sequence[str]) -> str:
+        """An expression: a deterministic 32-bit hash of a row's `columns`, computed on the
+        server (summed over a range by `table_summary`)."""
+
 
 class Session:
     """A connection in use. `broken`: a driver error may have left it unusable (a pool
@@ -706,6 +710,49 @@ class SQLBackend(ABC):
         return int(
             self._unless_missing(lambda: self._query(shard, query, slow=True), lambda: [(0,)])[0][0]
         )
+
+    def table_bound(
+        self, shard: int, table: str, after: Sequence[Any] | None, rows: int
+    ) -> tuple[Any, ...] | None:
+        key = table_key(table)
+        sql = f"SELECT {', '.join(key)} FROM {{s}}.{table}"
+        params: list[Any] = []
+        if after is not None:
+            sql += " WHERE " + _past(key, ">", False, self.dialect.row_values)
+            params = _past_params(after, self.dialect.row_values)
+        sql += f" ORDER BY {', '.join(key)} LIMIT 1 OFFSET ?"
+        query = self._q(sql, shard)
+        found = self._unless_missing(
+            lambda: self._query(shard, query, [*params, rows - 1], slow=True), list
+        )
+        return tuple(map(_plain, found[0])) if found else None
+
+    def table_summary(
+        self,
+        shard: int,
+        table: str,
+        after: Sequence[Any] | None,
+        upto: Sequence[Any] | None,
+    ) -> tuple[str, int, int]:
+        key = table_key(table)
+        columns = TABLE_COLUMNS.get(table, ENTRY_COLUMNS)
+        where: list[str] = ["n <> 0"] if table == "counts" else []  # as good as no row
+        params: list[Any] = []
+        if after is not None:
+            where.append(_past(key, ">", False, self.dialect.row_values))
+            params += _past_params(after, self.dialect.row_values)
+        if upto is not None:
+            where.append(_past(key, "<", True, self.dialect.row_values))
+            params += _past_params(upto, self.dialect.row_values)
+        sql = f"SELECT COUNT(*), SUM({self.dialect.row_hash(columns)}) FROM {{s}}.{table}" + (
+            f" WHERE {' AND '.join(where)}" if where else ""
+        )
+        query = self._q(sql, shard)
+        found = self._unless_missing(
+            lambda: self._query(shard, query, params, slow=True), lambda: [(0, None)]
+        )
+        rows, total = found[0]
+        return type(self.dialect).__name__, int(rows), int(total or 0)
 
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         sql = self._q("SELECT state, n FROM {s}.counts WHERE id1 = ? AND atype = ?", shard)

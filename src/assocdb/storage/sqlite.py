@@ -32,6 +32,7 @@ import fcntl
 import os
 import sqlite3
 import threading
+import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,6 +71,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITH
 """
 
 SETUP_LOCK = ".setup.lock"
+ROW_HASH = "assocdb_row_hash"  # the SQL function `_row_hash`, on every connection
 
 
 class SQLiteDialect:
@@ -108,6 +110,9 @@ class SQLiteDialect:
 
     def gone(self, exc: AssocdbError) -> bool:
         return False  # a file does not hang up
+
+    def row_hash(self, columns: Sequence[str]) -> str:
+        return f"{ROW_HASH}({', '.join(columns)})"  # SQLite has no hash: `_row_hash`
 
 
 class SQLiteBackend(SQLBackend):
@@ -174,7 +179,7 @@ class SQLiteBackend(SQLBackend):
         file = self.path / f"shard-{shard:04d}.db"
         try:
             if self.read_only:
-                conn = _read_only_shard(file)
+                conn = _with_functions(_read_only_shard(file))
                 with self._lock:
                     self._all.append(conn)
                 return conn
@@ -187,6 +192,7 @@ class SQLiteBackend(SQLBackend):
                 conn.execute("PRAGMA mmap_size = 268435456")
                 conn.execute("PRAGMA cache_size = -16000")
                 conn.executescript(_DDL)
+                _with_functions(conn)
         except sqlite3.Error as exc:
             raise map_driver_error(exc, f"opening {file}") from exc
         with self._lock:
@@ -271,6 +277,17 @@ def _stored_shards(root: Path) -> int | None:
         finally:
             conn.close()
     return int(row[0]) if row else None
+
+
+def _with_functions(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """The connection, with the functions the SQL of `SQLBackend` calls registered."""
+    conn.create_function(ROW_HASH, -1, _row_hash, deterministic=True)
+    return conn
+
+
+def _row_hash(*values: Any) -> int:
+    """A 32-bit hash of a row's values (the replica verifier's range checksums sum it)."""
+    return zlib.crc32(repr(values).encode())
 
 
 def _writable_dir(root: Path) -> bool:
