@@ -1,0 +1,64 @@
+"""What the URL of a graph on a database server says, for every server engine.
+
+`SCHEME://user:password@host:port/NAME?shards=16&connect_timeout=1&query_timeout=2&pool_size=8`:
+the path names the graph (its schemas are `NAME_s{k}` and `NAME_meta`), the
+options are shared by the engines (an engine may accept more), and keyword
+overrides that are not None win over the URL's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple
+from urllib.parse import ParseResult, parse_qs, urlparse
+
+from ..core.errors import InvalidRequest
+from .backend import SERVER_SCHEMES
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
+OPTIONS = frozenset({"shards", "connect_timeout", "query_timeout", "pool_size"})
+
+
+class ServerURL(NamedTuple):
+    parts: ParseResult
+    name: str
+    options: dict[str, Any]  # every option given, the engine's own included
+    shards: int | None
+    connect_timeout: float
+    query_timeout: float
+    pool_size: int
+
+
+def parse_server_url(
+    url: str, engine: str, example: str, more: frozenset[str], overrides: dict[str, Any]
+) -> ServerURL:
+    """The URL of a graph on `engine` (a `SERVER_SCHEMES` kind), checked; `more`: the
+    options the engine takes besides the shared ones; `example`: a URL to show."""
+    parts = urlparse(url)
+    scheme = example.split("://", 1)[0]
+    if SERVER_SCHEMES.get(parts.scheme) != engine:
+        raise InvalidRequest(f"not a {scheme}:// URL: {url!r}")
+    name = parts.path.strip("/")
+    if not _NAME.fullmatch(name):
+        raise InvalidRequest(
+            f"the URL must name the graph with a letter and up to 39 letters, digits or "
+            f"underscores, as in {example}; got {name!r}"
+        )
+    options: dict[str, Any] = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    options.update({k: v for k, v in overrides.items() if v is not None})
+    unknown = options.keys() - OPTIONS - more
+    if unknown:
+        raise InvalidRequest(f"unknown {scheme} URL options: {sorted(unknown)}")
+    try:
+        shards = None if options.get("shards") is None else int(options["shards"])
+        connect_timeout = float(options.get("connect_timeout", 1.0))
+        query_timeout = float(options.get("query_timeout", 2.0))
+        pool_size = int(options.get("pool_size", 8))
+    except ValueError as exc:
+        raise InvalidRequest(f"bad {scheme} URL option in {url!r}: {exc}") from None
+    if not (0 < connect_timeout <= 3600 and 0 < query_timeout <= 3600 and 0 < pool_size <= 1000):
+        raise InvalidRequest(
+            "connect_timeout and query_timeout must be in (0, 3600] seconds and "
+            f"pool_size in 1..1000; got {connect_timeout}, {query_timeout}, {pool_size}"
+        )
+    return ServerURL(parts, name, options, shards, connect_timeout, query_timeout, pool_size)
