@@ -20,6 +20,7 @@ id2)`, newest first), as `assoc_page` does, with several states merged.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,7 +28,9 @@ from typing import Any
 
 from ..core import cursor as _cursor
 from ..core.errors import InvalidRequest
+from ..cache.tier1 import ListEntry
 from ..core.ids import shard_of
+from ..core.merge import State
 from ..core.query import Compound, Difference, Intersect, Query, Runner, Term, Union
 from ..core.records import STATE_NAMES, Assoc, Count, Page, StateName
 from ..core.scans import EdgeScan
@@ -36,6 +39,8 @@ from .engine import Engine
 
 CHUNK = 500  # ids per index scan and per probe
 EXACT_LIMIT = 10_000  # a compound count walks at most this many ids to be exact
+_NORMAL = State.NORMAL
+_ID2S = "id2s"  # the answer tag of a whole small cached list's id2s, ascending
 
 
 class Queries:
@@ -248,6 +253,17 @@ class _Executor:
         if not isinstance(q, Term) or q.id2s is not None:
             yield from _chunks(self.stream(q, boundary, forward), CHUNK)
             return
+        cached = self._cached_id2s(q)
+        if cached is not None:
+            if boundary is None:
+                ordered = cached[::-1] if forward else cached
+            elif forward:
+                ordered = cached[: bisect.bisect_left(cached, boundary)][::-1]
+            else:
+                ordered = cached[bisect.bisect_right(cached, boundary) :]
+            for start in range(0, len(ordered), CHUNK):
+                yield list(ordered[start : start + CHUNK])
+            return
         shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
         while True:
             rows = self._backend.scan_id2(shard, q.node, atype, codes, boundary, forward, CHUNK)
@@ -256,6 +272,34 @@ class _Executor:
             if len(rows) < CHUNK:
                 return
             boundary = rows[-1][0]
+
+    def _cached_id2s(self, q: Term) -> tuple[int, ...] | None:
+        """The id2s of an unrestricted term on visible edges, ascending, when tier 1
+        holds its whole (small) list; None otherwise (read the shard). Kept as one of
+        the entry's answers, so a warm read is one dict lookup: a write to the list
+        drops its answers, as it does assoc_get's (read-after-write holds)."""
+        cache = self._engine.cache
+        if cache is None or q.id2s is not None or q.states != ("normal",):
+            return None
+        key = (q.node, self.kind(q).id)
+        found: tuple[int, ...] | None = cache.answer(key, _ID2S)
+        if found is not None:
+            return found
+        if self.upper(q) > cache.config.prefix:  # no prefix could hold it all: no fill
+            return None
+        shard = shard_of(q.node, self._shards)
+
+        def load(n: int) -> list[Any]:
+            return self._backend.scan(shard, EdgeScan(q.node, key[1], _NORMAL, _cursor.START, n))
+
+        with cache.listed(key, load) as entry:
+            rows = None if entry is None else ListEntry.whole(entry)
+            if rows is None:
+                return None
+            before = cache.answers(key)  # under the entry's lock: what `rows` came from
+        found = tuple(sorted(row[1] for row in rows))
+        cache.keep(key, before, _ID2S, found, len(found))
+        return found
 
     def _filtered(self, ids: Iterator[int], others: Sequence[Query], keep: bool) -> Iterator[int]:
         """`ids` that are in all `others` (keep) or in none of them (not keep), chunk by chunk."""
