@@ -122,7 +122,8 @@ class _Executor:
         self._engine = engine
         self._backend = engine.backend
         self._shards = engine.shards
-        self._uppers: dict[bytes, int] = {}
+        self._uppers: dict[int, int] = {}  # by id() of the query: they all outlive the run
+        self._lists: dict[int, tuple[int, int, tuple[int, ...]]] = {}  # `where`, by id() too
 
     # -- resolving terms against the schema ----------------------------------------
 
@@ -149,6 +150,17 @@ class _Executor:
     def codes(self, q: Term) -> tuple[int, ...]:
         return tuple(STATE_NAMES.index(state) for state in q.states)
 
+    def where(self, q: Term) -> tuple[int, int, tuple[int, ...]]:
+        """The term's shard, list type id and state numbers, resolved once per run."""
+        found = self._lists.get(id(q))
+        if found is None:
+            found = self._lists[id(q)] = (
+                shard_of(q.node, self._shards),
+                self.kind(q).id,
+                self.codes(q),
+            )
+        return found
+
     # -- terms -----------------------------------------------------------------------
 
     def term_in_list_order(self, q: Term, seek: _cursor.Seek, n: int) -> list[tuple[int, int]]:
@@ -169,7 +181,7 @@ class _Executor:
         self, q: Term, seek: _cursor.Seek, n: int
     ) -> list[tuple[int, int]]:
         assert q.id2s is not None
-        shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+        shard, atype, codes = self.where(q)
         rows = self._backend.edges(shard, q.node, atype, list(q.id2s))
         keys = sorted(((r.time, r.id2) for r in rows if r.state in codes), reverse=seek.forward)
         if seek.boundary is not None:
@@ -204,7 +216,7 @@ class _Executor:
         wanted = ids if q.id2s is None else [i for i in ids if i in q.id2s]
         if not wanted:
             return []
-        shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+        shard, atype, codes = self.where(q)
         return self._backend.probe_id2s(shard, q.node, atype, codes, wanted, forward, limit)
 
     # -- streams in id2 order ---------------------------------------------------------
@@ -264,7 +276,7 @@ class _Executor:
             for start in range(0, len(ordered), CHUNK):
                 yield list(ordered[start : start + CHUNK])
             return
-        shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+        shard, atype, codes = self.where(q)
         while True:
             rows = self._backend.scan_id2(shard, q.node, atype, codes, boundary, forward, CHUNK)
             if rows:
@@ -281,16 +293,15 @@ class _Executor:
         cache = self._engine.cache
         if cache is None or q.id2s is not None or q.states != ("normal",):
             return None
-        key = (q.node, self.kind(q).id)
+        shard, atype, _ = self.where(q)
+        key = (q.node, atype)
         found: tuple[int, ...] | None = cache.answer(key, _ID2S)
         if found is not None:
             return found
         if self.upper(q) > cache.config.prefix:  # no prefix could hold it all: no fill
             return None
-        shard = shard_of(q.node, self._shards)
-
         def load(n: int) -> list[Any]:
-            return self._backend.scan(shard, EdgeScan(q.node, key[1], _NORMAL, _cursor.START, n))
+            return self._backend.scan(shard, EdgeScan(q.node, atype, _NORMAL, _cursor.START, n))
 
         with cache.listed(key, load) as entry:
             rows = None if entry is None else ListEntry.whole(entry)
@@ -337,15 +348,16 @@ class _Executor:
 
     def upper(self, q: Query) -> int:
         """An upper bound on the size of `q`; exact for a term."""
-        cached = self._uppers.get(q.scope)
+        cached = self._uppers.get(id(q))
         if cached is not None:
             return cached
         if isinstance(q, Term):
             if q.id2s is not None:
                 bound = len(self.probe(q, list(q.id2s)))
             else:
-                counts = self._counts(q.node, self.kind(q).id)
-                bound = sum(counts[s] for s in self.codes(q))
+                _, atype, codes = self.where(q)
+                counts = self._counts(q.node, atype)
+                bound = sum(counts[s] for s in codes)
         elif isinstance(q, Intersect):
             bound = min(self.upper(p) for p in q.parts)
         elif isinstance(q, Union):
@@ -353,7 +365,7 @@ class _Executor:
         else:
             assert isinstance(q, Compound)
             bound = self.upper(q.parts[0])
-        self._uppers[q.scope] = bound
+        self._uppers[id(q)] = bound
         return bound
 
     def _counts(self, node: int, atype: int) -> list[int]:
