@@ -28,7 +28,6 @@ from typing import Any
 
 from ..core import cursor as _cursor
 from ..core.errors import InvalidRequest
-from ..cache.tier1 import ListEntry
 from ..core.ids import shard_of
 from ..core.merge import State
 from ..core.query import Compound, Difference, Intersect, Query, Runner, Term, Union
@@ -300,11 +299,12 @@ class _Executor:
             return found
         if self.upper(q) > cache.config.prefix:  # no prefix could hold it all: no fill
             return None
+
         def load(n: int) -> list[Any]:
             return self._backend.scan(shard, EdgeScan(q.node, atype, _NORMAL, _cursor.START, n))
 
         with cache.listed(key, load) as entry:
-            rows = None if entry is None else ListEntry.whole(entry)
+            rows = None if entry is None else entry.whole()
             if rows is None:
                 return None
             before = cache.answers(key)  # under the entry's lock: what `rows` came from
