@@ -26,6 +26,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from ..cache.tier1 import SMALL_LIST
 from ..core import cursor as _cursor
 from ..core.errors import InvalidRequest
 from ..core.ids import shard_of
@@ -297,7 +298,7 @@ class _Executor:
         found: tuple[int, ...] | None = cache.answer(key, _ID2S)
         if found is not None:
             return found
-        if self.upper(q) > cache.config.prefix:  # no prefix could hold it all: no fill
+        if self.upper(q) > min(cache.config.prefix, SMALL_LIST):  # `whole` would say None
             return None
 
         def load(n: int) -> list[Any]:
