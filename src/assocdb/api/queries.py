@@ -4,13 +4,15 @@ Every query can do three things:
 
 * `stream(q, boundary, forward)`: its ids in id2 order (descending when
   forward) past a boundary, lazily. A term reads its list through the
-  `(id1, atype, id2)` index in chunks: one index range scan per chunk.
+  `(id1, atype, id2)` index in chunks: one index range scan per chunk; or,
+  when tier 1 holds its whole small list, from the cache (no statement).
 * `probe(q, ids)`: which of `ids` are in it: batched point lookups.
 * `upper(q)`: an upper bound on its size, from the stored counts.
 
 Plans follow from these. An intersection walks its smallest operand and
 probes the others with each chunk, so the first page of (1M followers ∩ 200
-followings) reads about 200 rows of each. A union merges its operands'
+followings) reads about 200 rows of each; warm, the 200 come from the cache
+and the page is one statement. A union merges its operands'
 streams. A difference walks its left side and probes the right. Pages stop
 pulling as soon as they have `limit + 1` ids.
 
@@ -124,21 +126,26 @@ class _Executor:
         self._shards = engine.shards
         self._uppers: dict[int, int] = {}  # by id() of the query: they all outlive the run
         self._lists: dict[int, tuple[int, int, tuple[int, ...]]] = {}  # `where`, by id() too
+        self._kinds: dict[int, AssocType] = {}  # `kind`, by id() too
 
     # -- resolving terms against the schema ----------------------------------------
 
     def kind(self, q: Term) -> AssocType:
         """The type of the list a term reads (the inverse type when incoming)."""
+        found = self._kinds.get(id(q))
+        if found is not None:
+            return found
         kind = self._engine.assoc_type(q.atype)
-        if not q.incoming:
-            return kind
-        inverse = self._engine.schema.inverse(kind)
-        if inverse is None:
-            raise InvalidRequest(
-                f"{kind.name!r} has no inverse type, so incoming edges are not stored; "
-                f"define it with inverse= or symmetric=True"
-            )
-        return inverse
+        if q.incoming:
+            inverse = self._engine.schema.inverse(kind)
+            if inverse is None:
+                raise InvalidRequest(
+                    f"{kind.name!r} has no inverse type, so incoming edges are not stored; "
+                    f"define it with inverse= or symmetric=True"
+                )
+            kind = inverse
+        self._kinds[id(q)] = kind
+        return kind
 
     def limit(self, q: Query) -> int:
         """The most ids one page returns: the smallest type limit involved."""
