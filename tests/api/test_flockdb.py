@@ -244,6 +244,33 @@ def test_cursor_rules_for_compound_queries(follows: Graph) -> None:
     assert empty.count() == assocdb.Count(0, exact=True)
 
 
+def test_a_warm_intersection_over_a_cached_small_side_runs_only_the_probe(follows: Graph) -> None:
+    """The small side comes from tier 1 (its whole list is cached), and writes to it
+    are read at once, as every cached read is."""
+    g = follows
+    g.bulk_load([(n, "follows", 1) for n in range(2, 400)])  # 1's followers: 2..399
+    for n in (5, 7, 450, 398):
+        g.assoc_add(1000, "follows", n)
+    q = followers(g, 1) & following(g, 1000)
+    for _ in range(3):  # the first reads fill the cache
+        assert q.page(limit=2).items == [398, 7]
+    seen: list[str] = []
+    undo = g.trace(lambda shard, sql, seconds: seen.append(sql))
+    first = q.page(limit=2)
+    rest = q.page(first.next_cursor, limit=2)
+    undo()
+    assert (first.items, rest.items, rest.next_cursor) == ([398, 7], [5], None)
+    assert len(seen) == 2, seen
+    assert all(" IN (" in sql and "LIMIT" in sql for sql in seen), seen
+    assert q.page(rest.prev_cursor, limit=2).items == [398, 7]
+    g.assoc_add(1000, "follows", 399)
+    assert q.page(limit=2).items == [399, 398]
+    g.assoc_delete(1000, "follows", 398)
+    g.assoc_archive(1000, "follows", 7)
+    assert q.page().items == [399, 5]
+    assert (followers(g, 1) & g.select(1000, "follows", states=["archived"])).page().items == [7]
+
+
 def test_bad_queries_are_refused(follows: Graph) -> None:
     g = follows
     q = following(g, 1)

@@ -4,13 +4,15 @@ Every query can do three things:
 
 * `stream(q, boundary, forward)`: its ids in id2 order (descending when
   forward) past a boundary, lazily. A term reads its list through the
-  `(id1, atype, id2)` index in chunks: one index range scan per chunk.
+  `(id1, atype, id2)` index in chunks: one index range scan per chunk; or,
+  when tier 1 holds its whole small list, from the cache (no statement).
 * `probe(q, ids)`: which of `ids` are in it: batched point lookups.
 * `upper(q)`: an upper bound on its size, from the stored counts.
 
 Plans follow from these. An intersection walks its smallest operand and
 probes the others with each chunk, so the first page of (1M followers ∩ 200
-followings) reads about 200 rows of each. A union merges its operands'
+followings) reads about 200 rows of each; warm, the 200 come from the cache
+and the page is one statement. A union merges its operands'
 streams. A difference walks its left side and probes the right. Pages stop
 pulling as soon as they have `limit + 1` ids.
 
@@ -20,14 +22,17 @@ id2)`, newest first), as `assoc_page` does, with several states merged.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from ..cache.tier1 import SMALL_LIST
 from ..core import cursor as _cursor
 from ..core.errors import InvalidRequest
 from ..core.ids import shard_of
+from ..core.merge import State
 from ..core.query import Compound, Difference, Intersect, Query, Runner, Term, Union
 from ..core.records import STATE_NAMES, Assoc, Count, Page, StateName
 from ..core.scans import EdgeScan
@@ -36,6 +41,8 @@ from .engine import Engine
 
 CHUNK = 500  # ids per index scan and per probe
 EXACT_LIMIT = 10_000  # a compound count walks at most this many ids to be exact
+_NORMAL = State.NORMAL
+_ID2S = "id2s"  # the answer tag of a whole small cached list's id2s, ascending
 
 
 class Queries:
@@ -117,22 +124,28 @@ class _Executor:
         self._engine = engine
         self._backend = engine.backend
         self._shards = engine.shards
-        self._uppers: dict[bytes, int] = {}
+        self._uppers: dict[int, int] = {}  # by id() of the query: they all outlive the run
+        self._lists: dict[int, tuple[int, int, tuple[int, ...]]] = {}  # `where`, by id() too
+        self._kinds: dict[int, AssocType] = {}  # `kind`, by id() too
 
     # -- resolving terms against the schema ----------------------------------------
 
     def kind(self, q: Term) -> AssocType:
         """The type of the list a term reads (the inverse type when incoming)."""
+        found = self._kinds.get(id(q))
+        if found is not None:
+            return found
         kind = self._engine.assoc_type(q.atype)
-        if not q.incoming:
-            return kind
-        inverse = self._engine.schema.inverse(kind)
-        if inverse is None:
-            raise InvalidRequest(
-                f"{kind.name!r} has no inverse type, so incoming edges are not stored; "
-                f"define it with inverse= or symmetric=True"
-            )
-        return inverse
+        if q.incoming:
+            inverse = self._engine.schema.inverse(kind)
+            if inverse is None:
+                raise InvalidRequest(
+                    f"{kind.name!r} has no inverse type, so incoming edges are not stored; "
+                    f"define it with inverse= or symmetric=True"
+                )
+            kind = inverse
+        self._kinds[id(q)] = kind
+        return kind
 
     def limit(self, q: Query) -> int:
         """The most ids one page returns: the smallest type limit involved."""
@@ -143,6 +156,17 @@ class _Executor:
 
     def codes(self, q: Term) -> tuple[int, ...]:
         return tuple(STATE_NAMES.index(state) for state in q.states)
+
+    def where(self, q: Term) -> tuple[int, int, tuple[int, ...]]:
+        """The term's shard, list type id and state numbers, resolved once per run."""
+        found = self._lists.get(id(q))
+        if found is None:
+            found = self._lists[id(q)] = (
+                shard_of(q.node, self._shards),
+                self.kind(q).id,
+                self.codes(q),
+            )
+        return found
 
     # -- terms -----------------------------------------------------------------------
 
@@ -164,7 +188,7 @@ class _Executor:
         self, q: Term, seek: _cursor.Seek, n: int
     ) -> list[tuple[int, int]]:
         assert q.id2s is not None
-        shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+        shard, atype, codes = self.where(q)
         rows = self._backend.edges(shard, q.node, atype, list(q.id2s))
         keys = sorted(((r.time, r.id2) for r in rows if r.state in codes), reverse=seek.forward)
         if seek.boundary is not None:
@@ -199,7 +223,7 @@ class _Executor:
         wanted = ids if q.id2s is None else [i for i in ids if i in q.id2s]
         if not wanted:
             return []
-        shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+        shard, atype, codes = self.where(q)
         return self._backend.probe_id2s(shard, q.node, atype, codes, wanted, forward, limit)
 
     # -- streams in id2 order ---------------------------------------------------------
@@ -248,7 +272,18 @@ class _Executor:
         if not isinstance(q, Term) or q.id2s is not None:
             yield from _chunks(self.stream(q, boundary, forward), CHUNK)
             return
-        shard, atype, codes = shard_of(q.node, self._shards), self.kind(q).id, self.codes(q)
+        cached = self._cached_id2s(q)
+        if cached is not None:
+            if boundary is None:
+                ordered = cached[::-1] if forward else cached
+            elif forward:
+                ordered = cached[: bisect.bisect_left(cached, boundary)][::-1]
+            else:
+                ordered = cached[bisect.bisect_right(cached, boundary) :]
+            for start in range(0, len(ordered), CHUNK):
+                yield list(ordered[start : start + CHUNK])
+            return
+        shard, atype, codes = self.where(q)
         while True:
             rows = self._backend.scan_id2(shard, q.node, atype, codes, boundary, forward, CHUNK)
             if rows:
@@ -256,6 +291,34 @@ class _Executor:
             if len(rows) < CHUNK:
                 return
             boundary = rows[-1][0]
+
+    def _cached_id2s(self, q: Term) -> tuple[int, ...] | None:
+        """The id2s of an unrestricted term on visible edges, ascending, when tier 1
+        holds its whole (small) list; None otherwise (read the shard). Kept as one of
+        the entry's answers, so a warm read is one dict lookup: a write to the list
+        drops its answers, as it does assoc_get's (read-after-write holds)."""
+        cache = self._engine.cache
+        if cache is None or q.id2s is not None or q.states != ("normal",):
+            return None
+        shard, atype, _ = self.where(q)
+        key = (q.node, atype)
+        found: tuple[int, ...] | None = cache.answer(key, _ID2S)
+        if found is not None:
+            return found
+        if self.upper(q) > min(cache.config.prefix, SMALL_LIST):  # `whole` would say None
+            return None
+
+        def load(n: int) -> list[Any]:
+            return self._backend.scan(shard, EdgeScan(q.node, atype, _NORMAL, _cursor.START, n))
+
+        with cache.listed(key, load) as entry:
+            rows = None if entry is None else entry.whole()
+            if rows is None:
+                return None
+            before = cache.answers(key)  # under the entry's lock: what `rows` came from
+        found = tuple(sorted(row[1] for row in rows))
+        cache.keep(key, before, _ID2S, found, len(found))
+        return found
 
     def _filtered(self, ids: Iterator[int], others: Sequence[Query], keep: bool) -> Iterator[int]:
         """`ids` that are in all `others` (keep) or in none of them (not keep), chunk by chunk."""
@@ -293,15 +356,16 @@ class _Executor:
 
     def upper(self, q: Query) -> int:
         """An upper bound on the size of `q`; exact for a term."""
-        cached = self._uppers.get(q.scope)
+        cached = self._uppers.get(id(q))
         if cached is not None:
             return cached
         if isinstance(q, Term):
             if q.id2s is not None:
                 bound = len(self.probe(q, list(q.id2s)))
             else:
-                counts = self._counts(q.node, self.kind(q).id)
-                bound = sum(counts[s] for s in self.codes(q))
+                _, atype, codes = self.where(q)
+                counts = self._counts(q.node, atype)
+                bound = sum(counts[s] for s in codes)
         elif isinstance(q, Intersect):
             bound = min(self.upper(p) for p in q.parts)
         elif isinstance(q, Union):
@@ -309,7 +373,7 @@ class _Executor:
         else:
             assert isinstance(q, Compound)
             bound = self.upper(q.parts[0])
-        self._uppers[q.scope] = bound
+        self._uppers[id(q)] = bound
         return bound
 
     def _counts(self, node: int, atype: int) -> list[int]:
