@@ -105,40 +105,67 @@ class Pool:
     `get` hands out an idle connection or opens one; `put` takes it back, or
     closes it when it is `broken` (after any driver error: the connection may
     be mid-transaction or dead, and a new one costs a millisecond).
+
+    The bound is a count under one lock, not a semaphore: a get and a put
+    each take the lock once (a `BoundedSemaphore` is a Python-level condition
+    and cost a microsecond of every read); a caller waits on the condition only
+    when every connection is lent, and a put wakes one waiter only then.
     """
 
     def __init__(self, connect: Callable[[], Any], size: int, wait: float) -> None:
         self._connect = connect
         self._wait = wait
-        self._slots = threading.BoundedSemaphore(size)
+        self._free = size  # connections that may still be lent (idle or not yet opened)
         self._idle: list[Any] = []
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+        self._waiting = 0
         self._closed = False
 
     def get(self) -> tuple[Any, bool]:
         """A connection, and whether it was reused (it may have gone stale)."""
         if self._closed:
             raise InvalidRequest("this graph has been closed")
-        if not self._slots.acquire(timeout=self._wait):
-            raise Unavailable(f"no free database connection within {self._wait} s")
         with self._lock:
+            if self._free == 0 and not self._wait_for_slot():
+                raise Unavailable(f"no free database connection within {self._wait} s")
+            self._free -= 1
             conn = self._idle.pop() if self._idle else None
         if conn is not None:
             return conn, True
         try:
             return self._connect(), False
         except BaseException:
-            self._slots.release()
+            self._release()
             raise
 
+    def _wait_for_slot(self) -> bool:
+        """Wait (the lock held) until a connection is given back; False on timeout."""
+        self._waiting += 1
+        try:
+            return self._freed.wait_for(lambda: self._free > 0, self._wait)
+        finally:
+            self._waiting -= 1
+
     def put(self, conn: Any, broken: bool) -> None:
+        if broken:  # closed before its slot is free: never more than `size` open
+            _close_quietly(conn)
         with self._lock:
             keep = not broken and not self._closed
             if keep:
                 self._idle.append(conn)
-        if not keep:
+            self._release_locked()
+        if not keep and not broken:  # the pool was closed meanwhile
             _close_quietly(conn)
-        self._slots.release()
+
+    def _release(self) -> None:
+        with self._lock:
+            self._release_locked()
+
+    def _release_locked(self) -> None:
+        self._free += 1
+        if self._waiting:
+            self._freed.notify()
 
     def close(self) -> None:
         with self._lock:

@@ -163,6 +163,8 @@ class PostgresBackend(SQLBackend):
         self._slow_pool = Pool(
             self._connector(MAINTENANCE_TIMEOUT), settings.pool_size, MAINTENANCE_TIMEOUT
         )
+        # The watchdog ends a statement once the server had time to cancel it itself.
+        self._deadlines = (_watchdog_deadline(timeout), _watchdog_deadline(MAINTENANCE_TIMEOUT))
 
     @classmethod
     def open(
@@ -301,16 +303,14 @@ class PostgresBackend(SQLBackend):
         """A pooled connection (`slow`: from the pool with the maintenance timeout)."""
         pool = self._slow_pool if slow else self._pool
         conn, reused = pool.get()
-        # The watchdog ends a statement once the server had time to cancel it itself.
-        limit = MAINTENANCE_TIMEOUT if slow else self.timeout
-        session = PgSession(conn, reused, limit * 1.5 + 1.0)
+        session = PgSession(conn, reused, self._deadlines[slow])
         try:
             yield session
         finally:
             pool.put(conn, broken=not _idle(conn))
 
     def _deadline(self, session: Session) -> float:
-        return session.deadline if isinstance(session, PgSession) else self.timeout * 1.5 + 1.0
+        return session.deadline if isinstance(session, PgSession) else self._deadlines[0]
 
     def _render(self, template: str, shard: int) -> str:
         schema = self._meta if shard < 0 else self._schemas[shard]
@@ -333,10 +333,12 @@ class PostgresBackend(SQLBackend):
     def _query(self, shard: int, sql: str, params: Any = (), slow: bool = False) -> list[Any]:
         """One read on a pooled connection; a stale pooled connection is replaced once."""
         # `_session`, spelled out: every uncached read comes here.
-        pool, limit = (self._slow_pool, MAINTENANCE_TIMEOUT) if slow else (self._pool, self.timeout)
+        pool, deadline = (
+            (self._slow_pool, self._deadlines[1]) if slow else (self._pool, self._deadlines[0])
+        )
         for attempt in (1, 2):
             conn, reused = pool.get()
-            session = PgSession(conn, reused, limit * 1.5 + 1.0)
+            session = PgSession(conn, reused, deadline)
             started = time.monotonic()
             try:
                 return self._run(session, shard, sql, params)
@@ -379,6 +381,11 @@ class PostgresBackend(SQLBackend):
 
 #: The column types of the tables bulk loads COPY into.
 _COPY_TYPES = {"edges": ["int8", "int4", "int8", "int2", "int8", "int8", "bytea"]}
+
+
+def _watchdog_deadline(statement_timeout: float) -> float:
+    """How long the watchdog lets a statement run: past the server's own timeout."""
+    return statement_timeout * 1.5 + 1.0
 
 
 _ROWS = 2  # ExecStatus.TUPLES_OK: the statement returned rows

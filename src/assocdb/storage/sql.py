@@ -54,6 +54,7 @@ from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
 from ..core.compress import pack, unpack
+from ..core.cursor import START as _START
 from ..core.entities import merge_entries
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable, no_graph
 from ..core.merge import (
@@ -191,6 +192,7 @@ class SQLBackend(ABC):
         self._sql: dict[tuple[str, int], str] = {}
         self._scans: dict[tuple[int, bool, bool, bool, bool, bool, bool], str] = {}
         self._probes: dict[tuple[int, int, int, bool, bool], str] = {}  # `_probe_sql`
+        self._first_pages: dict[int, str] = {}  # shard: the statement of a list's first page
         self._tables: set[tuple[int, int]] = set()  # index tables known to exist
         self._tables_lock = threading.Lock()
         d = dialect
@@ -535,6 +537,13 @@ class SQLBackend(ABC):
         # Every uncached list read comes here: the statement is looked up once
         # by its shape, and the driver's rows are returned as they are.
         id1, atype, state, seek, limit, high, low, offset = query
+        if seek == _START and high is None and low is None and not offset:
+            # A list's first page (assoc_range's usual read): its statement per shard.
+            sql = self._first_pages.get(shard)
+            if sql is None:
+                first = _scan_sql(self.dialect.row_values, False, False, False, True, False, False)
+                sql = self._first_pages[shard] = self._render(first, shard)
+            return self._query(shard, sql, [id1, atype, state, limit])
         boundary = seek.boundary
         params: list[Any] = [id1, atype, state]
         if boundary is not None:
