@@ -153,7 +153,9 @@ def test_a_shard_moves_while_a_writer_and_a_reader_run(graph: Graph) -> None:
             path, shard, "db4", move=True, remove=old[0], settle=SETTLE, progress=seen.append
         )
         wait_until(lambda: [r.backend for r in backend.map.replicas[shard]] == [old[1], "db4"])
-        time.sleep(0.3)  # some reads and writes on the new placement
+        reads, writes = running.reads, len(running.acked)
+        # some reads and writes on the new placement (a count of them, not a time)
+        wait_until(lambda: running.reads >= reads + 20 and len(running.acked) >= writes + 20)
     assert result.copied > 0
     assert seen[-1].copied == result.copied
     assert seen[-1].rows_per_second > 0
