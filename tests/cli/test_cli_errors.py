@@ -147,6 +147,16 @@ def test_a_url_assocdb_does_not_know_is_one_line(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("scheme", ["postgresql", "mysql"])
+def test_a_server_that_refuses_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    # libpq's message runs over several lines, with a hint; the error is one line.
+    monkeypatch.chdir(tmp_path)
+    message = one_error_line(run("check", f"{scheme}://nobody@127.0.0.1:1/g?journal=j.db"))
+    assert "connecting to 127.0.0.1:1" in message
+
+
 def test_check_reports_progress_and_a_ready_index_says_so(graph_dir: Path) -> None:
     checked = CliRunner().invoke(main, ["check", str(graph_dir)])
     assert checked.exit_code == 0

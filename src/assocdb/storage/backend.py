@@ -267,4 +267,10 @@ def map_driver_error(exc: Exception, where: str) -> AssocdbError:
             break
     else:
         kind = Unavailable
-    return kind(f"{where}: {type(exc).__name__}: {exc}", backend_error=type(exc).__name__)
+    return kind(f"{where}: {type(exc).__name__}: {one_line(exc)}", backend_error=type(exc).__name__)
+
+
+def one_line(exc: BaseException) -> str:
+    """A driver's message on one line (libpq's run over several, with hints), so that an
+    error reads as one line in a log or on the command line."""
+    return " ".join(str(exc).split())

@@ -31,7 +31,7 @@ from urllib.parse import unquote
 
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.extras import require
-from .backend import map_driver_error
+from .backend import map_driver_error, one_line
 from .serverurl import parse_server_url
 
 #: SQLSTATE classes (the first two characters) and what they mean for a caller.
@@ -140,7 +140,8 @@ def map_pg_error(exc: Exception, where: str) -> AssocdbError:
     kind = _CLASSES.get(state[:2]) if isinstance(state, str) else None
     if kind is None:
         return map_driver_error(exc, where)
-    return kind(f"{where}: {type(exc).__name__} ({state}): {exc}", backend_error=type(exc).__name__)
+    message = f"{where}: {type(exc).__name__} ({state}): {one_line(exc)}"
+    return kind(message, backend_error=type(exc).__name__)
 
 
 class Watchdog:
