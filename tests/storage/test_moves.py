@@ -193,8 +193,12 @@ def test_add_replica_then_drop_one(graph: Graph) -> None:
 def test_bad_requests_are_refused(graph: Graph) -> None:
     path = cluster(graph).source
     assert path is not None
+    before = Path(path).read_text()
     with pytest.raises(InvalidRequest, match="unknown backend 'db9'"):
         move_shard(path, 0, "db9", move=True)
+    with pytest.raises(InvalidRequest, match="unknown backend 'db9'"):
+        drop_replica(path, 0, "db9", settle=0)
+    assert Path(path).read_text() == before  # nothing changed
     add_backend(path, "db4")
     with pytest.raises(InvalidRequest, match="say which one moves"):
         move_shard(path, 0, "db4", move=True)

@@ -53,6 +53,7 @@ from .shardmap import RELOAD_EVERY
 from .shardmap_config import (
     MoveRecord,
     ShardMap,
+    check_backend,
     load,
     save,
     with_moves,
@@ -152,6 +153,7 @@ def drop_replica(
     smap = load(path)
     if not 0 <= shard < smap.shards:
         raise InvalidRequest(f"shard {shard} is outside shards 0-{smap.shards - 1}")
+    check_backend(smap, backend)
     if backend not in [r.backend for r in smap.replicas[shard]]:
         return False
     if any(m.shard == shard and backend in (m.target, m.source) for m in smap.moves):
@@ -183,11 +185,7 @@ def _start(
     weight: int,
 ) -> MoveRecord | None:
     """Record a new operation and add the write-only copy; None if it is done already."""
-    if target not in smap.backends:
-        known = ", ".join(smap.backends)
-        raise InvalidRequest(
-            f"unknown backend {target!r} (known: {known}); add it to the map first"
-        )
+    check_backend(smap, target)
     names = [r.backend for r in smap.replicas[shard]]
     if move and remove is None:
         others = [n for n in names if n != target]

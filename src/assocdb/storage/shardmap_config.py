@@ -295,10 +295,18 @@ def with_weight(smap: ShardMap, shards: list[int], backend: str, weight: int) ->
     )
 
 
+def check_backend(smap: ShardMap, backend: str) -> None:
+    """InvalidRequest unless the map has a backend named `backend`."""
+    if backend not in smap.backends:
+        known = ", ".join(smap.backends)
+        raise InvalidRequest(
+            f"unknown backend {backend!r} (known: {known}); add it to the map first"
+        )
+
+
 def with_replica(smap: ShardMap, shard: int, backend: str, weight: int) -> ShardMap:
     """The map with a replica of `shard` added on `backend` (last: never the primary)."""
-    if backend not in smap.backends:
-        raise InvalidRequest(f"unknown backend {backend!r} (known: {', '.join(smap.backends)})")
+    check_backend(smap, backend)
     if backend in [r.backend for r in smap.replicas[shard]]:
         raise InvalidRequest(f"backend {backend!r} already holds a replica of shard {shard}")
     return with_replicas(smap, {shard: (*smap.replicas[shard], Replica(backend, weight))})
@@ -351,8 +359,7 @@ def with_replicas(smap: ShardMap, changed: Mapping[int, tuple[Replica, ...]]) ->
 
 def with_down(smap: ShardMap, backend: str, down: bool) -> ShardMap:
     """The map with `backend` drained (`down=True`) or back in service."""
-    if backend not in smap.backends:
-        raise InvalidRequest(f"unknown backend {backend!r} (known: {', '.join(smap.backends)})")
+    check_backend(smap, backend)
     data = smap.as_dict()
     data["backends"][backend]["down"] = down
     return from_dict(data, "changed shard map", smap.base)
