@@ -217,5 +217,10 @@ def test_a_named_load_stopped_by_a_bad_edge_goes_on_from_it(open_graph: OpenGrap
     assert graph.bulk_load([*edges, (11, "likes", 12)], name="part") == 11
     assert graph.engine.journal.loads() == []
     assert len(all_edges(graph)) == 11
-    with pytest.raises(InvalidRequest, match="name"):
-        graph.bulk_load(edges, name="")
+    for bad in ("", "\udcff", "x" * 5000, 42):
+        with pytest.raises(InvalidRequest, match="name"):
+            graph.bulk_load(edges, name=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequest, match="first"):
+        graph._writes.bulk_load(edges, name="part", first=-1)
+    assert len(all_edges(graph)) == 11  # nothing changed
+    assert graph.engine.journal.loads() == []

@@ -20,6 +20,7 @@ from .engine import Engine
 
 BULK_BATCH = 400_000  # rows per round of shard transactions
 BULK_PARALLEL = 10_000  # edges read before a load starts worker processes
+MAX_LOAD_NAME = 4096  # characters (`assocdb import` names a load by its file's path)
 
 
 class AssocWrites:
@@ -138,14 +139,7 @@ class AssocWrites:
         per request): `first` is the position of this part's first edge in the whole
         load, and the load is finished (its record deleted) after the `last` part."""
         workers = os.cpu_count() or 1 if workers is None else workers
-        if type(workers) is not int or workers < 1:
-            raise InvalidRequest(f"workers must be a positive integer, got {workers!r}")
-        if not isinstance(edges, Iterable) or isinstance(edges, (str, bytes, Mapping)):
-            raise InvalidRequest(
-                f"edges must be an iterable of (id1, atype, id2[, time[, data]]), got {edges!r:.80}"
-            )
-        if name is not None and (not isinstance(name, str) or not name):
-            raise InvalidRequest(f"a load's name must be a non-empty string, got {name!r}")
+        _check_load(edges, workers, name, first)
         journal, backend = self._engine.journal, self._engine.backend
         ua, stored = self._engine.clock.now(), first
         if name is not None:  # resume: the same updated_at, past the edges stored
@@ -207,6 +201,34 @@ def _calling_at(
         call()
         yield edge
         yield from source
+
+
+def _check_load(edges: object, workers: object, name: object, first: object) -> None:
+    """InvalidRequest for bulk_load arguments it cannot take (before anything is written)."""
+    if type(workers) is not int or workers < 1:
+        raise InvalidRequest(f"workers must be a positive integer, got {workers!r}")
+    if not isinstance(edges, Iterable) or isinstance(edges, (str, bytes, Mapping)):
+        raise InvalidRequest(
+            f"edges must be an iterable of (id1, atype, id2[, time[, data]]), got {edges!r:.80}"
+        )
+    if name is not None:
+        _check_load_name(name)
+    if type(first) is not int or first < 0:
+        raise InvalidRequest(f"first must be an edge position of 0 or more, got {first!r}")
+
+
+def _check_load_name(name: object) -> None:
+    """InvalidRequest unless `name` can name a load in the journal."""
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_LOAD_NAME:
+        raise InvalidRequest(
+            f"a load's name must be a string of 1 to {MAX_LOAD_NAME} characters, got {name!r:.80}"
+        )
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        raise InvalidRequest(
+            f"a load's name must be valid Unicode text, got {name!r:.80}"
+        ) from None
 
 
 def _stopped(exc: AssocdbError, stored: int) -> AssocdbError:
