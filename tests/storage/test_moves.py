@@ -33,8 +33,8 @@ from tests.storage.test_shardmap import (  # noqa: F401 (make_map is a fixture)
     cluster,
     make_map,
     open_cluster,
-    wait_until,
 )
+from tests.support.helpers import wait_until
 
 SETTLE = 1.5  # > the graph's map reload interval (1 s)
 ROOT = Path(__file__).resolve().parents[2]
@@ -238,7 +238,7 @@ def test_a_mover_killed_at_random_points_resumes_and_loses_nothing(graph: Graph)
             try:
                 if attempt == 0:
                     # A safety net only: a busy machine is slow, the condition decides.
-                    wait_until(partial(copying_or_exited, mover, path), timeout=300)
+                    wait_until(partial(copying_or_exited, mover, path), patience=300)
                     assert mover.poll() in (None, 0), log_path.read_text(errors="replace")
                 else:
                     with contextlib.suppress(subprocess.TimeoutExpired):

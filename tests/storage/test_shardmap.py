@@ -29,6 +29,7 @@ from assocdb.storage.shardmap import ShardMapBackend
 from assocdb.storage.shardmap_config import from_dict, load, save, with_down, with_weight
 from assocdb.writes.applier import RetryPolicy
 from tests.support import stores
+from tests.support.helpers import wait_until
 from tests.support.model import Model
 from tests.support.shardmaps import MEMBERS, write_map
 from tests.support.stores import require
@@ -120,13 +121,6 @@ def assert_replicas_converged(backend: ShardMapBackend) -> None:
             assert member.recount(shard, False) == []
             held.append(member.export_edges(shard, None, 1_000_000))
         assert all(rows == held[0] for rows in held), f"shard {shard} replicas differ"
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def up(backend: ShardMapBackend, name: str) -> bool:
