@@ -18,6 +18,7 @@ from assocdb.core.merge import EdgeTuple, State, merge_edges
 from assocdb.storage.pgconn import map_pg_error, parse_url
 from assocdb.storage.postgres import PostgresBackend
 from assocdb.storage.registry import open_backend
+from tests.support.http_server import free_port
 from tests.support.stores import Stores, postgres_url
 
 psycopg = pytest.importorskip("psycopg")
@@ -74,6 +75,22 @@ def test_a_server_that_does_not_answer_is_unavailable_quickly() -> None:
     with pytest.raises(Unavailable, match=r"connecting to 127\.0\.0\.1:1"):
         PostgresBackend.open("postgresql://postgres@127.0.0.1:1/g")
     assert time.monotonic() - started < 3
+
+
+def test_a_refused_connection_is_the_servers_own_error_at_once() -> None:
+    """No server on the port: every read fails at once with libpq's own message, not
+    after a wait on the pool (whose worker keeps a failed connect to itself), both
+    before any connection and after a refusal. The pool's wait is 30 s here."""
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/g?query_timeout=30"
+    backend = PostgresBackend(parse_url(url), 1)
+    try:
+        for _ in range(3):
+            started = time.monotonic()
+            with pytest.raises(Unavailable, match=r"connecting to .*Connection refused"):
+                backend.counts(0, 1, 1)
+            assert time.monotonic() - started < 1.0
+    finally:
+        backend.close()
 
 
 # -- against the server ---------------------------------------------------------------

@@ -87,6 +87,10 @@ class PrivatePostgres:
                 children.append(int(stat.parent.name))
         return [postmaster, *children]
 
+    def running(self) -> bool:
+        """Whether any of the server's processes still runs."""
+        return any(_alive(pid) for pid in self.pids())
+
     def signal(self, number: int) -> None:
         for pid in self.pids():
             with contextlib.suppress(ProcessLookupError):

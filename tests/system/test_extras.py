@@ -23,7 +23,7 @@ EXTRAS = {
     "client": ["httpx", "httpcore"],
     "redis": ["redis", "hiredis"],
     "mysql": ["pymysql", "MySQLdb"],
-    "postgres": ["psycopg", "psycopg_binary"],
+    "postgres": ["psycopg", "psycopg_binary", "psycopg_pool"],
 }
 EVERY_EXTRA = sorted(module for modules in EXTRAS.values() for module in modules)
 

@@ -112,3 +112,31 @@ def test_a_stopped_then_killed_server_under_load_loses_nothing(
     finally:
         graph.close()
         PostgresBackend.drop(url)
+
+
+@pytest.mark.slow
+def test_a_killed_server_is_reported_at_once_and_its_return_is_used(
+    server: PrivatePostgres,
+) -> None:
+    """The pooled connections die with the server: the next read tries one, is
+    refused a new one at once (the server's own error, not a wait on the pool: its
+    wait is 30 s here), and once the server is back the pool serves again."""
+    name = f"t{uuid.uuid4().hex[:12]}_refused"
+    url = f"postgresql://postgres@127.0.0.1:{PRIVATE_PORT}/{name}?query_timeout=30"
+    backend = PostgresBackend.open(url, 1)
+    try:
+        backend.apply(0, [(1, 1, 2, 0, 3, 4, None)], ())
+        assert backend.counts(0, 1, 1) == {0: 1}  # the pool holds a connection
+        server.signal(SIGKILL)
+        wait_until(lambda: not server.running())
+        for _ in range(2):
+            started = time.monotonic()
+            with pytest.raises(Unavailable, match="Connection refused"):
+                backend.counts(0, 1, 1)
+            assert time.monotonic() - started < 1.0
+        server.start()  # crash recovery
+        assert backend.counts(0, 1, 1) == {0: 1}
+        assert backend.counts(0, 1, 1) == {0: 1}  # and from the pool again
+    finally:
+        backend.close()
+        PostgresBackend.drop(url)

@@ -7,7 +7,7 @@ else. What only some users need comes as an extra of the package:
     client       httpx                                   `assocdb.Client`
     mysql        PyMySQL                                 mysql:// graphs (pure Python)
     mysqlclient  mysqlclient                             the C driver, preferred when built
-    postgres     psycopg[binary]                         postgresql:// graphs
+    postgres     psycopg[binary], psycopg-pool           postgresql:// graphs
     redis        redis[hiredis]                          the Redis cache tier
     thrift       thriftpy2                               `assocdb serve-thrift`, flock/
 

@@ -102,27 +102,32 @@ def parse_url(url: str, **overrides: Any) -> Settings:
     )
 
 
-def connect(settings: Settings, statement_timeout: float) -> Any:
-    """A new autocommit connection with the timeouts set; errors mapped."""
-    psycopg = driver()
+def connect_kwargs(settings: Settings, statement_timeout: float) -> dict[str, Any]:
+    """Keyword arguments of `psycopg.connect()`: autocommit, and the server's timeouts."""
     ms = max(1, int(statement_timeout * 1000))
     options = (
         f"-c statement_timeout={ms} -c lock_timeout={max(1, ms // 2)} "
         # A client that vanished mid-transaction must not hold its locks for ever.
         f"-c idle_in_transaction_session_timeout={max(60_000, 2 * ms)}"
     )
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "user": settings.user,
+        "password": settings.password or None,
+        "dbname": settings.database,
+        "connect_timeout": max(1, round(settings.connect_timeout)),
+        "options": options,
+        "autocommit": True,
+        "application_name": "assocdb",
+    }
+
+
+def connect(settings: Settings, statement_timeout: float) -> Any:
+    """A new autocommit connection with the timeouts set; errors mapped."""
+    psycopg = driver()
     try:
-        return psycopg.connect(
-            host=settings.host,
-            port=settings.port,
-            user=settings.user,
-            password=settings.password or None,
-            dbname=settings.database,
-            connect_timeout=max(1, round(settings.connect_timeout)),
-            options=options,
-            autocommit=True,
-            application_name="assocdb",
-        )
+        return psycopg.connect(**connect_kwargs(settings, statement_timeout))
     except Exception as exc:
         raise map_pg_error(exc, f"connecting to {settings.host}:{settings.port}") from exc
 

@@ -27,12 +27,11 @@ a count row changed after its snapshot makes its repair fail and rerun.
 Bulk loads write the edges no list held before with binary `COPY` and the
 rest with upserts (`_bulk_store`).
 
-Connections come from one bounded pool per server (`mysqlpool.Pool`, which
-knows nothing of MySQL), a second one with the long maintenance timeout for
-bulk loads, scans of whole shards and DDL; a pooled connection the server
-closed meanwhile is replaced once. psycopg_pool is not used: its `getconn`
-waits out its timeout on a server that refuses connections, where this pool
-fails at once with the server's own error.
+Connections come from one bounded pool per server (`pgpool.Pool`, on
+psycopg_pool), a second one with the long maintenance timeout for bulk loads,
+scans of whole shards and DDL; a pooled connection the server closed meanwhile
+is replaced once, and a server that refuses connections answers with its own
+error at once (see `pgpool`).
 """
 
 from __future__ import annotations
@@ -46,8 +45,8 @@ from urllib.parse import quote
 
 from ..core.errors import AssocdbError, Unavailable
 from ..core.merge import EdgeTuple
-from .mysqlpool import Pool
-from .pgconn import WATCHDOG, Settings, connect, driver, map_pg_error, parse_url, sqlstate_of
+from .pgconn import WATCHDOG, Settings, driver, map_pg_error, parse_url, sqlstate_of
+from .pgpool import Pool
 from .sql import EDGE_COLUMNS, Session, SQLBackend, open_on_server
 
 log = logging.getLogger("assocdb.postgres")
@@ -137,12 +136,14 @@ class PostgresDialect:
 
 
 class PgSession(Session):
-    """A session and how long one statement on it may take before the watchdog ends it."""
+    """A session, the pool it came from, and how long one statement on it may take
+    before the watchdog ends it."""
 
-    __slots__ = ("deadline",)
+    __slots__ = ("deadline", "pool")
 
-    def __init__(self, conn: Any, reused: bool, deadline: float) -> None:
+    def __init__(self, conn: Any, reused: bool, pool: Pool, deadline: float) -> None:
         super().__init__(conn, reused)
+        self.pool = pool
         self.deadline = deadline
 
 
@@ -159,10 +160,9 @@ class PostgresBackend(SQLBackend):
         self._meta = f'"{settings.name}_meta"'
         # As on MySQL: a caller waits for a free connection as long as for a statement.
         timeout = settings.query_timeout
-        self._pool = Pool(self._connector(timeout), settings.pool_size, timeout)
-        self._slow_pool = Pool(
-            self._connector(MAINTENANCE_TIMEOUT), settings.pool_size, MAINTENANCE_TIMEOUT
-        )
+        size = settings.pool_size
+        self._pool = Pool(settings, timeout, size, timeout, _setup)
+        self._slow_pool = Pool(settings, MAINTENANCE_TIMEOUT, size, MAINTENANCE_TIMEOUT, _setup)
         # The watchdog ends a statement once the server had time to cancel it itself.
         self._deadlines = (_watchdog_deadline(timeout), _watchdog_deadline(MAINTENANCE_TIMEOUT))
 
@@ -288,26 +288,25 @@ class PostgresBackend(SQLBackend):
 
     # -- connections ------------------------------------------------------------------------
 
-    def _connector(self, statement_timeout: float) -> Any:
-        def connected() -> Any:
-            conn = connect(self.settings, statement_timeout)
-            # One cursor per connection, for every statement: a new cursor per
-            # read (and its column descriptions) costs a fifth of a point read.
-            conn.assocdb_cursor = conn.cursor()
-            return conn
-
-        return connected
-
     @contextmanager
     def _session(self, slow: bool = False) -> Iterator[Session]:
         """A pooled connection (`slow`: from the pool with the maintenance timeout)."""
         pool = self._slow_pool if slow else self._pool
         conn, reused = pool.get()
-        session = PgSession(conn, reused, self._deadlines[slow])
+        session = PgSession(conn, reused, pool, self._deadlines[slow])
         try:
             yield session
         finally:
             pool.put(conn, broken=not _idle(conn))
+
+    def _stale(self, exc: AssocdbError, session: Session, started: float) -> bool:
+        """As `SQLBackend._stale`; and then the session's pool replaces its idle
+        connections, which the server has most likely closed too (a restart), so the
+        statement's second run is on a new one."""
+        stale = super()._stale(exc, session, started)
+        if stale and isinstance(session, PgSession):
+            session.pool.renew()
+        return stale
 
     def _deadline(self, session: Session) -> float:
         return session.deadline if isinstance(session, PgSession) else self._deadlines[0]
@@ -338,7 +337,7 @@ class PostgresBackend(SQLBackend):
         )
         for attempt in (1, 2):
             conn, reused = pool.get()
-            session = PgSession(conn, reused, deadline)
+            session = PgSession(conn, reused, pool, deadline)
             started = time.monotonic()
             try:
                 return self._run(session, shard, sql, params)
@@ -381,6 +380,12 @@ class PostgresBackend(SQLBackend):
 
 #: The column types of the tables bulk loads COPY into.
 _COPY_TYPES = {"edges": ["int8", "int4", "int8", "int2", "int8", "int8", "bytea"]}
+
+
+def _setup(conn: Any) -> None:
+    """Ready a new connection: one cursor for every statement on it (a new cursor per
+    read, and its column descriptions, costs a fifth of a point read)."""
+    conn.assocdb_cursor = conn.cursor()
 
 
 def _watchdog_deadline(statement_timeout: float) -> float:

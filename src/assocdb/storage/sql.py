@@ -160,8 +160,8 @@ class Dialect(Protocol):
 
 class Session:
     """A connection in use. `broken`: a driver error may have left it unusable (a pool
-    closes it rather than lend it again); `reused`: a pool lent it before (the server
-    may have closed it meanwhile)."""
+    closes it rather than lend it again); `reused`: it sat idle in a pool before (the
+    server may have closed it meanwhile)."""
 
     __slots__ = ("broken", "conn", "reused")
 
