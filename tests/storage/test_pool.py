@@ -1,4 +1,4 @@
-"""The bounded connection pool both server engines use (`mysqlpool.Pool`), on plain
+"""The bounded connection pool of the MySQL engine (`mysqlpool.Pool`), on plain
 objects standing for connections: its bound, its waits, and what it closes."""
 
 from __future__ import annotations

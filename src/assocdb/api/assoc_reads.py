@@ -116,10 +116,12 @@ class AssocReads:
         if type(pos) is not int or not 0 <= pos <= 2**62:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
         limit = _limit(limit, kind)
-        cached = self._columns_from_cache(id1, kind, pos, limit)
-        if cached is not None:
-            return cached
-        scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, offset=pos)
+        if self._cache is not None:
+            cached = self._columns_from_cache(id1, kind, pos, limit)
+            if cached is not None:
+                return cached
+        # Positional: a NamedTuple built with a keyword costs a tenth of a µs more.
+        scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, None, None, pos)
         return normal_assocs(id1, kind.name, self.scan(id1, scan))
 
     def assoc_time_range(

@@ -5,10 +5,11 @@ open (`pool_size`), opens one in its worker thread when a caller finds none
 idle, and replaces one that comes back closed. `Pool` lends them as the engine
 wants them, and adds two things:
 
-* Whether a connection may have sat idle (`reused`: every one from the pool,
-  which also opens them ahead of need): the server may have closed it
-  meanwhile, and the engine then runs its statement once more on another
-  (`sql.SQLBackend._stale`). Only a direct connection (below) is new for sure.
+* Whether a connection is pooled (`setup(conn, pooled)`): one from the pool,
+  which also opens them ahead of need, may have sat idle and been closed by
+  the server meanwhile, and the engine then runs its statement once more on
+  another (`sql.SQLBackend._stale`). Only a direct connection (below) is new
+  for sure.
 * The server's own error, at once, when it refuses connections. The pool's
   worker keeps a failed connect to itself (it logs it and tries again), and a
   caller waiting on the pool learns only that its wait ran out. So a caller
@@ -38,9 +39,9 @@ from .pgconn import Settings, connect, connect_kwargs, driver
 
 
 class Pool:
-    """At most `size` pooled connections to the server `settings` names, each made by
-    `connect` with `statement_timeout` and then given to `setup`; a caller waits up
-    to `wait` seconds for one."""
+    """At most `size` pooled connections to the server `settings` names, each made with
+    `statement_timeout` and then given to `setup` (with whether it is pooled: else
+    direct); a caller waits up to `wait` seconds for one."""
 
     def __init__(
         self,
@@ -48,7 +49,7 @@ class Pool:
         statement_timeout: float,
         size: int,
         wait: float,
-        setup: Callable[[Any], None],
+        setup: Callable[[Any, bool], None],
     ) -> None:
         driver()  # first: without the extra, MissingExtra names the driver
         pools = require("psycopg_pool", "postgres", "a postgresql:// graph")
@@ -76,20 +77,20 @@ class Pool:
 
     def _configure(self, conn: Any) -> None:
         """A new pooled connection (in the pool's worker)."""
-        self._setup(conn)
+        self._setup(conn, True)
         conn.assocdb_pooled = True
 
-    def get(self) -> tuple[Any, bool]:
-        """A connection, and whether it may have sat idle (and gone stale)."""
+    def get(self) -> Any:
+        """A connection (one from the pool may have sat idle, and gone stale)."""
         if self._direct and self._directs.acquire(blocking=False):
-            return self._connect_directly(), False
+            return self._connect_directly()
         try:
             conn = self._pool.getconn(self._wait)
         except self._timeout:
-            return self._after_waiting(), False
+            return self._after_waiting()
         except self._pool_closed:
             raise InvalidRequest("this graph has been closed") from None
-        return conn, True
+        return conn
 
     def _after_waiting(self) -> Any:
         """A direct connection when the pool could have opened one more but did not
@@ -107,7 +108,7 @@ class Pool:
             if self._closed:
                 raise InvalidRequest("this graph has been closed")
             conn = connect(self._settings, self._statement_timeout)
-            self._setup(conn)
+            self._setup(conn, False)
         except BaseException:
             self._direct = True
             self._directs.release()
@@ -116,13 +117,12 @@ class Pool:
         self._direct = False
         return conn
 
-    def put(self, conn: Any, broken: bool) -> None:
-        """Take back a lent connection; a `broken` one is closed (the pool opens
-        another when one is next wanted)."""
+    def put(self, conn: Any) -> None:
+        """Take back a lent connection. The pool lends it again if it is open and idle,
+        rolls back a transaction left open (closing it if that fails), and replaces a
+        closed one (in the background)."""
         if conn.assocdb_pooled:
-            if broken:
-                _close_quietly(conn)
-            self._pool.putconn(conn)  # closed: the pool forgets it and opens another
+            self._pool.putconn(conn)
         else:
             _close_quietly(conn)
             self._directs.release()

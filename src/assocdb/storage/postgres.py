@@ -136,13 +136,17 @@ class PostgresDialect:
 
 
 class PgSession(Session):
-    """A session, the pool it came from, and how long one statement on it may take
+    """The session of one connection, made with it and lent with it (one object less
+    per read): the pool it came from, and how long one statement on it may take
     before the watchdog ends it."""
 
     __slots__ = ("deadline", "pool")
 
     def __init__(self, conn: Any, reused: bool, pool: Pool, deadline: float) -> None:
-        super().__init__(conn, reused)
+        # Session's fields set here, not by super().__init__: one call less on every read.
+        self.conn = conn
+        self.broken = False
+        self.reused = reused
         self.pool = pool
         self.deadline = deadline
 
@@ -160,11 +164,17 @@ class PostgresBackend(SQLBackend):
         self._meta = f'"{settings.name}_meta"'
         # As on MySQL: a caller waits for a free connection as long as for a statement.
         timeout = settings.query_timeout
-        size = settings.pool_size
-        self._pool = Pool(settings, timeout, size, timeout, _setup)
-        self._slow_pool = Pool(settings, MAINTENANCE_TIMEOUT, size, MAINTENANCE_TIMEOUT, _setup)
         # The watchdog ends a statement once the server had time to cancel it itself.
         self._deadlines = (_watchdog_deadline(timeout), _watchdog_deadline(MAINTENANCE_TIMEOUT))
+        size = settings.pool_size
+        self._pool = Pool(settings, timeout, size, timeout, lambda c, p: self._ready(c, p, False))
+        self._slow_pool = Pool(
+            settings,
+            MAINTENANCE_TIMEOUT,
+            size,
+            MAINTENANCE_TIMEOUT,
+            lambda c, p: self._ready(c, p, True),
+        )
 
     @classmethod
     def open(
@@ -273,7 +283,7 @@ class PostgresBackend(SQLBackend):
         )
         start = time.perf_counter()
         conn = session.conn
-        WATCHDOG.watch(conn, self._deadline(session))
+        WATCHDOG.watch(conn, session.deadline)  # type: ignore[attr-defined]  # a PgSession
         try:
             with conn.cursor() as cursor, cursor.copy(sql) as copy:
                 copy.set_types(_COPY_TYPES[table])
@@ -288,16 +298,26 @@ class PostgresBackend(SQLBackend):
 
     # -- connections ------------------------------------------------------------------------
 
+    def _ready(self, conn: Any, pooled: bool, slow: bool) -> None:
+        """Ready a new connection of the pool (`slow`: the maintenance one): one cursor
+        for every statement on it (a new cursor per read, and its column descriptions,
+        cost a fifth of a point read), and its session. One from the pool may have sat
+        idle (`reused`); a direct one (`pgpool`) is new."""
+        conn.assocdb_cursor = conn.cursor()
+        pool = self._slow_pool if slow else self._pool
+        conn.assocdb_session = PgSession(conn, pooled, pool, self._deadlines[slow])
+
     @contextmanager
     def _session(self, slow: bool = False) -> Iterator[Session]:
         """A pooled connection (`slow`: from the pool with the maintenance timeout)."""
         pool = self._slow_pool if slow else self._pool
-        conn, reused = pool.get()
-        session = PgSession(conn, reused, pool, self._deadlines[slow])
+        conn = pool.get()
+        session = conn.assocdb_session
+        session.broken = False
         try:
             yield session
         finally:
-            pool.put(conn, broken=not _idle(conn))
+            pool.put(conn)
 
     def _stale(self, exc: AssocdbError, session: Session, started: float) -> bool:
         """As `SQLBackend._stale`; and then the session's pool replaces its idle
@@ -308,16 +328,13 @@ class PostgresBackend(SQLBackend):
             session.pool.renew()
         return stale
 
-    def _deadline(self, session: Session) -> float:
-        return session.deadline if isinstance(session, PgSession) else self._deadlines[0]
-
     def _render(self, template: str, shard: int) -> str:
         schema = self._meta if shard < 0 else self._schemas[shard]
         return template.replace("{s}", schema).replace("?", "%s")
 
     def _execute(self, session: Session, sql: str, params: Any, many: bool) -> list[Any]:
         conn = session.conn
-        WATCHDOG.watch(conn, self._deadline(session))
+        WATCHDOG.watch(conn, session.deadline)  # type: ignore[attr-defined]  # a PgSession
         cursor = conn.assocdb_cursor
         try:
             if many:
@@ -332,12 +349,11 @@ class PostgresBackend(SQLBackend):
     def _query(self, shard: int, sql: str, params: Any = (), slow: bool = False) -> list[Any]:
         """One read on a pooled connection; a stale pooled connection is replaced once."""
         # `_session`, spelled out: every uncached read comes here.
-        pool, deadline = (
-            (self._slow_pool, self._deadlines[1]) if slow else (self._pool, self._deadlines[0])
-        )
+        pool = self._slow_pool if slow else self._pool
         for attempt in (1, 2):
-            conn, reused = pool.get()
-            session = PgSession(conn, reused, pool, deadline)
+            conn = pool.get()
+            session = conn.assocdb_session
+            session.broken = False
             started = time.monotonic()
             try:
                 return self._run(session, shard, sql, params)
@@ -345,7 +361,7 @@ class PostgresBackend(SQLBackend):
                 if attempt == 2 or not self._stale(exc, session, started):
                     raise
             finally:
-                pool.put(conn, broken=not _idle(conn))
+                pool.put(conn)
         raise AssertionError("unreachable")
 
     def _writing(self, shard: int, slow: bool) -> AbstractContextManager[Session]:
@@ -382,20 +398,9 @@ class PostgresBackend(SQLBackend):
 _COPY_TYPES = {"edges": ["int8", "int4", "int8", "int2", "int8", "int8", "bytea"]}
 
 
-def _setup(conn: Any) -> None:
-    """Ready a new connection: one cursor for every statement on it (a new cursor per
-    read, and its column descriptions, costs a fifth of a point read)."""
-    conn.assocdb_cursor = conn.cursor()
-
-
 def _watchdog_deadline(statement_timeout: float) -> float:
     """How long the watchdog lets a statement run: past the server's own timeout."""
     return statement_timeout * 1.5 + 1.0
 
 
 _ROWS = 2  # ExecStatus.TUPLES_OK: the statement returned rows
-
-
-def _idle(conn: Any) -> bool:
-    """Whether `conn` can be lent again: open and outside any transaction."""
-    return not conn.closed and conn.pgconn.transaction_status == 0  # TransactionStatus.IDLE

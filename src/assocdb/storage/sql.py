@@ -262,7 +262,9 @@ class SQLBackend(ABC):
         except self.driver_errors as exc:
             session.broken = True
             raise self._map_error(exc, f"shard {shard}") from exc
-        self._report(shard, sql, time.perf_counter() - start, many)
+        seconds = time.perf_counter() - start
+        if self.tracers or seconds > SLOW_SECONDS:  # (a call less on every read)
+            self._report(shard, sql, seconds, many)
         return rows
 
     def _map_error(self, exc: Exception, where: str) -> AssocdbError:
