@@ -134,8 +134,9 @@ class AssocReads:
         cache = self._cache
         if cache is None or not all(type(arg) in _SCALARS for arg in args):
             return _encoded(method(id1, atype, *args), encode)
+        id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
-        key, tag = (check_id(id1, "id1"), kind.id), (encode, read, *args)
+        key, tag = (id1, kind.id), (encode, read, *args)
         kept: tuple[bytes, int] | None = cache.answer(key, tag)
         if kept is not None and args[-1] <= kind.limit:
             return kept
