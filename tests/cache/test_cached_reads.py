@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import assocdb
@@ -27,6 +28,7 @@ NO_REDIS = pytest.mark.skipif(not REDIS, reason="no ASSOCDB_TEST_REDIS_URL")
 TIERS = [pytest.param(None, id="tier1"), pytest.param(REDIS, id="redis", marks=NO_REDIS)]
 
 Read = Callable[[Graph], object]
+encode = msgspec.json.encode
 
 
 @pytest.fixture(params=TIERS)
@@ -63,6 +65,14 @@ def reads(plain: Graph, uid: int) -> dict[str, Read]:
         "range": lambda g: g.assoc_range(1, "follows", limit=10),
         "range deeper": lambda g: g.assoc_range(1, "follows", pos=5, limit=20),
         "range of the inverse": lambda g: g.assoc_range(105, "followed_by", limit=5),
+        # the server's reads: answers kept encoded beside the records
+        "range, encoded": lambda g: g._reads.encoded("assoc_range", encode, 1, "follows", 0, 10),
+        "range deeper, encoded": lambda g: g._reads.encoded(
+            "assoc_range", encode, 1, "follows", 5, 20
+        ),
+        "first page, encoded": lambda g: g._reads.encoded(
+            "assoc_page", encode, 1, "follows", None, 7
+        ),
         "empty range": lambda g: g.assoc_range(999, "follows", limit=10),
         "first page": lambda g: g.assoc_page(1, "follows", limit=7),
         "time range": lambda g: g.assoc_time_range(1, "follows", 20, 10),
@@ -74,6 +84,9 @@ def reads(plain: Graph, uid: int) -> dict[str, Read]:
     if first.next_cursor is not None:
         cursor = first.next_cursor
         reads["next page"] = lambda g: g.assoc_page(1, "follows", cursor, limit=7)
+        reads["next page, encoded"] = lambda g: g._reads.encoded(
+            "assoc_page", encode, 1, "follows", cursor, 7
+        )
     for state in ("normal", "negative", "archived", "removed"):
         reads[f"count {state}"] = lambda g, s=state: g.assoc_count(1, "follows", s)  # type: ignore[misc]
     return reads

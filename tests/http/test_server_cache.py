@@ -219,6 +219,45 @@ def test_a_batch_answers_what_single_requests_answer(tmp_path: Path) -> None:
         server.stop()
 
 
+def test_a_kept_encoded_answer_gives_way_to_a_write(tmp_path: Path) -> None:
+    """assoc_range's and assoc_page's answers are kept encoded after their second read; a
+    write to the list through the server (or the inverse of a write to another list)
+    drops them."""
+    directory = tmp_path / "graph"
+    make_graph(directory)
+    server = Server(directory, True, "--workers", "1")
+    headers = {"authorization": f"Bearer {ADMIN}"}
+
+    def ranged(id1: int, atype: str) -> list[int]:
+        """The list through assoc_range and assoc_page, singly and in a batch (all equal)."""
+        args = {"id1": id1, "atype": atype, "limit": 5}
+        reads = [{"method": "assoc_range", "args": args}, {"method": "assoc_page", "args": args}]
+        batch = httpx.post(f"{server.url}/v1/batch", json={"requests": reads}, headers=headers)
+        answers = [
+            httpx.post(f"{server.url}/v1/{name}", json=args, headers=headers).json()
+            for name in ("assoc_range", "assoc_page")
+        ]
+        assert batch.json()["results"] == answers
+        found = [a["id2"] for a in answers[0]["result"]]
+        assert [a["id2"] for a in answers[1]["result"]["items"]] == found
+        return found
+
+    try:
+        with Client(server.url, token=ADMIN) as c:
+            c.assoc_add(1, "follows", 2, time=2)
+            for _ in range(3):  # filled, then kept, then answered from what was kept
+                assert ranged(1, "follows") == [2]
+                assert ranged(9, "followed_by") == []
+            c.assoc_add(1, "follows", 3, time=3)
+            assert ranged(1, "follows") == [3, 2]
+            c.assoc_add(1, "follows", 9, time=9)  # its inverse is in 9's list
+            assert ranged(9, "followed_by") == [1]
+            c.assoc_delete(1, "follows", 3)
+            assert ranged(1, "follows") == [9, 2]
+    finally:
+        server.stop()
+
+
 def test_a_batch_counts_its_reads_per_kind(tmp_path: Path) -> None:
     directory = tmp_path / "graph"
     make_graph(directory)

@@ -21,6 +21,7 @@ from .engine import Engine
 # A plain int, not the IntEnum member: a driver adapts an int subclass on a slower
 # path (psycopg: about 6 µs of a 60 µs uncached read).
 _NORMAL = int(State.NORMAL)
+_SCALARS = (int, str, type(None))  # arguments a kept answer's tag may hold
 _INDEX = "index"  # the answer tag of a whole small list by id2 (assoc_get)
 
 
@@ -123,6 +124,28 @@ class AssocReads:
         # Positional: a NamedTuple built with a keyword costs a tenth of a µs more.
         scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, None, None, pos)
         return normal_assocs(id1, kind.name, self.scan(id1, scan))
+
+    def encoded(
+        self, read: str, encode: Callable[[Any], bytes], id1: int, atype: str, *args: Any
+    ) -> tuple[bytes, int]:
+        """`encode(read(id1, atype, *args))` and how many records it holds, for a server
+        (`read`: "assoc_range" or "assoc_page"; `args` end with the limit). Kept with the
+        list's cached answers, so a hit encodes nothing, and dropped with them by any
+        write to the list: read-after-write holds as it does for the records."""
+        method = getattr(self, read)
+        cache = self._cache
+        if cache is None or not all(type(arg) in _SCALARS for arg in args):
+            return _encoded(method(id1, atype, *args), encode)
+        id1 = check_id(id1, "id1")
+        kind = self._engine.assoc_type(atype)
+        key, tag = (id1, kind.id), (encode, read, *args)
+        kept: tuple[bytes, int] | None = cache.answer(key, tag)
+        if kept is not None and args[-1] <= kind.limit:
+            return kept
+        before = cache.answers(key)  # None before the list's first read: kept from the next
+        kept = _encoded(method(id1, atype, *args), encode)
+        cache.keep(key, before, tag, kept, kept[1], len(kept[0]))
+        return kept
 
     def assoc_time_range(
         self, id1: int, atype: str, high: int, low: int, limit: int = 50
@@ -323,6 +346,12 @@ def _data(raw: bytes | None) -> Any:
 def _token(cursor: object) -> bool:
     """Whether a cursor may be looked up among kept answers (it is hashable)."""
     return cursor is None or type(cursor) is str
+
+
+def _encoded(
+    answer: list[Assoc] | Page[Assoc], encode: Callable[[Any], bytes]
+) -> tuple[bytes, int]:
+    return encode(answer), len(answer) if isinstance(answer, list) else len(answer.items)
 
 
 def _shareable(datas: list[Any]) -> bool:

@@ -329,17 +329,24 @@ class Cache:
         return answers  # type: ignore[return-value]
 
     def keep(
-        self, key: ListKey, before: dict[Any, Any] | None, tag: Any, value: Any, n: int
+        self,
+        key: ListKey,
+        before: dict[Any, Any] | None,
+        tag: Any,
+        value: Any,
+        n: int,
+        nbytes: int | None = None,
     ) -> None:
-        """Keep `value` as the answer to `tag` (n edges), if the entry has not changed
-        since `answers` gave `before`: the answer is then what the entry says now."""
+        """Keep `value` as the answer to `tag` (n edges; `nbytes` if it is not n records),
+        if the entry has not changed since `answers` gave `before`: the answer is then
+        what the entry says now."""
         if before is None:
             return
         with self._lock:
             entry = self._lists.get(key)
             if entry is None or entry.answers is not before:
                 return
-            nbytes = ANSWER_BYTES + n * RECORD_BYTES
+            nbytes = ANSWER_BYTES + (n * RECORD_BYTES if nbytes is None else nbytes)
             self.bytes += self.decoded.keep(entry, before, tag, value, nbytes)
             self._evict()
 

@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 import anyio
 import msgspec
@@ -223,9 +223,16 @@ class _Server:
     def _run_one(self, method: Method, body: bytes) -> bytes:
         args = _decode(body, method.args)
         start = time.perf_counter()
-        result = self._dispatch(method.name, args)
+        if method.name in _ENCODED:
+            result: Any = msgspec.Raw(self._encoded(method.name, args).json)
+        else:
+            result = self._dispatch(method.name, args)
         self.metrics.operation_times.add((method.name,), time.perf_counter() - start)
         return _encode(_One(result))
+
+    def _encoded(self, name: str, args: Any) -> _Encoded:
+        """A list read's answer, kept encoded with the list's cached answers."""
+        return _Encoded(*self.graph._reads.encoded(name, _encode, *msgspec.structs.astuple(args)))
 
     def _run_batch(self, body: bytes, header: str | None = None) -> bytes:
         """The batch's answer: decoded in one call when every item is well formed (else
@@ -252,8 +259,12 @@ class _Server:
             except AssocdbError as exc:
                 results.append(self._item_error(exc))
                 continue
-            results.append(_One(result))
-            rows += _rows(result)
+            if type(result) is _Encoded:
+                results.append(_One(msgspec.Raw(result.json)))
+                rows += result.rows
+            else:
+                results.append(_One(result))
+                rows += _rows(result)
             if rows > max_rows:
                 raise _too_many_rows(max_rows)
         self._count_reads(kinds, time.perf_counter() - start, len(items))
@@ -348,6 +359,8 @@ class _Server:
         """How a batch calls the read `name` with its decoded arguments."""
         if name in _SPECIAL:
             return lambda args: self._dispatch(name, args)
+        if name in _ENCODED:
+            return lambda args: self._encoded(name, args)
         bound = getattr(self.graph, name)
         asdict = msgspec.structs.asdict
         return lambda args: bound(**asdict(args))
@@ -454,11 +467,21 @@ class _One(msgspec.Struct):
     result: Any
 
 
+class _Encoded(NamedTuple):
+    """A read's answer already encoded (kept with the cache's answers), and its rows."""
+
+    json: bytes
+    rows: int
+
+
 class _Many(msgspec.Struct):
     """A batch's answer: `_One`s, or errors already encoded (`msgspec.Raw`)."""
 
     results: list[Any]
 
+
+#: The list reads whose answers the cache keeps encoded (arguments: id1, atype, …, limit).
+_ENCODED = frozenset({"assoc_range", "assoc_page"})
 
 #: Reads a batch runs through `_dispatch` (the others call the Graph method directly).
 _SPECIAL = frozenset({"query_page", "query_count", "schema"})
