@@ -58,6 +58,28 @@ def test_covered_reads_issue_no_sql(graph: Graph) -> None:
     assert [a.data for a in first[:2]] == [None, {"n": 29}]
 
 
+def test_a_list_read_that_fills_the_list_fills_its_counts(graph: Graph) -> None:
+    g = graph
+    for n in range(1, 8):
+        g.assoc_add(1, "follows", n + 100, time=n)
+    g.assoc_archive(1, "follows", 103)
+    reads = [
+        lambda: g.assoc_range(1, "follows", limit=3),
+        lambda: g.assoc_page(105, "followed_by"),
+        lambda: g.assoc_time_range(106, "followed_by", 10, 0),
+    ]
+    keys = [(1, "follows"), (105, "followed_by"), (106, "followed_by")]
+    for read, key in zip(reads, keys, strict=True):
+        read()  # one fill: the prefix and the counts
+        assert statements(g, lambda key=key: g.assoc_count(*key)) == []
+    assert g.assoc_count(1, "follows") == 6
+    assert g.assoc_count(1, "follows", "archived") == 1
+    assert g.assoc_count(105, "followed_by") == 1
+    g.assoc_add(1, "follows", 200, time=9)  # the filled counts follow writes
+    assert statements(g, lambda: g.assoc_count(1, "follows")) == []
+    assert g.assoc_count(1, "follows") == 7
+
+
 def test_a_count_of_zero_answers_any_range(graph: Graph) -> None:
     graph.assoc_count(5, "likes")
     assert statements(graph, lambda: graph.assoc_range(5, "likes", limit=5000)) == []

@@ -210,7 +210,7 @@ class AssocReads:
         if cache is None or not self._cache_may_answer(cache, key, pos + limit):
             return None
         before = cache.answers(key)
-        with cache.listed(key, self._prefix_loader(id1, kind)) as entry:
+        with cache.listed(key, *self._loaders(id1, kind)) as entry:
             columns = None if entry is None else entry.range(pos, limit)
             if columns is None:
                 return None
@@ -264,13 +264,16 @@ class AssocReads:
         counts = cache.known_counts(key)
         return counts is not None and counts[_NORMAL] <= cache.config.prefix
 
-    def _prefix_loader(self, id1: int, kind: AssocType) -> Callable[[int], list[ListRow]]:
+    def _loaders(
+        self, id1: int, kind: AssocType
+    ) -> tuple[Callable[[int], list[ListRow]], Callable[[], dict[int, int]]]:
+        """How the cache fills the list's prefix (its newest n rows) and its counts."""
         shard = shard_of(id1, self._shards)
 
         def load(n: int) -> list[ListRow]:
             return self._backend.scan(shard, EdgeScan(id1, kind.id, _NORMAL, _cursor.START, n))
 
-        return load
+        return load, lambda: self._backend.counts(shard, id1, kind.id)
 
     def from_cache(
         self,
@@ -288,7 +291,7 @@ class AssocReads:
         key = (id1, kind.id)
         if cache is None or not self._cache_may_answer(cache, key, need):
             return None
-        with cache.listed(key, self._prefix_loader(id1, kind)) as entry:
+        with cache.listed(key, *self._loaders(id1, kind)) as entry:
             found = None if entry is None else ask(entry)
             if found is None:
                 return None

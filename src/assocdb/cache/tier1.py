@@ -47,6 +47,7 @@ change it in place.
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -57,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import json as _json
 from ..core.cursor import Seek
+from ..core.errors import AssocdbError
 from ..core.merge import Changes, ObjRow, State
 from ..core.records import CacheConfig, CacheStats
 from ..core.scans import ListRow
@@ -69,6 +71,7 @@ from .hotkeys import HotKeys
 if TYPE_CHECKING:
     from .redis_tier import RedisTier
 
+log = logging.getLogger(__name__)
 _NORMAL = State.NORMAL
 _ENTRY_BYTES = 240  # an object's or a home timeline's entry: its own objects, dict slot and key
 _LIST_BYTES = 380  # a list's entry, measured: key, dict slot, entry, prefix, its chunk tuple
@@ -360,9 +363,15 @@ class Cache:
 
     @contextmanager
     def listed(
-        self, key: ListKey, load: Callable[[int], Sequence[ListRow]]
+        self,
+        key: ListKey,
+        load: Callable[[int], Sequence[ListRow]],
+        counts: Callable[[], dict[int, int]] | None = None,
     ) -> Iterator[ListEntry | None]:
-        """The list's entry, its prefix filled on a miss, locked while in use.
+        """The list's entry, its prefix filled on a miss, locked while in use. While the
+        cache has room, a fill also fills the list's counts (`counts`) if the entry
+        lacks them: a list read is often followed by its count, and a count read costs
+        a fifth of a fill.
 
         None when it could not be cached (a write raced the fill): read the shard.
         """
@@ -379,6 +388,16 @@ class Cache:
             return
         cap = self.config.prefix
         self._fill(("prefix", key), lambda: load(cap + 1))
+        if counts is not None:
+            with self._lock:
+                entry = self._lists.get(key)
+                room = self.bytes < self.config.max_bytes * _ROOM  # else it may push out the prefix
+                lacking = room and entry is not None and entry.counts is None
+            if lacking:
+                try:
+                    self._fill(("counts", key), counts)
+                except AssocdbError:  # the list read still has its prefix; a count read retries
+                    log.debug("filling the counts of %s with its prefix failed", key, exc_info=True)
         with self._lock:
             entry = self._lists.get(key)
             yield entry if entry is not None and entry.prefix is not None else None
@@ -513,7 +532,7 @@ class Cache:
             self._objects.move_to_end(key)
             self.bytes += _object_bytes(value)
         else:
-            entry = self._fresh_list(key)
+            entry = self._fresh_list(key, read=False)  # a fill is not a read of the entry
             if entry is None:
                 entry = self._lists[key] = ListEntry()
                 self.bytes += entry.nbytes
@@ -532,7 +551,8 @@ class Cache:
             self.bytes += entry.nbytes
         self._evict()
 
-    def _fresh_list(self, key: ListKey) -> ListEntry | None:
+    def _fresh_list(self, key: ListKey, read: bool = True) -> ListEntry | None:
+        """The list's entry unless it aged out; a `read` sets its reference bit."""
         entry = self._lists.get(key)
         if entry is None:
             return None
@@ -541,7 +561,8 @@ class Cache:
             self._readmit(("counts", key))
             self._readmit(("prefix", key))
             return None
-        entry.used = True
+        if read:
+            entry.used = True
         return entry
 
     # -- writes ---------------------------------------------------------------------------
