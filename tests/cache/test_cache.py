@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,6 +173,47 @@ def test_a_slow_fill_never_hides_a_newer_write(graph: Graph) -> None:
     g.engine.backend.faults.clear()  # type: ignore[attr-defined]
     assert [a.id2 for a in g.assoc_range(4, "likes")] == [2, 1]
     assert g.cache_stats().stale_fills == 1  # type: ignore[union-attr]
+
+
+def test_a_fill_between_a_writes_commit_and_its_apply_is_not_installed(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that fills a list (prefix and counts) or an object after a write has
+    committed, but before the write reaches the cache, must not leave the write
+    counted twice or an edge listed twice."""
+    g = graph
+    for n in range(1, 4):
+        g.assoc_add(1, "follows", 100 + n, time=n)
+    uid = g.obj_add("user", {"name": "ada"})
+    cache = g.engine.cache
+    assert cache is not None
+    cache.invalidate(None)
+    apply = cache.apply
+
+    def late_apply(changes: Any) -> None:
+        def read() -> None:
+            g.assoc_range(1, "follows", limit=10)
+            g.assoc_count(1, "follows")
+            g.assoc_range(200, "followed_by")
+            g.obj_get(uid)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join()
+        apply(changes)
+
+    monkeypatch.setattr(cache, "apply", late_apply)
+    g.assoc_add(1, "follows", 200, time=9)
+    g.obj_update(uid, {"name": "ada lovelace"})
+    monkeypatch.undo()
+    for _ in range(2):  # filled now (or before), then a hit
+        assert [a.id2 for a in g.assoc_range(1, "follows", limit=10)] == [200, 103, 102, 101]
+        assert g.assoc_count(1, "follows") == 4
+        assert [a.id2 for a in g.assoc_range(200, "followed_by")] == [1]
+        assert g.assoc_count(200, "followed_by") == 1
+        obj = g.obj_get(uid)
+        assert obj is not None
+        assert obj.data == {"name": "ada lovelace"}
 
 
 def test_concurrent_misses_share_one_fill(graph: Graph) -> None:

@@ -257,6 +257,7 @@ class Cache:
         self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
         self._home_bytes = 0
         self._fills: dict[tuple[str, Any], _Fill] = {}
+        self._writing: dict[tuple[str, Any], int] = {}  # ticket keys a write is changing
         self._doorkeeper: dict[tuple[str, Any], int] = {}  # recent misses of uncached keys
         self._lock = threading.RLock()
         self.hot = HotKeys()
@@ -485,6 +486,9 @@ class Cache:
             ongoing = self._fills.get(ticket_key)
             if ongoing is None:
                 ticket = self._fills[ticket_key] = _Fill()
+                # A write is between its commit and `apply`: what this load reads may
+                # or may not hold it, and `apply` would count it again. Not installed.
+                ticket.stale = ticket_key in self._writing
         if ongoing is not None:
             ongoing.wait()
             return load() if ongoing.stale else _WAITED
@@ -566,6 +570,28 @@ class Cache:
         return entry
 
     # -- writes ---------------------------------------------------------------------------
+
+    def writing(self, tickets: Sequence[tuple[str, Any]]) -> None:
+        """A write of these entries ("counts"/"prefix", (id1, atype)) or ("object", id)
+        begins: from now until `written`, no fill of them is installed (a fill could
+        read the shard after the write's commit and before its `apply`, which would
+        then apply the write twice)."""
+        with self._lock:
+            writing = self._writing
+            for ticket_key in tickets:
+                writing[ticket_key] = writing.get(ticket_key, 0) + 1
+                self._stale(ticket_key)
+
+    def written(self, tickets: Sequence[tuple[str, Any]]) -> None:
+        """The write `writing` announced is applied here (or failed)."""
+        with self._lock:
+            writing = self._writing
+            for ticket_key in tickets:
+                left = writing[ticket_key] - 1
+                if left:
+                    writing[ticket_key] = left
+                else:
+                    del writing[ticket_key]
 
     def apply(self, changes: Changes) -> None:
         """Bring cached entries up to date with what a leg changed (and tell tier 2)."""

@@ -547,11 +547,20 @@ class Applier:
 
     def _apply_leg(self, leg: Leg) -> None:
         if leg.edges or leg.objects or leg.nodes:
-            changes = self.backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
-            # Now, not after the entries: if they fail, the retry of the leg finds
-            # the rows stored and changes nothing, so the cache would never learn.
-            if self.cache is not None:
-                self.cache.apply(changes)
+            cache = self.cache
+            if cache is None:
+                self.backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
+            else:
+                tickets = _tickets(leg)
+                cache.writing(tickets)  # no fill lands between the commit and `apply`
+                try:
+                    changes = self.backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
+                    # Now, not after the entries: if they fail, the retry of the leg
+                    # finds the rows stored and changes nothing, so the cache would
+                    # never learn.
+                    cache.apply(changes)
+                finally:
+                    cache.written(tickets)
         if leg.entries:  # secondary index entries: no cache holds them
             self.backend.index_apply(leg.shard, leg.entries)
 
@@ -770,6 +779,15 @@ class Applier:
             self.fence()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+
+
+def _tickets(leg: Leg) -> list[tuple[str, Any]]:
+    """The cache entries a leg's rows change (`Cache.writing`)."""
+    lists = dict.fromkeys((edge[0], edge[1]) for edge in leg.edges)
+    tickets: list[tuple[str, Any]] = [("counts", key) for key in lists]
+    tickets += [("prefix", key) for key in lists]
+    tickets += [("object", obj[0]) for obj in leg.objects]
+    return tickets
 
 
 def _leg(by_shard: dict[int, Leg], members: dict[int, set[int]], shard: int, job: int) -> Leg:
