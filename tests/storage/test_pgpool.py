@@ -4,9 +4,13 @@ and a closed pool. (A refused server: test_postgres.py and the outage tests.)"""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -16,6 +20,7 @@ from assocdb.storage.pgpool import Pool
 from tests.support.stores import postgres_url, require
 
 pytest.importorskip("psycopg_pool")
+psycopg = pytest.importorskip("psycopg")
 
 
 @pytest.fixture
@@ -62,3 +67,68 @@ def test_a_closed_pool_lends_nothing(pool: Pool) -> None:
     pool.close()
     with pytest.raises(InvalidRequest, match="closed"):
         pool.get()
+
+
+class Relay:
+    """A TCP relay to the test server, which can be cut: a server that went away."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.accepting = threading.Thread(target=self._accept, daemon=True)
+        self.accepting.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:  # cut
+                return
+            server = socket.create_connection(self.target)
+            self.sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := a.recv(65536):
+                b.sendall(data)
+
+    def cut(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        self.listener.close()
+        self.accepting.join()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+def test_a_server_lost_behind_an_empty_pool_is_reported_without_the_wait() -> None:
+    """The pool's idle connection died with the server and was dropped (no stale
+    retry renewed anything): a caller that waits on the pool learns the server's own
+    error as soon as the pool's worker fails to connect, not at the end of its wait."""
+    require("postgres")
+    url = urlsplit(postgres_url("pool"))
+    relay = Relay(url.hostname or "127.0.0.1", url.port or 5432)
+    netloc = f"{url.username}@127.0.0.1:{relay.port}"
+    settings = parse_url(urlunsplit((url.scheme, netloc, url.path, url.query, "")))
+    pool = Pool(settings, 2.0, 2, 20.0, lambda conn, pooled: None)
+    try:
+        pool.put(pool.get())  # the direct one
+        pool.put(pool.get())  # a pooled one, idle now
+        relay.cut()
+        dead = pool.get()
+        with pytest.raises(psycopg.OperationalError):
+            dead.execute("SELECT 1")
+        pool.put(dead)  # the pool drops it: empty, nothing renewed
+        started = time.monotonic()
+        with pytest.raises(Unavailable, match="refused"):
+            pool.get()
+        assert time.monotonic() - started < 10  # not the pool's 20 s wait
+    finally:
+        pool.close()

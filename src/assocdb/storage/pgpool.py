@@ -15,8 +15,9 @@ wants them, and adds two things:
   caller waiting on the pool learns only that its wait ran out. So a caller
   connects directly while nothing shows the server accepts connections: before
   the pool's first connection, after a direct connect failed and after the
-  server closed an idle connection (`renew`), and when the pool let it wait in
-  vain though it could have opened one more. A direct connection serves that
+  server closed an idle connection (`renew`), after the pool's worker failed to
+  connect (`_refused`: a caller waiting on the pool looks every `_SLICE`), and
+  when the pool let it wait in vain though it could have opened one more. A direct connection serves that
   one caller and is closed when it comes back; the first that succeeds sends
   callers back to the pool. At most `size` are open at once besides the
   pool's, so a server coming back is not met by every caller.
@@ -30,12 +31,15 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from ..core.errors import InvalidRequest, Unavailable
 from ..core.extras import require
 from .pgconn import Settings, connect, connect_kwargs, driver
+
+_SLICE = 0.05  # seconds a caller waits for the pool between looks at `_direct`
 
 
 class Pool:
@@ -71,9 +75,15 @@ class Pool:
             configure=self._configure,
             timeout=wait,
             reconnect_timeout=0.0,
+            reconnect_failed=self._refused,
             num_workers=1,
             name=f"assocdb {settings.host}:{settings.port}/{settings.name}",
         )
+
+    def _refused(self, pool: Any) -> None:
+        """The pool's worker could not connect: callers connect directly again, so the
+        next one gets the server's own error at once (not after waiting on the pool)."""
+        self._direct = True
 
     def _configure(self, conn: Any) -> None:
         """A new pooled connection (in the pool's worker)."""
@@ -81,16 +91,24 @@ class Pool:
         conn.assocdb_pooled = True
 
     def get(self) -> Any:
-        """A connection (one from the pool may have sat idle, and gone stale)."""
+        """A connection (one from the pool may have sat idle, and gone stale).
+
+        The wait for the pool is taken in slices: if the pool's worker fails to
+        connect meanwhile (`_refused`), the caller connects directly and has the
+        server's own error at once, not at the end of its wait."""
         if self._direct and self._directs.acquire(blocking=False):
             return self._connect_directly()
-        try:
-            conn = self._pool.getconn(self._wait)
-        except self._timeout:
-            return self._after_waiting()
-        except self._pool_closed:
-            raise InvalidRequest("this graph has been closed") from None
-        return conn
+        deadline = time.monotonic() + self._wait
+        while True:
+            try:
+                return self._pool.getconn(min(_SLICE, max(deadline - time.monotonic(), 0.001)))
+            except self._timeout:
+                if self._direct and self._directs.acquire(blocking=False):
+                    return self._connect_directly()
+                if time.monotonic() >= deadline:
+                    return self._after_waiting()
+            except self._pool_closed:
+                raise InvalidRequest("this graph has been closed") from None
 
     def _after_waiting(self) -> Any:
         """A direct connection when the pool could have opened one more but did not
@@ -108,7 +126,11 @@ class Pool:
             if self._closed:
                 raise InvalidRequest("this graph has been closed")
             conn = connect(self._settings, self._statement_timeout)
-            self._setup(conn, False)
+            try:
+                self._setup(conn, False)
+            except BaseException:
+                _close_quietly(conn)
+                raise
         except BaseException:
             self._direct = True
             self._directs.release()
