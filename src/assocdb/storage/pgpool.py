@@ -17,10 +17,11 @@ wants them, and adds two things:
   the pool's first connection, after a direct connect failed and after the
   server closed an idle connection (`renew`), after the pool's worker failed to
   connect (`_refused`: a caller waiting on the pool looks every `_SLICE`), and
-  when the pool let it wait in vain though it could have opened one more. A direct connection serves that
-  one caller and is closed when it comes back; the first that succeeds sends
-  callers back to the pool. At most `size` are open at once besides the
-  pool's, so a server coming back is not met by every caller.
+  when the pool let it wait in vain though it could have opened one more. A
+  direct connection serves that one caller and is closed when it comes back;
+  the first that succeeds sends callers back to the pool. At most `size` are
+  open at once besides the pool's, so a server coming back is not met by every
+  caller.
 
 The pool opens nothing ahead of need (`min_size=0`), runs one worker, and gives
 up a failed background connect after one retry (`reconnect_timeout=0`): a
