@@ -31,11 +31,11 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
-from urllib.parse import quote
 
 from ..core.errors import AssocdbError, Unavailable
 from .backend import map_driver_error
 from .mysqlpool import Pool, Settings, connect_args, driver, errno_of, parse_url
+from .serverurl import server_spec
 from .sql import Session, SQLBackend, insert, open_on_server
 
 log = logging.getLogger("assocdb.mysql")
@@ -263,17 +263,7 @@ class MySQLBackend(SQLBackend):
             log.debug("rollback failed on shard %d", shard, exc_info=True)
 
     def spec(self) -> dict[str, Any]:
-        s = self.settings
-        user = quote(s.user, safe="")
-        login = f"{user}:{quote(s.password, safe='')}" if s.password else user
-        return {
-            "kind": "mysql",
-            "url": f"mysql://{login}@{s.host}:{s.port}/{s.name}",
-            "shards": self.shards,
-            "connect_timeout": s.connect_timeout,
-            "query_timeout": s.query_timeout,
-            "pool_size": s.pool_size,
-        }
+        return server_spec("mysql", "mysql", self.settings, self.shards)
 
     def close(self) -> None:
         self._pool.close()

@@ -41,12 +41,12 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
-from urllib.parse import quote
 
 from ..core.errors import AssocdbError, Unavailable
 from ..core.merge import EdgeTuple
 from .pgconn import WATCHDOG, Settings, driver, map_pg_error, parse_url, sqlstate_of
 from .pgpool import Pool
+from .serverurl import server_spec
 from .sql import EDGE_COLUMNS, Session, SQLBackend, open_on_server
 
 log = logging.getLogger("assocdb.postgres")
@@ -377,17 +377,8 @@ class PostgresBackend(SQLBackend):
             log.debug("rollback failed on shard %d", shard, exc_info=True)
 
     def spec(self) -> dict[str, Any]:
-        s = self.settings
-        user = quote(s.user, safe="")
-        login = f"{user}:{quote(s.password, safe='')}" if s.password else user
-        return {
-            "kind": "postgres",
-            "url": f"postgresql://{login}@{s.host}:{s.port}/{s.name}?database={s.database}",
-            "shards": self.shards,
-            "connect_timeout": s.connect_timeout,
-            "query_timeout": s.query_timeout,
-            "pool_size": s.pool_size,
-        }
+        query = f"?database={self.settings.database}"
+        return server_spec("postgres", "postgresql", self.settings, self.shards, query)
 
     def close(self) -> None:
         self._pool.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, NamedTuple
-from urllib.parse import ParseResult, parse_qs, urlparse
+from urllib.parse import ParseResult, parse_qs, quote, urlparse
 
 from ..core.errors import InvalidRequest
 from .backend import SERVER_SCHEMES
@@ -62,3 +62,21 @@ def parse_server_url(
             f"pool_size in 1..1000; got {connect_timeout}, {query_timeout}, {pool_size}"
         )
     return ServerURL(parts, name, options, shards, connect_timeout, query_timeout, pool_size)
+
+
+def server_spec(
+    kind: str, scheme: str, settings: Any, shards: int, query: str = ""
+) -> dict[str, Any]:
+    """A server graph's `Backend.spec`: its URL (with the login, and `query`), its
+    shards and the options every server engine shares (`settings`: its parsed URL)."""
+    s = settings
+    user = quote(s.user, safe="")
+    login = f"{user}:{quote(s.password, safe='')}" if s.password else user
+    return {
+        "kind": kind,
+        "url": f"{scheme}://{login}@{s.host}:{s.port}/{s.name}{query}",
+        "shards": shards,
+        "connect_timeout": s.connect_timeout,
+        "query_timeout": s.query_timeout,
+        "pool_size": s.pool_size,
+    }
