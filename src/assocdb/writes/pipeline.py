@@ -156,7 +156,8 @@ class Pipeline:
         finally:
             with self._lock:
                 self._inline = False
-                self._arrived.notify()
+                if self._inbox or self._closed:  # else waking the journal stage is wasted
+                    self._arrived.notify()
 
     def close(self) -> None:
         """Finish what has entered, then stop the stage threads."""
