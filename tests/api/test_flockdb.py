@@ -271,6 +271,37 @@ def test_a_warm_intersection_over_a_cached_small_side_runs_only_the_probe(follow
     assert (followers(g, 1) & g.select(1000, "follows", states=["archived"])).page().items == [7]
 
 
+def test_an_intersection_page_gathers_survivors_over_several_chunks(follows: Graph) -> None:
+    """A page takes whole probes' survivors until it has enough, across the small
+    side's chunks (500 ids each), and cuts them at the page's end, both ways."""
+    g = follows
+    g.bulk_load([(7000, "follows", n) for n in range(1, 1301)])  # 7000 follows 1..1300
+    g.bulk_load([(n, "follows", 8000) for n in range(3, 3001, 3)])  # followers: 3, 6 .. 3000
+    q = following(g, 7000) & followers(g, 8000)
+    both = list(range(1299, 2, -3))  # 433 ids, descending
+    first = q.page(limit=300)
+    assert (first.items, first.prev_cursor) == (both[:300], None)
+    second = q.page(first.next_cursor, limit=300)
+    assert (second.items, second.next_cursor) == (both[300:], None)
+    assert q.page(second.prev_cursor, limit=300).items == both[:300]
+    assert q.page(second.prev_cursor, limit=7).items == both[293:300]
+    assert list(q) == both
+    assert q.count() == assocdb.Count(433, exact=True)
+
+
+def test_a_query_pages_by_its_type_limit_as_it_is_now(follows: Graph) -> None:
+    """Terms are resolved against the schema once and reused by later pages, until
+    the schema changes: a type's new limit holds for a query made before it."""
+    g = follows
+    g.bulk_load([(n, "follows", 900) for n in range(1, 21)])
+    g.bulk_load([(901, "follows", n) for n in range(1, 21)])
+    q = followers(g, 900) & following(g, 901)
+    assert len(q.page(limit=100).items) == 20
+    g.define_assoc("follows", inverse="followed_by", limit=5)
+    assert q.page(limit=100).items == [20, 19, 18, 17, 16]
+    assert len(followers(g, 900).page(limit=100).items) == 5
+
+
 def test_bad_queries_are_refused(follows: Graph) -> None:
     g = follows
     q = following(g, 1)

@@ -26,7 +26,7 @@ import bisect
 import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..cache.tier1 import SMALL_LIST
 from ..core import cursor as _cursor
@@ -41,6 +41,7 @@ from .engine import Engine
 
 CHUNK = 500  # ids per index scan and per probe
 EXACT_LIMIT = 10_000  # a compound count walks at most this many ids to be exact
+RESOLVED = 4096  # terms whose resolution a Queries keeps; more start the memo afresh
 _NORMAL = State.NORMAL
 _ID2S = "id2s"  # the answer tag of a whole small cached list's id2s, ascending
 
@@ -51,6 +52,7 @@ class Queries:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self._resolved = _Resolutions(engine)
 
     def select(
         self,
@@ -63,13 +65,16 @@ class Queries:
         id2s: Iterable[int] | None = None,
     ) -> Query:
         query = Term(runner, node, atype, incoming, states, id2s)
-        _Executor(self._engine).kind(query)  # unknown types and missing inverses are refused now
+        self._executor().kind(query)  # unknown types and missing inverses are refused now
         return query
+
+    def _executor(self) -> _Executor:
+        return _Executor(self._engine, self._resolved)
 
     def page(self, query: Query, cursor: str | None, limit: int) -> Page[int]:
         if type(limit) is not int or limit <= 0:
             raise InvalidRequest(f"limit must be a positive integer, got {limit!r}")
-        run = _Executor(self._engine)
+        run = self._executor()
         limit = min(limit, run.limit(query))
         if isinstance(query, Term):
             seek = _cursor.START if cursor is None else _cursor.decode(query.scope, cursor, 2)
@@ -83,7 +88,7 @@ class Queries:
             return Page([id2 for _, id2 in rows], after, before)
         seek = _cursor.START if cursor is None else _cursor.decode(query.scope, cursor, 1)
         ids, after, before = _cursor.paginate(
-            lambda s, n: list(itertools.islice(run.stream_from(query, s, n), n)),
+            lambda s, n: run.take(query, s, n),
             lambda id2: (id2,),
             query.scope,
             seek,
@@ -94,11 +99,11 @@ class Queries:
     def rows(self, query: Term, seek: _cursor.Seek, n: int) -> list[tuple[int, int]]:
         """Up to `n` `(time, id2)` of a term in its list's order from `seek`: what
         FlockDB's position cursors page over (`flock/`)."""
-        return _Executor(self._engine).term_in_list_order(query, seek, n)
+        return self._executor().term_in_list_order(query, seek, n)
 
     def edges(self, query: Term, id2s: Sequence[int]) -> list[Assoc]:
         """The stored edges of a term's list to `id2s` (any state), in no order."""
-        run = _Executor(self._engine)
+        run = self._executor()
         kind = run.kind(query)
         rows = self._engine.backend.edges(
             shard_of(query.node, self._engine.shards), query.node, kind.id, list(id2s)
@@ -108,7 +113,7 @@ class Queries:
         ]
 
     def count(self, query: Query) -> Count:
-        run = _Executor(self._engine)
+        run = self._executor()
         bound = run.upper(query)
         if isinstance(query, Term) or bound == 0:
             return Count(bound, exact=True)
@@ -117,24 +122,31 @@ class Queries:
         return Count(sum(1 for _ in run.stream(query, None, True)), exact=True)
 
 
-class _Executor:
-    """One query run: backend reads, with the counts it looked up remembered."""
+class _Resolutions:
+    """Terms resolved against the schema: the type of the list each reads, its
+    shard and its state numbers, by what the term says. Kept across runs (a page
+    of a small intersection spent as long resolving its terms as on the rest
+    of its Python) while the schema stays the same object: a changed schema is a
+    new one, and a new one starts the memo afresh."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._backend = engine.backend
-        self._shards = engine.shards
-        self._uppers: dict[int, int] = {}  # by id() of the query: they all outlive the run
-        self._lists: dict[int, tuple[int, int, tuple[int, ...]]] = {}  # `where`, by id() too
-        self._kinds: dict[int, AssocType] = {}  # `kind`, by id() too
+        self._schema: object = None
+        self._found: dict[tuple[Any, ...], _Where] = {}
 
-    # -- resolving terms against the schema ----------------------------------------
+    def where(self, q: Term) -> _Where:
+        schema = self._engine.schema
+        if schema is not self._schema:
+            self._found, self._schema = {}, schema  # (a racing run fills the old dict)
+        key = (q.node, q.atype, q.incoming, q.states)
+        found = self._found.get(key)
+        if found is None:
+            if len(self._found) >= RESOLVED:
+                self._found = {}
+            found = self._found[key] = self._resolve(q)
+        return found
 
-    def kind(self, q: Term) -> AssocType:
-        """The type of the list a term reads (the inverse type when incoming)."""
-        found = self._kinds.get(id(q))
-        if found is not None:
-            return found
+    def _resolve(self, q: Term) -> _Where:
         kind = self._engine.assoc_type(q.atype)
         if q.incoming:
             inverse = self._engine.schema.inverse(kind)
@@ -144,8 +156,33 @@ class _Executor:
                     f"define it with inverse= or symmetric=True"
                 )
             kind = inverse
-        self._kinds[id(q)] = kind
-        return kind
+        codes = tuple(STATE_NAMES.index(state) for state in q.states)
+        return _Where(shard_of(q.node, self._engine.shards), kind.id, codes, kind)
+
+
+class _Where(NamedTuple):
+    """Where a term's list is: its shard, type id and state numbers, and its type."""
+
+    shard: int
+    atype: int
+    codes: tuple[int, ...]
+    kind: AssocType
+
+
+class _Executor:
+    """One query run: backend reads, with the counts it looked up remembered."""
+
+    def __init__(self, engine: Engine, resolved: _Resolutions) -> None:
+        self._engine = engine
+        self._backend = engine.backend
+        self._resolved = resolved
+        self._uppers: dict[int, int] = {}  # by id() of the query: they all outlive the run
+
+    # -- resolving terms against the schema ----------------------------------------
+
+    def kind(self, q: Term) -> AssocType:
+        """The type of the list a term reads (the inverse type when incoming)."""
+        return self._resolved.where(q).kind
 
     def limit(self, q: Query) -> int:
         """The most ids one page returns: the smallest type limit involved."""
@@ -154,19 +191,9 @@ class _Executor:
         assert isinstance(q, Compound)
         return min(self.limit(part) for part in q.parts)
 
-    def codes(self, q: Term) -> tuple[int, ...]:
-        return tuple(STATE_NAMES.index(state) for state in q.states)
-
-    def where(self, q: Term) -> tuple[int, int, tuple[int, ...]]:
-        """The term's shard, list type id and state numbers, resolved once per run."""
-        found = self._lists.get(id(q))
-        if found is None:
-            found = self._lists[id(q)] = (
-                shard_of(q.node, self._shards),
-                self.kind(q).id,
-                self.codes(q),
-            )
-        return found
+    def where(self, q: Term) -> _Where:
+        """The term's shard, list type id and state numbers (and type)."""
+        return self._resolved.where(q)
 
     # -- terms -----------------------------------------------------------------------
 
@@ -174,10 +201,10 @@ class _Executor:
         """Up to n `(time, id2)` of a term, in its list's order from `seek`."""
         if q.id2s is not None:
             return self._restricted_in_list_order(q, seek, n)
-        shard, atype = shard_of(q.node, self._shards), self.kind(q).id
+        shard, atype, codes, _ = self.where(q)
         runs = [
             [(r[1], r[0]) for r in self._backend.scan(shard, EdgeScan(q.node, atype, s, seek, n))]
-            for s in self.codes(q)
+            for s in codes
         ]
         if len(runs) == 1:
             return runs[0]
@@ -188,7 +215,7 @@ class _Executor:
         self, q: Term, seek: _cursor.Seek, n: int
     ) -> list[tuple[int, int]]:
         assert q.id2s is not None
-        shard, atype, codes = self.where(q)
+        shard, atype, codes, _ = self.where(q)
         rows = self._backend.edges(shard, q.node, atype, list(q.id2s))
         keys = sorted(((r.time, r.id2) for r in rows if r.state in codes), reverse=seek.forward)
         if seek.boundary is not None:
@@ -223,16 +250,26 @@ class _Executor:
         wanted = ids if q.id2s is None else [i for i in ids if i in q.id2s]
         if not wanted:
             return []
-        shard, atype, codes = self.where(q)
+        shard, atype, codes, _ = self.where(q)
         return self._backend.probe_id2s(shard, q.node, atype, codes, wanted, forward, limit)
 
     # -- streams in id2 order ---------------------------------------------------------
 
-    def stream_from(self, q: Query, seek: _cursor.Seek, want: int | None = None) -> Iterator[int]:
+    def take(self, q: Query, seek: _cursor.Seek, n: int) -> list[int]:
+        """Up to `n` ids of `q` from `seek`: a page's scan. An intersection's come a
+        probe's survivors at a time, not each through the generators of a stream."""
         boundary = None if seek.boundary is None else seek.boundary[0]
         if boundary is not None and seek.inclusive:  # ids are integers: b inclusive = b±1 exclusive
             boundary += 1 if seek.forward else -1
-        return self.stream(q, boundary, seek.forward, want)
+        if not isinstance(q, Intersect):
+            return list(itertools.islice(self.stream(q, boundary, seek.forward, n), n))
+        taken: list[int] = []
+        for found in self._intersection(q, boundary, seek.forward, n):
+            taken += found
+            if len(taken) >= n:
+                del taken[n:]
+                break
+        return taken
 
     def stream(
         self, q: Query, boundary: int | None, forward: bool, want: int | None = None
@@ -247,10 +284,7 @@ class _Executor:
             )
             return (id2 for id2, _ in itertools.groupby(merged))
         if isinstance(q, Intersect):
-            driver, *others = self._by_size(q)
-            return self._intersected(
-                self._chunked(driver, boundary, forward), others, forward, want
-            )
+            return itertools.chain.from_iterable(self._intersection(q, boundary, forward, want))
         assert isinstance(q, Difference)
         return self._filtered(self.stream(q.left, boundary, forward), [q.right], keep=False)
 
@@ -280,10 +314,13 @@ class _Executor:
                 ordered = cached[: bisect.bisect_left(cached, boundary)][::-1]
             else:
                 ordered = cached[bisect.bisect_right(cached, boundary) :]
+            if 0 < len(ordered) <= CHUNK:  # (a small list's usual case: one copy, not two)
+                yield list(ordered)
+                return
             for start in range(0, len(ordered), CHUNK):
                 yield list(ordered[start : start + CHUNK])
             return
-        shard, atype, codes = self.where(q)
+        shard, atype, codes, _ = self.where(q)
         while True:
             rows = self._backend.scan_id2(shard, q.node, atype, codes, boundary, forward, CHUNK)
             if rows:
@@ -300,7 +337,7 @@ class _Executor:
         cache = self._engine.cache
         if cache is None or q.id2s is not None or q.states != ("normal",):
             return None
-        shard, atype, _ = self.where(q)
+        shard, atype, _, _ = self.where(q)
         key = (q.node, atype)
         found: tuple[int, ...] | None = cache.answer(key, _ID2S)
         if found is not None:
@@ -331,21 +368,23 @@ class _Executor:
             chunk = [i for i in chunk if (i in found) == keep]
         return chunk
 
-    def _intersected(
-        self, chunks: Iterator[list[int]], others: Sequence[Query], forward: bool, want: int | None
-    ) -> Iterator[int]:
-        """The ids of `chunks` (in stream order) in all `others`. When the last one probed
-        is a term, its probe stops at the `want`th survivor, as a join would (the
-        ids after that one are probed only if the caller takes more after all)."""
+    def _intersection(
+        self, q: Intersect, boundary: int | None, forward: bool, want: int | None
+    ) -> Iterator[list[int]]:
+        """The ids of `q` past `boundary`, a list of them at a time: its smallest
+        operand's chunks (in stream order) that are in all the others. When the last
+        one probed is a term, its probe stops at the `want`th survivor, as a join
+        would (the ids after that one are probed only if the caller takes more)."""
+        driver, *others = self._by_size(q)
         *firsts, last = others
-        for chunk in chunks:
+        for chunk in self._chunked(driver, boundary, forward):
             if want is None or not isinstance(last, Term):
-                yield from self._survivors(chunk, others, keep=True)
+                yield self._survivors(chunk, others, keep=True)
                 continue
             left = self._survivors(chunk, firsts, keep=True)
             while left:
                 found = self._probe_term(last, left, forward, max(want, 1))
-                yield from found
+                yield found
                 if len(found) < max(want, 1):
                     want -= len(found)
                     break
@@ -363,9 +402,9 @@ class _Executor:
             if q.id2s is not None:
                 bound = len(self.probe(q, list(q.id2s)))
             else:
-                _, atype, codes = self.where(q)
-                counts = self._counts(q.node, atype)
-                bound = sum(counts[s] for s in codes)
+                shard, atype, codes, _ = self.where(q)
+                counts = self._counts(shard, q.node, atype)
+                bound = counts[codes[0]] if len(codes) == 1 else sum(counts[s] for s in codes)
         elif isinstance(q, Intersect):
             bound = min(self.upper(p) for p in q.parts)
         elif isinstance(q, Union):
@@ -376,10 +415,9 @@ class _Executor:
         self._uppers[id(q)] = bound
         return bound
 
-    def _counts(self, node: int, atype: int) -> list[int]:
+    def _counts(self, shard: int, node: int, atype: int) -> list[int]:
         """A list's counts per state number: from the cache when there is one (as
         `assoc_count` reads them), else one statement."""
-        shard = shard_of(node, self._shards)
         cache = self._engine.cache
         if cache is not None:
             return cache.counts((node, atype), lambda: self._backend.counts(shard, node, atype))

@@ -41,10 +41,11 @@ class Runner(Protocol):
 class Query:
     """A set of ids built from association lists; see the module doc."""
 
-    __slots__ = ("_runner",)
+    __slots__ = ("_runner", "_scope")
 
     def __init__(self, runner: Runner) -> None:
         self._runner = runner
+        self._scope: bytes | None = None
 
     # -- building ---------------------------------------------------------------
 
@@ -104,7 +105,13 @@ class Query:
 
     @property
     def scope(self) -> bytes:
-        """A canonical description: cursors are bound to it."""
+        """A canonical description: cursors are bound to it. Described once (a query
+        does not change), as every page of it encodes or checks a cursor with it."""
+        if self._scope is None:
+            self._scope = self._describe()
+        return self._scope
+
+    def _describe(self) -> bytes:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -141,8 +148,7 @@ class Term(Query):
         self.states = _states(states)
         self.id2s = _restriction(id2s)
 
-    @property
-    def scope(self) -> bytes:
+    def _describe(self) -> bytes:
         only = "" if self.id2s is None else f";{','.join(map(str, self.id2s))}"
         direction = "<" if self.incoming else ">"
         return f"t({self.node}{direction}{self.atype},{'+'.join(self.states)}{only})".encode()
@@ -158,8 +164,7 @@ class Compound(Query):
         super().__init__(runner)
         self.parts = parts
 
-    @property
-    def scope(self) -> bytes:
+    def _describe(self) -> bytes:
         return self.symbol.encode() + b"(" + b",".join(p.scope for p in self.parts) + b")"
 
 

@@ -48,7 +48,7 @@ import re
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
@@ -644,10 +644,11 @@ class SQLBackend(ABC):
         # A repeated id matches once within one IN list; across lists it would
         # match twice, so only ids that need several lists are made unique.
         ordered = sorted(id2s, reverse=forward)  # the set queries' ids come sorted: ~1 µs
+        chunks: Iterable[Sequence[int]] = (ordered,) if ordered else ()  # (no slice of a copy)
         if len(ordered) > _IN_CHUNK:
-            ordered = sorted(set(ordered), reverse=forward)
+            chunks = _chunks(sorted(set(ordered), reverse=forward))
         found: list[int] = []
-        for chunk in _chunks(ordered):
+        for chunk in chunks:
             params: list[Any] = [id1, atype, *chunk, *states]
             if limit is not None:
                 params.append(limit - len(found))
