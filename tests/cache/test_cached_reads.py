@@ -9,10 +9,12 @@ cache, opened on the same directory.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import sys
 import threading
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -176,6 +178,36 @@ def test_kept_answers_stay_within_their_share_and_are_counted(tmp_path: Path) ->
         _object_bytes(v[0]) for v in cache._objects.values()
     )
     assert sys.getsizeof(decoded._order) < 64 * 1024  # stale items are compacted away
+    g.close()
+
+
+def test_kept_encoded_answers_are_counted_at_what_they_hold(tmp_path: Path) -> None:
+    """A server's encoded answer holds more than its JSON's length: the encoder's
+    buffer (up to half as large again), the bytes object, the answer's tuple and its
+    tag. The cache counts at least what the answers hold, so they stay within their
+    share of max_bytes (small lists, the most common, are the worst case)."""
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(admit_after=1, max_age=3600))
+    g.define_assoc("likes")
+    lists = range(1, 1001)
+    g.bulk_load([(n, "likes", m, m) for n in lists for m in range(1, n % 25)])
+    for n in lists:  # fills, and keeps the records answers
+        g.assoc_range(n, "likes", 0, 30)
+    cache = g.engine.cache
+    assert cache is not None
+    counted = cache.decoded.bytes
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for n in lists:
+            g._reads.encoded("assoc_range", encode, n, "likes", 0, 30)
+        gc.collect()
+        held = sum(d.size_diff for d in tracemalloc.take_snapshot().compare_to(before, "filename"))
+    finally:
+        tracemalloc.stop()
+    counted = cache.decoded.bytes - counted
+    assert cache.decoded.count == 2 * len(lists)  # each list's records and encoded answer
+    assert counted >= 0.9 * held, (counted, held)
     g.close()
 
 

@@ -69,6 +69,24 @@ def test_a_closed_pool_lends_nothing(pool: Pool) -> None:
         pool.get()
 
 
+def test_a_long_wait_leaves_the_pool_few_timed_out_waiters() -> None:
+    """A caller waits for the pool in slices (to see `_refused` soon), and each slice
+    leaves psycopg_pool a timed-out waiter (~3 KB) until a connection comes back: the
+    slices grow, so a long wait (the maintenance pool's is 600 s) leaves a few dozen,
+    not one every 50 ms."""
+    require("postgres")
+    pool = Pool(parse_url(postgres_url("pool")), 2.0, 1, 3.0, lambda conn, pooled: None)
+    try:
+        pool.put(pool.get())  # the direct one: from now on the pool lends
+        held = pool.get()
+        with pytest.raises(Unavailable):
+            pool.get()
+        assert pool._pool.get_stats()["requests_waiting"] <= 10  # 60 at a fixed 50 ms
+        pool.put(held)
+    finally:
+        pool.close()
+
+
 class Relay:
     """A TCP relay to the test server, which can be cut: a server that went away."""
 

@@ -23,6 +23,9 @@ from .engine import Engine
 _NORMAL = int(State.NORMAL)
 _SCALARS = (int, str, type(None))  # arguments a kept answer's tag may hold
 _INDEX = "index"  # the answer tag of a whole small list by id2 (assoc_get)
+#: What a kept encoded answer holds besides its JSON: its tuple, the bytes object, the
+#: longer tag (measured with tracemalloc; `Cache.keep` adds ANSWER_BYTES).
+_ENCODED_BYTES = 200
 
 
 class AssocReads:
@@ -145,8 +148,12 @@ class AssocReads:
         if kept is not None:
             return kept
         before = cache.answers(key)  # None before the list's first read: kept from the next
-        kept = _encoded(method(id1, atype, *args), encode)
-        cache.keep(key, before, tag, kept, kept[1], len(kept[0]))
+        json, rows = _encoded(method(id1, atype, *args), encode)
+        if before is None:
+            return json, rows
+        # A copy of its length: the encoder's buffer holds up to half as much again.
+        kept = (bytes(memoryview(json)), rows)
+        cache.keep(key, before, tag, kept, rows, _ENCODED_BYTES + len(json))
         return kept
 
     def assoc_time_range(
