@@ -14,7 +14,7 @@ import pytest
 
 import assocdb
 from assocdb import CacheConfig, Graph
-from assocdb.cache.tier1 import _DATA_SLOT, _object_bytes
+from assocdb.cache.tier1 import _DATA_SLOT, _Fill, _object_bytes
 
 
 @pytest.fixture
@@ -216,22 +216,30 @@ def test_a_fill_between_a_writes_commit_and_its_apply_is_not_installed(
         assert obj.data == {"name": "ada lovelace"}
 
 
-def test_concurrent_misses_share_one_fill(graph: Graph) -> None:
+def test_concurrent_misses_share_one_fill(graph: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
     g = graph
     g.bulk_load([(5, "likes", n, n) for n in range(1, 50)])
     scans: list[str] = []
     gate = threading.Event()
+    waiting = threading.Semaphore(0)
+    real_wait = _Fill.wait
 
     def slow(shard: int, sql: str) -> None:
         if sql.startswith("SELECT id2, time"):
             scans.append(sql)
-            gate.wait(0.3)
+            gate.wait()
 
+    def wait(fill: _Fill) -> None:
+        waiting.release()
+        real_wait(fill)
+
+    monkeypatch.setattr(_Fill, "wait", wait)
     g.engine.backend.faults.append(slow)  # type: ignore[attr-defined]
     readers = [threading.Thread(target=lambda: g.assoc_range(5, "likes")) for _ in range(8)]
     for r in readers:
         r.start()
-    time.sleep(0.1)
+    for _ in readers[1:]:  # the other seven wait for the first one's fill
+        waiting.acquire()
     gate.set()
     for r in readers:
         r.join()
@@ -391,3 +399,53 @@ def test_refilling_an_aged_object_does_not_count_it_twice(tmp_path: Path) -> Non
         _object_bytes(v[0]) for v in cache._objects.values()
     )
     g.close()
+
+
+def test_a_fill_that_fails_to_install_still_releases_the_readers_waiting_for_it(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = graph
+    g.bulk_load([(5, "likes", n, n) for n in range(1, 50)])
+    cache = g.engine.cache
+    assert cache is not None
+    loading, release, waiting = threading.Event(), threading.Event(), threading.Event()
+
+    def slow(shard: int, sql: str) -> None:
+        if sql.startswith("SELECT id2, time") and not loading.is_set():
+            loading.set()
+            release.wait()
+
+    g.engine.backend.faults.append(slow)  # type: ignore[attr-defined]
+    real_wait, real_install = _Fill.wait, cache._install
+    failures = [RuntimeError("the first install fails")]
+
+    def wait(fill: _Fill) -> None:
+        waiting.set()
+        real_wait(fill)
+
+    def install(*args: Any) -> None:
+        if failures:
+            raise failures.pop()
+        real_install(*args)
+
+    monkeypatch.setattr(_Fill, "wait", wait)
+    monkeypatch.setattr(cache, "_install", install)
+    answers: list[object] = []
+
+    def read() -> None:
+        try:
+            answers.append([a.id2 for a in g.assoc_range(5, "likes", limit=3)])
+        except RuntimeError as exc:
+            answers.append(exc)
+
+    first = threading.Thread(target=read)
+    first.start()
+    loading.wait()
+    second = threading.Thread(target=read)  # misses too, and waits for the first's fill
+    second.start()
+    waiting.wait()
+    release.set()
+    first.join()
+    second.join(timeout=120)  # patience only: before the fix it waited for ever
+    assert not second.is_alive()
+    assert sorted(map(str, answers)) == sorted(["the first install fails", "[49, 48, 47]"])

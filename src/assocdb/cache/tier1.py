@@ -500,14 +500,19 @@ class Cache:
             ticket.stale = True
             ticket.done.release()
             raise
-        with self._lock:
-            del self._fills[ticket_key]
-            self.fills += 1
-            if ticket.stale:
-                self.stale_fills += 1  # a write landed meanwhile: do not install
-            else:
-                self._install(ticket_key, value)
-        ticket.done.release()
+        try:
+            with self._lock:
+                del self._fills[ticket_key]
+                self.fills += 1
+                if ticket.stale:
+                    self.stale_fills += 1  # a write landed meanwhile: do not install
+                else:
+                    self._install(ticket_key, value)
+        except BaseException:
+            ticket.stale = True  # not installed: the waiters load for themselves
+            raise
+        finally:
+            ticket.done.release()  # whatever happened, no waiter waits for ever
         return value
 
     def _load(self, ticket_key: tuple[str, Any], load: Callable[[], Any]) -> Any:
