@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import random
+import sys
 import threading
 from typing import Any
 
+import msgspec
+
+from ..cache.tier1 import Cache, ObjEntry
 from ..core import json as _json
 from ..core.errors import InvalidRequest, Unavailable
 from ..core.ids import allocated_id, check_id, shard_of
@@ -16,6 +20,9 @@ from ..storage.backend import Backend
 from .engine import Engine
 
 _REMOVED = State.REMOVED
+_GONE = object()  # kept on an entry that says "no such object" (or a tombstone)
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+_KEPT_BYTES = 200  # a kept template Obj, its (template, flat) tuple, and an empty dict
 
 
 class Objects:
@@ -67,17 +74,22 @@ class Objects:
 
     def obj_get(self, id: int) -> Obj | None:
         id = check_id(id)
-        shard = shard_of(id, self._shards)
-
-        def load() -> ObjRow | None:
-            rows = self._backend.objects(shard, [id])
-            return rows[0] if rows else None
-
-        row = load() if self._cache is None else self._cache.obj(id, load)
-        if row is None or row.state == _REMOVED:
+        cache = self._cache
+        if cache is None:
+            return self._obj(self._load(id))
+        entry = cache.cached_obj(id)
+        if entry is None:
+            return self._obj(cache.obj(id, lambda: self._load(id)))
+        kept = entry.answer
+        if kept is None:  # the entry's first hit
+            kept = self._keep(cache, id, entry)
+        if kept is _GONE:
             return None
-        name = self._otype_name(row.otype)
-        return Obj(row.id, name, _json.decode(row.data), row.version, row.updated_at)
+        template, nested = kept
+        # The caller may change the data it gets: a copy of the dict is enough when every
+        # value is immutable, else decoding the JSON again is the cheapest deep copy.
+        data = template.data.copy() if nested is None else _json.decode(nested)
+        return Obj(template.id, template.otype, data, template.version, template.updated_at)
 
     def obj_update(
         self, id: int, data: dict[str, Any], *, updated_at: int | None = None
@@ -99,6 +111,35 @@ class Objects:
         id = check_id(id)
         ua = self._engine.stamp(updated_at)
         return ObjectWrite(id, ua, state=_REMOVED), ua
+
+    def _load(self, id: int) -> ObjRow | None:
+        rows = self._backend.objects(shard_of(id, self._shards), [id])
+        return rows[0] if rows else None
+
+    def _obj(self, row: ObjRow | None) -> Obj | None:
+        """The object `row` holds (decoded: the caller's own), or None if there is none."""
+        if row is None or row.state == _REMOVED:
+            return None
+        name = self._otype_name(row.otype)
+        return Obj(row.id, name, _json.decode(row.data), row.version, row.updated_at)
+
+    def _keep(self, cache: Cache, id: int, entry: ObjEntry) -> Any:
+        """What the entry's hits answer from, kept on it: _GONE, or (the object as the
+        cache's own, never handed out; None if its data is flat, all values immutable,
+        else the JSON each hit decodes)."""
+        template = self._obj(entry.row)
+        if template is None or entry.row is None:
+            cache.keep_obj(id, entry, _GONE, 0)
+            return _GONE
+        data = template.data
+        if all(type(value) in _IMMUTABLE for value in data.values()):
+            kept: tuple[Obj, bytes | None] = (template, None)
+            nbytes = _kept_bytes(data)
+        else:  # hits decode the row's JSON: no decoded data is kept
+            kept = (msgspec.structs.replace(template, data={}), entry.row.data)
+            nbytes = _KEPT_BYTES
+        cache.keep_obj(id, entry, kept, nbytes)
+        return kept
 
     def _allocate(self, shard: int | None) -> int:
         if shard is not None:
@@ -138,6 +179,16 @@ class _IdBlocks:
                 end = seq + self.BLOCK
             self._blocks[shard] = (seq + 1, end)
         return allocated_id(seq, shard, self._backend.shards)
+
+
+def _kept_bytes(data: dict[str, Any]) -> int:
+    """What a kept object with this flat data costs: the template and its tuple, the dict,
+    its keys and values (an overestimate: equal keys may be shared)."""
+    return (
+        _KEPT_BYTES
+        + sys.getsizeof(data)
+        + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in data.items())
+    )
 
 
 def _object_data(data: object) -> bytes:

@@ -6,7 +6,9 @@ It keeps what TAO's cache kept, in the forms the queries need:
   its visible (normal) edges, up to `prefix` entries, as a PackedList (about
   20 bytes an edge) plus the data of the edges that have any; `complete`
   says the prefix is the whole list;
-* per object: its row, or a negative entry ("no such object");
+* per object: its row, or a negative entry ("no such object"), and from its
+  first hit on, what the API built from the row (`ObjEntry.answer`: the object
+  decoded, so later hits copy a dict instead of decoding JSON);
 * per home timeline owner: the packed blob of `core.timeline_list` (32 bytes an
   entry), exactly as the shard stores it.
 
@@ -37,7 +39,7 @@ eviction. A list of 100 edges costs ~23.6 bytes an edge (`bench/cache.py`).
 Hits take no lock. A list read again and again is answered from answers the
 API built before and the entry keeps (`cache.decoded`: one dict lookup); a
 count or an object is one dict lookup too. Everything a hit reads is either
-immutable or replaced whole by writers (answers, object rows), or a single
+immutable or replaced whole by writers (answers, object entries), or a single
 int (a count). A list hit only sets its reference bit; an object hit moves
 its key with `move_to_end` (atomic), and objects are evicted with `popitem`,
 never by iterating, so a hit never meets a dict mid-iteration. A read the
@@ -82,9 +84,30 @@ _SMALL_GET = SMALL_LIST
 _DOORKEEPER = 65_536  # keys remembered as missed once
 _ROOM = 0.9  # below this share of max_bytes, every miss is admitted
 _WAITED = object()  # a fill another thread did: read the cache again
-MISSING: Any = object()  # a negative entry: "no such object"
 
 ListKey = tuple[int, int]
+
+
+class ObjEntry:
+    """What is cached of one object: its row (None: "no such object"), when it was
+    filled, and what the API built from the row on its first hit (`keep_obj`), so that
+    later hits build nothing the first one built (no JSON decode, no schema lookup).
+
+    Writers never change an entry: `apply` puts a new one in its place. So an answer
+    kept on an entry always describes that entry's row, and a reader that built one
+    from an entry a write has since replaced keeps it on an entry nobody reads."""
+
+    __slots__ = ("answer", "answer_bytes", "born", "row")
+
+    def __init__(self, row: ObjRow | None, born: float) -> None:
+        self.row = row
+        self.born = born
+        self.answer: Any = None
+        self.answer_bytes = 0
+
+    @property
+    def nbytes(self) -> int:
+        return _object_bytes(self.row) + self.answer_bytes
 
 
 class ListEntry:
@@ -253,7 +276,7 @@ class Cache:
         # instead of moving its key, so it never changes the dict, and a plain dict
         # costs ~50 bytes less per list than an ordered one.
         self._lists: dict[ListKey, ListEntry] = {}
-        self._objects: OrderedDict[int, tuple[Any, float]] = OrderedDict()
+        self._objects: OrderedDict[int, ObjEntry] = OrderedDict()
         self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
         self._home_bytes = 0
         self._fills: dict[tuple[str, Any], _Fill] = {}
@@ -403,23 +426,42 @@ class Cache:
             entry = self._lists.get(key)
             yield entry if entry is not None and entry.prefix is not None else None
 
+    def cached_obj(self, id: int) -> ObjEntry | None:
+        """The object's entry if it is cached and fresh (a hit: counted, no lock), else
+        None: then read through `obj`."""
+        found = self._objects.get(id)
+        if found is None or time.monotonic() - found.born >= self.config.max_age:
+            return None
+        try:  # noqa: SIM105 (suppress() is a context manager: slower on the hit path)
+            self._objects.move_to_end(id)
+        except KeyError:  # dropped meanwhile: the hit still reads what was there
+            pass
+        self.hits += 1
+        self.hot.seen(("object", id))
+        return found
+
+    def keep_obj(self, id: int, entry: ObjEntry, answer: Any, nbytes: int) -> None:
+        """Keep `answer`, built from `entry.row`, on the entry (if it is still the
+        object's entry: else a write replaced it, and nobody reads it any more)."""
+        with self._lock:
+            if self._objects.get(id) is not entry or entry.answer is not None:
+                return
+            entry.answer, entry.answer_bytes = answer, nbytes
+            self.bytes += nbytes
+            self._evict()
+
     def obj(self, id: int, load: Callable[[], ObjRow | None]) -> ObjRow | None:
         """The object row (filled on a miss); None if there is none."""
+        found = self.cached_obj(id)
+        if found is not None:
+            return found.row
         self.hot.seen(("object", id))
-        found = self._objects.get(id)
-        if found is not None and time.monotonic() - found[1] < self.config.max_age:
-            try:  # noqa: SIM105 (suppress() is a context manager: slower on the hit path)
-                self._objects.move_to_end(id)
-            except KeyError:  # dropped meanwhile: the hit still reads what was there
-                pass
-            self.hits += 1
-            return None if found[0] is MISSING else found[0]
         with self._lock:
             found = self._objects.get(id)
-            if found is not None and time.monotonic() - found[1] < self.config.max_age:
+            if found is not None and time.monotonic() - found.born < self.config.max_age:
                 self._objects.move_to_end(id)
                 self.hits += 1
-                return None if found[0] is MISSING else found[0]
+                return found.row
             if found is not None:  # aged out while in use
                 self._readmit(("object", id))
             admitted = self._admit(("object", id))
@@ -531,8 +573,8 @@ class Cache:
         elif kind == "object":
             replaced = self._objects.get(key)  # an aged entry, refilled
             if replaced is not None:
-                self.bytes -= _object_bytes(replaced[0])
-            self._objects[key] = (MISSING if value is None else value, time.monotonic())
+                self.bytes -= replaced.nbytes
+            self._objects[key] = ObjEntry(value, time.monotonic())
             self._objects.move_to_end(key)
             self.bytes += _object_bytes(value)
         else:
@@ -611,10 +653,10 @@ class Cache:
                 touched.append(("object", row.id))
                 self._stale(("object", row.id))
                 found = self._objects.get(row.id)
-                if found is not None:
-                    self.bytes -= _object_bytes(found[0])
-                    value = MISSING if row.state == State.REMOVED else row
-                    self._objects[row.id] = (value, found[1])
+                if found is not None:  # replaced, not changed: see ObjEntry
+                    self.bytes -= found.nbytes
+                    value = None if row.state == State.REMOVED else row
+                    self._objects[row.id] = ObjEntry(value, found.born)
                     self.bytes += _object_bytes(value)
             self._evict()
         if self.tier2 is not None and touched:
@@ -693,7 +735,7 @@ class Cache:
                     self._stale((kind, key))
                     found = self._objects.pop(key, None)
                     if found is not None:
-                        self.bytes -= _object_bytes(found[0])
+                        self.bytes -= found.nbytes
                         self._readmit((kind, key))
                 else:
                     self._stale(("counts", key))
@@ -767,8 +809,8 @@ class Cache:
                 del lists[key]
                 self.bytes -= entry.nbytes + self.decoded.forget(entry)
             else:
-                _, (row, _) = self._objects.popitem(last=False)
-                self.bytes -= _object_bytes(row)
+                _, oldest = self._objects.popitem(last=False)
+                self.bytes -= oldest.nbytes
             self.evictions += 1
 
     def holds(self, key: tuple[Any, ...]) -> bool:
@@ -804,5 +846,5 @@ def _home_bytes(blob: bytes) -> int:
     return _ENTRY_BYTES + len(blob)
 
 
-def _object_bytes(row: Any) -> int:
-    return _ENTRY_BYTES + (0 if row is None or row is MISSING else len(row.data))
+def _object_bytes(row: ObjRow | None) -> int:
+    return _ENTRY_BYTES + (0 if row is None else len(row.data))
