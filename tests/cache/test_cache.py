@@ -419,3 +419,17 @@ def test_kept_object_answers_are_counted_and_freed(tmp_path: Path) -> None:
         e.nbytes for e in entries
     )
     g.close()
+
+
+def test_an_object_read_again_and_again_outlives_ones_read_once(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=20_000, admit_after=1))
+    g.define_object("user")
+    hot = g.obj_add("user", {"name": "hot"})
+    cache = g.engine.cache
+    assert cache is not None
+    for n in range(300):  # far more than fit
+        g.obj_get(g.obj_add("user", {"n": n}))
+        assert statements(g, lambda: g.obj_get(hot)) == [] or n == 0
+    assert cache.evictions > 200
+    assert cache.holds(("object", hot))
+    g.close()

@@ -31,18 +31,18 @@ always reads its own writes.
 Writes of other processes are seen through tier 2 (Redis invalidations) or,
 without it, after `max_age` seconds at most: older entries are refilled.
 
-Memory is bounded in bytes with LRU eviction (for lists its approximation
-CLOCK: a hit sets the entry's reference bit, eviction gives a set bit a
-second chance); the hottest keys (`HotKeys`) are spared when they come up for
+Memory is bounded in bytes with LRU eviction (for lists and objects its
+approximation CLOCK: a hit sets the entry's reference bit, eviction gives a
+set bit a second chance); the hottest keys (`HotKeys`) are spared when they come up for
 eviction. A list of 100 edges costs ~23.6 bytes an edge (`bench/cache.py`).
 
 Hits take no lock. A list read again and again is answered from answers the
 API built before and the entry keeps (`cache.decoded`: one dict lookup); a
 count or an object is one dict lookup too. Everything a hit reads is either
 immutable or replaced whole by writers (answers, object entries), or a single
-int (a count). A list hit only sets its reference bit; an object hit moves
-its key with `move_to_end` (atomic), and objects are evicted with `popitem`,
-never by iterating, so a hit never meets a dict mid-iteration. A read the
+int (a count). A hit only sets its entry's reference bit: it never changes a
+dict, and eviction takes the first key of one (`next(iter(...))`) under the
+lock, never iterating further, so a hit never meets a dict mid-iteration. A read the
 answers do not cover decodes the packed prefix under the lock, as writers
 change it in place.
 """
@@ -97,11 +97,12 @@ class ObjEntry:
     kept on an entry always describes that entry's row, and a reader that built one
     from an entry a write has since replaced keeps it on an entry nobody reads."""
 
-    __slots__ = ("answer", "answer_bytes", "born", "row")
+    __slots__ = ("answer", "answer_bytes", "born", "row", "used")
 
-    def __init__(self, row: ObjRow | None, born: float) -> None:
+    def __init__(self, row: ObjRow | None, born: float, used: bool = False) -> None:
         self.row = row
         self.born = born
+        self.used = used  # CLOCK's reference bit, as a list's
         self.answer: Any = None
         self.answer_bytes = 0
 
@@ -276,7 +277,7 @@ class Cache:
         # instead of moving its key, so it never changes the dict, and a plain dict
         # costs ~50 bytes less per list than an ordered one.
         self._lists: dict[ListKey, ListEntry] = {}
-        self._objects: OrderedDict[int, ObjEntry] = OrderedDict()
+        self._objects: dict[int, ObjEntry] = {}  # evicted by CLOCK too
         self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
         self._home_bytes = 0
         self._fills: dict[tuple[str, Any], _Fill] = {}
@@ -432,12 +433,12 @@ class Cache:
         found = self._objects.get(id)
         if found is None or time.monotonic() - found.born >= self.config.max_age:
             return None
-        try:  # noqa: SIM105 (suppress() is a context manager: slower on the hit path)
-            self._objects.move_to_end(id)
-        except KeyError:  # dropped meanwhile: the hit still reads what was there
-            pass
+        found.used = True
         self.hits += 1
-        self.hot.seen(("object", id))
+        hot = self.hot
+        hot.skip -= 1  # `HotKeys.seen`, without a call per hit
+        if hot.skip <= 0:
+            hot.count(("object", id))
         return found
 
     def keep_obj(self, id: int, entry: ObjEntry, answer: Any, nbytes: int) -> None:
@@ -459,7 +460,7 @@ class Cache:
         with self._lock:
             found = self._objects.get(id)
             if found is not None and time.monotonic() - found.born < self.config.max_age:
-                self._objects.move_to_end(id)
+                found.used = True
                 self.hits += 1
                 return found.row
             if found is not None:  # aged out while in use
@@ -571,11 +572,10 @@ class Cache:
             self._home_bytes += _home_bytes(value)
             self.bytes += _home_bytes(value)
         elif kind == "object":
-            replaced = self._objects.get(key)  # an aged entry, refilled
+            replaced = self._objects.pop(key, None)  # an aged entry, refilled
             if replaced is not None:
                 self.bytes -= replaced.nbytes
             self._objects[key] = ObjEntry(value, time.monotonic())
-            self._objects.move_to_end(key)
             self.bytes += _object_bytes(value)
         else:
             entry = self._fresh_list(key, read=False)  # a fill is not a read of the entry
@@ -656,7 +656,7 @@ class Cache:
                 if found is not None:  # replaced, not changed: see ObjEntry
                     self.bytes -= found.nbytes
                     value = None if row.state == State.REMOVED else row
-                    self._objects[row.id] = ObjEntry(value, found.born)
+                    self._objects[row.id] = ObjEntry(value, found.born, found.used)
                     self.bytes += _object_bytes(value)
             self._evict()
         if self.tier2 is not None and touched:
@@ -809,7 +809,13 @@ class Cache:
                 del lists[key]
                 self.bytes -= entry.nbytes + self.decoded.forget(entry)
             else:
-                _, oldest = self._objects.popitem(last=False)
+                objects = self._objects
+                obj_id = next(iter(objects))  # the oldest; hits never change the dict
+                oldest = objects.pop(obj_id)
+                if oldest.used:
+                    oldest.used = False  # a second chance
+                    objects[obj_id] = oldest
+                    continue
                 self.bytes -= oldest.nbytes
             self.evictions += 1
 
