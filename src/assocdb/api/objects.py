@@ -22,7 +22,7 @@ from .engine import Engine
 _REMOVED = State.REMOVED
 _GONE = object()  # kept on an entry that says "no such object" (or a tombstone)
 _IMMUTABLE = frozenset({str, int, float, bool, type(None)})
-_KEPT_BYTES = 200  # a kept template Obj, its (template, flat) tuple, and an empty dict
+_KEPT_BYTES = 200  # a kept Obj (or a _Nested, its Obj and an empty dict)
 
 
 class Objects:
@@ -83,13 +83,9 @@ class Objects:
         kept = entry.answer
         if kept is None:  # the entry's first hit
             kept = self._keep(cache, id, entry)
-        if kept is _GONE:
-            return None
-        template, nested = kept
-        # The caller may change the data it gets: a copy of the dict is enough when every
-        # value is immutable, else decoding the JSON again is the cheapest deep copy.
-        data = template.data.copy() if nested is None else _json.decode(nested)
-        return Obj(template.id, template.otype, data, template.version, template.updated_at)
+        if type(kept) is Obj:  # flat data: a copy of its dict is the caller's own
+            return Obj(kept.id, kept.otype, kept.data.copy(), kept.version, kept.updated_at)
+        return None if kept is _GONE else kept.fresh()
 
     def obj_update(
         self, id: int, data: dict[str, Any], *, updated_at: int | None = None
@@ -123,21 +119,18 @@ class Objects:
         name = self._otype_name(row.otype)
         return Obj(row.id, name, _json.decode(row.data), row.version, row.updated_at)
 
-    def _keep(self, cache: Cache, id: int, entry: ObjEntry) -> Any:
-        """What the entry's hits answer from, kept on it: _GONE, or (the object as the
-        cache's own, never handed out; None if its data is flat, all values immutable,
-        else the JSON each hit decodes)."""
-        template = self._obj(entry.row)
-        if template is None or entry.row is None:
-            cache.keep_obj(id, entry, _GONE, 0)
-            return _GONE
-        data = template.data
-        if all(type(value) in _IMMUTABLE for value in data.values()):
-            kept: tuple[Obj, bytes | None] = (template, None)
-            nbytes = _kept_bytes(data)
-        else:  # hits decode the row's JSON: no decoded data is kept
-            kept = (msgspec.structs.replace(template, data={}), entry.row.data)
-            nbytes = _KEPT_BYTES
+    def _keep(self, cache: Cache, id: int, entry: ObjEntry) -> object:
+        """What the entry's hits answer from, kept on it: _GONE, the object itself if its
+        data is flat (every value immutable; the cache's own, never handed out), else
+        a _Nested."""
+        obj = self._obj(entry.row)
+        kept: object
+        if obj is None or entry.row is None:
+            kept, nbytes = _GONE, 0
+        elif all(type(value) in _IMMUTABLE for value in obj.data.values()):
+            kept, nbytes = obj, _kept_bytes(obj.data)
+        else:
+            kept, nbytes = _Nested(obj, entry.row.data), _KEPT_BYTES
         cache.keep_obj(id, entry, kept, nbytes)
         return kept
 
@@ -159,6 +152,20 @@ class Objects:
             return self._engine.schema.object_by_id(otype).name
         except KeyError:
             return self._engine.reload_schema().object_by_id(otype).name
+
+
+class _Nested:
+    """A kept object whose data holds lists or dicts: each caller gets it decoded anew
+    from its JSON (the cheapest deep copy), so no caller can change what another reads."""
+
+    __slots__ = ("raw", "template")
+
+    def __init__(self, obj: Obj, raw: bytes) -> None:
+        self.template = msgspec.structs.replace(obj, data={})  # no decoded data kept
+        self.raw = raw
+
+    def fresh(self) -> Obj:
+        return msgspec.structs.replace(self.template, data=_json.decode(self.raw))
 
 
 class _IdBlocks:
