@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sys
 import threading
@@ -14,7 +15,7 @@ import pytest
 
 import assocdb
 from assocdb import CacheConfig, Graph
-from assocdb.cache.tier1 import _DATA_SLOT, _Fill, _object_bytes
+from assocdb.cache.tier1 import _DATA_SLOT, _Fill
 
 
 @pytest.fixture
@@ -380,7 +381,7 @@ def test_the_cache_counts_its_bytes_exactly_through_writes(tmp_path: Path) -> No
         assert entry.data_bytes == sum(sys.getsizeof(v) + _DATA_SLOT for v in entry.data.values())
         assert entry.nbytes == entry.measure()
     assert cache.bytes == sum(e.nbytes for e in cache._lists.values()) + sum(
-        _object_bytes(v[0]) for v in cache._objects.values()
+        v.nbytes for v in cache._objects.values()
     )
     g.close()
 
@@ -396,7 +397,7 @@ def test_refilling_an_aged_object_does_not_count_it_twice(tmp_path: Path) -> Non
     cache = g.engine.cache
     assert cache is not None
     assert cache.bytes == sum(e.nbytes for e in cache._lists.values()) + sum(
-        _object_bytes(v[0]) for v in cache._objects.values()
+        v.nbytes for v in cache._objects.values()
     )
     g.close()
 
@@ -449,3 +450,44 @@ def test_a_fill_that_fails_to_install_still_releases_the_readers_waiting_for_it(
     second.join(timeout=120)  # patience only: before the fix it waited for ever
     assert not second.is_alive()
     assert sorted(map(str, answers)) == sorted(["the first install fails", "[49, 48, 47]"])
+
+
+def test_kept_object_answers_are_counted_and_freed(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=60_000, admit_after=1))
+    g.define_object("user")
+    rng = random.Random(5)
+    ids = [g.obj_add("user", {"bio": "x" * 100, "n": n}) for n in range(200)]
+    for n in range(3000):
+        uid = rng.choice(ids[:120])  # more than fit: entries are evicted too
+        roll = rng.random()
+        if roll < 0.1:
+            with contextlib.suppress(assocdb.NotFound):  # deleted before
+                g.obj_update(uid, {"n": n, "tags": [n]} if n % 2 else {"n": n})
+        elif roll < 0.12:
+            g.obj_delete(uid)
+        else:
+            g.obj_get(uid)
+    cache = g.engine.cache
+    assert cache is not None
+    entries = list(cache._objects.values())
+    assert any(e.answer_bytes for e in entries)  # answers were kept ...
+    assert cache.evictions  # ... and entries evicted
+    assert cache.bytes <= cache.config.max_bytes
+    assert cache.bytes == sum(e.nbytes for e in cache._lists.values()) + sum(
+        e.nbytes for e in entries
+    )
+    g.close()
+
+
+def test_an_object_read_again_and_again_outlives_ones_read_once(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=20_000, admit_after=1))
+    g.define_object("user")
+    hot = g.obj_add("user", {"name": "hot"})
+    cache = g.engine.cache
+    assert cache is not None
+    for n in range(300):  # far more than fit
+        g.obj_get(g.obj_add("user", {"n": n}))
+        assert statements(g, lambda: g.obj_get(hot)) == [] or n == 0
+    assert cache.evictions > 200
+    assert cache.holds(("object", hot))
+    g.close()

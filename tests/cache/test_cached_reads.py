@@ -23,7 +23,6 @@ import pytest
 
 import assocdb
 from assocdb import CacheConfig, Graph
-from assocdb.cache.tier1 import _object_bytes
 
 REDIS = os.environ.get("ASSOCDB_TEST_REDIS_URL")
 NO_REDIS = pytest.mark.skipif(not REDIS, reason="no ASSOCDB_TEST_REDIS_URL")
@@ -175,7 +174,7 @@ def test_kept_answers_stay_within_their_share_and_are_counted(tmp_path: Path) ->
     assert cache._lists[(7, 1)].answers == {}
     assert cache.bytes <= cache.config.max_bytes
     assert cache.bytes == sum(e.nbytes + e.answer_bytes for e in cache._lists.values()) + sum(
-        _object_bytes(v[0]) for v in cache._objects.values()
+        v.nbytes for v in cache._objects.values()
     )
     assert sys.getsizeof(decoded._order) < 64 * 1024  # stale items are compacted away
     g.close()
@@ -275,3 +274,83 @@ def test_the_cache_says_which_hot_keys_it_holds(tmp_path: Path) -> None:
         assert not cache.holds(("home", user))
         cache.invalidate()
         assert not cache.holds(("object", user))
+
+
+def test_an_object_read_from_the_cache_is_the_callers_own(graphs: tuple[Graph, Graph]) -> None:
+    cached, plain = graphs
+    flat = cached.obj_add("user", {"name": "ada", "n": 1, "score": 1.5, "ok": True, "x": None})
+    nested = cached.obj_add("user", {"tags": ["a"], "profile": {"city": "London"}})
+    for uid in (flat, nested):
+        want = plain.obj_get(uid)
+        assert want is not None
+        for _ in range(3):  # the fill, the hit that keeps its answer, hits from the answer
+            got = cached.obj_get(uid)
+            assert got == want
+            assert got is not None
+            got.data["name"] = "changed by the caller"
+            got.data.pop("n", None)
+            for value in got.data.values():
+                if isinstance(value, list):
+                    value.append("changed by the caller")
+                elif isinstance(value, dict):
+                    value["city"] = "changed by the caller"
+        assert statements(cached, lambda uid=uid: cached.obj_get(uid)) == []
+        assert cached.obj_get(uid) == want
+
+
+def test_an_answer_built_from_a_replaced_object_entry_is_not_kept(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(admit_after=1, max_age=3600))
+    g.define_object("user")
+    uid = g.obj_add("user", {"name": "ada"})
+    g.obj_get(uid)  # fills the entry
+    cache = g.engine.cache
+    assert cache is not None
+    before = cache.cached_obj(uid)  # a reader holds the entry ...
+    assert before is not None
+    g.obj_update(uid, {"name": "ada lovelace"})  # ... a write replaces it ...
+    nbytes = cache.bytes
+    cache.keep_obj(uid, before, "built from the old row", 1000)  # ... then the reader keeps
+    assert cache.bytes == nbytes
+    got = g.obj_get(uid)
+    assert got is not None
+    assert got.data == {"name": "ada lovelace"}
+    assert statements(g, lambda: g.obj_get(uid)) == []
+    g.close()
+
+
+def test_object_readers_racing_a_writer_never_read_back_in_time(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(admit_after=1, max_age=3600))
+    g.define_object("user")
+    uid = g.obj_add("user", {"n": 0, "tags": [0]})
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def read() -> None:
+        seen = 0  # the writer only counts up: a reader never sees a smaller n later
+        while not stop.is_set():
+            got = g.obj_get(uid)
+            if got is None or got.data["tags"] != [got.data["n"]]:
+                failures.append(f"not a written object: {got}")
+                continue
+            if got.data["n"] < seen:
+                failures.append(f"went back from {seen} to {got.data['n']}")
+            seen = got.data["n"]
+            got.data["tags"].append("changed by the caller")
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, inside the windows that matter
+    for t in readers:
+        t.start()
+    try:
+        for n in range(1, 301):
+            g.obj_update(uid, {"n": n, "tags": [n]})
+            for _ in range(3):
+                assert g.obj_get(uid).data == {"n": n, "tags": [n]}  # type: ignore[union-attr]
+    finally:
+        stop.set()
+        for t in readers:
+            t.join()
+        sys.setswitchinterval(interval)
+        g.close()
+    assert failures == []

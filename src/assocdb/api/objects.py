@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import random
+import sys
 import threading
 from typing import Any
 
+import msgspec
+
+from ..cache.tier1 import Cache, ObjEntry
 from ..core import json as _json
 from ..core.errors import InvalidRequest, Unavailable
 from ..core.ids import allocated_id, check_id, shard_of
@@ -16,6 +20,9 @@ from ..storage.backend import Backend
 from .engine import Engine
 
 _REMOVED = State.REMOVED
+_GONE = object()  # kept on an entry that says "no such object" (or a tombstone)
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+_KEPT_BYTES = 200  # a kept Obj (or a _Nested, its Obj and an empty dict)
 
 
 class Objects:
@@ -67,17 +74,18 @@ class Objects:
 
     def obj_get(self, id: int) -> Obj | None:
         id = check_id(id)
-        shard = shard_of(id, self._shards)
-
-        def load() -> ObjRow | None:
-            rows = self._backend.objects(shard, [id])
-            return rows[0] if rows else None
-
-        row = load() if self._cache is None else self._cache.obj(id, load)
-        if row is None or row.state == _REMOVED:
-            return None
-        name = self._otype_name(row.otype)
-        return Obj(row.id, name, _json.decode(row.data), row.version, row.updated_at)
+        cache = self._cache
+        if cache is None:
+            return self._obj(self._load(id))
+        entry = cache.cached_obj(id)
+        if entry is None:
+            return self._obj(cache.obj(id, lambda: self._load(id)))
+        kept = entry.answer
+        if kept is None:  # the entry's first hit
+            kept = self._keep(cache, id, entry)
+        if type(kept) is Obj:  # flat data: a copy of its dict is the caller's own
+            return Obj(kept.id, kept.otype, kept.data.copy(), kept.version, kept.updated_at)
+        return None if kept is _GONE else kept.fresh()
 
     def obj_update(
         self, id: int, data: dict[str, Any], *, updated_at: int | None = None
@@ -100,6 +108,32 @@ class Objects:
         ua = self._engine.stamp(updated_at)
         return ObjectWrite(id, ua, state=_REMOVED), ua
 
+    def _load(self, id: int) -> ObjRow | None:
+        rows = self._backend.objects(shard_of(id, self._shards), [id])
+        return rows[0] if rows else None
+
+    def _obj(self, row: ObjRow | None) -> Obj | None:
+        """The object `row` holds (decoded: the caller's own), or None if there is none."""
+        if row is None or row.state == _REMOVED:
+            return None
+        name = self._otype_name(row.otype)
+        return Obj(row.id, name, _json.decode(row.data), row.version, row.updated_at)
+
+    def _keep(self, cache: Cache, id: int, entry: ObjEntry) -> object:
+        """What the entry's hits answer from, kept on it: _GONE, the object itself if its
+        data is flat (every value immutable; the cache's own, never handed out), else
+        a _Nested."""
+        obj = self._obj(entry.row)
+        kept: object
+        if obj is None or entry.row is None:
+            kept, nbytes = _GONE, 0
+        elif all(type(value) in _IMMUTABLE for value in obj.data.values()):
+            kept, nbytes = obj, _kept_bytes(obj.data)
+        else:
+            kept, nbytes = _Nested(obj, entry.row.data), _KEPT_BYTES
+        cache.keep_obj(id, entry, kept, nbytes)
+        return kept
+
     def _allocate(self, shard: int | None) -> int:
         if shard is not None:
             return self._ids.take(shard)
@@ -120,6 +154,20 @@ class Objects:
             return self._engine.reload_schema().object_by_id(otype).name
 
 
+class _Nested:
+    """A kept object whose data holds lists or dicts: each caller gets it decoded anew
+    from its JSON (the cheapest deep copy), so no caller can change what another reads."""
+
+    __slots__ = ("raw", "template")
+
+    def __init__(self, obj: Obj, raw: bytes) -> None:
+        self.template = msgspec.structs.replace(obj, data={})  # no decoded data kept
+        self.raw = raw
+
+    def fresh(self) -> Obj:
+        return msgspec.structs.replace(self.template, data=_json.decode(self.raw))
+
+
 class _IdBlocks:
     """Hands out allocated ids per shard, reserving sequence numbers 64 at a time."""
 
@@ -138,6 +186,16 @@ class _IdBlocks:
                 end = seq + self.BLOCK
             self._blocks[shard] = (seq + 1, end)
         return allocated_id(seq, shard, self._backend.shards)
+
+
+def _kept_bytes(data: dict[str, Any]) -> int:
+    """What a kept object with this flat data costs: the template and its tuple, the dict,
+    its keys and values (an overestimate: equal keys may be shared)."""
+    return (
+        _KEPT_BYTES
+        + sys.getsizeof(data)
+        + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in data.items())
+    )
 
 
 def _object_data(data: object) -> bytes:

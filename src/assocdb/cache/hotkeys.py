@@ -35,7 +35,9 @@ class HotKeys:
         self._counts: dict[Hashable, int] = {}
         self._buckets: dict[int, dict[Hashable, None]] = {}  # count -> its keys (ordered set)
         self._smallest = 0  # the smallest count in use, once full
-        self._skip = 1  # lookups until the next counted one
+        #: Lookups until the next counted one. `seen` counts down; a hot path may count
+        #: down itself and call `count` at 0 (`Cache.cached_obj`: a call per hit costs).
+        self.skip = 1
         self._gaps = random.Random()
         self._sampled = 0
         self._hot: frozenset[Hashable] = frozenset()
@@ -44,11 +46,15 @@ class HotKeys:
 
     def seen(self, key: Hashable) -> None:
         """Count one request for `key` (sampled)."""
-        self._skip -= 1
-        if self._skip > 0:  # (> 0: threads racing past 0 must not stop the sampling)
+        self.skip -= 1
+        if self.skip > 0:  # (> 0: threads racing past 0 must not stop the sampling)
             return
+        self.count(key)
+
+    def count(self, key: Hashable) -> None:
+        """Count `key`, the request the countdown (`skip`) reached 0 on."""
         with self._lock:
-            self._skip = self._gaps.randrange(1, 2 * self._sample)  # mean: `sample`
+            self.skip = self._gaps.randrange(1, 2 * self._sample)  # mean: `sample`
             self._count(key)
             self._sampled += 1
             if self._sampled % 64 == 0:

@@ -6,7 +6,9 @@ It keeps what TAO's cache kept, in the forms the queries need:
   its visible (normal) edges, up to `prefix` entries, as a PackedList (about
   20 bytes an edge) plus the data of the edges that have any; `complete`
   says the prefix is the whole list;
-* per object: its row, or a negative entry ("no such object");
+* per object: its row, or a negative entry ("no such object"), and from its
+  first hit on, what the API built from the row (`ObjEntry.answer`: the object
+  decoded, so later hits copy a dict instead of decoding JSON);
 * per home timeline owner: the packed blob of `core.timeline_list` (32 bytes an
   entry), exactly as the shard stores it.
 
@@ -29,18 +31,18 @@ always reads its own writes.
 Writes of other processes are seen through tier 2 (Redis invalidations) or,
 without it, after `max_age` seconds at most: older entries are refilled.
 
-Memory is bounded in bytes with LRU eviction (for lists its approximation
-CLOCK: a hit sets the entry's reference bit, eviction gives a set bit a
-second chance); the hottest keys (`HotKeys`) are spared when they come up for
+Memory is bounded in bytes with LRU eviction (for lists and objects its
+approximation CLOCK: a hit sets the entry's reference bit, eviction gives a
+set bit a second chance); the hottest keys (`HotKeys`) are spared when they come up for
 eviction. A list of 100 edges costs ~23.6 bytes an edge (`bench/cache.py`).
 
 Hits take no lock. A list read again and again is answered from answers the
 API built before and the entry keeps (`cache.decoded`: one dict lookup); a
 count or an object is one dict lookup too. Everything a hit reads is either
-immutable or replaced whole by writers (answers, object rows), or a single
-int (a count). A list hit only sets its reference bit; an object hit moves
-its key with `move_to_end` (atomic), and objects are evicted with `popitem`,
-never by iterating, so a hit never meets a dict mid-iteration. A read the
+immutable or replaced whole by writers (answers, object entries), or a single
+int (a count). A hit only sets its entry's reference bit: it never changes a
+dict, and eviction takes the first key of one (`next(iter(...))`) under the
+lock, never iterating further, so a hit never meets a dict mid-iteration. A read the
 answers do not cover decodes the packed prefix under the lock, as writers
 change it in place.
 """
@@ -82,9 +84,31 @@ _SMALL_GET = SMALL_LIST
 _DOORKEEPER = 65_536  # keys remembered as missed once
 _ROOM = 0.9  # below this share of max_bytes, every miss is admitted
 _WAITED = object()  # a fill another thread did: read the cache again
-MISSING: Any = object()  # a negative entry: "no such object"
 
 ListKey = tuple[int, int]
+
+
+class ObjEntry:
+    """What is cached of one object: its row (None: "no such object"), when it was
+    filled, and what the API built from the row on its first hit (`keep_obj`), so that
+    later hits build nothing the first one built (no JSON decode, no schema lookup).
+
+    Writers never change an entry: `apply` puts a new one in its place. So an answer
+    kept on an entry always describes that entry's row, and a reader that built one
+    from an entry a write has since replaced keeps it on an entry nobody reads."""
+
+    __slots__ = ("answer", "answer_bytes", "born", "row", "used")
+
+    def __init__(self, row: ObjRow | None, born: float, used: bool = False) -> None:
+        self.row = row
+        self.born = born
+        self.used = used  # CLOCK's reference bit, as a list's
+        self.answer: Any = None
+        self.answer_bytes = 0
+
+    @property
+    def nbytes(self) -> int:
+        return _object_bytes(self.row) + self.answer_bytes
 
 
 class ListEntry:
@@ -253,7 +277,7 @@ class Cache:
         # instead of moving its key, so it never changes the dict, and a plain dict
         # costs ~50 bytes less per list than an ordered one.
         self._lists: dict[ListKey, ListEntry] = {}
-        self._objects: OrderedDict[int, tuple[Any, float]] = OrderedDict()
+        self._objects: dict[int, ObjEntry] = {}  # evicted by CLOCK too
         self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
         self._home_bytes = 0
         self._fills: dict[tuple[str, Any], _Fill] = {}
@@ -403,23 +427,42 @@ class Cache:
             entry = self._lists.get(key)
             yield entry if entry is not None and entry.prefix is not None else None
 
+    def cached_obj(self, id: int) -> ObjEntry | None:
+        """The object's entry if it is cached and fresh (a hit: counted, no lock), else
+        None: then read through `obj`."""
+        found = self._objects.get(id)
+        if found is None or time.monotonic() - found.born >= self.config.max_age:
+            return None
+        found.used = True
+        self.hits += 1
+        hot = self.hot
+        hot.skip -= 1  # `HotKeys.seen`, without a call per hit
+        if hot.skip <= 0:
+            hot.count(("object", id))
+        return found
+
+    def keep_obj(self, id: int, entry: ObjEntry, answer: Any, nbytes: int) -> None:
+        """Keep `answer`, built from `entry.row`, on the entry (if it is still the
+        object's entry: else a write replaced it, and nobody reads it any more)."""
+        with self._lock:
+            if self._objects.get(id) is not entry or entry.answer is not None:
+                return
+            entry.answer, entry.answer_bytes = answer, nbytes
+            self.bytes += nbytes
+            self._evict()
+
     def obj(self, id: int, load: Callable[[], ObjRow | None]) -> ObjRow | None:
         """The object row (filled on a miss); None if there is none."""
+        found = self.cached_obj(id)
+        if found is not None:
+            return found.row
         self.hot.seen(("object", id))
-        found = self._objects.get(id)
-        if found is not None and time.monotonic() - found[1] < self.config.max_age:
-            try:  # noqa: SIM105 (suppress() is a context manager: slower on the hit path)
-                self._objects.move_to_end(id)
-            except KeyError:  # dropped meanwhile: the hit still reads what was there
-                pass
-            self.hits += 1
-            return None if found[0] is MISSING else found[0]
         with self._lock:
             found = self._objects.get(id)
-            if found is not None and time.monotonic() - found[1] < self.config.max_age:
-                self._objects.move_to_end(id)
+            if found is not None and time.monotonic() - found.born < self.config.max_age:
+                found.used = True
                 self.hits += 1
-                return None if found[0] is MISSING else found[0]
+                return found.row
             if found is not None:  # aged out while in use
                 self._readmit(("object", id))
             admitted = self._admit(("object", id))
@@ -534,11 +577,10 @@ class Cache:
             self._home_bytes += _home_bytes(value)
             self.bytes += _home_bytes(value)
         elif kind == "object":
-            replaced = self._objects.get(key)  # an aged entry, refilled
+            replaced = self._objects.pop(key, None)  # an aged entry, refilled
             if replaced is not None:
-                self.bytes -= _object_bytes(replaced[0])
-            self._objects[key] = (MISSING if value is None else value, time.monotonic())
-            self._objects.move_to_end(key)
+                self.bytes -= replaced.nbytes
+            self._objects[key] = ObjEntry(value, time.monotonic())
             self.bytes += _object_bytes(value)
         else:
             entry = self._fresh_list(key, read=False)  # a fill is not a read of the entry
@@ -616,10 +658,10 @@ class Cache:
                 touched.append(("object", row.id))
                 self._stale(("object", row.id))
                 found = self._objects.get(row.id)
-                if found is not None:
-                    self.bytes -= _object_bytes(found[0])
-                    value = MISSING if row.state == State.REMOVED else row
-                    self._objects[row.id] = (value, found[1])
+                if found is not None:  # replaced, not changed: see ObjEntry
+                    self.bytes -= found.nbytes
+                    value = None if row.state == State.REMOVED else row
+                    self._objects[row.id] = ObjEntry(value, found.born, found.used)
                     self.bytes += _object_bytes(value)
             self._evict()
         if self.tier2 is not None and touched:
@@ -698,7 +740,7 @@ class Cache:
                     self._stale((kind, key))
                     found = self._objects.pop(key, None)
                     if found is not None:
-                        self.bytes -= _object_bytes(found[0])
+                        self.bytes -= found.nbytes
                         self._readmit((kind, key))
                 else:
                     self._stale(("counts", key))
@@ -772,8 +814,14 @@ class Cache:
                 del lists[key]
                 self.bytes -= entry.nbytes + self.decoded.forget(entry)
             else:
-                _, (row, _) = self._objects.popitem(last=False)
-                self.bytes -= _object_bytes(row)
+                objects = self._objects
+                obj_id = next(iter(objects))  # the oldest; hits never change the dict
+                oldest = objects.pop(obj_id)
+                if oldest.used:
+                    oldest.used = False  # a second chance
+                    objects[obj_id] = oldest
+                    continue
+                self.bytes -= oldest.nbytes
             self.evictions += 1
 
     def holds(self, key: tuple[Any, ...]) -> bool:
@@ -809,5 +857,5 @@ def _home_bytes(blob: bytes) -> int:
     return _ENTRY_BYTES + len(blob)
 
 
-def _object_bytes(row: Any) -> int:
-    return _ENTRY_BYTES + (0 if row is None or row is MISSING else len(row.data))
+def _object_bytes(row: ObjRow | None) -> int:
+    return _ENTRY_BYTES + (0 if row is None else len(row.data))
