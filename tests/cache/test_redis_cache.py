@@ -17,6 +17,7 @@ import assocdb
 from assocdb import CacheConfig, Client, Graph
 from tests.api.test_state_machine import GraphMachine
 from tests.http.test_server import make_graph
+from tests.support.helpers import wait_until
 from tests.support.http_server import ADMIN, WRITER, Server, free_port
 from tests.support.redis_server import RedisProcess, redis_url
 
@@ -156,6 +157,54 @@ def two_processes(url: str, where: Path) -> tuple[Graph, Graph]:
     assert writer.assoc_count(1, "likes") == 1  # cached in Redis and in both tiers 1
     assert other.assoc_count(1, "likes") == 1
     return writer, other
+
+
+def test_a_reader_waits_for_the_missed_invalidations_another_thread_is_sending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The listener sends the invalidations Redis missed while a reader asks Redis
+    # for one of those keys: the reader must wait for the send, not read the old
+    # value it deletes (the writer read its old count back, one run in three).
+    private = RedisProcess(tmp_path)
+    writer, other = two_processes(private.url, tmp_path / "g")
+    tier = writer.engine.cache.tier2  # type: ignore[union-attr]
+    key = ("counts", (1, writer.schema.assoc_type("likes").id))
+    assert tier.get(key)[2]  # Redis holds the count 1
+    tier._keep_unsent([key], everything=False)  # as if a write's invalidation missed Redis
+    sending, proceed, reader_waits = threading.Event(), threading.Event(), threading.Event()
+    send = tier._send_invalidations
+
+    def held_send(keys: list[object]) -> None:
+        sending.set()
+        proceed.wait()
+        send(keys)
+
+    monkeypatch.setattr(tier, "_send_invalidations", held_send)
+    sender = threading.Thread(target=tier._up)
+    sender.start()
+    sending.wait()
+    lock = tier._sending
+
+    class Watched:
+        def __enter__(self) -> None:
+            reader_waits.set()
+            lock.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            lock.release()
+
+    tier._sending = Watched()
+    answers: list[tuple[object, object, bool]] = []
+    reader = threading.Thread(target=lambda: answers.append(tier.get(key)))
+    reader.start()
+    wait_until(lambda: reader_waits.is_set() or not reader.is_alive())
+    proceed.set()
+    for thread in (sender, reader):
+        thread.join()
+    assert answers[0][2] is False  # the send deleted the old count before the read
+    for g in (writer, other):
+        g.close()
+    private.kill()
 
 
 def test_after_a_redis_hang_no_process_reads_its_old_values_for_long(tmp_path: Path) -> None:

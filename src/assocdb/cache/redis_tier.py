@@ -86,6 +86,8 @@ class RedisTier:
         self._unsent: set[TicketKey] = set()  # invalidations Redis has not had yet
         self._unsent_all = False  # too many of them: forget the whole graph's keys
         self._unsent_lock = threading.Lock()
+        #: Held while they are sent: a reader that finds them unsent waits for the send.
+        self._sending = threading.Lock()
         self._on_invalidate = on_invalidate
         self._stop = threading.Event()
         self.hits = self.misses = self.failures = 0
@@ -192,21 +194,31 @@ class RedisTier:
                 self._unsent.clear()
 
     def _send_unsent(self) -> bool:
-        """Deliver the invalidations Redis missed; False if it still fails."""
-        with self._unsent_lock:
-            keys, everything = list(self._unsent), self._unsent_all
-            self._unsent, self._unsent_all = set(), False
-        if not keys and not everything:
-            return True
-        try:
-            if everything:
-                self._send_flush()
-            else:
-                self._send_invalidations(keys)
-        except self._errors as exc:
-            self._keep_unsent(keys, everything)
-            self._failed(exc)
-            return False
+        """Deliver the invalidations Redis missed; False if it still fails.
+
+        They stay unsent until Redis has them, and one thread sends them while
+        the others wait: a reader that found them unsent must not read Redis
+        while another thread's send is still on its way (it would read a value
+        they invalidate, and keep it in its tier 1 too)."""
+        with self._sending:
+            if time.monotonic() < self._down_until:
+                return False  # the send this one waited for failed: Redis is paused again
+            with self._unsent_lock:
+                keys, everything = list(self._unsent), self._unsent_all
+            if not keys and not everything:
+                return True  # another thread sent them meanwhile
+            try:
+                if everything:
+                    self._send_flush()
+                else:
+                    self._send_invalidations(keys)
+            except self._errors as exc:
+                self._failed(exc)
+                return False
+            with self._unsent_lock:
+                self._unsent.difference_update(keys)
+                if everything:  # (keys kept meanwhile were sent by the flush or stay)
+                    self._unsent_all = False
         log.info("sent %s invalidations Redis missed", "all" if everything else len(keys))
         return True
 
