@@ -354,3 +354,21 @@ def test_object_readers_racing_a_writer_never_read_back_in_time(tmp_path: Path) 
         sys.setswitchinterval(interval)
         g.close()
     assert failures == []
+
+
+def test_an_encoded_read_keeps_its_json_and_not_the_records_beside_it(tmp_path: Path) -> None:
+    """A server answers a list read from the JSON it kept: keeping the records too took
+    the answers' share of the cache twice over, and a working set that fitted as JSON
+    churned through it."""
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(admit_after=1, max_age=3600))
+    g.define_assoc("likes")
+    g.bulk_load([(1, "likes", m, m) for m in range(1, 80)])
+    reads = [("assoc_range", (0, 50)), ("assoc_page", (None, 50))]
+    for _ in range(3):
+        answers = [g._reads.encoded(read, encode, 1, "likes", *args) for read, args in reads]
+    cache = g.engine.cache
+    assert cache is not None
+    assert cache.decoded.count == len(reads)  # one JSON answer each, no records
+    assert answers[0] == (encode(g.assoc_range(1, "likes", 0, 50)), 50)
+    assert answers[1] == (encode(g.assoc_page(1, "likes", None, 50)), 50)
+    g.close()

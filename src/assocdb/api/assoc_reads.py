@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any
@@ -110,6 +111,12 @@ class AssocReads:
         return rows[0] if rows else None
 
     def assoc_range(self, id1: int, atype: str, pos: int = 0, limit: int = 50) -> list[Assoc]:
+        return self._range(id1, atype, pos, limit)
+
+    def _range(
+        self, id1: int, atype: str, pos: int = 0, limit: int = 50, *, keep: bool = True
+    ) -> list[Assoc]:
+        """`assoc_range`; with `keep` False a miss keeps no answer (`encoded`)."""
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         if self._cache is not None and type(pos) is int and type(limit) is int:
@@ -121,7 +128,7 @@ class AssocReads:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
         limit = _limit(limit, kind)
         if self._cache is not None:
-            cached = self._columns_from_cache(id1, kind, pos, limit)
+            cached = self._columns_from_cache(id1, kind, pos, limit, keep)
             if cached is not None:
                 return cached
         # Positional: a NamedTuple built with a keyword costs a tenth of a µs more.
@@ -135,7 +142,9 @@ class AssocReads:
         (`read`: "assoc_range" or "assoc_page"; `args` end with the limit). Kept with the
         list's cached answers, so a hit encodes nothing, and dropped with them by any
         write to the list: read-after-write holds as it does for the records."""
-        method = getattr(self, read)
+        # The records are not kept beside the JSON: a server answers from the JSON,
+        # and both would take twice the answers' share of the cache.
+        method = functools.partial(self._range if read == "assoc_range" else self._page, keep=False)
         cache = self._cache
         if cache is None or not all(type(arg) in _SCALARS for arg in args):
             return _encoded(method(id1, atype, *args), encode)
@@ -173,6 +182,12 @@ class AssocReads:
     def assoc_page(
         self, id1: int, atype: str, cursor: str | None = None, limit: int = 50
     ) -> Page[Assoc]:
+        return self._page(id1, atype, cursor, limit)
+
+    def _page(
+        self, id1: int, atype: str, cursor: str | None = None, limit: int = 50, *, keep: bool = True
+    ) -> Page[Assoc]:
+        """`assoc_page`; with `keep` False a miss keeps no answer (`encoded`)."""
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         cache, key, tag = self._cache, (id1, kind.id), ("page", cursor, limit)
@@ -199,7 +214,13 @@ class AssocReads:
 
         rows, next_cursor, prev_cursor = _cursor.paginate(scan, _list_key, scope, seek, limit)
         page = Page(self._assocs(id1, kind, rows), next_cursor, prev_cursor)
-        if cache is not None and cached and tag[2] == limit and _shareable([r[3] for r in rows]):
+        if (
+            keep
+            and cache is not None
+            and cached
+            and tag[2] == limit
+            and _shareable([r[3] for r in rows])
+        ):
             answer = (tuple(page.items), next_cursor, prev_cursor)
             cache.keep(key, before, tag, answer, len(rows))
         return page
@@ -209,7 +230,7 @@ class AssocReads:
         return self._backend.scan(shard_of(id1, self._shards), query)
 
     def _columns_from_cache(
-        self, id1: int, kind: AssocType, pos: int, limit: int
+        self, id1: int, kind: AssocType, pos: int, limit: int, keep: bool = True
     ) -> list[Assoc] | None:
         """assoc_range from the cache, built column-wise (the hot path of a cached read)."""
         cache = self._cache
@@ -243,7 +264,7 @@ class AssocReads:
                 datas,
             )
         )
-        if shareable:
+        if shareable and keep:
             cache.keep(key, before, (pos, limit), tuple(found), n)
         return found
 
