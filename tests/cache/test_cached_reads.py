@@ -16,6 +16,7 @@ import sys
 import threading
 import tracemalloc
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -233,12 +234,7 @@ def test_readers_racing_a_writer_never_install_an_answer_from_before_its_write(
                     failures.append(f"went back from {seen} to {newest} (limit {limit})")
                 seen = max(seen, newest)
 
-    readers = [threading.Thread(target=read) for _ in range(3)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads often, inside the windows that matter
-    for t in readers:
-        t.start()
-    try:
+    with g, racing(read, stop):  # readers stopped, then the graph closed
         for n in range(1, 301):
             g.assoc_add(1, "likes", n, time=n)
             for limit in (5, 17, 31):
@@ -246,12 +242,6 @@ def test_readers_racing_a_writer_never_install_an_answer_from_before_its_write(
                 assert newest == list(range(n, max(0, n - limit), -1))  # its own write
                 assert g.assoc_page(1, "likes", limit=limit).items[0].id2 == n
             assert g.assoc_count(1, "likes") == n
-    finally:
-        stop.set()
-        for t in readers:
-            t.join()
-        sys.setswitchinterval(interval)
-        g.close()
     assert failures == []
 
 
@@ -337,22 +327,11 @@ def test_object_readers_racing_a_writer_never_read_back_in_time(tmp_path: Path) 
             seen = got.data["n"]
             got.data["tags"].append("changed by the caller")
 
-    readers = [threading.Thread(target=read) for _ in range(3)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads often, inside the windows that matter
-    for t in readers:
-        t.start()
-    try:
+    with g, racing(read, stop):  # readers stopped, then the graph closed
         for n in range(1, 301):
             g.obj_update(uid, {"n": n, "tags": [n]})
             for _ in range(3):
                 assert g.obj_get(uid).data == {"n": n, "tags": [n]}  # type: ignore[union-attr]
-    finally:
-        stop.set()
-        for t in readers:
-            t.join()
-        sys.setswitchinterval(interval)
-        g.close()
     assert failures == []
 
 
@@ -372,3 +351,21 @@ def test_an_encoded_read_keeps_its_json_and_not_the_records_beside_it(tmp_path: 
     assert answers[0] == (encode(g.assoc_range(1, "likes", 0, 50)), 50)
     assert answers[1] == (encode(g.assoc_page(1, "likes", None, 50)), 50)
     g.close()
+
+
+@contextmanager
+def racing(read: Callable[[], None], stop: threading.Event, readers: int = 3) -> Iterator[None]:
+    """Within: `readers` threads run `read` until `stop`, switching as often as the
+    interpreter allows (inside the windows that matter); stopped and joined after."""
+    threads = [threading.Thread(target=read) for _ in range(readers)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    for t in threads:
+        t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(interval)
