@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any
@@ -142,28 +141,31 @@ class AssocReads:
         (`read`: "assoc_range" or "assoc_page"; `args` end with the limit). Kept with the
         list's cached answers, so a hit encodes nothing, and dropped with them by any
         write to the list: read-after-write holds as it does for the records."""
-        # The records are not kept beside the JSON: a server answers from the JSON,
-        # and both would take twice the answers' share of the cache.
-        method = functools.partial(self._range if read == "assoc_range" else self._page, keep=False)
         cache = self._cache
         if cache is None or not all(type(arg) in _SCALARS for arg in args):
-            return _encoded(method(id1, atype, *args), encode)
+            return _encoded(self._records(read, id1, atype, args), encode)
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         if type(args[-1]) is not int or args[-1] > kind.limit:  # a limit the type cuts down
-            return _encoded(method(id1, atype, *args), encode)
+            return _encoded(self._records(read, id1, atype, args), encode)
         key, tag = (id1, kind.id), (encode, read, *args)
         kept: tuple[bytes, int] | None = cache.answer(key, tag)
         if kept is not None:
             return kept
         before = cache.answers(key)  # None before the list's first read: kept from the next
-        json, rows = _encoded(method(id1, atype, *args), encode)
+        json, rows = _encoded(self._records(read, id1, atype, args), encode)
         if before is None:
             return json, rows
         # A copy of its length: the encoder's buffer holds up to half as much again.
         kept = (bytes(memoryview(json)), rows)
         cache.keep(key, before, tag, kept, rows, _ENCODED_BYTES + len(json))
         return kept
+
+    def _records(self, read: str, id1: int, atype: str, args: tuple[Any, ...]) -> Any:
+        """What an encoded read encodes, its records not kept: a server answers from
+        the JSON, and keeping both took the answers' share of the cache twice over."""
+        method = self._range if read == "assoc_range" else self._page
+        return method(id1, atype, *args, keep=False)
 
     def assoc_time_range(
         self, id1: int, atype: str, high: int, low: int, limit: int = 50
