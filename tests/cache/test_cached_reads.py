@@ -24,6 +24,7 @@ import pytest
 
 import assocdb
 from assocdb import CacheConfig, Graph
+from assocdb.api import objects as objects_api
 
 REDIS = os.environ.get("ASSOCDB_TEST_REDIS_URL")
 NO_REDIS = pytest.mark.skipif(not REDIS, reason="no ASSOCDB_TEST_REDIS_URL")
@@ -286,6 +287,29 @@ def test_an_object_read_from_the_cache_is_the_callers_own(graphs: tuple[Graph, G
                     value["city"] = "changed by the caller"
         assert statements(cached, lambda uid=uid: cached.obj_get(uid)) == []
         assert cached.obj_get(uid) == want
+
+
+def test_the_read_that_fills_an_object_entry_leaves_the_next_read_nothing_to_decode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(admit_after=1, max_age=3600))
+    g.define_object("user")
+    uid = g.obj_add("user", {"name": "ada", "n": 1})
+    decoded: list[bytes] = []
+    decode = objects_api._json.decode
+    monkeypatch.setattr(objects_api._json, "decode", lambda raw: decoded.append(raw) or decode(raw))
+    first = g.obj_get(uid)  # the miss: it decodes the row once, for itself and the cache
+    assert first is not None
+    assert first.data == {"name": "ada", "n": 1}
+    assert len(decoded) == 1
+    assert g.obj_get(uid) == first
+    assert len(decoded) == 1
+    g.obj_update(uid, {"n": 2})  # a write replaces the entry: its first hit decodes again
+    decoded.clear()
+    assert g.obj_get(uid).data == {"name": "ada", "n": 2}  # type: ignore[union-attr]
+    assert g.obj_get(uid).data == {"name": "ada", "n": 2}  # type: ignore[union-attr]
+    assert len(decoded) == 1
+    g.close()
 
 
 def test_an_answer_built_from_a_replaced_object_entry_is_not_kept(tmp_path: Path) -> None:

@@ -79,9 +79,14 @@ class Objects:
             return self._obj(self._load(id))
         entry = cache.cached_obj(id)
         if entry is None:
-            return self._obj(cache.obj(id, lambda: self._load(id)))
+            row = cache.obj(id, lambda: self._load(id))
+            # The entry a fill installed keeps its answer now: the miss decodes the
+            # row anyway, and the next read is then a hit like any other.
+            entry = cache.entry_of(id, row)
+            if entry is None:  # not installed: not admitted, or a write made it stale
+                return self._obj(row)
         kept = entry.answer
-        if kept is None:  # the entry's first hit
+        if kept is None:  # filled by another reader, or replaced by a write since
             kept = self._keep(cache, id, entry)
         if type(kept) is Obj:  # flat data: a copy of its dict is the caller's own
             return Obj(kept.id, kept.otype, kept.data.copy(), kept.version, kept.updated_at)

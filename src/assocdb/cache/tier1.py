@@ -7,8 +7,9 @@ It keeps what TAO's cache kept, in the forms the queries need:
   20 bytes an edge) plus the data of the edges that have any; `complete`
   says the prefix is the whole list;
 * per object: its row, or a negative entry ("no such object"), and from its
-  first hit on, what the API built from the row (`ObjEntry.answer`: the object
-  decoded, so later hits copy a dict instead of decoding JSON);
+  fill (or first hit after a write) on, what the API built from the row
+  (`ObjEntry.answer`: the object decoded, so hits copy a dict instead of
+  decoding JSON);
 * per home timeline owner: the packed blob of `core.timeline_list` (32 bytes an
   entry), exactly as the shard stores it.
 
@@ -90,8 +91,9 @@ ListKey = tuple[int, int]
 
 class ObjEntry:
     """What is cached of one object: its row (None: "no such object"), when it was
-    filled, and what the API built from the row on its first hit (`keep_obj`), so that
-    later hits build nothing the first one built (no JSON decode, no schema lookup).
+    filled, and what the API built from the row when it read the entry first (on
+    the fill, or the first hit after a write replaced the entry: `keep_obj`), so
+    that hits build nothing (no JSON decode, no schema lookup).
 
     Writers never change an entry: `apply` puts a new one in its place. So an answer
     kept on an entry always describes that entry's row, and a reader that built one
@@ -440,6 +442,12 @@ class Cache:
         if hot.skip <= 0:
             hot.count(("object", id))
         return found
+
+    def entry_of(self, id: int, row: ObjRow | None) -> ObjEntry | None:
+        """The object's entry if it holds `row` (the one `obj` just returned, filled or
+        found), not counted as a hit; None if the cache does not hold that row."""
+        found = self._objects.get(id)
+        return found if found is not None and found.row is row else None
 
     def keep_obj(self, id: int, entry: ObjEntry, answer: Any, nbytes: int) -> None:
         """Keep `answer`, built from `entry.row`, on the entry (if it is still the
