@@ -74,9 +74,11 @@ TestPackedList.settings = settings(max_examples=150, stateful_step_count=40, dea
 )
 def test_bulk_built_lists_match(pairs: list[tuple[int, int]]) -> None:
     entries = sorted(((t, i, t * 1000 + 7) for t, i in pairs), reverse=True)
-    packed = PackedList(entries)
-    assert list(packed) == entries
-    assert packed.slice(10, 60) == entries[10:60]
+    rows = [(i, t, u, None) for t, i, u in entries]  # as a shard returns a list
+    for packed in (PackedList(entries), PackedList.from_rows(rows)):
+        assert list(packed) == entries
+        assert packed.slice(10, 60) == entries[10:60]
+        assert len(packed) == len(entries)
 
 
 def test_an_entry_costs_18_bytes_in_the_common_case() -> None:
@@ -96,7 +98,8 @@ def test_times_at_the_ends_of_int64() -> None:
     inserted = PackedList()
     for e in reversed(entries):
         inserted.insert(e)
-    for packed in (PackedList(entries), inserted):
+    from_rows = PackedList.from_rows([(i, t, u, None) for t, i, u in entries])
+    for packed in (PackedList(entries), inserted, from_rows):
         assert list(packed) == entries
         assert packed.columns(0, 4) == (
             [1, 4, 2, 3],

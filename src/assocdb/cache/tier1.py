@@ -602,7 +602,7 @@ class Cache:
                 cap = self.config.prefix
                 entry.complete = len(value) <= cap
                 rows = value[:cap]
-                entry.prefix = PackedList((r[1], r[0], r[2]) for r in rows)
+                entry.prefix = PackedList.from_rows(rows)
                 entry.data, entry.data_bytes = _NO_DATA, 0
                 for r in rows:
                     if r[3] is not None:
