@@ -289,7 +289,7 @@ def test_an_object_read_from_the_cache_is_the_callers_own(graphs: tuple[Graph, G
         assert cached.obj_get(uid) == want
 
 
-def test_the_read_that_fills_an_object_entry_leaves_the_next_read_nothing_to_decode(
+def test_neither_the_read_after_a_fill_nor_the_read_after_a_write_decodes_an_object(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(admit_after=1, max_age=3600))
@@ -304,11 +304,31 @@ def test_the_read_that_fills_an_object_entry_leaves_the_next_read_nothing_to_dec
     assert len(decoded) == 1
     assert g.obj_get(uid) == first
     assert len(decoded) == 1
-    g.obj_update(uid, {"n": 2})  # a write replaces the entry: its first hit decodes again
+    g.obj_update(uid, {"n": 2})  # a write gives the entry it puts in place its answer
     decoded.clear()
     assert g.obj_get(uid).data == {"name": "ada", "n": 2}  # type: ignore[union-attr]
     assert g.obj_get(uid).data == {"name": "ada", "n": 2}  # type: ignore[union-attr]
-    assert len(decoded) == 1
+    assert decoded == []
+    g.obj_delete(uid)
+    assert g.obj_get(uid) is None
+    assert decoded == []
+    g.close()
+
+
+def test_a_write_whose_object_answer_cannot_be_built_still_succeeds(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(admit_after=1, max_age=3600))
+    g.define_object("user")
+    uid = g.obj_add("user", {"name": "ada"})
+    g.obj_get(uid)
+    cache = g.engine.cache
+    assert cache is not None
+
+    def broken(row: object) -> None:
+        raise RuntimeError("a bug in building the answer")
+
+    cache.obj_answer = broken
+    g.obj_update(uid, {"name": "ada lovelace"})
+    assert g.obj_get(uid).data == {"name": "ada lovelace"}  # type: ignore[union-attr]
     g.close()
 
 

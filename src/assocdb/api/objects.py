@@ -34,6 +34,8 @@ class Objects:
         self._cache = engine.cache
         self._shards = engine.shards
         self._ids = _IdBlocks(engine.backend)
+        if self._cache is not None:
+            self._cache.obj_answer = lambda row: self._answer(row, reload=False)
 
     def obj_add(
         self,
@@ -125,19 +127,28 @@ class Objects:
         return Obj(row.id, name, _json.decode(row.data), row.version, row.updated_at)
 
     def _keep(self, cache: Cache, id: int, entry: ObjEntry) -> object:
-        """What the entry's hits answer from, kept on it: _GONE, the object itself if its
-        data is flat (every value immutable; the cache's own, never handed out), else
-        a _Nested."""
-        obj = self._obj(entry.row)
-        kept: object
-        if obj is None or entry.row is None:
-            kept, nbytes = _GONE, 0
-        elif all(type(value) in _IMMUTABLE for value in obj.data.values()):
-            kept, nbytes = obj, _kept_bytes(obj.data)
-        else:
-            kept, nbytes = _Nested(obj, entry.row.data), _KEPT_BYTES
+        """What the entry's hits answer from (`_answer`), kept on it."""
+        kept, nbytes = self._answer(entry.row)  # type: ignore[misc]  # (reloads: never None)
         cache.keep_obj(id, entry, kept, nbytes)
         return kept
+
+    def _answer(self, row: ObjRow | None, reload: bool = True) -> tuple[object, int] | None:
+        """What hits of an entry holding `row` answer from, and its bytes: _GONE, the
+        object itself if its data is flat (every value immutable; the cache's own, never
+        handed out), else a _Nested. None if the type is not in the schema as this
+        process knows it and `reload` is False (a write's apply does no I/O for it)."""
+        if row is None or row.state == _REMOVED:
+            return _GONE, 0
+        if not reload:
+            try:
+                self._engine.schema.object_by_id(row.otype)
+            except KeyError:
+                return None
+        obj = self._obj(row)
+        assert obj is not None
+        if _IMMUTABLE.issuperset(map(type, obj.data.values())):
+            return obj, _kept_bytes(obj.data)
+        return _Nested(obj, row.data), _KEPT_BYTES
 
     def _allocate(self, shard: int | None) -> int:
         if shard is not None:
@@ -196,11 +207,8 @@ class _IdBlocks:
 def _kept_bytes(data: dict[str, Any]) -> int:
     """What a kept object with this flat data costs: the template and its tuple, the dict,
     its keys and values (an overestimate: equal keys may be shared)."""
-    return (
-        _KEPT_BYTES
-        + sys.getsizeof(data)
-        + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in data.items())
-    )
+    size = sys.getsizeof
+    return _KEPT_BYTES + size(data) + sum(map(size, data)) + sum(map(size, data.values()))
 
 
 def _object_data(data: object) -> bytes:

@@ -6,10 +6,10 @@ It keeps what TAO's cache kept, in the forms the queries need:
   its visible (normal) edges, up to `prefix` entries, as a PackedList (about
   20 bytes an edge) plus the data of the edges that have any; `complete`
   says the prefix is the whole list;
-* per object: its row, or a negative entry ("no such object"), and from its
-  fill (or first hit after a write) on, what the API built from the row
-  (`ObjEntry.answer`: the object decoded, so hits copy a dict instead of
-  decoding JSON);
+* per object: its row, or a negative entry ("no such object"), and what the
+  API built from the row (`ObjEntry.answer`: the object decoded, so hits copy
+  a dict instead of decoding JSON), built by the fill or by the write that
+  replaced the entry (`obj_answer`);
 * per home timeline owner: the packed blob of `core.timeline_list` (32 bytes an
   entry), exactly as the shard stores it.
 
@@ -91,9 +91,9 @@ ListKey = tuple[int, int]
 
 class ObjEntry:
     """What is cached of one object: its row (None: "no such object"), when it was
-    filled, and what the API built from the row when it read the entry first (on
-    the fill, or the first hit after a write replaced the entry: `keep_obj`), so
-    that hits build nothing (no JSON decode, no schema lookup).
+    filled, and what the API built from the row (on the fill, `keep_obj`, or by the
+    write that made the entry, `Cache.obj_answer`), so that hits build nothing (no
+    JSON decode, no schema lookup).
 
     Writers never change an entry: `apply` puts a new one in its place. So an answer
     kept on an entry always describes that entry's row, and a reader that built one
@@ -288,6 +288,10 @@ class Cache:
         self._lock = threading.RLock()
         self.hot = HotKeys()
         self.decoded = Decoded(int(self.config.max_bytes * SHARE))
+        #: What an object entry's hits answer from, built from its row, and its bytes
+        #: (None: the reader builds it); set by the API that reads objects. A write's
+        #: new entry gets it at once, so the object's next read is a plain hit.
+        self.obj_answer: Callable[[ObjRow | None], tuple[Any, int] | None] | None = None
         self.bytes = 0
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
 
@@ -669,11 +673,26 @@ class Cache:
                 if found is not None:  # replaced, not changed: see ObjEntry
                     self.bytes -= found.nbytes
                     value = None if row.state == State.REMOVED else row
-                    self._objects[row.id] = ObjEntry(value, found.born, found.used)
-                    self.bytes += _object_bytes(value)
+                    written = ObjEntry(value, found.born, found.used)
+                    self._answer_obj(written)
+                    self._objects[row.id] = written
+                    self.bytes += written.nbytes
             self._evict()
         if self.tier2 is not None and touched:
             self.tier2.invalidate(list(dict.fromkeys(touched)))
+
+    def _answer_obj(self, entry: ObjEntry) -> None:
+        """Give a written object's new entry its answer (`obj_answer`), if that can be
+        built: else its first hit builds it. Never fails the write that made the entry."""
+        if self.obj_answer is None:
+            return
+        try:
+            built = self.obj_answer(entry.row)
+        except Exception:  # the reader will meet (and report) whatever went wrong here
+            log.exception("building the cached answer of object %s failed", entry.row)
+            return
+        if built is not None:
+            entry.answer, entry.answer_bytes = built
 
     def deliver(self, writes: Mapping[int, Sequence[TimelineEntry]], cap: int) -> None:
         """Bring cached home timelines up to date with a merged leg of deliveries (and
