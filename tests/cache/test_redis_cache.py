@@ -207,6 +207,84 @@ def test_a_reader_waits_for_the_missed_invalidations_another_thread_is_sending(
     private.kill()
 
 
+def test_an_invalidation_kept_while_the_missed_ones_are_sent_is_not_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # While the listener sends the invalidations Redis missed, another thread's read
+    # fails (Redis is paused again) and a new write of the same key keeps its own
+    # invalidation. The send may have reached Redis before that write: its
+    # invalidation must still be sent, or Redis serves the value it replaced.
+    private = RedisProcess(tmp_path)
+    writer, other = two_processes(private.url, tmp_path / "g")
+    tier = writer.engine.cache.tier2  # type: ignore[union-attr]
+    key = ("counts", (1, writer.schema.assoc_type("likes").id))
+    tier._keep_unsent([key], everything=False)  # an earlier write's invalidation missed Redis
+    sending, proceed = threading.Event(), threading.Event()
+    send = tier._send_invalidations
+
+    def held_send(keys: list[object]) -> None:
+        if not sending.is_set():
+            sending.set()
+            proceed.wait()
+        send(keys)
+
+    monkeypatch.setattr(tier, "_send_invalidations", held_send)
+    sender = threading.Thread(target=tier._up)
+    sender.start()
+    sending.wait()
+    tier._failed(OSError("another thread's read timed out"))
+    tier.invalidate([key])  # a new write of the key, while Redis is paused: kept
+    proceed.set()
+    sender.join()
+    other_tier = other.engine.cache.tier2  # type: ignore[union-attr]
+    _, version, found = other_tier.get(key)
+    assert not found
+    other_tier.put(key, {0: 1}, version)  # a fill that read the shard before the new write
+    tier._down_until = 0.0  # the pause is over
+    assert tier.get(key)[2] is False  # the new write's invalidation was sent first
+    for g in (writer, other):
+        g.close()
+    private.kill()
+
+
+def test_a_flush_kept_while_a_flush_is_sent_is_not_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A flush (a bulk load changed rows around the cache) kept while Redis is paused
+    # during the send of an earlier missed flush: it must be sent as well.
+    private = RedisProcess(tmp_path)
+    writer, other = two_processes(private.url, tmp_path / "g")
+    tier = writer.engine.cache.tier2  # type: ignore[union-attr]
+    key = ("counts", (1, writer.schema.assoc_type("likes").id))
+    tier._keep_unsent([], everything=True)  # an earlier flush missed Redis
+    sending, proceed = threading.Event(), threading.Event()
+    flush = tier._send_flush
+
+    def held_flush() -> None:
+        if not sending.is_set():
+            sending.set()
+            proceed.wait()
+        flush()
+
+    monkeypatch.setattr(tier, "_send_flush", held_flush)
+    sender = threading.Thread(target=tier._up)
+    sender.start()
+    sending.wait()
+    tier._failed(OSError("another thread's read timed out"))
+    tier.flush()  # a new bulk load's flush, while Redis is paused: kept
+    proceed.set()
+    sender.join()
+    other_tier = other.engine.cache.tier2  # type: ignore[union-attr]
+    _, version, found = other_tier.get(key)
+    assert not found
+    other_tier.put(key, {0: 1}, version)  # a fill that read the shard before the bulk load
+    tier._down_until = 0.0  # the pause is over
+    assert tier.get(key)[2] is False  # the new flush was sent first
+    for g in (writer, other):
+        g.close()
+    private.kill()
+
+
 def test_after_a_redis_hang_no_process_reads_its_old_values_for_long(tmp_path: Path) -> None:
     private = RedisProcess(tmp_path)
     writer, other = two_processes(private.url, tmp_path / "g")

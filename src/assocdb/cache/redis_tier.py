@@ -83,8 +83,12 @@ class RedisTier:
         self._ttl_ms = int(ttl * 1000)
         self._cas = self._redis.register_script(_CAS)
         self._down_until = 0.0
-        self._unsent: set[TicketKey] = set()  # invalidations Redis has not had yet
-        self._unsent_all = False  # too many of them: forget the whole graph's keys
+        # Invalidations Redis has not had yet, each with the number of the keep that
+        # kept it last: a send forgets only what it sent (a key kept again during
+        # the send, by a newer write, may have changed after the send reached Redis).
+        self._unsent: dict[TicketKey, int] = {}
+        self._unsent_all = 0  # too many of them: forget the whole graph's keys (keep's number)
+        self._keeps = 0
         self._unsent_lock = threading.Lock()
         #: Held while they are sent: a reader that finds them unsent waits for the send.
         self._sending = threading.Lock()
@@ -188,9 +192,10 @@ class RedisTier:
 
     def _keep_unsent(self, keys: Sequence[TicketKey], everything: bool) -> None:
         with self._unsent_lock:
-            self._unsent.update(keys)
+            self._keeps += 1
+            self._unsent.update(dict.fromkeys(keys, self._keeps))
             if everything or len(self._unsent) > MAX_UNSENT:
-                self._unsent_all = True
+                self._unsent_all = self._keeps
                 self._unsent.clear()
 
     def _send_unsent(self) -> bool:
@@ -204,21 +209,24 @@ class RedisTier:
             if time.monotonic() < self._down_until:
                 return False  # the send this one waited for failed: Redis is paused again
             with self._unsent_lock:
-                keys, everything = list(self._unsent), self._unsent_all
+                keys, everything = dict(self._unsent), self._unsent_all
             if not keys and not everything:
                 return True  # another thread sent them meanwhile
             try:
                 if everything:
                     self._send_flush()
                 else:
-                    self._send_invalidations(keys)
+                    self._send_invalidations(list(keys))
             except self._errors as exc:
                 self._failed(exc)
                 return False
-            with self._unsent_lock:
-                self._unsent.difference_update(keys)
-                if everything:  # (keys kept meanwhile were sent by the flush or stay)
-                    self._unsent_all = False
+            with self._unsent_lock:  # what was kept again meanwhile stays, to be sent again
+                unsent = self._unsent
+                for key, keep in keys.items():
+                    if unsent.get(key) == keep:
+                        del unsent[key]
+                if self._unsent_all == everything:
+                    self._unsent_all = 0
         log.info("sent %s invalidations Redis missed", "all" if everything else len(keys))
         return True
 
