@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 import redis
 from hypothesis import settings
@@ -283,6 +284,35 @@ def test_a_flush_kept_while_a_flush_is_sent_is_not_forgotten(
     for g in (writer, other):
         g.close()
     private.kill()
+
+
+def test_a_malformed_message_on_the_channel_does_not_stop_the_listener(tmp_path: Path) -> None:
+    # Anything may be published on the graph's channel (another version, a typo in
+    # redis-cli): the listener skips it and goes on delivering invalidations.
+    url = redis_url()
+    cache = CacheConfig(redis=url)  # entries live long: only an invalidation drops them
+    writer = assocdb.open(tmp_path / "g", shards=2, cache=cache)
+    writer.define_assoc("likes")
+    other = assocdb.open(tmp_path / "g", cache=cache)
+    writer.assoc_add(1, "likes", 2)
+    assert other.assoc_count(1, "likes") == 1
+    tier = other.engine.cache.tier2  # type: ignore[union-attr]
+    client = redis.Redis.from_url(url)
+    for junk in (
+        1,
+        ["x", ["barrier"]],
+        ["x", [1, 2]],
+        ["x", [["counts", 1]]],
+        ["x", 7],
+        ["x", [["object", [1]]]],
+    ):
+        client.publish(tier._channel, msgspec.msgpack.encode(junk))
+    client.close()
+    writer.assoc_add(1, "likes", 3)
+    assert tier.wait_for(writer.engine.cache.tier2.barrier())  # type: ignore[union-attr]
+    assert other.assoc_count(1, "likes") == 2
+    for g in (writer, other):
+        g.close()
 
 
 def test_after_a_redis_hang_no_process_reads_its_old_values_for_long(tmp_path: Path) -> None:

@@ -272,21 +272,23 @@ class RedisTier:
                 pubsub.close()
 
     def _received(self, data: bytes) -> None:
+        # Anything may come on the channel: a message this process cannot read is
+        # skipped (an exception would end the listener, and with it every
+        # invalidation this process hears of).
         try:
             origin, keys = msgspec.msgpack.decode(data)
-        except msgspec.DecodeError:
+            if isinstance(keys, list) and keys[:1] == ["barrier"]:
+                with self._barrier_seen:
+                    self._seen_barriers.add(keys[1])
+                    self._barrier_seen.notify_all()
+            elif origin == self._origin:
+                return  # our own writes updated our tier 1 in place
+            elif keys == "*":
+                self._on_invalidate(None)
+            else:
+                self._on_invalidate([(kind, _key(kind, k)) for kind, k in keys])
+        except (msgspec.DecodeError, TypeError, ValueError, IndexError):
             log.warning("ignored an unreadable invalidation message")
-            return
-        if isinstance(keys, list) and keys[:1] == ["barrier"]:
-            with self._barrier_seen:
-                self._seen_barriers.add(keys[1])
-                self._barrier_seen.notify_all()
-        elif origin == self._origin:
-            return  # our own writes updated our tier 1 in place
-        elif keys == "*":
-            self._on_invalidate(None)
-        else:
-            self._on_invalidate([(kind, _key(kind, k)) for kind, k in keys])
 
     # -- health ----------------------------------------------------------------------
 
