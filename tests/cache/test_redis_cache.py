@@ -315,6 +315,37 @@ def test_a_malformed_message_on_the_channel_does_not_stop_the_listener(tmp_path:
         g.close()
 
 
+def test_the_listener_sends_missed_invalidations_while_the_channel_is_busy(
+    tmp_path: Path,
+) -> None:
+    # Other processes write all the time: the listener always has a message to
+    # read. It must still send this process's missed invalidations once Redis
+    # answers, though this process reads and writes nothing more.
+    url = redis_url()
+    writer, other = two_processes(url, tmp_path / "g")
+    tier = writer.engine.cache.tier2  # type: ignore[union-attr]
+    key = ("counts", (1, writer.schema.assoc_type("likes").id))
+    stop = threading.Event()
+
+    def busy() -> None:
+        client = redis.Redis.from_url(url)
+        while not stop.is_set():
+            client.publish(tier._channel, msgspec.msgpack.encode(["elsewhere", []]))
+        client.close()
+
+    publisher = threading.Thread(target=busy)
+    publisher.start()
+    try:
+        tier._keep_unsent([key], everything=False)  # a write's invalidation missed Redis
+        wait_until(lambda: not tier._unsent, patience=5.0)
+    finally:
+        stop.set()
+        publisher.join()
+    assert other.engine.cache.tier2.get(key)[2] is False  # type: ignore[union-attr]
+    for g in (writer, other):
+        g.close()
+
+
 def test_after_a_redis_hang_no_process_reads_its_old_values_for_long(tmp_path: Path) -> None:
     private = RedisProcess(tmp_path)
     writer, other = two_processes(private.url, tmp_path / "g")

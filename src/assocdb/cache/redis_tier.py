@@ -262,7 +262,8 @@ class RedisTier:
                     message = pubsub.get_message(timeout=0.2)
                     if message is not None and message["type"] == "message":
                         self._received(message["data"])
-                    elif self._unsent or self._unsent_all:
+                    # (after a message too: on a busy channel there always is one)
+                    if self._unsent or self._unsent_all:
                         self._up()  # sends them once the pause is over
             except self._errors as exc:
                 self._failed(exc)
