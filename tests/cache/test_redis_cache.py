@@ -89,6 +89,39 @@ def test_a_fill_older_than_a_write_is_not_stored_in_redis(tmp_path: Path) -> Non
         g.close()
 
 
+def test_a_fill_older_than_a_bulk_load_is_not_stored_in_redis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A bulk load changes rows around the cache and flushes Redis: a fill that read
+    # the shard before the load must not store its value after the flush.
+    cache = CacheConfig(redis=redis_url())
+    filler = assocdb.open(tmp_path / "g", shards=2, cache=cache)
+    filler.define_assoc("likes")
+    loader = assocdb.open(tmp_path / "g", cache=cache)
+    filler.assoc_add(1, "likes", 1, time=1)
+    tier = filler.engine.cache.tier2  # type: ignore[union-attr]
+    offering, release = threading.Event(), threading.Event()
+    put = tier.put
+
+    def held_put(key: tuple[str, object], value: object, version: bytes | None) -> None:
+        if key[0] == "prefix":
+            offering.set()
+            release.wait()
+        put(key, value, version)
+
+    monkeypatch.setattr(tier, "put", held_put)
+    reading = threading.Thread(target=lambda: filler.assoc_range(1, "likes"))
+    reading.start()
+    offering.wait()  # the fill read the shard before...
+    loader.bulk_load([(1, "likes", 2, 2)])  # ...this load, which flushes Redis
+    release.set()
+    reading.join()
+    third = assocdb.open(tmp_path / "g", cache=cache)
+    assert [a.id2 for a in third.assoc_range(1, "likes")] == [2, 1]  # not the stale fill
+    for g in (filler, loader, third):
+        g.close()
+
+
 def test_a_redis_outage_costs_no_errors(tmp_path: Path) -> None:
     private = RedisProcess(tmp_path)
     g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(redis=private.url))

@@ -6,7 +6,9 @@ in Redis, deletes the key's cached value and publishes the keys on the
 graph's channel, so every other process's tier 1 drops them (its in-flight
 fills of those keys turn stale). A fill is stored in Redis only if the key's
 version is still the one read before the shard was (a Lua compare-and-set),
-so a slow fill never writes back a value a newer write invalidated.
+so a slow fill never writes back a value a newer write invalidated. A flush
+(a bulk load changed rows around the cache) bumps the graph's epoch, which
+the compare-and-set checks too: versions of keys never written do not exist.
 Home timelines are kept as their packed blob (`core.timeline_list`); each leg
 of deliveries invalidates its owners like a write does.
 
@@ -45,8 +47,8 @@ log = logging.getLogger("assocdb.redis")
 TicketKey = tuple[str, Any]
 
 _CAS = """
-local version = redis.call('GET', KEYS[2])
-if (version == false and ARGV[1] == '') or version == ARGV[1] then
+local seen = (redis.call('GET', KEYS[3]) or '') .. '/' .. (redis.call('GET', KEYS[2]) or '')
+if seen == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end
@@ -79,6 +81,7 @@ class RedisTier:
         )
         self._prefix = f"assocdb:{graph_id}:"
         self._channel = f"{self._prefix}invalidations"
+        self._epoch = f"e:{self._prefix}"  # bumped by each flush (not under the prefix it scans)
         self._origin = uuid.uuid4().hex
         self._ttl_ms = int(ttl * 1000)
         self._cas = self._redis.register_script(_CAS)
@@ -118,7 +121,8 @@ class RedisTier:
     # -- reads and fills ----------------------------------------------------------------
 
     def get(self, key: TicketKey) -> tuple[Any, bytes | None, bool]:
-        """(value or None, the key's version, found) — one round trip."""
+        """(value or None, the key's version, found) — one round trip. The version (the
+        graph's epoch and the key's own) is what `put` of a fill read after this takes."""
         if not self._up():
             return None, None, False
         name = self._name(key)
@@ -126,10 +130,12 @@ class RedisTier:
             pipe = self._redis.pipeline(transaction=False)
             pipe.get(name)
             pipe.get("v:" + name)
-            raw, version = pipe.execute()
+            pipe.get(self._epoch)
+            raw, own, epoch = pipe.execute()
         except self._errors as exc:
             self._failed(exc)
             return None, None, False
+        version = (epoch or b"") + b"/" + (own or b"")
         if raw is None:
             self.misses += 1
             return None, version, False
@@ -143,7 +149,8 @@ class RedisTier:
         name = self._name(key)
         try:
             self._cas(
-                keys=[name, "v:" + name], args=[version or b"", _encode(key, value), self._ttl_ms]
+                keys=[name, "v:" + name, self._epoch],
+                args=[version or b"", _encode(key, value), self._ttl_ms],  # (b"": never stored)
             )
         except self._errors as exc:
             self._failed(exc)
@@ -186,6 +193,7 @@ class RedisTier:
         pipe.execute()
 
     def _send_flush(self) -> None:
+        self._redis.incr(self._epoch)  # first: a fill that read the shard before fails its put
         for name in self._redis.scan_iter(match=self._prefix + "*", count=1000):
             self._redis.unlink(name)  # (versions, "v:" + name, stay: they only go up)
         self._redis.publish(self._channel, msgspec.msgpack.encode([self._origin, "*"]))
