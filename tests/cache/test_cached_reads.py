@@ -212,6 +212,34 @@ def test_kept_encoded_answers_are_counted_at_what_they_hold(tmp_path: Path) -> N
     g.close()
 
 
+def test_answers_a_write_forgot_are_not_held_beyond_max_bytes(tmp_path: Path) -> None:
+    """A list read and written in turn keeps an answer and forgets it each time: what
+    it forgot must be freed, not held (uncounted) until the answers are compacted."""
+    max_bytes = 1_000_000
+    g = assocdb.open(
+        tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=max_bytes, admit_after=1)
+    )
+    g.define_assoc("likes")
+    g.bulk_load([(1, "likes", m, m) for m in range(1, 2001)])
+    g.assoc_range(1, "likes", 0, 10)  # fills the list's entry (its newest edges)
+    cache = g.engine.cache
+    assert cache is not None
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for n in range(60):
+            g._reads.encoded("assoc_page", encode, 1, "likes", None, 2000)  # kept (~170 KB)
+            g.assoc_add(1, "likes", 10_000 + n, time=n)  # forgets it
+        gc.collect()
+        held = sum(d.size_diff for d in tracemalloc.take_snapshot().compare_to(before, "filename"))
+    finally:
+        tracemalloc.stop()
+    assert cache.decoded.count == 0
+    assert held < max_bytes, held
+    g.close()
+
+
 def test_readers_racing_a_writer_never_install_an_answer_from_before_its_write(
     tmp_path: Path,
 ) -> None:

@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 import redis
 from hypothesis import settings
@@ -85,6 +86,39 @@ def test_a_fill_older_than_a_write_is_not_stored_in_redis(tmp_path: Path) -> Non
     third = assocdb.open(tmp_path / "g", cache=cache)
     assert [a.id2 for a in third.assoc_range(1, "likes")] == [2, 1]  # not the stale fill
     for g in (filler, writer, third):
+        g.close()
+
+
+def test_a_fill_older_than_a_bulk_load_is_not_stored_in_redis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A bulk load changes rows around the cache and flushes Redis: a fill that read
+    # the shard before the load must not store its value after the flush.
+    cache = CacheConfig(redis=redis_url())
+    filler = assocdb.open(tmp_path / "g", shards=2, cache=cache)
+    filler.define_assoc("likes")
+    loader = assocdb.open(tmp_path / "g", cache=cache)
+    filler.assoc_add(1, "likes", 1, time=1)
+    tier = filler.engine.cache.tier2  # type: ignore[union-attr]
+    offering, release = threading.Event(), threading.Event()
+    put = tier.put
+
+    def held_put(key: tuple[str, object], value: object, version: bytes | None) -> None:
+        if key[0] == "prefix":
+            offering.set()
+            release.wait()
+        put(key, value, version)
+
+    monkeypatch.setattr(tier, "put", held_put)
+    reading = threading.Thread(target=lambda: filler.assoc_range(1, "likes"))
+    reading.start()
+    offering.wait()  # the fill read the shard before...
+    loader.bulk_load([(1, "likes", 2, 2)])  # ...this load, which flushes Redis
+    release.set()
+    reading.join()
+    third = assocdb.open(tmp_path / "g", cache=cache)
+    assert [a.id2 for a in third.assoc_range(1, "likes")] == [2, 1]  # not the stale fill
+    for g in (filler, loader, third):
         g.close()
 
 
@@ -204,6 +238,164 @@ def test_a_reader_waits_for_the_missed_invalidations_another_thread_is_sending(
     assert answers[0][2] is False  # the send deleted the old count before the read
     for g in (writer, other):
         g.close()
+    private.kill()
+
+
+def test_an_invalidation_kept_while_the_missed_ones_are_sent_is_not_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # While the listener sends the invalidations Redis missed, another thread's read
+    # fails (Redis is paused again) and a new write of the same key keeps its own
+    # invalidation. The send may have reached Redis before that write: its
+    # invalidation must still be sent, or Redis serves the value it replaced.
+    private = RedisProcess(tmp_path)
+    writer, other = two_processes(private.url, tmp_path / "g")
+    tier = writer.engine.cache.tier2  # type: ignore[union-attr]
+    key = ("counts", (1, writer.schema.assoc_type("likes").id))
+    tier._keep_unsent([key], everything=False)  # an earlier write's invalidation missed Redis
+    sending, proceed = threading.Event(), threading.Event()
+    send = tier._send_invalidations
+
+    def held_send(keys: list[object]) -> None:
+        if not sending.is_set():
+            sending.set()
+            proceed.wait()
+        send(keys)
+
+    monkeypatch.setattr(tier, "_send_invalidations", held_send)
+    sender = threading.Thread(target=tier._up)
+    sender.start()
+    sending.wait()
+    tier._failed(OSError("another thread's read timed out"))
+    tier.invalidate([key])  # a new write of the key, while Redis is paused: kept
+    proceed.set()
+    sender.join()
+    other_tier = other.engine.cache.tier2  # type: ignore[union-attr]
+    _, version, found = other_tier.get(key)
+    assert not found
+    other_tier.put(key, {0: 1}, version)  # a fill that read the shard before the new write
+    tier._down_until = 0.0  # the pause is over
+    assert tier.get(key)[2] is False  # the new write's invalidation was sent first
+    for g in (writer, other):
+        g.close()
+    private.kill()
+
+
+def test_a_flush_kept_while_a_flush_is_sent_is_not_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A flush (a bulk load changed rows around the cache) kept while Redis is paused
+    # during the send of an earlier missed flush: it must be sent as well.
+    private = RedisProcess(tmp_path)
+    writer, other = two_processes(private.url, tmp_path / "g")
+    tier = writer.engine.cache.tier2  # type: ignore[union-attr]
+    key = ("counts", (1, writer.schema.assoc_type("likes").id))
+    tier._keep_unsent([], everything=True)  # an earlier flush missed Redis
+    sending, proceed = threading.Event(), threading.Event()
+    flush = tier._send_flush
+
+    def held_flush() -> None:
+        if not sending.is_set():
+            sending.set()
+            proceed.wait()
+        flush()
+
+    monkeypatch.setattr(tier, "_send_flush", held_flush)
+    sender = threading.Thread(target=tier._up)
+    sender.start()
+    sending.wait()
+    tier._failed(OSError("another thread's read timed out"))
+    tier.flush()  # a new bulk load's flush, while Redis is paused: kept
+    proceed.set()
+    sender.join()
+    other_tier = other.engine.cache.tier2  # type: ignore[union-attr]
+    _, version, found = other_tier.get(key)
+    assert not found
+    other_tier.put(key, {0: 1}, version)  # a fill that read the shard before the bulk load
+    tier._down_until = 0.0  # the pause is over
+    assert tier.get(key)[2] is False  # the new flush was sent first
+    for g in (writer, other):
+        g.close()
+    private.kill()
+
+
+def test_a_malformed_message_on_the_channel_does_not_stop_the_listener(tmp_path: Path) -> None:
+    # Anything may be published on the graph's channel (another version, a typo in
+    # redis-cli): the listener skips it and goes on delivering invalidations.
+    url = redis_url()
+    cache = CacheConfig(redis=url)  # entries live long: only an invalidation drops them
+    writer = assocdb.open(tmp_path / "g", shards=2, cache=cache)
+    writer.define_assoc("likes")
+    other = assocdb.open(tmp_path / "g", cache=cache)
+    writer.assoc_add(1, "likes", 2)
+    assert other.assoc_count(1, "likes") == 1
+    tier = other.engine.cache.tier2  # type: ignore[union-attr]
+    client = redis.Redis.from_url(url)
+    for junk in (
+        1,
+        ["x", ["barrier"]],
+        ["x", [1, 2]],
+        ["x", [["counts", 1]]],
+        ["x", 7],
+        ["x", [["object", [1]]]],
+    ):
+        client.publish(tier._channel, msgspec.msgpack.encode(junk))
+    client.close()
+    writer.assoc_add(1, "likes", 3)
+    assert tier.wait_for(writer.engine.cache.tier2.barrier())  # type: ignore[union-attr]
+    assert other.assoc_count(1, "likes") == 2
+    for g in (writer, other):
+        g.close()
+
+
+def test_the_listener_sends_missed_invalidations_while_the_channel_is_busy(
+    tmp_path: Path,
+) -> None:
+    # Other processes write all the time: the listener always has a message to
+    # read. It must still send this process's missed invalidations once Redis
+    # answers, though this process reads and writes nothing more.
+    url = redis_url()
+    writer, other = two_processes(url, tmp_path / "g")
+    tier = writer.engine.cache.tier2  # type: ignore[union-attr]
+    key = ("counts", (1, writer.schema.assoc_type("likes").id))
+    stop = threading.Event()
+
+    def busy() -> None:
+        client = redis.Redis.from_url(url)
+        while not stop.is_set():
+            client.publish(tier._channel, msgspec.msgpack.encode(["elsewhere", []]))
+        client.close()
+
+    publisher = threading.Thread(target=busy)
+    publisher.start()
+    try:
+        tier._keep_unsent([key], everything=False)  # a write's invalidation missed Redis
+        wait_until(lambda: not tier._unsent, patience=5.0)
+    finally:
+        stop.set()
+        publisher.join()
+    assert other.engine.cache.tier2.get(key)[2] is False  # type: ignore[union-attr]
+    for g in (writer, other):
+        g.close()
+
+
+def test_a_flush_deletes_a_page_of_keys_per_round_trip(tmp_path: Path) -> None:
+    # Readers wait while a flush Redis missed is sent: a round trip per cached key
+    # made them wait ~10 s per 100,000 keys.
+    private = RedisProcess(tmp_path)
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(redis=private.url))
+    prefix = g.engine.cache.tier2._prefix  # type: ignore[union-attr]
+    client = redis.Redis.from_url(private.url)
+    pipe = client.pipeline(transaction=False)
+    for n in range(5000):
+        pipe.set(f"{prefix}c:{n}:1", b"cached")
+    pipe.execute()
+    client.config_resetstat()
+    g.engine.cache.flush()  # type: ignore[union-attr]
+    assert client.keys(prefix + "*") == []
+    assert client.info("commandstats")["cmdstat_unlink"]["calls"] <= 10
+    client.close()
+    g.close()
     private.kill()
 
 

@@ -12,8 +12,8 @@ What keeps this exact:
 * an answer is installed only if its entry has not changed since the reader
   took `entry.answers` before reading (`Cache.keep` checks, under the lock);
 * every change to an entry (a write applied, a refill, a drop) replaces its
-  `answers` with a new dict: never cleared in place, so a reader holding the
-  old one installs nothing;
+  `answers` with a new dict (the old one is emptied, never used again), so a
+  reader holding the old one installs nothing;
 * readers look answers up without the lock: a dict lookup is atomic and an
   installed answer never changes, so a read sees the list as it was before a
   write or after it, never a mix.
@@ -77,10 +77,16 @@ class Decoded:
     def forget(self, entry: _Holder) -> int:
         """Forget the entry's answers (it changed or was dropped); the bytes freed."""
         freed = entry.answer_bytes
+        answers = entry.answers
         self.bytes -= freed
-        self.count -= len(entry.answers)
+        self.count -= len(answers)
         entry.answers = NO_ANSWERS
         entry.answer_bytes = 0
+        if isinstance(answers, dict):
+            # Emptied once replaced (a reader holding it still installs nothing): the
+            # order's stale items refer to it until compacted, and would hold its
+            # answers, uncounted, meanwhile (a list written after each read held ~65).
+            answers.clear()
         return freed
 
     def clear(self) -> None:

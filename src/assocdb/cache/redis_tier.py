@@ -6,7 +6,9 @@ in Redis, deletes the key's cached value and publishes the keys on the
 graph's channel, so every other process's tier 1 drops them (its in-flight
 fills of those keys turn stale). A fill is stored in Redis only if the key's
 version is still the one read before the shard was (a Lua compare-and-set),
-so a slow fill never writes back a value a newer write invalidated.
+so a slow fill never writes back a value a newer write invalidated. A flush
+(a bulk load changed rows around the cache) bumps the graph's epoch, which
+the compare-and-set checks too: versions of keys never written do not exist.
 Home timelines are kept as their packed blob (`core.timeline_list`); each leg
 of deliveries invalidates its owners like a write does.
 
@@ -45,8 +47,8 @@ log = logging.getLogger("assocdb.redis")
 TicketKey = tuple[str, Any]
 
 _CAS = """
-local version = redis.call('GET', KEYS[2])
-if (version == false and ARGV[1] == '') or version == ARGV[1] then
+local seen = (redis.call('GET', KEYS[3]) or '') .. '/' .. (redis.call('GET', KEYS[2]) or '')
+if seen == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end
@@ -79,12 +81,17 @@ class RedisTier:
         )
         self._prefix = f"assocdb:{graph_id}:"
         self._channel = f"{self._prefix}invalidations"
+        self._epoch = f"e:{self._prefix}"  # bumped by each flush (not under the prefix it scans)
         self._origin = uuid.uuid4().hex
         self._ttl_ms = int(ttl * 1000)
         self._cas = self._redis.register_script(_CAS)
         self._down_until = 0.0
-        self._unsent: set[TicketKey] = set()  # invalidations Redis has not had yet
-        self._unsent_all = False  # too many of them: forget the whole graph's keys
+        # Invalidations Redis has not had yet, each with the number of the keep that
+        # kept it last: a send forgets only what it sent (a key kept again during
+        # the send, by a newer write, may have changed after the send reached Redis).
+        self._unsent: dict[TicketKey, int] = {}
+        self._unsent_all = 0  # too many of them: forget the whole graph's keys (keep's number)
+        self._keeps = 0
         self._unsent_lock = threading.Lock()
         #: Held while they are sent: a reader that finds them unsent waits for the send.
         self._sending = threading.Lock()
@@ -114,7 +121,8 @@ class RedisTier:
     # -- reads and fills ----------------------------------------------------------------
 
     def get(self, key: TicketKey) -> tuple[Any, bytes | None, bool]:
-        """(value or None, the key's version, found) — one round trip."""
+        """(value or None, the key's version, found) — one round trip. The version (the
+        graph's epoch and the key's own) is what `put` of a fill read after this takes."""
         if not self._up():
             return None, None, False
         name = self._name(key)
@@ -122,10 +130,12 @@ class RedisTier:
             pipe = self._redis.pipeline(transaction=False)
             pipe.get(name)
             pipe.get("v:" + name)
-            raw, version = pipe.execute()
+            pipe.get(self._epoch)
+            raw, own, epoch = pipe.execute()
         except self._errors as exc:
             self._failed(exc)
             return None, None, False
+        version = (epoch or b"") + b"/" + (own or b"")
         if raw is None:
             self.misses += 1
             return None, version, False
@@ -139,7 +149,8 @@ class RedisTier:
         name = self._name(key)
         try:
             self._cas(
-                keys=[name, "v:" + name], args=[version or b"", _encode(key, value), self._ttl_ms]
+                keys=[name, "v:" + name, self._epoch],
+                args=[version or b"", _encode(key, value), self._ttl_ms],  # (b"": never stored)
             )
         except self._errors as exc:
             self._failed(exc)
@@ -182,15 +193,26 @@ class RedisTier:
         pipe.execute()
 
     def _send_flush(self) -> None:
+        self._redis.incr(self._epoch)  # first: a fill that read the shard before fails its put
+        # (versions, "v:" + name, stay: they only go up.) One UNLINK per page of names,
+        # not per name: readers wait for a flush Redis missed (`_send_unsent`), and a
+        # round trip per cached key made that ~10 s per 100,000 keys.
+        names: list[bytes] = []
         for name in self._redis.scan_iter(match=self._prefix + "*", count=1000):
-            self._redis.unlink(name)  # (versions, "v:" + name, stay: they only go up)
+            names.append(name)
+            if len(names) == 1000:
+                self._redis.unlink(*names)
+                names = []
+        if names:
+            self._redis.unlink(*names)
         self._redis.publish(self._channel, msgspec.msgpack.encode([self._origin, "*"]))
 
     def _keep_unsent(self, keys: Sequence[TicketKey], everything: bool) -> None:
         with self._unsent_lock:
-            self._unsent.update(keys)
+            self._keeps += 1
+            self._unsent.update(dict.fromkeys(keys, self._keeps))
             if everything or len(self._unsent) > MAX_UNSENT:
-                self._unsent_all = True
+                self._unsent_all = self._keeps
                 self._unsent.clear()
 
     def _send_unsent(self) -> bool:
@@ -204,21 +226,24 @@ class RedisTier:
             if time.monotonic() < self._down_until:
                 return False  # the send this one waited for failed: Redis is paused again
             with self._unsent_lock:
-                keys, everything = list(self._unsent), self._unsent_all
+                keys, everything = dict(self._unsent), self._unsent_all
             if not keys and not everything:
                 return True  # another thread sent them meanwhile
             try:
                 if everything:
                     self._send_flush()
                 else:
-                    self._send_invalidations(keys)
+                    self._send_invalidations(list(keys))
             except self._errors as exc:
                 self._failed(exc)
                 return False
-            with self._unsent_lock:
-                self._unsent.difference_update(keys)
-                if everything:  # (keys kept meanwhile were sent by the flush or stay)
-                    self._unsent_all = False
+            with self._unsent_lock:  # what was kept again meanwhile stays, to be sent again
+                unsent = self._unsent
+                for key, keep in keys.items():
+                    if unsent.get(key) == keep:
+                        del unsent[key]
+                if self._unsent_all == everything:
+                    self._unsent_all = 0
         log.info("sent %s invalidations Redis missed", "all" if everything else len(keys))
         return True
 
@@ -254,7 +279,8 @@ class RedisTier:
                     message = pubsub.get_message(timeout=0.2)
                     if message is not None and message["type"] == "message":
                         self._received(message["data"])
-                    elif self._unsent or self._unsent_all:
+                    # (after a message too: on a busy channel there always is one)
+                    if self._unsent or self._unsent_all:
                         self._up()  # sends them once the pause is over
             except self._errors as exc:
                 self._failed(exc)
@@ -264,21 +290,23 @@ class RedisTier:
                 pubsub.close()
 
     def _received(self, data: bytes) -> None:
+        # Anything may come on the channel: a message this process cannot read is
+        # skipped (an exception would end the listener, and with it every
+        # invalidation this process hears of).
         try:
             origin, keys = msgspec.msgpack.decode(data)
-        except msgspec.DecodeError:
+            if isinstance(keys, list) and keys[:1] == ["barrier"]:
+                with self._barrier_seen:
+                    self._seen_barriers.add(keys[1])
+                    self._barrier_seen.notify_all()
+            elif origin == self._origin:
+                return  # our own writes updated our tier 1 in place
+            elif keys == "*":
+                self._on_invalidate(None)
+            else:
+                self._on_invalidate([(kind, _key(kind, k)) for kind, k in keys])
+        except (msgspec.DecodeError, TypeError, ValueError, IndexError):
             log.warning("ignored an unreadable invalidation message")
-            return
-        if isinstance(keys, list) and keys[:1] == ["barrier"]:
-            with self._barrier_seen:
-                self._seen_barriers.add(keys[1])
-                self._barrier_seen.notify_all()
-        elif origin == self._origin:
-            return  # our own writes updated our tier 1 in place
-        elif keys == "*":
-            self._on_invalidate(None)
-        else:
-            self._on_invalidate([(kind, _key(kind, k)) for kind, k in keys])
 
     # -- health ----------------------------------------------------------------------
 
