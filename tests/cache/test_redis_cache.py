@@ -338,6 +338,7 @@ def test_a_malformed_message_on_the_channel_does_not_stop_the_listener(tmp_path:
         ["x", [["counts", 1]]],
         ["x", 7],
         ["x", [["object", [1]]]],
+        ["x", [["counts", [[1], 2]]]],
     ):
         client.publish(tier._channel, msgspec.msgpack.encode(junk))
     client.close()

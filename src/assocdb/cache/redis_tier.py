@@ -295,18 +295,22 @@ class RedisTier:
         # invalidation this process hears of).
         try:
             origin, keys = msgspec.msgpack.decode(data)
-            if isinstance(keys, list) and keys[:1] == ["barrier"]:
-                with self._barrier_seen:
-                    self._seen_barriers.add(keys[1])
-                    self._barrier_seen.notify_all()
-            elif origin == self._origin:
-                return  # our own writes updated our tier 1 in place
-            elif keys == "*":
-                self._on_invalidate(None)
-            else:
-                self._on_invalidate([(kind, _key(kind, k)) for kind, k in keys])
+            barrier = keys[1] if isinstance(keys, list) and keys[:1] == ["barrier"] else None
+            if barrier is not None and not isinstance(barrier, str):
+                raise TypeError("a barrier's token is a string")
+            if barrier is None and keys != "*":
+                keys = [(kind, _key(kind, k)) for kind, k in keys]
         except (msgspec.DecodeError, TypeError, ValueError, IndexError):
             log.warning("ignored an unreadable invalidation message")
+            return
+        if barrier is not None:
+            with self._barrier_seen:
+                self._seen_barriers.add(barrier)
+                self._barrier_seen.notify_all()
+        elif origin == self._origin:
+            return  # our own writes updated our tier 1 in place
+        else:
+            self._on_invalidate(None if keys == "*" else keys)
 
     # -- health ----------------------------------------------------------------------
 
@@ -363,4 +367,13 @@ def _decode(key: TicketKey, raw: bytes) -> Any:
 
 
 def _key(kind: str, k: Any) -> Any:
-    return k if kind in ("object", "home") else tuple(k)
+    """A ticket key's key as published (msgpack made its tuple a list); TypeError if it
+    is not one."""
+    if kind in ("object", "home"):
+        if type(k) is not int:
+            raise TypeError(f"an {kind} key is an id, got {type(k).__name__}")
+        return k
+    key = tuple(k)
+    if not all(type(part) is int for part in key):
+        raise TypeError(f"a list key is (id1, atype), got {k!r:.60}")
+    return key
