@@ -359,7 +359,10 @@ class Cache:
             return None
         answers = entry.answers
         if answers is NO_ANSWERS:  # asked for the first time since the entry changed
-            answers = entry.answers = {}
+            with self._lock:  # (two readers must not each put a dict of their own there)
+                if entry.answers is NO_ANSWERS:
+                    entry.answers = {}
+                answers = entry.answers
         return answers  # type: ignore[return-value]
 
     def keep(
