@@ -147,6 +147,14 @@ def test_a_url_assocdb_does_not_know_is_one_line(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_empty_directory_name_is_one_line_and_creates_nothing_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # "" was the current directory: init made a graph in it
+    assert "got ''" in one_error_line(run("init", ""))
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("scheme", ["postgresql", "mysql"])
 def test_a_server_that_refuses_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str
