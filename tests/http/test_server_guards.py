@@ -125,6 +125,34 @@ def test_serve_rejects_a_port_out_of_range(tmp_path: Path, port: str) -> None:
     assert "--port" in result.output
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--deadline", "nan"), ("--deadline", "-1"), ("--max-body", "0"), ("--max-batch", "0")],
+)
+def test_serve_rejects_limits_that_would_refuse_every_request(
+    tmp_path: Path, server: Server, option: str, value: str
+) -> None:
+    busy = str(server.port)  # were the option taken, the command would stop there, not serve
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "g"), "--port", busy, option, value])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1].startswith(f"Error: Invalid value for '{option}'")
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--redis", "localhost:6379"), ("--cache-max-age", "nan")]
+)
+def test_serve_with_a_bad_cache_setting_says_so_in_one_line_before_serving(
+    tmp_path: Path, server: Server, option: str, value: str
+) -> None:
+    # A worker made the cache: redis-py's ValueError came as a traceback after "serving …".
+    busy = str(server.port)  # were the setting taken, the command would stop there, not serve
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "g"), "--port", busy, option, value])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {option} must be"), result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "g").exists()
+
+
 def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path, server: Server) -> None:
     result = CliRunner().invoke(main, ["serve", str(tmp_path / "g"), "--port", str(server.port)])
     assert result.exit_code == 1

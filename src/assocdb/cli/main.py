@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import secrets
 import shutil
@@ -61,6 +62,8 @@ _CLI_TERMS = {
     "call g.define_timeline('follows', mode='write') first": (
         "run `assocdb timeline setup DIR` first"
     ),
+    "CacheConfig.max_age": "--cache-max-age",
+    "CacheConfig.redis": "--redis",
 }
 
 
@@ -344,9 +347,28 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
     help="TOML file of bearer tokens and scopes (or set ASSOCDB_TOKENS_FILE / ASSOCDB_TOKEN).",
 )
 @click.option("--background", is_flag=True, help="Acknowledge writes once journaled (sync=False).")
-@click.option("--deadline", default=10.0, show_default=True, help="Seconds a request may run.")
-@click.option("--max-body", default=4 << 20, show_default=True, help="Largest request body, bytes.")
-@click.option("--max-batch", default=200, show_default=True, help="Most reads per /v1/batch.")
+@click.option(
+    "--deadline",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0, 3600, min_open=True),
+    callback=lambda ctx, param, value: _a_number(value, param),
+    help="Seconds a request may run.",
+)
+@click.option(
+    "--max-body",
+    default=4 << 20,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Largest request body, bytes.",
+)
+@click.option(
+    "--max-batch",
+    default=200,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Most reads per /v1/batch.",
+)
 @click.option(
     "--cache-mb",
     type=click.IntRange(0),
@@ -417,11 +439,15 @@ def serve(
         raise click.UsageError(
             f"refusing to listen on {host} without tokens: set ASSOCDB_TOKENS_FILE or ASSOCDB_TOKEN"
         )
-    assocdb.open(directory).close()  # create it, replay what a crash left, fail early if broken
     if no_cache and cache_mb:
         raise click.UsageError(f"--no-cache and --cache-mb {cache_mb} contradict each other")
     if cache_mb is None:
         cache_mb = 0 if no_cache else default_cache_mb(workers)
+    # Settings a worker would refuse (with a traceback, after "serving …") fail here.
+    assocdb.CacheConfig(
+        max_bytes=cache_mb << 20, max_age=cache_max_age, prefix=cache_prefix, redis=redis
+    )
+    assocdb.open(directory).close()  # create it, replay what a crash left, fail early if broken
     config = {
         "path": directory,
         "sync": not background,
@@ -463,6 +489,13 @@ def serve(
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _a_number(value: float, param: click.Parameter) -> float:
+    """`value`, unless it is NaN (which passes every range check)."""
+    if math.isnan(value):
+        raise click.BadParameter("nan is not a number of seconds", param=param)
+    return value
 
 
 def default_cache_mb(workers: int) -> int:
