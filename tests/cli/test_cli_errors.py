@@ -3,8 +3,10 @@ created or changed; read-only commands never create a graph."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,6 +65,22 @@ def test_import_of_an_unknown_type_or_a_bad_id_names_the_line(
     assert "id2 must be" in one_error_line(run("import", str(graph_dir), str(source)))
     with assocdb.open(graph_dir) as g:
         assert [a.id2 for a in g.assoc_range(3, "follows")] == [4]
+
+
+def test_import_of_a_truncated_gzip_file_is_one_line_naming_it(
+    graph_dir: Path, tmp_path: Path
+) -> None:
+    whole = gzip.compress(b"".join(b"%d follows %d\n" % (n, n + 1) for n in range(3, 20_000)))
+    source = tmp_path / "edges.txt.gz"
+    source.write_bytes(whole[: len(whole) // 2])  # click took its EOFError for Ctrl-D: "Aborted!"
+    message = one_error_line(run("import", str(graph_dir), str(source)))
+    assert f"{source} is not a whole gzip file" in message
+    found = re.search(r"the ([\d,]+) edges before it were stored", message)
+    assert found is not None, message
+    stored = int(found.group(1).replace(",", ""))
+    assert 0 < stored < 20_000 - 3
+    with assocdb.open(graph_dir, create=False) as g:
+        assert g.assoc_count(3, "follows") == 1
 
 
 def test_import_skips_comments_and_blank_lines_and_takes_crlf(

@@ -10,6 +10,7 @@ import shutil
 import socket
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -248,9 +249,22 @@ class _Source:
         """Bytes of the input read so far (compressed bytes for a .gz file)."""
         return int(self._raw.tell())
 
+    def _lines(self) -> Iterator[bytes]:
+        """The input's lines; a gzip file that ends early or is not one is InvalidRequest
+        (its EOFError was click's "Aborted!", as if the user had pressed Ctrl-D)."""
+        try:
+            # Not `yield from`: closing this generator would close the file too.
+            for line in self._stream:  # noqa: UP028
+                yield line
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise assocdb.InvalidRequest(
+                f"line {getattr(self, 'line', 0) + 1}: {self._source} is not a whole gzip "
+                f"file ({exc})"
+            ) from None
+
     def edges(self, atype: str | None, offset: int = 0) -> Iterator[tuple[Any, ...]]:
         """The edges of the lines; `line` is the number of the latest one's line."""
-        for number, raw in enumerate(self._stream, 1):
+        for number, raw in enumerate(self._lines(), 1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
