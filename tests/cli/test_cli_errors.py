@@ -130,6 +130,13 @@ def test_timeline_messages_speak_in_commands(graph_dir: Path) -> None:
     assert "g." not in message
 
 
+@pytest.mark.parametrize("command", ["status", "build", "check", "drop"])
+def test_an_unknown_index_is_told_in_commands(graph_dir: Path, command: str) -> None:
+    message = one_error_line(run("index", command, str(graph_dir), "nosuch"))
+    assert "no index 'nosuch'; define it with `assocdb index define" in message
+    assert "define_index()" not in message
+
+
 @pytest.mark.parametrize(
     "command",
     [

@@ -63,6 +63,9 @@ _CLI_TERMS = {
     "call g.define_timeline('follows', mode='write') first": (
         "run `assocdb timeline setup DIR` first"
     ),
+    "define it with define_index()": (
+        "define it with `assocdb index define DIR NAME OTYPE PROPERTY...`"
+    ),
     "CacheConfig.max_age": "--cache-max-age",
     "CacheConfig.redis": "--redis",
 }
