@@ -7,6 +7,8 @@ import gzip
 import hashlib
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -205,3 +207,21 @@ def test_check_reports_progress_and_a_ready_index_says_so(graph_dir: Path) -> No
     assert (
         again.output.strip() == "index user_by_name is ready: every object of its type is indexed"
     )
+
+
+def test_export_into_a_pipe_closed_early_stops_quietly(tmp_path: Path) -> None:
+    # `assocdb export DIR | head` printed "Error: Broken pipe".
+    path = tmp_path / "g"
+    with assocdb.open(path, shards=2) as g:
+        g.define_assoc("follows")
+        g.bulk_load((1, "follows", n, n) for n in range(2, 20_000))  # more than a pipe holds
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    command = [sys.executable, "-m", "assocdb", "export", str(path)]
+    export = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert export.stdout is not None
+    assert export.stderr is not None
+    assert export.stdout.readline().startswith(b"1 follows")
+    export.stdout.close()
+    with export.stderr:
+        assert export.stderr.read() == b""
+    assert export.wait() == 1

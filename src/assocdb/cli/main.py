@@ -46,6 +46,10 @@ class _Commands(click.Group):
             return super().invoke(ctx)
         except assocdb.AssocdbError as exc:
             raise click.ClickException(in_cli_terms(exc.message)) from None
+        except BrokenPipeError:  # `assocdb export DIR | head`: the reader has all it wants
+            # Python's advice: point stdout at devnull, or its flush at exit fails again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         except OSError as exc:
             raise click.ClickException(_os_error(exc)) from None
         except MissingExtra as exc:  # e.g. serve without the server extra: what to install
