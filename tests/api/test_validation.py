@@ -58,6 +58,18 @@ CASES: list[tuple[str, Call, type[Exception], str]] = [
     ("data NaN", lambda g: g.assoc_add(1, "follows", 2, data=float("nan")), InvalidRequest, "NaN"),
     ("data set", lambda g: g.assoc_add(1, "follows", 2, data={1, 2}), InvalidRequest, "is a set"),
     (
+        "data lone surrogate",  # was msgspec's UnicodeEncodeError
+        lambda g: g.assoc_add(1, "follows", 2, data=["ok", "\udcff"]),
+        InvalidRequest,
+        "lone surrogate",
+    ),
+    (
+        "obj key lone surrogate",
+        lambda g: g.obj_update(77, {"\ud800": 1}),
+        InvalidRequest,
+        "lone surrogate",
+    ),
+    (
         "time float",
         lambda g: g.assoc_add(1, "follows", 2, time=1.5),
         InvalidRequest,
