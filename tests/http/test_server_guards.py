@@ -212,6 +212,25 @@ def test_deep_or_undecodable_bodies_are_400(server: Server, method: str, body: b
     assert answer.json()["error"]["code"] == "invalid_request"
 
 
+@pytest.mark.parametrize("method", ["assoc_add", "batch"])
+@pytest.mark.parametrize("media", ["application/x-www-form-urlencoded", "text/plain"])
+def test_a_body_declared_as_a_form_or_text_is_400_and_writes_nothing(
+    server: Server, method: str, media: str
+) -> None:
+    # `curl -d` sends a form; a web page may post text/plain to loopback without asking.
+    add = {"id1": 9001, "atype": "follows", "id2": 9002}
+    body = add if method == "assoc_add" else {"requests": [{"method": "assoc_add", "args": add}]}
+    headers = {"authorization": f"Bearer {ADMIN}", "content-type": media}
+    answer = httpx.post(f"{server.url}/v1/{method}", json=body, headers=headers)
+    assert answer.status_code == 400, answer.text
+    assert "Content-Type: application/json" in answer.json()["error"]["message"]
+    headers = {"authorization": f"Bearer {READER}"}
+    count = {"id1": 9001, "atype": "follows"}
+    assert httpx.post(f"{server.url}/v1/assoc_count", json=count, headers=headers).json() == {
+        "result": 0
+    }
+
+
 # -- work and size bounds ------------------------------------------------------------------
 
 
