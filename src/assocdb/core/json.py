@@ -42,6 +42,12 @@ def encode(value: object, limit: int, what: str) -> bytes:
     return raw
 
 
+def check(value: object, what: str) -> None:
+    """InvalidRequest if encoding `value` as JSON would change it (see the module doc)."""
+    if type(value) not in _SCALARS:
+        _check(value, what, 0)
+
+
 def decode(raw: bytes) -> Any:
     """The JSON value stored as `raw`."""
     return _decode(raw)
