@@ -182,6 +182,24 @@ def test_an_empty_directory_name_is_one_line_and_creates_nothing_here(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("url", "complaint"),
+    [
+        ("mysql://root@127.0.0.1:notaport/g?journal=j.db", "Port could not be cast"),
+        ("postgresql://root@127.0.0.1:99999/g?journal=j.db", "Port out of range"),
+        ("mysql://root@[::1/g?journal=j.db", "Invalid IPv6 URL"),
+    ],
+)
+def test_a_server_url_that_does_not_parse_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, complaint: str
+) -> None:
+    monkeypatch.chdir(tmp_path)  # (urllib's ValueError was a traceback)
+    message = one_error_line(run("check", url))
+    assert message.startswith("Error: bad ")
+    assert complaint in message
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("scheme", ["postgresql", "mysql"])
 def test_a_server_that_refuses_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str

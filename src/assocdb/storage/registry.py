@@ -89,7 +89,10 @@ MAX_TIMEOUT = 86_400
 
 def journal_from_url(url: str, journal: str | Path | None) -> tuple[str, str | Path | None]:
     """The URL without its `journal` option, and the journal (the argument wins)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL"
+        raise InvalidRequest(f"bad URL {url!r}: {exc}") from None
     query = parse_qsl(parts.query, keep_blank_values=True)
     named = [value for key, value in query if key == "journal"]
     rest = urlencode([(key, value) for key, value in query if key != "journal"])
