@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import assocdb
 from assocdb import (
+    CacheConfig,
     Conflict,
     DataTooLarge,
     Graph,
     InvalidCursor,
     InvalidRequest,
     NotFound,
+    SchemaError,
     UnknownType,
 )
 from assocdb.core.clock import MAX_FUTURE_US
@@ -53,6 +57,18 @@ CASES: list[tuple[str, Call, type[Exception], str]] = [
     ),
     ("data NaN", lambda g: g.assoc_add(1, "follows", 2, data=float("nan")), InvalidRequest, "NaN"),
     ("data set", lambda g: g.assoc_add(1, "follows", 2, data={1, 2}), InvalidRequest, "is a set"),
+    (
+        "data lone surrogate",  # was msgspec's UnicodeEncodeError
+        lambda g: g.assoc_add(1, "follows", 2, data=["ok", "\udcff"]),
+        InvalidRequest,
+        "lone surrogate",
+    ),
+    (
+        "obj key lone surrogate",
+        lambda g: g.obj_update(77, {"\ud800": 1}),
+        InvalidRequest,
+        "lone surrogate",
+    ),
     (
         "time float",
         lambda g: g.assoc_add(1, "follows", 2, time=1.5),
@@ -170,3 +186,60 @@ def test_the_future_limit_is_generous_enough_for_clock_skew(graph: Graph) -> Non
 def test_a_huge_limit_is_clamped_not_refused(graph: Graph) -> None:
     graph.assoc_add(1, "follows", 2)
     assert len(graph.assoc_range(1, "follows", limit=10**9)) == 1
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"timeout": -1}, "timeout must be"),
+        ({"timeout": float("nan")}, "timeout must be"),
+        ({"timeout": float("inf")}, "timeout must be"),
+        ({"timeout": "2"}, "timeout must be"),
+        ({"cache": "big"}, "cache must be a CacheConfig"),
+        ({"retry": 3}, "retry must be a RetryPolicy"),
+    ],
+)
+def test_open_refuses_bad_settings_and_creates_nothing(
+    tmp_path: Path, settings: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        assocdb.open(tmp_path / "g", **settings)
+    assert not (tmp_path / "g").exists()
+
+
+@pytest.mark.parametrize("path", ["", "g\0"])
+def test_open_refuses_an_empty_path_instead_of_using_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidRequest, match="a directory's path"):
+        assocdb.open(path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_open_with_a_missing_or_bad_schema_file_creates_nothing(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        assocdb.open(tmp_path / "g", schema=tmp_path / "missing.toml")
+    bad = tmp_path / "schema.toml"
+    bad.write_text("[assoc.follows\n")
+    with pytest.raises(SchemaError, match="not valid TOML"):
+        assocdb.open(tmp_path / "g", schema=bad)
+    assert not (tmp_path / "g").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"redis": "localhost:6379"}, "must be a Redis URL"),
+        ({"max_age": float("nan")}, "max_age must be"),
+        ({"max_age": -1}, "max_age must be"),
+        ({"prefix": 0}, "prefix must be"),
+        ({"max_bytes": "1G"}, "max_bytes must be"),
+        ({"admit_after": 0}, "admit_after must be"),
+    ],
+)
+def test_a_cache_config_out_of_range_is_refused_when_made(
+    settings: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        CacheConfig(**settings)

@@ -3,8 +3,12 @@ created or changed; read-only commands never create a graph."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
+import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -65,6 +69,22 @@ def test_import_of_an_unknown_type_or_a_bad_id_names_the_line(
         assert [a.id2 for a in g.assoc_range(3, "follows")] == [4]
 
 
+def test_import_of_a_truncated_gzip_file_is_one_line_naming_it(
+    graph_dir: Path, tmp_path: Path
+) -> None:
+    whole = gzip.compress(b"".join(b"%d follows %d\n" % (n, n + 1) for n in range(3, 20_000)))
+    source = tmp_path / "edges.txt.gz"
+    source.write_bytes(whole[: len(whole) // 2])  # click took its EOFError for Ctrl-D: "Aborted!"
+    message = one_error_line(run("import", str(graph_dir), str(source)))
+    assert f"{source} is not a whole gzip file" in message
+    found = re.search(r"the ([\d,]+) edges before it were stored", message)
+    assert found is not None, message
+    stored = int(found.group(1).replace(",", ""))
+    assert 0 < stored < 20_000 - 3
+    with assocdb.open(graph_dir, create=False) as g:
+        assert g.assoc_count(3, "follows") == 1
+
+
 def test_import_skips_comments_and_blank_lines_and_takes_crlf(
     graph_dir: Path, tmp_path: Path
 ) -> None:
@@ -112,6 +132,13 @@ def test_timeline_messages_speak_in_commands(graph_dir: Path) -> None:
     assert "g." not in message
 
 
+@pytest.mark.parametrize("command", ["status", "build", "check", "drop"])
+def test_an_unknown_index_is_told_in_commands(graph_dir: Path, command: str) -> None:
+    message = one_error_line(run("index", command, str(graph_dir), "nosuch"))
+    assert "no index 'nosuch'; define it with `assocdb index define" in message
+    assert "define_index()" not in message
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -147,6 +174,32 @@ def test_a_url_assocdb_does_not_know_is_one_line(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_empty_directory_name_is_one_line_and_creates_nothing_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # "" was the current directory: init made a graph in it
+    assert "got ''" in one_error_line(run("init", ""))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "complaint"),
+    [
+        ("mysql://root@127.0.0.1:notaport/g?journal=j.db", "Port could not be cast"),
+        ("postgresql://root@127.0.0.1:99999/g?journal=j.db", "Port out of range"),
+        ("mysql://root@[::1/g?journal=j.db", "Invalid IPv6 URL"),
+    ],
+)
+def test_a_server_url_that_does_not_parse_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, complaint: str
+) -> None:
+    monkeypatch.chdir(tmp_path)  # (urllib's ValueError was a traceback)
+    message = one_error_line(run("check", url))
+    assert message.startswith("Error: bad ")
+    assert complaint in message
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("scheme", ["postgresql", "mysql"])
 def test_a_server_that_refuses_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str
@@ -172,3 +225,21 @@ def test_check_reports_progress_and_a_ready_index_says_so(graph_dir: Path) -> No
     assert (
         again.output.strip() == "index user_by_name is ready: every object of its type is indexed"
     )
+
+
+def test_export_into_a_pipe_closed_early_stops_quietly(tmp_path: Path) -> None:
+    # `assocdb export DIR | head` printed "Error: Broken pipe".
+    path = tmp_path / "g"
+    with assocdb.open(path, shards=2) as g:
+        g.define_assoc("follows")
+        g.bulk_load((1, "follows", n, n) for n in range(2, 20_000))  # more than a pipe holds
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    command = [sys.executable, "-m", "assocdb", "export", str(path)]
+    export = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert export.stdout is not None
+    assert export.stderr is not None
+    assert export.stdout.readline().startswith(b"1 follows")
+    export.stdout.close()
+    with export.stderr:
+        assert export.stderr.read() == b""
+    assert export.wait() == 1

@@ -336,6 +336,35 @@ def test_bad_requests_get_a_4xx_in_the_one_error_shape(
     assert error["message"]
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (float("nan"), "data is nan"),
+        ({"a": [float("inf")]}, "is inf"),
+        ({1, 2}, "is a set"),
+        (b"xy", "is a bytes"),
+        ({1: 2}, "has a key 1"),
+        ("\ud800", "lone surrogate"),
+    ],
+)
+def test_the_client_refuses_data_json_would_change_as_graph_does(
+    client: Client, data: object, message: str
+) -> None:
+    # They went out as null, a list, base64 text, the key "1" (or a UnicodeEncodeError).
+    with pytest.raises(assocdb.InvalidRequest, match=message):
+        client.assoc_add(5000, "likes", 5001, data=data)
+    batch = client.batch()
+    batch.assoc_add(5000, "likes", 5002)
+
+    def add_and_send() -> None:  # refused when queued, or (a surrogate) when sent
+        batch.assoc_add(5000, "likes", 5003, data=data)
+        batch.run()
+
+    with pytest.raises(assocdb.InvalidRequest, match=message):
+        add_and_send()
+    assert client.assoc_count(5000, "likes") == 0
+
+
 def test_a_huge_limit_is_clamped(server: Server) -> None:
     response = raw(server, "assoc_range", {"id1": 1, "atype": "follows", "limit": 10**9})
     assert response.status_code == 200

@@ -125,6 +125,34 @@ def test_serve_rejects_a_port_out_of_range(tmp_path: Path, port: str) -> None:
     assert "--port" in result.output
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--deadline", "nan"), ("--deadline", "-1"), ("--max-body", "0"), ("--max-batch", "0")],
+)
+def test_serve_rejects_limits_that_would_refuse_every_request(
+    tmp_path: Path, server: Server, option: str, value: str
+) -> None:
+    busy = str(server.port)  # were the option taken, the command would stop there, not serve
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "g"), "--port", busy, option, value])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1].startswith(f"Error: Invalid value for '{option}'")
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--redis", "localhost:6379"), ("--cache-max-age", "nan")]
+)
+def test_serve_with_a_bad_cache_setting_says_so_in_one_line_before_serving(
+    tmp_path: Path, server: Server, option: str, value: str
+) -> None:
+    # A worker made the cache: redis-py's ValueError came as a traceback after "serving …".
+    busy = str(server.port)  # were the setting taken, the command would stop there, not serve
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "g"), "--port", busy, option, value])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {option} must be"), result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "g").exists()
+
+
 def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path, server: Server) -> None:
     result = CliRunner().invoke(main, ["serve", str(tmp_path / "g"), "--port", str(server.port)])
     assert result.exit_code == 1
@@ -182,6 +210,25 @@ def test_deep_or_undecodable_bodies_are_400(server: Server, method: str, body: b
         return
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["code"] == "invalid_request"
+
+
+@pytest.mark.parametrize("method", ["assoc_add", "batch"])
+@pytest.mark.parametrize("media", ["application/x-www-form-urlencoded", "text/plain"])
+def test_a_body_declared_as_a_form_or_text_is_400_and_writes_nothing(
+    server: Server, method: str, media: str
+) -> None:
+    # `curl -d` sends a form; a web page may post text/plain to loopback without asking.
+    add = {"id1": 9001, "atype": "follows", "id2": 9002}
+    body = add if method == "assoc_add" else {"requests": [{"method": "assoc_add", "args": add}]}
+    headers = {"authorization": f"Bearer {ADMIN}", "content-type": media}
+    answer = httpx.post(f"{server.url}/v1/{method}", json=body, headers=headers)
+    assert answer.status_code == 400, answer.text
+    assert "Content-Type: application/json" in answer.json()["error"]["message"]
+    headers = {"authorization": f"Bearer {READER}"}
+    count = {"id1": 9001, "atype": "follows"}
+    assert httpx.post(f"{server.url}/v1/assoc_count", json=count, headers=headers).json() == {
+        "result": 0
+    }
 
 
 # -- work and size bounds ------------------------------------------------------------------

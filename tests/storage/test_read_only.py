@@ -89,3 +89,35 @@ def test_read_only_commands_work_on_a_read_only_graph(read_only: tuple[Path, Pat
     retried = run(main, ["queue", "retry", str(mount / "g")])
     assert retried.exit_code == 1
     assert retried.output.startswith("Error: ")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["import", "{g}", "{edges}"],
+        ["queue", "retry", "{g}"],
+        ["queue", "reinject", "{g}", "--all"],
+        ["schema", "{g}", "{schema}"],
+        ["index", "define", "{g}", "by_name", "user", "name"],
+        ["timeline", "setup", "{g}"],
+    ],
+)
+def test_a_write_to_a_read_only_graph_says_it_is_read_only(
+    read_only: tuple[Path, Path], tmp_path: Path, command: list[str]
+) -> None:
+    # SQLite's word was "OperationalError: attempt to write a readonly database".
+    source, mount = read_only
+    make_graph_with_queued_writes(source / "g")
+    with assocdb.open(source / "g") as g:
+        g.define_object("user")
+    edges, schema = tmp_path / "edges.txt", tmp_path / "schema.toml"
+    edges.write_text("7 follows 8\n")
+    schema.write_text("[assoc.likes]\n")
+    before = snapshot(source)
+    paths = {"g": str(mount / "g"), "edges": str(edges), "schema": str(schema)}
+    result = CliRunner().invoke(main, [part.format(**paths) for part in command])
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[-1].endswith(
+        "is on a read-only file system: this graph can be read, not written"
+    ), result.output
+    assert snapshot(source) == before

@@ -110,6 +110,13 @@ def test_a_missing_file_is_an_invalid_request(tmp_path: Path) -> None:
         load(tmp_path / "nope.toml")
 
 
+def test_a_file_that_is_not_utf8_is_an_invalid_request(tmp_path: Path) -> None:
+    binary = tmp_path / "cluster.toml"
+    binary.write_bytes(b"\xff\xfe shards = 4\n")  # was a UnicodeDecodeError traceback
+    with pytest.raises(InvalidRequest, match="not a shard map"):
+        load(binary)
+
+
 @given(st.sets(st.integers(0, 63), min_size=1))
 def test_shard_ranges_round_trip(shards: set[int]) -> None:
     text = format_shards(shards)

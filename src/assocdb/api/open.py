@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.errors import InvalidRequest
 from ..core.records import CacheConfig
+from ..core.schema import Schema, read_schema_file
 from ..storage.registry import open_location
 from ..writes.applier import RetryPolicy
 from ..writes.journal import Journal
@@ -63,6 +65,12 @@ def open_graph(
     >>> g = assocdb.open("mysql://root@127.0.0.1:3306/social", journal="social.journal")
     >>> g = assocdb.open("cluster.toml", journal="/var/lib/assocdb/journal.db")
     """
+    if cache is not None and not isinstance(cache, CacheConfig):
+        raise InvalidRequest(f"cache must be a CacheConfig or None, got {cache!r}")
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise InvalidRequest(f"retry must be a RetryPolicy or None, got {retry!r}")
+    if schema is not None:  # a missing or bad file fails before anything is created
+        Schema().apply_toml(read_schema_file(schema))
     backend, journal_file = open_location(path, shards, timeout, create, journal)
     graph = Graph(backend, Journal(journal_file), sync=sync, retry=retry, cache=cache)
     if schema is not None:

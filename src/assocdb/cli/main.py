@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import secrets
 import shutil
 import socket
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,10 @@ class _Commands(click.Group):
             return super().invoke(ctx)
         except assocdb.AssocdbError as exc:
             raise click.ClickException(in_cli_terms(exc.message)) from None
+        except BrokenPipeError:  # `assocdb export DIR | head`: the reader has all it wants
+            # Python's advice: point stdout at devnull, or its flush at exit fails again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         except OSError as exc:
             raise click.ClickException(_os_error(exc)) from None
         except MissingExtra as exc:  # e.g. serve without the server extra: what to install
@@ -61,6 +67,11 @@ _CLI_TERMS = {
     "call g.define_timeline('follows', mode='write') first": (
         "run `assocdb timeline setup DIR` first"
     ),
+    "define it with define_index()": (
+        "define it with `assocdb index define DIR NAME OTYPE PROPERTY...`"
+    ),
+    "CacheConfig.max_age": "--cache-max-age",
+    "CacheConfig.redis": "--redis",
 }
 
 
@@ -245,9 +256,22 @@ class _Source:
         """Bytes of the input read so far (compressed bytes for a .gz file)."""
         return int(self._raw.tell())
 
+    def _lines(self) -> Iterator[bytes]:
+        """The input's lines; a gzip file that ends early or is not one is InvalidRequest
+        (its EOFError was click's "Aborted!", as if the user had pressed Ctrl-D)."""
+        try:
+            # Not `yield from`: closing this generator would close the file too.
+            for line in self._stream:  # noqa: UP028
+                yield line
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise assocdb.InvalidRequest(
+                f"line {getattr(self, 'line', 0) + 1}: {self._source} is not a whole gzip "
+                f"file ({exc})"
+            ) from None
+
     def edges(self, atype: str | None, offset: int = 0) -> Iterator[tuple[Any, ...]]:
         """The edges of the lines; `line` is the number of the latest one's line."""
-        for number, raw in enumerate(self._stream, 1):
+        for number, raw in enumerate(self._lines(), 1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -344,9 +368,28 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
     help="TOML file of bearer tokens and scopes (or set ASSOCDB_TOKENS_FILE / ASSOCDB_TOKEN).",
 )
 @click.option("--background", is_flag=True, help="Acknowledge writes once journaled (sync=False).")
-@click.option("--deadline", default=10.0, show_default=True, help="Seconds a request may run.")
-@click.option("--max-body", default=4 << 20, show_default=True, help="Largest request body, bytes.")
-@click.option("--max-batch", default=200, show_default=True, help="Most reads per /v1/batch.")
+@click.option(
+    "--deadline",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0, 3600, min_open=True),
+    callback=lambda ctx, param, value: _a_number(value, param),
+    help="Seconds a request may run.",
+)
+@click.option(
+    "--max-body",
+    default=4 << 20,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Largest request body, bytes.",
+)
+@click.option(
+    "--max-batch",
+    default=200,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Most reads per /v1/batch.",
+)
 @click.option(
     "--cache-mb",
     type=click.IntRange(0),
@@ -417,11 +460,15 @@ def serve(
         raise click.UsageError(
             f"refusing to listen on {host} without tokens: set ASSOCDB_TOKENS_FILE or ASSOCDB_TOKEN"
         )
-    assocdb.open(directory).close()  # create it, replay what a crash left, fail early if broken
     if no_cache and cache_mb:
         raise click.UsageError(f"--no-cache and --cache-mb {cache_mb} contradict each other")
     if cache_mb is None:
         cache_mb = 0 if no_cache else default_cache_mb(workers)
+    # Settings a worker would refuse (with a traceback, after "serving …") fail here.
+    assocdb.CacheConfig(
+        max_bytes=cache_mb << 20, max_age=cache_max_age, prefix=cache_prefix, redis=redis
+    )
+    assocdb.open(directory).close()  # create it, replay what a crash left, fail early if broken
     config = {
         "path": directory,
         "sync": not background,
@@ -463,6 +510,13 @@ def serve(
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _a_number(value: float, param: click.Parameter) -> float:
+    """`value`, unless it is NaN (which passes every range check)."""
+    if math.isnan(value):
+        raise click.BadParameter("nan is not a number of seconds", param=param)
+    return value
 
 
 def default_cache_mb(workers: int) -> int:

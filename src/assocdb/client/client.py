@@ -25,6 +25,7 @@ import msgspec
 
 from ..core.errors import AssocdbError, InvalidRequest, Timeout, Unavailable
 from ..core.extras import needs
+from ..core.json import check as check_json
 from ..core.pagers import pages
 from ..core.query import Query, Term
 from ..core.records import (
@@ -163,14 +164,14 @@ class Client:
 
     def _call(self, name: str, args: Args) -> Any:
         safe = not (name == "obj_add" and getattr(args, "id", None) is None)
-        content = self._post(f"/v1/{name}", msgspec.json.encode(args), safe)
+        content = self._post(f"/v1/{name}", _encode(name, args), safe)
         return _results[name].decode(content).result
 
     def _call_batch(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # Sent again on another server only if every item may run twice (an
         # obj_add without an id would add a second object).
         safe = not any(r["method"] == "obj_add" and r["args"].get("id") is None for r in requests)
-        content = self._post("/v1/batch", msgspec.json.encode({"requests": requests}), safe)
+        content = self._post("/v1/batch", _encode("batch", {"requests": requests}), safe)
         answers: list[dict[str, Any]] = msgspec.json.decode(content)["results"]
         return answers
 
@@ -673,7 +674,7 @@ class Batch:
 
         def queue(*args: Any, **kwargs: Any) -> Deferred[Any]:
             deferred: Deferred[Any] = Deferred(name)
-            self._items.append((name, args_type(*args, **kwargs), deferred))
+            self._items.append((name, _checked(name, args_type(*args, **kwargs)), deferred))
             return deferred
 
         return queue
@@ -699,6 +700,30 @@ class Batch:
             else:
                 deferred.settle(msgspec.convert(answer["result"], METHODS[name].result))
         self._items = []
+
+
+def _checked(name: str, args: Args) -> Args:
+    """`args`, or InvalidRequest for a value JSON would change on the way (NaN and
+    infinity become null, a set a list, bytes base64 text, a key 1 the key "1"),
+    as `Graph` refuses them; queries are Structs of checked types."""
+    for field, value in zip(args.__struct_fields__, msgspec.structs.astuple(args), strict=True):
+        if not isinstance(value, msgspec.Struct):
+            check_json(value, f"{name}: {field}")
+    return args
+
+
+def _encode(name: str, args: Any) -> bytes:
+    """The request's body: its arguments checked (a batch's were, as they were queued)."""
+    if isinstance(args, Args):
+        _checked(name, args)
+    try:
+        return msgspec.json.encode(args)
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise InvalidRequest(
+            f"{name}: a string holds {bad!r}, a lone surrogate: not Unicode text that JSON "
+            "(UTF-8) can hold"
+        ) from None
 
 
 def _error(response: httpx.Response) -> AssocdbError:

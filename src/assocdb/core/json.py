@@ -25,7 +25,14 @@ _decode = msgspec.json.decode
 def encode(value: object, limit: int, what: str) -> bytes:
     """Return `value` as JSON bytes, or raise InvalidRequest / DataTooLarge."""
     _check(value, what, 0)
-    raw = _encode(value)
+    try:
+        raw = _encode(value)
+    except UnicodeEncodeError as exc:  # found by the encoder, at no cost to good data
+        bad = exc.object[exc.start : exc.end]
+        raise InvalidRequest(
+            f"{what} holds a string with {bad!r}, a lone surrogate: not Unicode text that "
+            "JSON (UTF-8) can hold"
+        ) from None
     if len(raw) > limit:
         raise DataTooLarge(
             f"{what} is {len(raw):,} bytes as JSON; the limit is {limit:,}",
@@ -33,6 +40,12 @@ def encode(value: object, limit: int, what: str) -> bytes:
             limit=limit,
         )
     return raw
+
+
+def check(value: object, what: str) -> None:
+    """InvalidRequest if encoding `value` as JSON would change it (see the module doc)."""
+    if type(value) not in _SCALARS:
+        _check(value, what, 0)
 
 
 def decode(raw: bytes) -> Any:

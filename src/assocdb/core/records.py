@@ -231,6 +231,32 @@ class CacheConfig(msgspec.Struct, frozen=True):
     redis: str | None = None  # tier 2, e.g. "redis://127.0.0.1:6379/0"
     redis_ttl: float = 60.0
 
+    def __post_init__(self) -> None:
+        """InvalidRequest for a setting out of its range (found here, not in a worker)."""
+        for name, low in (("max_bytes", 0), ("prefix", 1), ("admit_after", 1)):
+            value = getattr(self, name)
+            if type(value) is not int or value < low:
+                raise InvalidRequest(
+                    f"CacheConfig.{name} must be an integer >= {low}, got {value!r}"
+                )
+        for name in ("max_age", "redis_ttl"):
+            value = getattr(self, name)
+            if type(value) not in (int, float) or not 0 <= value < float("inf"):
+                raise InvalidRequest(
+                    f"CacheConfig.{name} must be a finite number of seconds >= 0, got {value!r}"
+                )
+        if self.redis is not None and (
+            not isinstance(self.redis, str) or not self.redis.startswith(REDIS_SCHEMES)
+        ):
+            raise InvalidRequest(
+                f"CacheConfig.redis must be a Redis URL (redis://HOST:PORT/DB, rediss://… "
+                f"or unix://PATH), got {self.redis!r}"
+            )
+
+
+#: The URL schemes redis-py connects with.
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
 
 class CacheStats(msgspec.Struct, frozen=True):
     """Tier-1 counters since the graph was opened."""

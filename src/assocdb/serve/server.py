@@ -199,6 +199,7 @@ class _Server:
         return Response(payload, media_type=JSON)
 
     async def _body(self, request: Request) -> bytes:
+        _check_content_type(request.headers.get("content-type"))
         declared = request.headers.get("content-length")
         limit = self.limits.max_body
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -510,6 +511,23 @@ _TypedBatch = msgspec.defstruct(
     [("requests", list[Union[tuple(_BATCH_ITEMS.values())]])],  # type: ignore[misc]  # noqa: UP007
     forbid_unknown_fields=True,
 )
+
+
+def _check_content_type(declared: str | None) -> None:
+    """InvalidRequest for a body declared as something other than JSON.
+
+    A form or text body was read as JSON all the same: `curl -d` sends a JSON
+    body as a form, and a web page may post text/plain to a server on
+    loopback without the browser asking first (CORS lets "simple" content
+    types through). No Content-Type at all is taken as JSON.
+    """
+    if declared is None:
+        return
+    media = declared.partition(";")[0].strip().lower()
+    if media != JSON and not media.endswith("+json"):
+        raise InvalidRequest(
+            f"the body must be JSON, sent with Content-Type: {JSON}; got {declared!r}"
+        )
 
 
 def _too_many_rows(limit: int) -> DataTooLarge:

@@ -31,6 +31,7 @@ def open_location(
     backend: Backend
     journal_file: str | Path
     check_scheme(path)
+    check_timeout(timeout)
     if Path(path).suffix == ".toml":
         backend = open_shardmap(path, shards)
         journal_file = Path(path).with_suffix(".journal.db") if journal is None else journal
@@ -58,6 +59,8 @@ def check_scheme(path: str | Path) -> None:
             "open takes a directory, a mysql:// or postgresql:// URL or a shard map (.toml), "
             f"got {path!r}"
         )
+    if path == "" or "\0" in str(path):  # "" would be the current directory, silently
+        raise InvalidRequest(f"open takes a directory's path, got {str(path)!r}")
     scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", str(path))
     if scheme and not is_server_url(str(path)):
         raise InvalidRequest(
@@ -67,9 +70,29 @@ def check_scheme(path: str | Path) -> None:
         )
 
 
+def check_timeout(timeout: object) -> None:
+    """InvalidRequest for a timeout that is not a positive, finite number of seconds."""
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not 0 < timeout <= MAX_TIMEOUT
+    ):
+        raise InvalidRequest(
+            f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:,}, "
+            f"got {timeout!r}"
+        )
+
+
+#: The longest wait for a locked shard that `open` takes (a day: more is a mistake).
+MAX_TIMEOUT = 86_400
+
+
 def journal_from_url(url: str, journal: str | Path | None) -> tuple[str, str | Path | None]:
     """The URL without its `journal` option, and the journal (the argument wins)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL"
+        raise InvalidRequest(f"bad URL {url!r}: {exc}") from None
     query = parse_qsl(parts.query, keep_blank_values=True)
     named = [value for key, value in query if key == "journal"]
     rest = urlencode([(key, value) for key, value in query if key != "journal"])

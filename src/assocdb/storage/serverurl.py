@@ -34,8 +34,12 @@ def parse_server_url(
 ) -> ServerURL:
     """The URL of a graph on `engine` (a `SERVER_SCHEMES` kind), checked; `more`: the
     options the engine takes besides the shared ones; `example`: a URL to show."""
-    parts = urlparse(url)
     scheme = example.split("://", 1)[0]
+    try:
+        parts = urlparse(url)
+        parts.port  # noqa: B018  # raises for a port that is not a number up to 65535
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535", …
+        raise InvalidRequest(f"bad {scheme} URL {url!r}: {exc}") from None
     if SERVER_SCHEMES.get(parts.scheme) != engine:
         raise InvalidRequest(f"not a {scheme}:// URL: {url!r}")
     name = parts.path.strip("/")

@@ -165,6 +165,8 @@ def load(path: str | Path) -> ShardMap:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidRequest(f"cannot read shard map {file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InvalidRequest(f"{file} is not a shard map (not UTF-8 text)") from None
     return parse(text, str(file), file.parent)
 
 

@@ -199,6 +199,15 @@ class SQLiteBackend(SQLBackend):
             self._all.append(conn)
         return conn
 
+    def _map_error(self, exc: Exception, where: str) -> AssocdbError:
+        """SQLite's "attempt to write a readonly database" in the journal's words."""
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if self.read_only and code == sqlite3.SQLITE_READONLY:
+            return Unavailable(
+                f"{self.path} is on a read-only file system: this graph can be read, not written"
+            )
+        return super()._map_error(exc, where)
+
     def _render(self, template: str, shard: int) -> str:
         return template.replace("{s}.", "")  # a shard is a file of its own
 

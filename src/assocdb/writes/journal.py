@@ -138,11 +138,7 @@ class Journal:
 
     def append_many(self, bodies: Sequence[bytes]) -> list[int]:
         """Store jobs durably, in one transaction with whatever else is waiting; their ids."""
-        if self.read_only:
-            raise Unavailable(
-                f"the journal {self.path} is on a read-only file system: "
-                "this graph can be read, not written"
-            )
+        self._refuse_if_read_only()
         waiters = [_Waiter(body) for body in bodies]
         if not waiters:
             return []
@@ -201,6 +197,7 @@ class Journal:
         COMMIT fails (SQLITE_FULL, SQLITE_IOERR): roll back whatever is left
         open, so the next transaction starts clean instead of failing forever.
         """
+        self._refuse_if_read_only()  # (bulk loads' progress, retries, reinjections)
         with self._statements():
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -244,6 +241,13 @@ class Journal:
                 return
         with self._bookkeeping() as taken, self._transaction():
             self._write_bookkeeping(*taken)
+
+    def _refuse_if_read_only(self) -> None:
+        if self.read_only:
+            raise Unavailable(
+                f"the journal {self.path} is on a read-only file system: "
+                "this graph can be read, not written"
+            )
 
     @contextmanager
     def _bookkeeping(self) -> Iterator[tuple[list[int], list[Failure]]]:
