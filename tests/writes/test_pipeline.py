@@ -13,6 +13,7 @@ import pytest
 import assocdb
 from assocdb.core.errors import Unavailable
 from assocdb.core.ids import shard_of
+from assocdb.writes.applier import encode
 from tests.support.helpers import wait_until
 
 
@@ -238,3 +239,80 @@ def test_a_submit_chooses_sync_for_its_own_writes(tmp_path: Path) -> None:
         (result,) = lazy.engine.submit_many([lazy._writes.add_op(1, "follows", 2)], sync=True)
         assert result.status == "applied"  # type: ignore[union-attr]
         assert lazy.assoc_count(2, "followed_by") == 1
+
+
+def test_a_power_loss_keeps_the_legs_of_a_write_a_failing_shard_queued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write whose inverse leg failed is queued with its forward leg recorded as
+    done, and that leg's shard commit is not synced by any fence yet. A power loss
+    must not take back a leg the journal says is done: the retry would skip it.
+    Simulated: each shard's files as of its last `make_durable`, the journal as it is."""
+    where, lost = tmp_path / "g", tmp_path / "after-power-loss"
+    g = open_graph(where, retry=assocdb.RetryPolicy(base=60.0, cap=60.0))
+    a, b = 4, 3
+    assert (shard_of(a, 4), shard_of(b, 4)) == (0, 1)
+    backend = g.engine.backend
+    make_durable = backend.make_durable
+
+    power = threading.Event()  # set: the power is lost, nothing more reaches the disk
+
+    def synced(shards: Any) -> None:  # the disk: what the last sync of each shard held
+        make_durable(shards)
+        for shard in shards if not power.is_set() else ():
+            for file in where.glob(f"shard-{shard:04d}.db*"):
+                shutil.copy(file, lost / file.name)
+
+    lost.mkdir()
+    monkeypatch.setattr(backend, "make_durable", synced)
+    synced(range(4))
+    backend.faults.append(
+        lambda shard, sql: shard == 1 and sql.startswith("BEGIN") and _raise_unavailable(shard)
+    )
+    with g.engine.applier._fencing:  # no periodic fence from here on
+        assert g.assoc_add(a, "follows", b).status == "queued"
+        assert g.assoc_count(a, "follows") == 1  # the forward leg is committed
+        g.engine.journal.flush()
+        for file in where.glob("journal.db*"):  # the journal: synced at every commit
+            shutil.copy(file, lost / file.name)
+        power.set()
+    g.close()
+    with assocdb.open(lost) as after:
+        after.queue_retry()
+        assert after.drain(timeout=60)
+        assert after.assoc_count(b, "followed_by") == 1
+        assert after.assoc_count(a, "follows") == 1  # the forward leg survived
+        assert after.check_inverses() == []
+
+
+def _raise_unavailable(shard: int) -> None:
+    raise Unavailable(f"shard {shard} is down (test)")
+
+
+def test_a_retry_records_a_leg_done_only_once_its_shard_is_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Applier.run` (the retrier's and the replay's attempt): a leg it applies while
+    another fails is journaled as done only after its shard was synced."""
+    g = open_graph(tmp_path / "g", retry=assocdb.RetryPolicy(base=60.0, cap=60.0))
+    engine = g.engine
+    synced: list[int] = []
+    make_durable = engine.backend.make_durable
+
+    def recording(shards: Any) -> None:
+        make_durable(shards)
+        synced.extend(shards)
+
+    monkeypatch.setattr(engine.backend, "make_durable", recording)
+    engine.backend.faults.append(
+        lambda shard, sql: shard == 1 and sql.startswith("BEGIN") and _raise_unavailable(shard)
+    )
+    op, _ = g._writes.add_op(4, "follows", 3)  # legs on shards 0 and 1
+    with engine.applier._fencing:  # no periodic fence meanwhile
+        job = engine.journal.append(encode(op))
+        assert not engine.applier.run(job, op)
+        stored = engine.journal.get(job)
+        assert stored is not None
+        assert stored.state == "error"
+        assert stored.done == 0 or 0 in synced  # done only if shard 0 is on the disk
+    g.close()

@@ -388,6 +388,7 @@ class Applier:
                 return self._failed(job, done, attempts, retries, start, [resolved])
             work = resolved
         errors: list[BaseException] = []
+        was_done, landed = done, []
         for number, leg in enumerate(legs(work, self._shards)):
             if done >> number & 1:
                 continue
@@ -407,7 +408,10 @@ class Applier:
                 continue
             self.health.succeeded(leg.shard)
             done |= 1 << number
+            landed.append(leg.shard)
         if errors:
+            if not self._durable(landed):
+                done = was_done  # the retry redoes them
             if all(_landed_somewhere(e) for e in errors):
                 # Every leg is on some replica of its shard (a shard map), and
                 # reads prefer replicas that did not miss it: later writes of
@@ -479,18 +483,38 @@ class Applier:
         """Send jobs with rows on failed shards to the error queue, their legs on the
         other shards recorded as done."""
         failures = []
+        landed = {
+            leg.shard
+            for _, rows in jobs
+            for leg in legs(rows, self._shards)
+            if leg.shard not in failed
+        }
+        durable = self._durable(sorted(landed))
         for job, rows in jobs:
             done, errors = 0, []
             for number, leg in enumerate(legs(rows, self._shards)):
                 if leg.shard in failed:
                     errors.append(failed[leg.shard])
-                else:
+                elif durable:
                     done |= 1 << number
             if all(_landed_somewhere(e) for e in errors):
                 self.pending.discard(job)
             failures.append(self._failure(job, done, 0, 0, start, errors))
         self.journal.fail(failures)
         self._wake.set()
+
+    def _durable(self, shards: Sequence[int]) -> bool:
+        """Make the shards of a failed job's applied legs durable before the journal
+        records those legs as done (a retry skips done legs): without the `fence`,
+        a power loss could take them back. False if that failed: the retry redoes them."""
+        if not shards:
+            return True
+        try:
+            self.backend.make_durable(sorted(set(shards)))
+        except AssocdbError:
+            log.warning("shards %s could not be synced; their legs will be redone", shards)
+            return False
+        return True
 
     def _applied(self, jobs: list[int], shards: set[int]) -> None:
         """These jobs are applied: later writes of their rows need not wait for them, and
@@ -608,6 +632,7 @@ class Applier:
         """Merge a page of deliveries into home timelines, one leg per shard."""
         start = time.perf_counter()
         errors: list[BaseException] = []
+        was_done, landed = done, []
         for number, (shard, writes) in enumerate(work.legs(self._shards)):
             if done >> number & 1:
                 continue
@@ -629,7 +654,10 @@ class Applier:
             if self.cache is not None:
                 self.cache.deliver(writes, work.cap)
             done |= 1 << number
+            landed.append(shard)
         if errors:
+            if not self._durable(landed):
+                done = was_done  # the retry redoes them
             return self._failed(job, done, attempts, retries, start, errors)
         self._applied([job], {shard for shard, _ in work.legs(self._shards)})
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
