@@ -316,3 +316,58 @@ def test_a_retry_records_a_leg_done_only_once_its_shard_is_durable(
         assert stored.state == "error"
         assert stored.done == 0 or 0 in synced  # done only if shard 0 is on the disk
     g.close()
+
+
+def test_a_write_sees_a_node_state_journaled_before_it_and_not_yet_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edge written into a list resolves against the list's node state: one
+    journaled before it (acknowledged) but still in the apply stage is pending, like
+    an edge row, and the edge waits for it instead of reading the old state."""
+    g = open_graph(tmp_path / "g")
+    g.define_assoc("likes")
+    holds: dict[int, threading.Event] = {}
+    held: list[int] = []
+
+    def hold(shard: int, sql: str) -> None:
+        if sql.startswith("BEGIN") and shard in holds:
+            held.append(shard)
+            holds.pop(shard).wait()
+
+    g.engine.backend.faults.append(hold)
+    pipeline = g.engine.pipeline
+    waiting = threading.Event()
+    wait_applied = pipeline._wait_applied
+
+    def waits_applied() -> None:
+        waiting.set()
+        wait_applied()
+
+    monkeypatch.setattr(pipeline, "_wait_applied", waits_applied)
+    node, other, busy = 2, 8, 3
+    assert {shard_of(node, 4), shard_of(other, 4), shard_of(busy, 4)} == {0, 1}
+    first, second = threading.Event(), threading.Event()
+    holds[1] = first  # a lone write carries itself through and is held applying…
+    writes = [threading.Thread(target=g.assoc_add, args=(busy, "likes", busy))]
+    writes[0].start()
+    wait_until(lambda: held == [1])
+    holds[0] = second  # …so the archive goes through the stages, held applying
+    writes.append(threading.Thread(target=g.node_archive, args=(node, "follows")))
+    writes[1].start()
+    wait_until(lambda: len(pipeline._inbox) == 1)
+    first.set()
+    wait_until(lambda: held == [1, 0])
+    writes.append(threading.Thread(target=g.assoc_add, args=(node, "follows", other)))
+    writes[2].start()  # stamped after the archive, which is journaled: it must see it
+    # Journaled after reading the node state, or waiting for the archive to apply:
+    wait_until(lambda: pipeline._applying == 2 or waiting.is_set())
+    second.set()
+    for write in writes:
+        write.join()
+    assert g.drain(timeout=60)
+    assert g.node_state(node, "follows") == "archived"
+    edge = g.assoc_edge(node, "follows", other)
+    assert edge is not None
+    assert edge.state == "archived"
+    assert g.check_counts() == []
+    g.close()

@@ -150,7 +150,8 @@ class ShardHealth:
 
 
 class Pending:
-    """The stored rows that this process's journaled, not yet applied jobs will write.
+    """The stored rows (and node states of lists) that this process's journaled, not
+    yet applied jobs will write.
 
     A write that depends on the stored row (a re-add keeping the edge's time,
     an object patch) is resolved only once every earlier job that writes the
@@ -557,7 +558,7 @@ class Applier:
 
     def _resolve(self, job: int, work: EdgeWrite | TypeChange | ObjectWrite) -> Rows | Exception:
         """The rows a write comes to against what is stored (journaled), or why not yet."""
-        if self.pending.blocked(work.keys, before=job):
+        if self.pending.blocked(reads_of(work), before=job):
             return Unavailable("waiting for an earlier write to the same row")
         try:
             stored = self.read_current(work)
@@ -807,6 +808,12 @@ class Applier:
             self.fence()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+
+
+def reads_of(op: Operation) -> list[Key]:
+    """The stored rows resolving `op` reads, as `Pending` knows them: its keys and the
+    lists whose node states it reads."""
+    return [*op.keys, *op.node_lists]
 
 
 def _tickets(leg: Leg) -> list[tuple[str, Any]]:
