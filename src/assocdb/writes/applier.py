@@ -464,6 +464,9 @@ class Applier:
         """Apply one shard's rows of a batch; the error if that failed."""
         try:
             self.health.check(leg.shard)
+        except Unavailable as exc:  # cooling down: not a new failure of the shard
+            return exc
+        try:
             self._apply_leg(leg)
         except Exception as exc:  # a bug or a bad row must not lose the writes
             if isinstance(exc, Unavailable):
