@@ -371,3 +371,41 @@ def test_a_write_sees_a_node_state_journaled_before_it_and_not_yet_applied(
     assert edge.state == "archived"
     assert g.check_counts() == []
     g.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="updated_at is stamped before a write enters the pipeline: a patch stamped "
+    "earlier that enters later resolves against the newer row and loses whole",
+)
+def test_two_threads_patching_one_object_keep_both_patches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = open_graph(tmp_path / "g")
+    g.obj_add("user", {"name": "ada"}, id=7)
+    engine = g.engine
+    stamp = engine.stamp
+    stamped, go = threading.Event(), threading.Event()
+
+    def stamp_then_pause(updated_at: object) -> int:  # thread "a" is preempted here
+        ua = stamp(updated_at)
+        if threading.current_thread().name == "a":
+            stamped.set()
+            go.wait()
+        return ua
+
+    monkeypatch.setattr(engine, "stamp", stamp_then_pause)
+    results = {}
+    first = threading.Thread(
+        target=lambda: results.update(a=g.obj_update(7, {"city": "london"})), name="a"
+    )
+    first.start()
+    stamped.wait()
+    results["b"] = g.obj_update(7, {"bio": "analyst"})
+    go.set()
+    first.join()
+    assert {r.status for r in results.values()} == {"applied"}
+    obj = g.obj_get(7)
+    assert obj is not None
+    assert obj.data == {"name": "ada", "city": "london", "bio": "analyst"}
+    g.close()
