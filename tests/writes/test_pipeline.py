@@ -4,6 +4,7 @@ per-key order, isolate a failing shard, and keep jobs until their shards are dur
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 import assocdb
 from assocdb.core.errors import Unavailable
 from assocdb.core.ids import shard_of
+from assocdb.storage.backend import map_driver_error
 from assocdb.writes.applier import encode
 from tests.support.helpers import wait_until
 
@@ -408,4 +410,32 @@ def test_two_threads_patching_one_object_keep_both_patches(
     obj = g.obj_get(7)
     assert obj is not None
     assert obj.data == {"name": "ada", "city": "london", "bio": "analyst"}
+    g.close()
+
+
+def test_a_row_the_store_refuses_does_not_park_the_writes_batched_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard's transaction holds the rows of every job of the batch with rows there:
+    a row it refuses (a driver's DataError) fails them all, but is the error of one
+    of them. The others are retried on their own, not parked as bad jobs at once."""
+    g = open_graph(tmp_path / "g", retry=assocdb.RetryPolicy(base=0.01, cap=0.05))
+    backend = g.engine.backend
+    apply = backend.apply
+
+    def refusing(shard: int, edges: Any, objects: Any, nodes: Any) -> Any:
+        if any(edge[0] == 1 and edge[2] == 2 for edge in edges):  # the row 1 -> 2
+            raise map_driver_error(sqlite3.DataError("value out of range (test)"), "shard")
+        return apply(shard, edges, objects, nodes)
+
+    monkeypatch.setattr(backend, "apply", refusing)
+    assert shard_of(1, 4) == shard_of(5, 4)  # both rows in one transaction
+    with g.batch() as b:
+        refused = b.assoc_add(1, "follows", 2)
+        innocent = b.assoc_add(5, "follows", 9)
+    assert refused.result().status == innocent.result().status == "queued"
+    assert g.drain(timeout=60)
+    assert g.assoc_count(5, "follows") == 1
+    assert g.assoc_count(9, "followed_by") == 1
+    assert [job.error is not None for job in g.queue_jobs("bad")] == [True]
     g.close()

@@ -457,7 +457,9 @@ class Applier:
         for _ in applied:
             self.stats.record(seconds, ok=True, retry=False, bad=False)
         if hit:
-            self._batch_failed([jobs[index] for index in sorted(hit)], failed_shards, start)
+            shared = {shard for shard in failed_shards if len(members[shard]) > 1}
+            hit_jobs = [jobs[index] for index in sorted(hit)]
+            self._batch_failed(hit_jobs, failed_shards, shared, start)
         return [index not in hit for index in range(len(jobs))]
 
     def _try_leg(self, leg: Leg) -> BaseException | None:
@@ -482,10 +484,15 @@ class Applier:
             return self._pool
 
     def _batch_failed(
-        self, jobs: list[tuple[int, Rows]], failed: dict[int, BaseException], start: float
+        self,
+        jobs: list[tuple[int, Rows]],
+        failed: dict[int, BaseException],
+        shared: set[int],
+        start: float,
     ) -> None:
         """Send jobs with rows on failed shards to the error queue, their legs on the
-        other shards recorded as done."""
+        other shards recorded as done. The error of a transaction `shared` by several
+        jobs is that of one of them: it rejects none at once (each is retried alone)."""
         failures = []
         landed = {
             leg.shard
@@ -503,7 +510,8 @@ class Applier:
                     done |= 1 << number
             if all(_landed_somewhere(e) for e in errors):
                 self.pending.discard(job)
-            failures.append(self._failure(job, done, 0, 0, start, errors))
+            own = not any(leg.shard in shared for leg in legs(rows, self._shards))
+            failures.append(self._failure(job, done, 0, 0, start, errors, own))
         self.journal.fail(failures)
         self._wake.set()
 
@@ -698,10 +706,12 @@ class Applier:
         retries: int,
         start: float,
         errors: list[BaseException],
+        own: bool = True,
     ) -> Failure:
-        """How the attempt ended, for the journal; counted, and logged if the job is now bad."""
+        """How the attempt ended, for the journal; counted, and logged if the job is now
+        bad (at once if rejected, unless the errors may be another job's: not `own`)."""
         counts = any(not isinstance(e, Unavailable) for e in errors)
-        rejected = any(is_rejection(e) for e in errors)
+        rejected = own and any(is_rejection(e) for e in errors)
         bad = rejected or (counts and attempts + 1 >= self.policy.max_attempts)
         message = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
         next_at = time.time() + self.policy.delay(retries, self._random)
