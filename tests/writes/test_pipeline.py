@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import assocdb
 from assocdb.core.errors import Unavailable
 from assocdb.core.ids import shard_of
 from assocdb.storage.backend import map_driver_error
-from assocdb.writes.applier import encode
+from assocdb.writes.applier import NODE_JOB_PAGE, encode
 from tests.support.helpers import wait_until
 
 
@@ -438,4 +439,39 @@ def test_a_row_the_store_refuses_does_not_park_the_writes_batched_with_it(
     assert g.assoc_count(5, "follows") == 1
     assert g.assoc_count(9, "followed_by") == 1
     assert [job.error is not None for job in g.queue_jobs("bad")] == [True]
+    g.close()
+
+
+def test_a_node_job_being_walked_is_not_handed_to_a_retrier(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node job records its progress after each page and walks on: meanwhile no
+    retrier (this process's or another's) may claim it and walk the same pages."""
+    g = open_graph(tmp_path / "g")
+    applier, journal = g.engine.applier, g.engine.journal
+    applier._stop.set()  # this process's retrier stops: the test claims in its place
+    applier._wake.set()
+    applier._threads[0].join()
+    g.bulk_load([(1, "follows", 10 + n) for n in range(2 * NODE_JOB_PAGE + 1)])
+    walking, go = threading.Event(), threading.Event()
+    pages: list[int] = []
+    run_page = applier._run_page
+
+    def page(rows: Any) -> None:
+        pages.append(len(rows.edges))
+        if len(pages) == 2:  # the first page's progress is journaled
+            walking.set()
+            go.wait()
+        run_page(rows)
+
+    monkeypatch.setattr(applier, "_run_page", page)
+    g.node_archive(1, "follows")
+    walking.wait()
+    claimed = journal.claim_due(time.time(), 100, 60.0)  # what a retrier would take
+    go.set()
+    wait_until(applier.idle)
+    assert claimed == []
+    assert g.drain(timeout=60)
+    assert g.assoc_count(1, "follows") == 0
+    assert len(pages) == 3  # each page walked once
     g.close()

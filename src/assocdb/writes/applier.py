@@ -614,7 +614,7 @@ class Applier:
         A NodeJob moves a node's edges; a FanoutJob delivers a post to followers.
         """
         start = time.perf_counter()
-        for _ in range(NODE_JOB_PAGES):
+        for page in range(1, NODE_JOB_PAGES + 1):
             try:
                 following: NodeJob | FanoutJob | None
                 if isinstance(work, FanoutJob):
@@ -630,7 +630,9 @@ class Applier:
                 )
                 return True
             work = following
-            self.journal.progress(job, encode(work))
+            # Held from retriers while this thread walks on; due when it yields.
+            hold = self.policy.claim_hold if page < NODE_JOB_PAGES else 0.0
+            self.journal.progress(job, encode(work), hold)
         self._wake.set()  # the retrier carries on from here
         return False
 
