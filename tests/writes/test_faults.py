@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -302,3 +303,22 @@ def test_a_shard_comes_back_when_writes_keep_coming(graph: Graph) -> None:
     assert down not in graph.queue_stats().down_shards
     assert graph.drain(timeout=30)
     assert graph.assoc_count(3, "likes") == id2 + 1
+
+
+def test_a_shard_comes_back_when_writes_that_read_nothing_keep_coming(graph: Graph) -> None:
+    # A delete reads nothing: it meets the shard's circuit breaker only when its
+    # batch is applied. A write turned away during the cool-down is no new failure
+    # of the shard: counted as one, each pushes the cool-down on, and under steady
+    # load the shard, recovered, would stay marked down (every write queued).
+    down = shard_of(3, graph.shards)
+    recover = inject(graph, failing(down, sqlite3.OperationalError))
+    for id2 in range(1, 100):
+        assert graph.assoc_delete(3, "likes", id2).status == "queued"
+        if down in graph.queue_stats().down_shards:
+            break
+    assert down in graph.queue_stats().down_shards
+    recover()
+    give_up = time.monotonic() + 60  # only turns a hang into a failure
+    while graph.assoc_delete(3, "likes", id2 + 1).status == "queued":  # steady load
+        assert time.monotonic() < give_up, "the shard never came back"
+    assert graph.drain(timeout=30)

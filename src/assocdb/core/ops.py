@@ -210,7 +210,13 @@ class Rows(msgspec.Struct, tag="rows", array_like=True, frozen=True):
 
     @property
     def keys(self) -> list[Key]:
-        return [row[:3] for row in self.edges] + [(row[0],) for row in self.objects]
+        """What the rows write that a resolution may read: edges, objects, and the
+        lists whose node state they set (`(node, atype)`)."""
+        return (
+            [row[:3] for row in self.edges]
+            + [(row[0],) for row in self.objects]
+            + [(row[0], row[1]) for row in self.nodes]
+        )
 
 
 class NodeJob(msgspec.Struct, tag="node", array_like=True, frozen=True):

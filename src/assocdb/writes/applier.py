@@ -150,7 +150,8 @@ class ShardHealth:
 
 
 class Pending:
-    """The stored rows that this process's journaled, not yet applied jobs will write.
+    """The stored rows (and node states of lists) that this process's journaled, not
+    yet applied jobs will write.
 
     A write that depends on the stored row (a re-add keeping the edge's time,
     an object patch) is resolved only once every earlier job that writes the
@@ -388,6 +389,7 @@ class Applier:
                 return self._failed(job, done, attempts, retries, start, [resolved])
             work = resolved
         errors: list[BaseException] = []
+        was_done, landed = done, []
         for number, leg in enumerate(legs(work, self._shards)):
             if done >> number & 1:
                 continue
@@ -407,7 +409,10 @@ class Applier:
                 continue
             self.health.succeeded(leg.shard)
             done |= 1 << number
+            landed.append(leg.shard)
         if errors:
+            if not self._durable(landed):
+                done = was_done  # the retry redoes them
             if all(_landed_somewhere(e) for e in errors):
                 # Every leg is on some replica of its shard (a shard map), and
                 # reads prefer replicas that did not miss it: later writes of
@@ -452,13 +457,18 @@ class Applier:
         for _ in applied:
             self.stats.record(seconds, ok=True, retry=False, bad=False)
         if hit:
-            self._batch_failed([jobs[index] for index in sorted(hit)], failed_shards, start)
+            shared = {shard for shard in failed_shards if len(members[shard]) > 1}
+            hit_jobs = [jobs[index] for index in sorted(hit)]
+            self._batch_failed(hit_jobs, failed_shards, shared, start)
         return [index not in hit for index in range(len(jobs))]
 
     def _try_leg(self, leg: Leg) -> BaseException | None:
         """Apply one shard's rows of a batch; the error if that failed."""
         try:
             self.health.check(leg.shard)
+        except Unavailable as exc:  # cooling down: not a new failure of the shard
+            return exc
+        try:
             self._apply_leg(leg)
         except Exception as exc:  # a bug or a bad row must not lose the writes
             if isinstance(exc, Unavailable):
@@ -474,23 +484,49 @@ class Applier:
             return self._pool
 
     def _batch_failed(
-        self, jobs: list[tuple[int, Rows]], failed: dict[int, BaseException], start: float
+        self,
+        jobs: list[tuple[int, Rows]],
+        failed: dict[int, BaseException],
+        shared: set[int],
+        start: float,
     ) -> None:
         """Send jobs with rows on failed shards to the error queue, their legs on the
-        other shards recorded as done."""
+        other shards recorded as done. The error of a transaction `shared` by several
+        jobs is that of one of them: it rejects none at once (each is retried alone)."""
         failures = []
+        landed = {
+            leg.shard
+            for _, rows in jobs
+            for leg in legs(rows, self._shards)
+            if leg.shard not in failed
+        }
+        durable = self._durable(sorted(landed))
         for job, rows in jobs:
             done, errors = 0, []
             for number, leg in enumerate(legs(rows, self._shards)):
                 if leg.shard in failed:
                     errors.append(failed[leg.shard])
-                else:
+                elif durable:
                     done |= 1 << number
             if all(_landed_somewhere(e) for e in errors):
                 self.pending.discard(job)
-            failures.append(self._failure(job, done, 0, 0, start, errors))
+            own = not any(leg.shard in shared for leg in legs(rows, self._shards))
+            failures.append(self._failure(job, done, 0, 0, start, errors, own))
         self.journal.fail(failures)
         self._wake.set()
+
+    def _durable(self, shards: Sequence[int]) -> bool:
+        """Make the shards of a failed job's applied legs durable before the journal
+        records those legs as done (a retry skips done legs): without the `fence`,
+        a power loss could take them back. False if that failed: the retry redoes them."""
+        if not shards:
+            return True
+        try:
+            self.backend.make_durable(sorted(set(shards)))
+        except AssocdbError:
+            log.warning("shards %s could not be synced; their legs will be redone", shards)
+            return False
+        return True
 
     def _applied(self, jobs: list[int], shards: set[int]) -> None:
         """These jobs are applied: later writes of their rows need not wait for them, and
@@ -533,7 +569,7 @@ class Applier:
 
     def _resolve(self, job: int, work: EdgeWrite | TypeChange | ObjectWrite) -> Rows | Exception:
         """The rows a write comes to against what is stored (journaled), or why not yet."""
-        if self.pending.blocked(work.keys, before=job):
+        if self.pending.blocked(reads_of(work), before=job):
             return Unavailable("waiting for an earlier write to the same row")
         try:
             stored = self.read_current(work)
@@ -578,7 +614,7 @@ class Applier:
         A NodeJob moves a node's edges; a FanoutJob delivers a post to followers.
         """
         start = time.perf_counter()
-        for _ in range(NODE_JOB_PAGES):
+        for page in range(1, NODE_JOB_PAGES + 1):
             try:
                 following: NodeJob | FanoutJob | None
                 if isinstance(work, FanoutJob):
@@ -594,7 +630,9 @@ class Applier:
                 )
                 return True
             work = following
-            self.journal.progress(job, encode(work))
+            # Held from retriers while this thread walks on; due when it yields.
+            hold = self.policy.claim_hold if page < NODE_JOB_PAGES else 0.0
+            self.journal.progress(job, encode(work), hold)
         self._wake.set()  # the retrier carries on from here
         return False
 
@@ -608,6 +646,7 @@ class Applier:
         """Merge a page of deliveries into home timelines, one leg per shard."""
         start = time.perf_counter()
         errors: list[BaseException] = []
+        was_done, landed = done, []
         for number, (shard, writes) in enumerate(work.legs(self._shards)):
             if done >> number & 1:
                 continue
@@ -629,7 +668,10 @@ class Applier:
             if self.cache is not None:
                 self.cache.deliver(writes, work.cap)
             done |= 1 << number
+            landed.append(shard)
         if errors:
+            if not self._durable(landed):
+                done = was_done  # the retry redoes them
             return self._failed(job, done, attempts, retries, start, errors)
         self._applied([job], {shard for shard, _ in work.legs(self._shards)})
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
@@ -666,10 +708,12 @@ class Applier:
         retries: int,
         start: float,
         errors: list[BaseException],
+        own: bool = True,
     ) -> Failure:
-        """How the attempt ended, for the journal; counted, and logged if the job is now bad."""
+        """How the attempt ended, for the journal; counted, and logged if the job is now
+        bad (at once if rejected, unless the errors may be another job's: not `own`)."""
         counts = any(not isinstance(e, Unavailable) for e in errors)
-        rejected = any(is_rejection(e) for e in errors)
+        rejected = own and any(is_rejection(e) for e in errors)
         bad = rejected or (counts and attempts + 1 >= self.policy.max_attempts)
         message = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
         next_at = time.time() + self.policy.delay(retries, self._random)
@@ -779,6 +823,12 @@ class Applier:
             self.fence()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+
+
+def reads_of(op: Operation) -> list[Key]:
+    """The stored rows resolving `op` reads, as `Pending` knows them: its keys and the
+    lists whose node states it reads."""
+    return [*op.keys, *op.node_lists]
 
 
 def _tickets(leg: Leg) -> list[tuple[str, Any]]:

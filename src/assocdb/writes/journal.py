@@ -19,7 +19,9 @@ processes that use the same graph directory. A job is in one of three states:
 * `bad`: failed too often for a reason other than availability; kept with its
   error for a person to inspect and re-inject.
 * `running`: a long job (moving all edges of a node) that works a page at a
-  time; its body records how far it got, and the retrier continues it.
+  time; its body records how far it got, and the retrier continues it. While
+  a thread walks on, the job is held from retriers (as a claimed job is): if
+  that process dies, it comes due after the hold.
 
 Group commit: appending threads queue their jobs; the first becomes the
 leader and commits everything queued, in one transaction and one fsync,
@@ -320,12 +322,15 @@ class Journal:
 
     # -- reading and claiming -----------------------------------------------------
 
-    def progress(self, job: int, body: bytes) -> None:
-        """Record how far a long job got; it continues in the background (state running)."""
+    def progress(self, job: int, body: bytes, hold: float = 0.0) -> None:
+        """Record how far a long job got; it continues in the background (state running):
+        due now, or after `hold` seconds while this process walks on (as `claim_due`
+        holds a claimed job: no retrier takes it meanwhile, unless this process dies)."""
+        next_at = time.time() + hold if hold else 0.0
         with self._transaction():
             self._conn.execute(
-                f"UPDATE jobs SET body = ?, state = {RUNNING}, next_at = 0, done = ? WHERE id = ?",
-                (body, _pack(0), job),
+                f"UPDATE jobs SET body = ?, state = {RUNNING}, next_at = ?, done = ? WHERE id = ?",
+                (body, next_at, _pack(0), job),
             )
 
     def unfinished(self, after: int = 0, limit: int = 1000) -> list[Job]:

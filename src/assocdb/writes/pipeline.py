@@ -50,7 +50,7 @@ from typing import Literal
 
 from ..core.errors import AssocdbError, InvalidRequest
 from ..core.ops import Key, Operation, Rows, Stored, is_rejection, resolve
-from .applier import FENCE_JOBS, Applier, encode
+from .applier import FENCE_JOBS, Applier, encode, reads_of
 
 log = logging.getLogger("assocdb.journal")
 Work = Operation | Rows
@@ -264,10 +264,10 @@ class Pipeline:
         if not reads:
             return works
         pending = self.applier.pending
-        blocked = pending.which_blocked([op.keys for _, op in reads])
+        blocked = pending.which_blocked([reads_of(op) for _, op in reads])
         if any(blocked):
             self._wait_applied()  # then only writes in the error queue are pending
-            blocked = pending.which_blocked([op.keys for _, op in reads])
+            blocked = pending.which_blocked([reads_of(op) for _, op in reads])
             reads = [read for read, no in zip(reads, blocked, strict=True) if not no]
         stored = self.applier.read_current_many([op for _, op in reads])
         for (number, op), current in zip(reads, stored, strict=True):
