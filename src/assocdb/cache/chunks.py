@@ -30,6 +30,7 @@ CHUNK = 256  # entries per chunk, at most
 _SIZES = {"h": 2, "i": 4, "q": 8}
 _WIDTHS = (("h", -(2**15), 2**15 - 1), ("i", -(2**31), 2**31 - 1), ("q", -(2**63), 2**63 - 1))
 _BASE = 2**61 // 1000  # |time| up to which an offset is `updated_at - time * 1000`
+_ZERO = (0,)
 
 Key = tuple[int, int]  # (time, id2)
 Columns = tuple[list[int], list[int], list[int]]  # (id2s, times, updated_ats)
@@ -96,7 +97,7 @@ class _Chunk:
 def _chunk(id2s: list[int], times: list[int], stamps: list[int]) -> _Chunk:
     """A chunk of the entries given as columns, built in C (no Python call per entry),
     its arrays at their exact size."""
-    keys = array("q", bytes(16 * len(times)))
+    keys = array("q", _ZERO) * (2 * len(times))  # exact size (from bytes it over-allocates)
     keys[0::2] = array("q", times)
     keys[1::2] = array("q", id2s)
     if min(times) >= -_BASE and max(times) <= _BASE:
