@@ -132,6 +132,10 @@ class SQLiteBackend(SQLBackend):
         # which sleeps (1, 2, 5 … 100 ms) instead of queueing.
         self._writers = [threading.Lock() for _ in range(shards)]
         self._closed = False
+        #: Per shard, the WAL file (inode) whose name the directory has on disk: SQLite
+        #: makes a new WAL when a graph is opened again, and its name is durable only
+        #: once the directory is synced (`make_durable`).
+        self._named_wals: dict[int, int] = {}
         #: A graph on a read-only file system (a snapshot, a read-only mount) is
         #: read as it is; its writes fail.
         self.read_only = not _writable_dir(path)
@@ -237,9 +241,12 @@ class SQLiteBackend(SQLBackend):
     def make_durable(self, shards: Sequence[int]) -> None:
         """fsync each shard's WAL: with synchronous=NORMAL a commit is in the WAL
         but not yet on the disk; a checkpoint syncs what it copies, so the WAL is
-        the one file that can hold unsynced commits."""
+        the one file that can hold unsynced commits. A WAL new since the last
+        call also needs its name on the disk: the directory is synced too (SQLite
+        would do that on the WAL's first sync, which synchronous=NORMAL never does)."""
         if self.read_only:
             return
+        new: dict[int, int] = {}
         for shard in shards:
             for name in (f"shard-{shard:04d}.db-wal", f"shard-{shard:04d}.db"):
                 try:
@@ -250,11 +257,18 @@ class SQLiteBackend(SQLBackend):
                     raise Unavailable(f"shard {shard}: cannot sync {name}: {exc}") from exc
                 try:
                     os.fsync(fd)
+                    if name.endswith("-wal"):
+                        inode = os.fstat(fd).st_ino
+                        if self._named_wals.get(shard) != inode:
+                            new[shard] = inode
                 except OSError as exc:
                     raise Unavailable(f"shard {shard}: cannot sync {name}: {exc}") from exc
                 finally:
                     os.close(fd)
                 break
+        if new:
+            _sync_directory(self.path)
+            self._named_wals.update(new)
 
     def spec(self) -> dict[str, Any]:
         return {"kind": "sqlite", "path": str(self.path), "shards": self.shards}
@@ -343,3 +357,15 @@ def _setup_lock(root: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # and with it the lock
+
+
+def _sync_directory(path: Path) -> None:
+    """fsync a directory: the names of the files created in it are then on the disk."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise Unavailable(f"cannot sync the directory {path}: {exc}") from exc
