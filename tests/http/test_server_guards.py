@@ -313,3 +313,54 @@ def test_a_client_leaving_mid_body_is_not_an_error(tmp_path: Path) -> None:
     log = running.process.stderr.read().decode()
     running.stop()
     assert "Traceback" not in log
+
+
+def test_a_batch_stops_at_its_deadline(tmp_path: Path) -> None:
+    """A batch that outlives its deadline answers Timeout and runs no further read:
+    the worker thread, abandoned by the request, used to run the rest of it anyway
+    (up to `max_batch` reads each), outside the thread limiter's count."""
+    import asyncio
+    import threading
+
+    from assocdb.serve.server import Limits, create_app
+
+    graph = assocdb.open(tmp_path / "graph", shards=2)
+    graph.define_assoc("follows")
+    release, calls = threading.Event(), []
+    count = graph.assoc_count
+
+    def held(*args: object, **kwargs: object) -> int:
+        calls.append(args)
+        release.wait(60)  # the first read is held until the request has timed out
+        return count(*args, **kwargs)  # type: ignore[arg-type]
+
+    graph.assoc_count = held  # type: ignore[method-assign]
+    app = create_app(graph, limits=Limits(deadline=0.2))
+    server = app.state.server
+    finished = threading.Event()
+    run_batch = server._run_batch
+
+    def watched(*args: object) -> bytes:
+        try:
+            return run_batch(*args)  # type: ignore[no-any-return]
+        finally:
+            finished.set()
+
+    server._run_batch = watched
+    item = {"method": "assoc_count", "args": {"id1": 1, "atype": "follows"}}
+
+    async def post() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            return await http.post("/v1/batch", json={"requests": [item] * 50})
+
+    try:
+        answer = asyncio.run(post())
+        assert answer.status_code == 503
+        assert answer.json()["error"]["code"] == "timeout"
+        release.set()
+        assert finished.wait(60)
+        assert len(calls) == 1
+    finally:
+        release.set()
+        graph.close()

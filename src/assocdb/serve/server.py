@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -158,8 +159,13 @@ class _Server:
 
     async def route_batch(self, request: Request) -> Response:
         header = request.headers.get("authorization")  # a batch with writes needs the scope
+        deadline = self.limits.deadline
         return await self._call(
-            request, "batch", "read", lambda body: self._run_batch(body, header), inline=False
+            request,
+            "batch",
+            "read",
+            lambda body: self._run_batch(body, header, time.monotonic() + deadline),
+            inline=False,
         )
 
     async def _call(
@@ -235,14 +241,18 @@ class _Server:
         """A list read's answer, kept encoded with the list's cached answers."""
         return _Encoded(*self.graph._reads.encoded(name, _encode, *msgspec.structs.astuple(args)))
 
-    def _run_batch(self, body: bytes, header: str | None = None) -> bytes:
+    def _run_batch(self, body: bytes, header: str | None = None, until: float = math.inf) -> bytes:
         """The batch's answer: decoded in one call when every item is well formed (else
         item by item, so that a bad item is that item's error), run without per-read
-        metrics, encoded in one call. A batch with writes runs through `Graph.batch()`."""
+        metrics, encoded in one call. A batch with writes runs through `Graph.batch()`.
+
+        A batch of reads stops at `until` (time.monotonic()): past the deadline its
+        request has answered Timeout and left this thread running, and outside anyio's
+        thread limiter, so the rest of its reads would be work for no one."""
         try:
             items = msgspec.json.decode(body or b"{}", type=_TypedBatch).requests  # type: ignore[attr-defined]
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
-            return self._run_batch_slowly(body, header)
+            return self._run_batch_slowly(body, header, until)
         self._check_batch_size(len(items))
         if any(self._calls[type(item)][0] in BATCH_WRITES for item in items):
             self.tokens.authorize(header, "write")
@@ -253,6 +263,7 @@ class _Server:
         rows, max_rows = 0, self.limits.max_batch_rows
         calls = self._calls
         for item in items:
+            _check_deadline(until)
             name, call = calls[type(item)]
             kinds[name] = kinds.get(name, 0) + 1
             try:
@@ -271,7 +282,7 @@ class _Server:
         self._count_reads(kinds, time.perf_counter() - start, len(items))
         return _encode(_Many(results))
 
-    def _run_batch_slowly(self, body: bytes, header: str | None) -> bytes:
+    def _run_batch_slowly(self, body: bytes, header: str | None, until: float) -> bytes:
         batch = _decode(body, Batch)
         self._check_batch_size(len(batch.requests))
         if any(item.method in BATCH_WRITES for item in batch.requests):
@@ -282,6 +293,7 @@ class _Server:
         kinds: dict[str, int] = {}
         rows = 0
         for item in batch.requests:
+            _check_deadline(until)
             try:
                 if item.method not in BATCHABLE:
                     raise InvalidRequest(
@@ -528,6 +540,11 @@ def _check_content_type(declared: str | None) -> None:
         raise InvalidRequest(
             f"the body must be JSON, sent with Content-Type: {JSON}; got {declared!r}"
         )
+
+
+def _check_deadline(until: float) -> None:
+    if time.monotonic() > until:
+        raise Timeout("the batch did not finish within the request's deadline")
 
 
 def _too_many_rows(limit: int) -> DataTooLarge:
