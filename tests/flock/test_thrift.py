@@ -423,7 +423,7 @@ def test_a_frame_over_the_limit_closes_its_connection(
 ) -> None:
     """A 4-byte header declaring a huge frame is refused before its body is read
     (thriftpy2 alone would allocate and buffer up to 2 GiB of it)."""
-    from assocdb.flock.server import MAX_FRAME
+    from assocdb.flock.frames import MAX_FRAME
 
     with socket.create_connection(("127.0.0.1", servers[0].port), timeout=30) as raw:
         raw.sendall(struct.pack("!i", MAX_FRAME + 1) + b"\x00" * 1024)
@@ -440,3 +440,19 @@ def test_frames_longer_than_a_read_buffer(flock: Flock, base: int) -> None:
     add(flock, base + 1, ids[0])
     assert flock.count(flock.simple(flock.term(base + 1, ids=ids))) == 1
     assert flock.count(flock.simple(flock.term(base + 1, ids=ids[:3]))) == 1
+
+
+def test_a_frame_of_too_many_values_closes_its_connection(
+    servers: tuple[ThriftServer, Server], flock: Flock, base: int
+) -> None:
+    """`count` with a list of a million empty structs (a byte each): thriftpy2 would
+    build a million objects (a 16 MiB frame of them took 2.8 GB and 24 s)."""
+    n = 1_000_000
+    name = b"count"
+    message = struct.pack("!Ii", 0x80010001, len(name)) + name + struct.pack("!i", 1)
+    message += struct.pack("!bhbi", 15, 1, 12, n) + b"\x00" * n + b"\x00"
+    with socket.create_connection(("127.0.0.1", servers[0].port), timeout=30) as raw:
+        raw.sendall(struct.pack("!i", len(message)) + message)
+        with contextlib.suppress(ConnectionResetError):
+            assert raw.recv(1) == b""  # closed, not answered
+    assert flock.count(followings(flock, base + 1)) == 0  # other connections are served
