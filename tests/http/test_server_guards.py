@@ -364,3 +364,29 @@ def test_a_batch_stops_at_its_deadline(tmp_path: Path) -> None:
     finally:
         release.set()
         graph.close()
+
+
+def test_an_open_server_answers_only_requests_for_a_loopback_host(tmp_path: Path) -> None:
+    """DNS rebinding: a page of http://evil.example:PORT whose name now resolves to
+    127.0.0.1 is, for the browser, of the server's own origin (its Origin header
+    matches the Host), so the server's own checks let it write and use the console."""
+    directory = tmp_path / "graph"
+    with assocdb.open(directory, shards=2) as g:
+        g.define_assoc("follows")
+    running = Server(directory, False)  # no tokens: loopback only
+    try:
+        add = {"id1": 1, "atype": "follows", "id2": 2}
+        evil = {"host": f"evil.example:{running.port}"}
+        origin = {**evil, "origin": f"http://evil.example:{running.port}"}
+        answer = httpx.post(f"{running.url}/v1/assoc_add", json=add, headers=origin)
+        assert answer.status_code == 403
+        assert "evil.example" in answer.json()["error"]["message"]
+        assert httpx.get(f"{running.url}/admin/queue", headers=evil).status_code == 403
+        count = {"id1": 1, "atype": "follows"}
+        for host in ("127.0.0.1", "localhost", "[::1]", "app.localhost"):
+            headers = {"host": f"{host}:{running.port}"}
+            answer = httpx.post(f"{running.url}/v1/assoc_count", json=count, headers=headers)
+            assert answer.json() == {"result": 0}, host
+        assert httpx.get(f"{running.url}/admin/queue").status_code == 200
+    finally:
+        running.stop()

@@ -15,6 +15,7 @@ all state is in the backends and the journal.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import math
 import os
@@ -47,7 +48,15 @@ from ..client.wire import (
     from_spec,
     status_of,
 )
-from ..core.errors import AssocdbError, DataTooLarge, InvalidRequest, NotFound, Timeout, Unavailable
+from ..core.errors import (
+    AssocdbError,
+    DataTooLarge,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    Timeout,
+    Unavailable,
+)
 from ..core.json import MAX_DEPTH
 from ..core.records import CacheConfig, Deferred
 from .auth import Tokens
@@ -594,13 +603,28 @@ TOO_DEEP = (
 class Front:
     """The ASGI entry of a worker: `POST /v1/<name>` goes straight to its handler
     (Starlette's middleware, router and wrappers took ~15% of a cached read's
-    request); everything else, and every other answer, is the Starlette app's."""
+    request); everything else, and every other answer, is the Starlette app's.
+
+    A server without tokens (on loopback) answers only requests addressed to a
+    loopback host: a web page whose own name was made to resolve to 127.0.0.1
+    (DNS rebinding) is of the same origin as the server for the browser, and
+    could otherwise read and change everything, console forms included."""
 
     def __init__(self, app: Starlette) -> None:
         self.app = app
         self.server: _Server = app.state.server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.server.tokens.enabled:
+            host = _host_of(scope)
+            if host is not None and not _is_loopback_name(host):
+                denied = PermissionDenied(
+                    f"this server has no tokens: it answers requests for localhost or a "
+                    f"loopback address, not for {host!r}"
+                )
+                response = Response(error_body(denied), status_code=403, media_type=JSON)
+                await response(scope, receive, send)
+                return
         if scope["type"] == "http" and scope["method"] == "POST":
             path: str = scope["path"]
             name = path[4:]
@@ -618,6 +642,26 @@ class Front:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def _host_of(scope: Scope) -> str | None:
+    """The host name (or address) a request is addressed to, without its port."""
+    for key, value in scope["headers"]:
+        if key == b"host":
+            host: str = value.decode("latin-1").strip().lower()
+            if host.startswith("["):  # an IPv6 literal: [::1]:8080
+                return host[1:].partition("]")[0]
+            return host.rpartition(":")[0] if host.count(":") == 1 else host
+    return None
+
+
+def _is_loopback_name(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):  # RFC 6761: always loopback
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def app_from_env() -> Front:
