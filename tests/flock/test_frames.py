@@ -54,6 +54,7 @@ def test_a_client_call_passes() -> None:
         (header() + struct.pack("!bhi", 11, 1, 100) + b"short\0", "ends within"),
         (header() + struct.pack("!bh", 1, 1) + b"\0", "unknown value type 1"),
         (struct.pack("!Ii", 0x80020001, 5) + b"count" + struct.pack("!i", 1) + b"\0", "version"),
+        (struct.pack("!i", 5) + b"count\x01" + struct.pack("!i", 1) + b"\0", "version"),
         (call("contains", source_id=1, graph_id=1, destination_id=2)[:-3], "ends within"),
     ],
 )

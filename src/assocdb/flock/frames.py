@@ -6,7 +6,7 @@ as the bytes allow, one per byte for a list of empty structs (a 16 MiB frame
 took 2.8 GB and 24 s of CPU). Whoever can connect can send either, so each
 frame is read whole here, at most `MAX_FRAME` bytes, and walked once (a
 cheap pass: FlockDB's ids travel as one binary string per term) to check
-that it holds whole binary-protocol messages of at most `MAX_VALUES` values
+that it holds whole (strict) binary-protocol messages of at most `MAX_VALUES` values
 (fields, list, set and map items) nested at most `MAX_DEPTH` deep. A frame
 that fails closes its connection before thriftpy2 sees it, as Thrift's Java
 server does with an oversized frame: no answer can be framed for a request
@@ -127,14 +127,10 @@ class _Walk:
         self.values = 0
 
     def message(self) -> None:
-        (first,) = struct.unpack("!i", self.take(4))
-        if first < 0:  # strict: version and type, then the name
-            if first & _VERSION_MASK != _VERSION_1:
-                raise BadFrame(f"unknown protocol version {first & _VERSION_MASK:#x}")
-            self.take(self.length())
-        else:  # old style: the name, then the type
-            self.take(first)
-            self.take(1)
+        (first,) = struct.unpack("!I", self.take(4))
+        if first & _VERSION_MASK != _VERSION_1:  # the server reads strict binary only
+            raise BadFrame(f"no protocol version 1 header ({first:#010x})")
+        self.take(self.length())  # the method's name
         self.take(4)  # sequence id
         self.struct(0)
 
