@@ -19,6 +19,7 @@ import assocdb
 from assocdb import Client, InvalidRequest
 from assocdb.cli.main import main
 from assocdb.serve.auth import Tokens
+from tests.support.helpers import wait_until
 from tests.support.http_server import ADMIN, READER, Server, free_port
 
 
@@ -390,3 +391,44 @@ def test_an_open_server_answers_only_requests_for_a_loopback_host(tmp_path: Path
         assert httpx.get(f"{running.url}/admin/queue").status_code == 200
     finally:
         running.stop()
+
+
+def test_calls_still_running_past_their_deadline_are_bounded(tmp_path: Path) -> None:
+    """A call past its deadline answers Timeout, but its thread runs on (Python cannot
+    stop it) and no longer counts in anyio's thread limiter: slow calls, one after
+    the other, each left one more thread running, without bound. Past `max_overdue`
+    of them, a call is refused (Unavailable) until they end."""
+    import asyncio
+    import threading
+
+    from assocdb.serve.server import Limits, create_app
+
+    graph = assocdb.open(tmp_path / "graph", shards=2)
+    graph.define_assoc("follows")
+    release, calls = threading.Event(), []
+    count = graph.assoc_count
+
+    def held(*args: object, **kwargs: object) -> int:
+        calls.append(args)
+        release.wait(60)
+        return count(*args, **kwargs)  # type: ignore[arg-type]
+
+    graph.assoc_count = held  # type: ignore[method-assign]
+    app = create_app(graph, limits=Limits(deadline=0.05, max_overdue=4))
+    body = {"id1": 1, "atype": "follows"}
+
+    async def post(n: int) -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            return [await http.post("/v1/assoc_count", json=body) for _ in range(n)]
+
+    try:
+        codes = [a.json()["error"]["code"] for a in asyncio.run(post(10))]
+        assert codes == ["timeout"] * 4 + ["unavailable"] * 6
+        assert len(calls) == 4
+        release.set()
+        wait_until(lambda: app.state.server.overdue.count == 0)
+        assert [a.json() for a in asyncio.run(post(1))] == [{"result": 0}]
+    finally:
+        release.set()
+        graph.close()

@@ -19,6 +19,7 @@ import ipaddress
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -85,6 +86,8 @@ class Limits:
     #: this stays off.
     inline_reads: bool = False
     max_batch_rows: int = 50_000  # rows (edges, ids, items) in one batch's answer
+    #: Calls still running past their deadline (see `Overdue`) before more are refused.
+    max_overdue: int = 16
 
 
 #: Reads whose cost is one bounded index probe: safe to run on the event loop.
@@ -144,6 +147,7 @@ class _Server:
         self.metrics = metrics
         self.peers: Peers | None = None  # cache invalidations between workers, if any
         self.console: Console | None = None  # the /admin pages
+        self.overdue = Overdue()
         self._calls = {item: (name, self._call_of(name)) for name, item in _BATCH_ITEMS.items()}
 
     # -- API routes --------------------------------------------------------------------
@@ -194,8 +198,7 @@ class _Server:
             if inline is True or (inline and inline(body)):
                 payload = run(body)
             else:
-                with anyio.fail_after(self.limits.deadline):
-                    payload = await anyio.to_thread.run_sync(run, body, abandon_on_cancel=True)
+                payload = await self._in_thread(run, body)
         except TimeoutError:
             return self._error(
                 name, Timeout(f"{name} did not finish within {self.limits.deadline} s"), start
@@ -212,6 +215,22 @@ class _Server:
             )
         self._observe(name, 200, start)
         return Response(payload, media_type=JSON)
+
+    async def _in_thread(self, run: Callable[[bytes], bytes], body: bytes) -> bytes:
+        """`run(body)` in a worker thread within the deadline (TimeoutError past it)."""
+        overdue, most = self.overdue, self.limits.max_overdue
+        if overdue.count >= most:
+            raise Unavailable(
+                f"this server still runs {overdue.count} calls past their deadline "
+                f"(at most {most}); try again later"
+            )
+        call = _Call(run, overdue)
+        try:
+            with anyio.fail_after(self.limits.deadline):
+                return await anyio.to_thread.run_sync(call, body, abandon_on_cancel=True)
+        except TimeoutError:
+            call.abandon()
+            raise
 
     async def _body(self, request: Request) -> bytes:
         _check_content_type(request.headers.get("content-type"))
@@ -481,6 +500,46 @@ class _Server:
     def _observe(self, name: str, status: int, start: float) -> None:
         self.metrics.request_times.add((name,), time.perf_counter() - start)
         self.metrics.response_counts.add((name, str(status)), 0.0)
+
+
+class Overdue:
+    """How many calls still run in worker threads after their request answered
+    Timeout. Python cannot stop a thread, and anyio frees an abandoned thread's
+    place in its limiter: without this count, slow calls sent one after another
+    would each leave one more thread running, without bound."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+
+
+class _Call:
+    """One call run in a worker thread, counted in `Overdue` while it runs abandoned
+    (abandoned before it started, it does not start: its request has answered)."""
+
+    def __init__(self, run: Callable[[bytes], bytes], overdue: Overdue) -> None:
+        self._run = run
+        self._overdue = overdue
+        self._started = self._done = self._abandoned = False
+
+    def __call__(self, body: bytes) -> bytes:
+        with self._overdue.lock:
+            if self._abandoned:
+                raise Timeout("the request answered before this call started")
+            self._started = True
+        try:
+            return self._run(body)
+        finally:
+            with self._overdue.lock:
+                self._done = True
+                if self._abandoned:
+                    self._overdue.count -= 1
+
+    def abandon(self) -> None:
+        with self._overdue.lock:
+            self._abandoned = True
+            if self._started and not self._done:
+                self._overdue.count += 1
 
 
 class _One(msgspec.Struct):
