@@ -10,7 +10,9 @@ both protocols. Graph 1 is `follows` (schema id 1), graph 3 `blocks`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import socket
 import struct
 import time
 from collections.abc import Iterator
@@ -414,3 +416,43 @@ def test_several_processes_serve_one_port(
     finally:
         assert second.stop() == 0
     assert flock.count(followings(flock, base + 1)) == 2
+
+
+def test_a_frame_over_the_limit_closes_its_connection(
+    servers: tuple[ThriftServer, Server], flock: Flock, base: int
+) -> None:
+    """A 4-byte header declaring a huge frame is refused before its body is read
+    (thriftpy2 alone would allocate and buffer up to 2 GiB of it)."""
+    from assocdb.flock.frames import MAX_FRAME
+
+    with socket.create_connection(("127.0.0.1", servers[0].port), timeout=30) as raw:
+        raw.sendall(struct.pack("!i", MAX_FRAME + 1) + b"\x00" * 1024)
+        # The server closes: end of file (or a reset, for the bytes it left unread).
+        with contextlib.suppress(ConnectionResetError):
+            assert raw.recv(1) == b""
+    add(flock, base + 1, base + 2)  # other connections are served
+    assert flock.c.contains(base + 1, FOLLOWS, base + 2) is True
+
+
+def test_frames_longer_than_a_read_buffer(flock: Flock, base: int) -> None:
+    """Frames of many reads each (here 80 kB of ids) pass the frame size check."""
+    ids = list(range(base + 2, base + 2 + 10_000))
+    add(flock, base + 1, ids[0])
+    assert flock.count(flock.simple(flock.term(base + 1, ids=ids))) == 1
+    assert flock.count(flock.simple(flock.term(base + 1, ids=ids[:3]))) == 1
+
+
+def test_a_frame_of_too_many_values_closes_its_connection(
+    servers: tuple[ThriftServer, Server], flock: Flock, base: int
+) -> None:
+    """`count` with a list of a million empty structs (a byte each): thriftpy2 would
+    build a million objects (a 16 MiB frame of them took 2.8 GB and 24 s)."""
+    n = 1_000_000
+    name = b"count"
+    message = struct.pack("!Ii", 0x80010001, len(name)) + name + struct.pack("!i", 1)
+    message += struct.pack("!bhbi", 15, 1, 12, n) + b"\x00" * n + b"\x00"
+    with socket.create_connection(("127.0.0.1", servers[0].port), timeout=30) as raw:
+        raw.sendall(struct.pack("!i", len(message)) + message)
+        with contextlib.suppress(ConnectionResetError):
+            assert raw.recv(1) == b""  # closed, not answered
+    assert flock.count(followings(flock, base + 1)) == 0  # other connections are served

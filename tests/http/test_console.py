@@ -4,6 +4,7 @@ a session cookie that is signed, HttpOnly, SameSite=Strict and holds no token.""
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -244,3 +245,14 @@ def test_an_open_server_needs_no_login_but_still_csrf(tmp_path: Path) -> None:
         assert httpx.post(running.url + "/admin/queue", data=action).status_code == 403
     finally:
         running.stop()
+
+
+def test_a_forged_cookie_or_csrf_token_with_non_ascii_text_is_refused(server: Server) -> None:
+    """Not a 500: `hmac.compare_digest` raises TypeError for str with non-ASCII characters."""
+    with logged_in(server) as client:
+        action = {"action": "retry", "confirm": "yes"}
+        assert client.post("/admin/queue", data={**action, "csrf": "é"}).status_code == 403
+    encoded = base64.urlsafe_b64encode(b"x.1.y.z").rstrip(b"=")  # signed with "é"
+    cookie = b"assocdb_console=" + encoded + ".é".encode()
+    answer = httpx.get(f"{server.url}/admin", headers={"cookie": cookie})
+    assert answer.status_code == 401

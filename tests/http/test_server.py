@@ -244,6 +244,15 @@ def test_a_named_load_through_the_client_resumes_after_its_stored_parts(
     assert client.assoc_edge(80, "likes", 1).time == 101  # type: ignore[union-attr]
 
 
+def test_a_load_of_edges_with_data_goes_in_parts_within_the_body_limit(server: Server) -> None:
+    """100 edges of 60 KiB data: one part of 6 MB was over the server's 4 MiB body
+    limit (DataTooLarge), though every edge is within its own limit."""
+    edges = [(81, "likes", n, n, {"text": "x" * (60 << 10)}) for n in range(1, 101)]
+    with Client(server.url, token=ADMIN, timeout=30) as client:
+        assert client.bulk_load(edges) == 100
+        assert client.assoc_count(81, "likes") == 100
+
+
 def test_a_batch_with_writes_needs_the_write_scope(server: Server, client: Client) -> None:
     writes = {
         "requests": [{"method": "assoc_add", "args": {"id1": 71, "atype": "likes", "id2": 1}}]

@@ -19,6 +19,7 @@ import assocdb
 from assocdb import Client, InvalidRequest
 from assocdb.cli.main import main
 from assocdb.serve.auth import Tokens
+from tests.support.helpers import wait_until
 from tests.support.http_server import ADMIN, READER, Server, free_port
 
 
@@ -313,3 +314,121 @@ def test_a_client_leaving_mid_body_is_not_an_error(tmp_path: Path) -> None:
     log = running.process.stderr.read().decode()
     running.stop()
     assert "Traceback" not in log
+
+
+def test_a_batch_stops_at_its_deadline(tmp_path: Path) -> None:
+    """A batch that outlives its deadline answers Timeout and runs no further read:
+    the worker thread, abandoned by the request, used to run the rest of it anyway
+    (up to `max_batch` reads each), outside the thread limiter's count."""
+    import asyncio
+    import threading
+
+    from assocdb.serve.server import Limits, create_app
+
+    graph = assocdb.open(tmp_path / "graph", shards=2)
+    graph.define_assoc("follows")
+    release, calls = threading.Event(), []
+    count = graph.assoc_count
+
+    def held(*args: object, **kwargs: object) -> int:
+        calls.append(args)
+        release.wait(60)  # the first read is held until the request has timed out
+        return count(*args, **kwargs)  # type: ignore[arg-type]
+
+    graph.assoc_count = held  # type: ignore[method-assign]
+    app = create_app(graph, limits=Limits(deadline=0.2))
+    server = app.state.server
+    finished = threading.Event()
+    run_batch = server._run_batch
+
+    def watched(*args: object) -> bytes:
+        try:
+            return run_batch(*args)  # type: ignore[no-any-return]
+        finally:
+            finished.set()
+
+    server._run_batch = watched
+    item = {"method": "assoc_count", "args": {"id1": 1, "atype": "follows"}}
+
+    async def post() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            return await http.post("/v1/batch", json={"requests": [item] * 50})
+
+    try:
+        answer = asyncio.run(post())
+        assert answer.status_code == 503
+        assert answer.json()["error"]["code"] == "timeout"
+        release.set()
+        assert finished.wait(60)
+        assert len(calls) == 1
+    finally:
+        release.set()
+        graph.close()
+
+
+def test_an_open_server_answers_only_requests_for_a_loopback_host(tmp_path: Path) -> None:
+    """DNS rebinding: a page of http://evil.example:PORT whose name now resolves to
+    127.0.0.1 is, for the browser, of the server's own origin (its Origin header
+    matches the Host), so the server's own checks let it write and use the console."""
+    directory = tmp_path / "graph"
+    with assocdb.open(directory, shards=2) as g:
+        g.define_assoc("follows")
+    running = Server(directory, False)  # no tokens: loopback only
+    try:
+        add = {"id1": 1, "atype": "follows", "id2": 2}
+        evil = {"host": f"evil.example:{running.port}"}
+        origin = {**evil, "origin": f"http://evil.example:{running.port}"}
+        answer = httpx.post(f"{running.url}/v1/assoc_add", json=add, headers=origin)
+        assert answer.status_code == 403
+        assert "evil.example" in answer.json()["error"]["message"]
+        assert httpx.get(f"{running.url}/admin/queue", headers=evil).status_code == 403
+        count = {"id1": 1, "atype": "follows"}
+        for host in ("127.0.0.1", "localhost", "[::1]", "app.localhost"):
+            headers = {"host": f"{host}:{running.port}"}
+            answer = httpx.post(f"{running.url}/v1/assoc_count", json=count, headers=headers)
+            assert answer.json() == {"result": 0}, host
+        assert httpx.get(f"{running.url}/admin/queue").status_code == 200
+    finally:
+        running.stop()
+
+
+def test_calls_still_running_past_their_deadline_are_bounded(tmp_path: Path) -> None:
+    """A call past its deadline answers Timeout, but its thread runs on (Python cannot
+    stop it) and no longer counts in anyio's thread limiter: slow calls, one after
+    the other, each left one more thread running, without bound. Past `max_overdue`
+    of them, a call is refused (Unavailable) until they end."""
+    import asyncio
+    import threading
+
+    from assocdb.serve.server import Limits, create_app
+
+    graph = assocdb.open(tmp_path / "graph", shards=2)
+    graph.define_assoc("follows")
+    release, calls = threading.Event(), []
+    count = graph.assoc_count
+
+    def held(*args: object, **kwargs: object) -> int:
+        calls.append(args)
+        release.wait(60)
+        return count(*args, **kwargs)  # type: ignore[arg-type]
+
+    graph.assoc_count = held  # type: ignore[method-assign]
+    app = create_app(graph, limits=Limits(deadline=0.05, max_overdue=4))
+    body = {"id1": 1, "atype": "follows"}
+
+    async def post(n: int) -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            return [await http.post("/v1/assoc_count", json=body) for _ in range(n)]
+
+    try:
+        codes = [a.json()["error"]["code"] for a in asyncio.run(post(10))]
+        assert codes == ["timeout"] * 4 + ["unavailable"] * 6
+        assert len(calls) == 4
+        release.set()
+        wait_until(lambda: app.state.server.overdue.count == 0)
+        assert [a.json() for a in asyncio.run(post(1))] == [{"result": 0}]
+    finally:
+        release.set()
+        graph.close()

@@ -5,6 +5,8 @@ connections each. The listening socket sets SO_REUSEPORT (thriftpy2 does),
 so several `assocdb serve-thrift` processes can listen on one port and the
 kernel spreads connections over them: the service keeps nothing between
 calls (cursors are positions and ids), so any process answers any call.
+
+Request frames are checked (`frames.py`) before thriftpy2 decodes them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from ..api.graph import Graph
 from ..core.extras import needs, require
+from .frames import CheckedFrames
 from .graphs import GraphTable
 from .service import FlockService
 
@@ -42,7 +45,7 @@ def make_server(graph: Graph, graphs: GraphTable, host: str, port: int) -> Any:
         from thriftpy2.protocol import TBinaryProtocolFactory
         from thriftpy2.server import TThreadedServer
         from thriftpy2.thrift import TProcessor
-        from thriftpy2.transport import TFramedTransportFactory, TServerSocket
+        from thriftpy2.transport import TFramedTransport, TFramedTransportFactory, TServerSocket
     service = idl()
     processor = TProcessor(service.FlockDB, FlockService(graph, graphs, service))
     # No client timeout: FlockDB's clients keep idle connections open.
@@ -51,7 +54,8 @@ def make_server(graph: Graph, graphs: GraphTable, host: str, port: int) -> Any:
         processor,
         sock,
         iprot_factory=TBinaryProtocolFactory(),  # type: ignore[no-untyped-call]
-        itrans_factory=TFramedTransportFactory(),
+        itrans_factory=CheckedFrames(TFramedTransport),
+        otrans_factory=TFramedTransportFactory(),
         daemon=True,  # open connections do not keep a stopping process alive
     )
 

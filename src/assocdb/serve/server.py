@@ -15,8 +15,11 @@ all state is in the backends and the journal.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import math
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -46,7 +49,15 @@ from ..client.wire import (
     from_spec,
     status_of,
 )
-from ..core.errors import AssocdbError, DataTooLarge, InvalidRequest, NotFound, Timeout, Unavailable
+from ..core.errors import (
+    AssocdbError,
+    DataTooLarge,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    Timeout,
+    Unavailable,
+)
 from ..core.json import MAX_DEPTH
 from ..core.records import CacheConfig, Deferred
 from .auth import Tokens
@@ -75,6 +86,8 @@ class Limits:
     #: this stays off.
     inline_reads: bool = False
     max_batch_rows: int = 50_000  # rows (edges, ids, items) in one batch's answer
+    #: Calls still running past their deadline (see `Overdue`) before more are refused.
+    max_overdue: int = 16
 
 
 #: Reads whose cost is one bounded index probe: safe to run on the event loop.
@@ -134,6 +147,7 @@ class _Server:
         self.metrics = metrics
         self.peers: Peers | None = None  # cache invalidations between workers, if any
         self.console: Console | None = None  # the /admin pages
+        self.overdue = Overdue()
         self._calls = {item: (name, self._call_of(name)) for name, item in _BATCH_ITEMS.items()}
 
     # -- API routes --------------------------------------------------------------------
@@ -158,8 +172,13 @@ class _Server:
 
     async def route_batch(self, request: Request) -> Response:
         header = request.headers.get("authorization")  # a batch with writes needs the scope
+        deadline = self.limits.deadline
         return await self._call(
-            request, "batch", "read", lambda body: self._run_batch(body, header), inline=False
+            request,
+            "batch",
+            "read",
+            lambda body: self._run_batch(body, header, time.monotonic() + deadline),
+            inline=False,
         )
 
     async def _call(
@@ -179,8 +198,7 @@ class _Server:
             if inline is True or (inline and inline(body)):
                 payload = run(body)
             else:
-                with anyio.fail_after(self.limits.deadline):
-                    payload = await anyio.to_thread.run_sync(run, body, abandon_on_cancel=True)
+                payload = await self._in_thread(run, body)
         except TimeoutError:
             return self._error(
                 name, Timeout(f"{name} did not finish within {self.limits.deadline} s"), start
@@ -197,6 +215,22 @@ class _Server:
             )
         self._observe(name, 200, start)
         return Response(payload, media_type=JSON)
+
+    async def _in_thread(self, run: Callable[[bytes], bytes], body: bytes) -> bytes:
+        """`run(body)` in a worker thread within the deadline (TimeoutError past it)."""
+        overdue, most = self.overdue, self.limits.max_overdue
+        if overdue.count >= most:
+            raise Unavailable(
+                f"this server still runs {overdue.count} calls past their deadline "
+                f"(at most {most}); try again later"
+            )
+        call = _Call(run, overdue)
+        try:
+            with anyio.fail_after(self.limits.deadline):
+                return await anyio.to_thread.run_sync(call, body, abandon_on_cancel=True)
+        except TimeoutError:
+            call.abandon()
+            raise
 
     async def _body(self, request: Request) -> bytes:
         _check_content_type(request.headers.get("content-type"))
@@ -235,14 +269,18 @@ class _Server:
         """A list read's answer, kept encoded with the list's cached answers."""
         return _Encoded(*self.graph._reads.encoded(name, _encode, *msgspec.structs.astuple(args)))
 
-    def _run_batch(self, body: bytes, header: str | None = None) -> bytes:
+    def _run_batch(self, body: bytes, header: str | None = None, until: float = math.inf) -> bytes:
         """The batch's answer: decoded in one call when every item is well formed (else
         item by item, so that a bad item is that item's error), run without per-read
-        metrics, encoded in one call. A batch with writes runs through `Graph.batch()`."""
+        metrics, encoded in one call. A batch with writes runs through `Graph.batch()`.
+
+        A batch of reads stops at `until` (time.monotonic()): past the deadline its
+        request has answered Timeout and left this thread running, and outside anyio's
+        thread limiter, so the rest of its reads would be work for no one."""
         try:
             items = msgspec.json.decode(body or b"{}", type=_TypedBatch).requests  # type: ignore[attr-defined]
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
-            return self._run_batch_slowly(body, header)
+            return self._run_batch_slowly(body, header, until)
         self._check_batch_size(len(items))
         if any(self._calls[type(item)][0] in BATCH_WRITES for item in items):
             self.tokens.authorize(header, "write")
@@ -253,6 +291,7 @@ class _Server:
         rows, max_rows = 0, self.limits.max_batch_rows
         calls = self._calls
         for item in items:
+            _check_deadline(until)
             name, call = calls[type(item)]
             kinds[name] = kinds.get(name, 0) + 1
             try:
@@ -271,7 +310,7 @@ class _Server:
         self._count_reads(kinds, time.perf_counter() - start, len(items))
         return _encode(_Many(results))
 
-    def _run_batch_slowly(self, body: bytes, header: str | None) -> bytes:
+    def _run_batch_slowly(self, body: bytes, header: str | None, until: float) -> bytes:
         batch = _decode(body, Batch)
         self._check_batch_size(len(batch.requests))
         if any(item.method in BATCH_WRITES for item in batch.requests):
@@ -282,6 +321,7 @@ class _Server:
         kinds: dict[str, int] = {}
         rows = 0
         for item in batch.requests:
+            _check_deadline(until)
             try:
                 if item.method not in BATCHABLE:
                     raise InvalidRequest(
@@ -462,6 +502,46 @@ class _Server:
         self.metrics.response_counts.add((name, str(status)), 0.0)
 
 
+class Overdue:
+    """How many calls still run in worker threads after their request answered
+    Timeout. Python cannot stop a thread, and anyio frees an abandoned thread's
+    place in its limiter: without this count, slow calls sent one after another
+    would each leave one more thread running, without bound."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+
+
+class _Call:
+    """One call run in a worker thread, counted in `Overdue` while it runs abandoned
+    (abandoned before it started, it does not start: its request has answered)."""
+
+    def __init__(self, run: Callable[[bytes], bytes], overdue: Overdue) -> None:
+        self._run = run
+        self._overdue = overdue
+        self._started = self._done = self._abandoned = False
+
+    def __call__(self, body: bytes) -> bytes:
+        with self._overdue.lock:
+            if self._abandoned:
+                raise Timeout("the request answered before this call started")
+            self._started = True
+        try:
+            return self._run(body)
+        finally:
+            with self._overdue.lock:
+                self._done = True
+                if self._abandoned:
+                    self._overdue.count -= 1
+
+    def abandon(self) -> None:
+        with self._overdue.lock:
+            self._abandoned = True
+            if self._started and not self._done:
+                self._overdue.count += 1
+
+
 class _One(msgspec.Struct):
     """One call's answer."""
 
@@ -530,6 +610,11 @@ def _check_content_type(declared: str | None) -> None:
         )
 
 
+def _check_deadline(until: float) -> None:
+    if time.monotonic() > until:
+        raise Timeout("the batch did not finish within the request's deadline")
+
+
 def _too_many_rows(limit: int) -> DataTooLarge:
     return DataTooLarge(
         f"the batch's answer would hold more than {limit:,} rows; "
@@ -577,13 +662,28 @@ TOO_DEEP = (
 class Front:
     """The ASGI entry of a worker: `POST /v1/<name>` goes straight to its handler
     (Starlette's middleware, router and wrappers took ~15% of a cached read's
-    request); everything else, and every other answer, is the Starlette app's."""
+    request); everything else, and every other answer, is the Starlette app's.
+
+    A server without tokens (on loopback) answers only requests addressed to a
+    loopback host: a web page whose own name was made to resolve to 127.0.0.1
+    (DNS rebinding) is of the same origin as the server for the browser, and
+    could otherwise read and change everything, console forms included."""
 
     def __init__(self, app: Starlette) -> None:
         self.app = app
         self.server: _Server = app.state.server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.server.tokens.enabled:
+            host = _host_of(scope)
+            if host is not None and not _is_loopback_name(host):
+                denied = PermissionDenied(
+                    f"this server has no tokens: it answers requests for localhost or a "
+                    f"loopback address, not for {host!r}"
+                )
+                response = Response(error_body(denied), status_code=403, media_type=JSON)
+                await response(scope, receive, send)
+                return
         if scope["type"] == "http" and scope["method"] == "POST":
             path: str = scope["path"]
             name = path[4:]
@@ -601,6 +701,26 @@ class Front:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def _host_of(scope: Scope) -> str | None:
+    """The host name (or address) a request is addressed to, without its port."""
+    for key, value in scope["headers"]:
+        if key == b"host":
+            host: str = value.decode("latin-1").strip().lower()
+            if host.startswith("["):  # an IPv6 literal: [::1]:8080
+                return host[1:].partition("]")[0]
+            return host.rpartition(":")[0] if host.count(":") == 1 else host
+    return None
+
+
+def _is_loopback_name(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):  # RFC 6761: always loopback
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def app_from_env() -> Front:

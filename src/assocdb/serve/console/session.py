@@ -61,7 +61,7 @@ class Sessions:
             body = _unb64(encoded).decode()
         except (ValueError, UnicodeDecodeError):
             raise Unauthenticated("the session cookie is malformed; log in again") from None
-        if not hmac.compare_digest(signature, self._sign(body)):
+        if not _same(signature, self._sign(body)):
             raise Unauthenticated("the session cookie is not ours; log in again")
         try:
             encoded_name, issued, fingerprint, nonce = body.split(".", 3)
@@ -80,12 +80,12 @@ class Sessions:
         return self._sign(f"csrf.{session.nonce}")
 
     def check_csrf(self, session: Session, offered: str | None) -> None:
-        if not offered or not hmac.compare_digest(offered, self.csrf(session)):
+        if not offered or not _same(offered, self.csrf(session)):
             raise PermissionDenied("the form's CSRF token is missing or wrong; reload the page")
 
     def _still_configured(self, name: str, fingerprint: str) -> bool:
         return any(
-            hmac.compare_digest(fingerprint, self._fingerprint(token.secret.decode()))
+            _same(fingerprint, self._fingerprint(token.secret.decode()))
             and token.name == name
             and "admin" in token.scopes
             for token in self._tokens.all()
@@ -96,6 +96,12 @@ class Sessions:
 
     def _sign(self, text: str) -> str:
         return _b64(hmac.new(self._key, text.encode(), hashlib.sha256).digest())
+
+
+def _same(offered: str, expected: str) -> bool:
+    """`hmac.compare_digest` of the texts' bytes: given str, it raises TypeError for
+    non-ASCII characters, which a forged cookie or form may hold."""
+    return hmac.compare_digest(offered.encode(), expected.encode())
 
 
 def _b64(raw: bytes) -> str:
