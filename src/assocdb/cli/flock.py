@@ -63,9 +63,9 @@ def serve_thrift(
         require("redis", "redis", "assocdb serve-thrift --redis")
     from ..flock.graphs import GraphTable, parse_table
     from ..flock.server import make_server
-    from .main import _is_loopback
+    from ..serve.auth import is_loopback
 
-    if not insecure and not _is_loopback(host):
+    if not insecure and not is_loopback(host):
         raise click.ClickException(
             f"refusing to listen on {host}: FlockDB's protocol has no authentication "
             "(add --insecure on a trusted network)"

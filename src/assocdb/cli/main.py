@@ -453,10 +453,10 @@ def serve(
     if redis is not None:
         require("redis", "redis", "assocdb serve --redis")
 
-    from ..serve.auth import Tokens
+    from ..serve.auth import Tokens, is_loopback
 
     tokens = Tokens.load(tokens_file)
-    if not tokens.enabled and not _is_loopback(host):
+    if not tokens.enabled and not is_loopback(host):
         raise click.UsageError(
             f"refusing to listen on {host} without tokens: set ASSOCDB_TOKENS_FILE or ASSOCDB_TOKEN"
         )
@@ -546,17 +546,6 @@ def _check_port(host: str, port: int) -> int:
             raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
         bound: int = probe.getsockname()[1]
         return bound
-
-
-def _is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @main.group()

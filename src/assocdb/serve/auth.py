@@ -17,6 +17,7 @@ times say nothing about which bytes were right.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 import os
 import tomllib
@@ -143,3 +144,14 @@ def _token(name: object, secret: object, scopes: object) -> Token:
     if not isinstance(scopes, list) or not scopes or not set(scopes) <= set(SCOPES):
         raise InvalidRequest(f"token {name!r} needs scopes, a list of {', '.join(SCOPES)}")
     return Token(str(name), secret.encode(), frozenset(scopes))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address is this machine's loopback: `localhost`, a
+    `*.localhost` name (RFC 6761: always loopback) or a loopback IP address."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

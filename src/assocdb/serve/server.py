@@ -15,7 +15,6 @@ all state is in the backends and the journal.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import math
 import os
@@ -60,7 +59,7 @@ from ..core.errors import (
 )
 from ..core.json import MAX_DEPTH
 from ..core.records import CacheConfig, Deferred
-from .auth import Tokens
+from .auth import Tokens, is_loopback
 from .console.pages import Console
 from .metrics import Metrics
 from .openapi import docs_page, openapi
@@ -676,7 +675,7 @@ class Front:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not self.server.tokens.enabled:
             host = _host_of(scope)
-            if host is not None and not _is_loopback_name(host):
+            if host is not None and not is_loopback(host):
                 denied = PermissionDenied(
                     f"this server has no tokens: it answers requests for localhost or a "
                     f"loopback address, not for {host!r}"
@@ -712,15 +711,6 @@ def _host_of(scope: Scope) -> str | None:
                 return host[1:].partition("]")[0]
             return host.rpartition(":")[0] if host.count(":") == 1 else host
     return None
-
-
-def _is_loopback_name(host: str) -> bool:
-    if host == "localhost" or host.endswith(".localhost"):  # RFC 6761: always loopback
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def app_from_env() -> Front:
