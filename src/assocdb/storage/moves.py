@@ -65,7 +65,6 @@ from .sql import TABLE_KEYS
 
 log = logging.getLogger("assocdb.moves")
 
-PHASES = ("write-only", "copying", "verifying", "live")
 PAGE = 1000
 SAVE_EVERY = 1.0  # seconds between saves of the copy's position
 VERIFY_PASSES = 5
