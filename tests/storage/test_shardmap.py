@@ -12,6 +12,7 @@ import contextlib
 import os
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from assocdb import Graph, InvalidRequest, Unavailable
 from assocdb.core.ids import shard_of
 from assocdb.storage.mysql import MySQLBackend
 from assocdb.storage.postgres import PostgresBackend
-from assocdb.storage.registry import open_backend
+from assocdb.storage.registry import open_backend, open_shardmap
 from assocdb.storage.shardmap import ShardMapBackend
 from assocdb.storage.shardmap_config import from_dict, load, save, with_down, with_weight
 from assocdb.writes.applier import RetryPolicy
@@ -544,3 +545,26 @@ def test_a_map_may_mix_engines(tmp_path: Path) -> None:
                 PostgresBackend.drop(config.url)
             elif config.url:
                 MySQLBackend.drop(config.url)
+
+
+def test_the_map_is_reloaded_while_a_probe_of_a_down_member_hangs(tmp_path: Path) -> None:
+    """A mover waits a reload interval (and a query timeout) for every process to take
+    its change of the map; a probe of a hung server must not hold the reload back (with
+    a few members hung, the probes alone outlast that wait)."""
+    path = write_map(tmp_path)
+    backend = open_shardmap(path)
+    probing, release = threading.Event(), threading.Event()
+
+    def hang(shard: int, sql: str) -> None:
+        probing.set()
+        release.wait(timeout=60)
+
+    try:
+        backend.member("db2").faults.append(hang)  # type: ignore[attr-defined]
+        backend.mark("db2", False)
+        wait_until(probing.is_set)  # the prober is stuck in the probe of db2
+        save(with_weight(load(path), [1], "db3", 7), path)
+        wait_until(lambda: backend.map.replicas[1][1].weight == 7, patience=20)
+    finally:
+        release.set()
+        backend.close()

@@ -152,6 +152,15 @@ class ShardMapBackend:
             target=self._probe_loop, args=(probe_tick,), name="assocdb-prober", daemon=True
         )
         self._prober.start()
+        # The map is watched by a thread of its own: a probe of a hung server takes up to
+        # its timeout, and a mover counts on every process taking a change within
+        # `RELOAD_EVERY` (`moves._settle`), however many members are down.
+        self._reloader: threading.Thread | None = None
+        if self.source is not None:
+            self._reloader = threading.Thread(
+                target=self._reload_loop, args=(probe_tick,), name="assocdb-map", daemon=True
+            )
+            self._reloader.start()
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], opener: Opener) -> ShardMapBackend:
@@ -234,12 +243,18 @@ class ShardMapBackend:
         while not self._stop.wait(tick):
             try:
                 self._probe_due()
-                if self.source is not None and self._clock() >= self._next_reload:
+            except Exception:  # the prober must outlive any one bad probe
+                log.exception("probing backends failed")
+
+    def _reload_loop(self, tick: float) -> None:
+        while not self._stop.wait(tick):
+            try:
+                if self._clock() >= self._next_reload:
                     self._next_reload = self._clock() + RELOAD_EVERY
                     if self._stamp() != self._source_stamp:
                         self.reload()
-            except Exception:  # the prober must outlive any one bad probe or bad edit
-                log.exception("probing backends or reloading the shard map failed")
+            except Exception:  # it must outlive any one bad edit (the map it had stays)
+                log.exception("reloading the shard map failed")
 
     def _stamp(self) -> tuple[int, int] | None:
         try:
@@ -251,7 +266,7 @@ class ShardMapBackend:
     def reload(self) -> None:
         """Take new weights, drains, backends and replica sets from the map file.
 
-        The prober calls this within a second of the file changing, so
+        A thread of its own calls this within a second of the file changing, so
         `assocdb shards set-weight`, `mark-down`, `add-replica` and `move` reach
         running processes. A backend's own settings (its URL, path, timeouts)
         and the shard count need a reopen.
@@ -692,8 +707,9 @@ class ShardMapBackend:
 
     def close(self) -> None:
         self._stop.set()
-        if self._prober is not threading.current_thread():
-            self._prober.join(timeout=5)
+        for thread in (self._prober, self._reloader):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=5)
         if self._writers is not None:
             self._writers.shutdown(wait=True)
         for member in self._members.values():
