@@ -31,6 +31,7 @@ from assocdb.storage.shardmap_config import BackendConfig, load, save, with_back
 from tests.storage.test_shardmap import (  # noqa: F401 (make_map is a fixture)
     MapMaker,
     cluster,
+    fail,
     make_map,
     open_cluster,
 )
@@ -259,3 +260,40 @@ def test_a_mover_killed_at_random_points_resumes_and_loses_nothing(graph: Graph)
     assert load(path).moves == []
     assert "db4" in [r.backend for r in load(path).replicas[shard]]
     assert_final(graph, running, shard)
+
+
+def test_dropping_the_primary_leaves_a_new_primary_that_hands_out_no_id_twice(
+    graph: Graph,
+) -> None:
+    """The replica promoted when the primary leaves had missed allocations (it failed
+    meanwhile); its id counter must not hand those ids out again."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    shard = 1
+    primary, other = [r.backend for r in load(path).replicas[shard]]
+    cure = fail(backend, other)
+    handed = backend.allocate(shard, 10)  # from the primary; the other replica failed
+    cure()
+    assert drop_replica(path, shard, primary, settle=0)
+    backend.reload()
+    assert [r.backend for r in backend.map.replicas[shard]] == [other]
+    assert backend.allocate(shard, 1) >= handed + 10
+
+
+def test_a_move_leaves_no_replica_behind_on_ids(graph: Graph) -> None:
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = 1
+    primary, other = [r.backend for r in load(path).replicas[shard]]
+    cure = fail(backend, other)
+    handed = backend.allocate(shard, 10)
+    cure()
+    # db4 takes the primary's place; the other replica becomes the primary.
+    move_shard(path, shard, "db4", move=True, remove=primary, settle=0)
+    backend.reload()
+    assert [r.backend for r in backend.map.replicas[shard]] == [other, "db4"]
+    fail(backend, "db4")  # the new primary alone answers
+    assert backend.allocate(shard, 1) >= handed + 10

@@ -49,7 +49,7 @@ from ..core.timeline_list import unpack as unpack_timeline
 from .backend import Backend
 from .registry import open_shardmap
 from .replica_verify import tables_of, timeline_cap, verify_replicas
-from .shardmap import RELOAD_EVERY
+from .shardmap import RELOAD_EVERY, ShardMapBackend
 from .shardmap_config import (
     MoveRecord,
     ShardMap,
@@ -161,8 +161,42 @@ def drop_replica(
     save(with_weight(smap, [shard], backend, 0), path)
     time.sleep(_settle(smap) if settle is None else settle)
     smap = load(path)
-    save(without_replica(smap, shard, backend), path)
+    smap = without_replica(smap, shard, backend)
+    cluster = open_shardmap(path)
+    try:
+        level_ids(cluster, shard, backend)
+    finally:
+        cluster.close()
+    save(smap, path)
     return True
+
+
+def level_ids(backend: ShardMapBackend, shard: int, leaving: str) -> None:
+    """Before `leaving` leaves the replica set of `shard`: raise the id counter of every
+    replica that answers to the highest one.
+
+    When the primary leaves, the next replica takes over allocating ids, and one that
+    failed during allocations lags (a process raises the counters it reaches, but only
+    while they answer): it would hand those ids out again. Unavailable if that next
+    primary does not answer.
+    """
+    names = [r.backend for r in backend.map.replicas[shard]]
+    firsts: dict[str, int] = {}
+    for name in names:
+        try:
+            firsts[name] = backend.member(name).allocate(shard, 0)
+        except Unavailable:
+            continue  # raised by the next allocation that reaches it (`ShardMapBackend`)
+    top = max(firsts.values(), default=0)
+    for name, first in firsts.items():
+        if first < top:
+            backend.member(name).allocate(shard, top - first)
+    heir = next((name for name in names if name != leaving), None)
+    if names[0] == leaving and heir is not None and heir not in firsts:
+        raise Unavailable(
+            f"shard {shard}: {heir} does not answer, so its id counter cannot be raised "
+            f"before it becomes the primary; run again when it is up"
+        )
 
 
 def _settle(smap: ShardMap) -> float:
@@ -259,6 +293,8 @@ class _Mover:
             source = self.record.source
             if source is not None and source in [r.backend for r in smap.replicas[shard]]:
                 smap = without_replica(smap, shard, source)
+                self.backend.reload()
+                level_ids(self.backend, shard, source)
                 log.warning("shard %d: %s left its replicas", shard, source)
             moves = [m for m in smap.moves if (m.shard, m.target) != (shard, self.record.target)]
             save(with_moves(smap, moves), self.path)
