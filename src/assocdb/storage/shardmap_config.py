@@ -214,9 +214,15 @@ def _check_move(
             raise InvalidRequest(f"{where}: unknown backend {name!r}")
     if move.phase not in PHASES:
         raise InvalidRequest(f"{where}: phase {move.phase!r} is not one of {', '.join(PHASES)}")
-    if move.target not in [r.backend for r in replicas[move.shard]]:
+    copy = next((r for r in replicas[move.shard] if r.backend == move.target), None)
+    if copy is None:
         # Every phase keeps the copy in the replica set (the record is added with it).
         raise InvalidRequest(f"{where}: {move.target!r} holds no replica of the shard")
+    if copy.weight and move.phase in ("write-only", "copying"):
+        raise InvalidRequest(
+            f"{where}: the copy on {move.target!r} is still being filled, so it cannot be "
+            f"read (weight {copy.weight}); it gets its weight when it goes live"
+        )
     if move.source == move.target:
         raise InvalidRequest(f"{where}: a shard cannot move from the backend it moves to")
     if not 0 <= move.weight <= MAX_WEIGHT:
