@@ -297,3 +297,14 @@ def test_a_move_leaves_no_replica_behind_on_ids(graph: Graph) -> None:
     assert [r.backend for r in backend.map.replicas[shard]] == [other, "db4"]
     fail(backend, "db4")  # the new primary alone answers
     assert backend.allocate(shard, 1) >= handed + 10
+
+
+def test_moving_a_shard_of_one_replica_again_does_nothing(make_map: MapMaker) -> None:  # noqa: F811
+    """`assocdb shards move map 0-5 --to db4` run again after it finished (the docs: it
+    does nothing) must not ask which replica moves: the only one is on db4 now."""
+    path = make_map(replicas=1)
+    add_backend(path, "db4")
+    shard = 2
+    assert not move_shard(path, shard, "db4", move=True, settle=0).already
+    assert [r.backend for r in load(path).replicas[shard]] == ["db4"]
+    assert move_shard(path, shard, "db4", move=True, settle=0).already

@@ -222,6 +222,8 @@ def _start(
     names = [r.backend for r in smap.replicas[shard]]
     if move and remove is None:
         others = [n for n in names if n != target]
+        if not others:
+            return None  # the shard's only replica is on the target: moved before
         if len(others) != 1:
             raise InvalidRequest(
                 f"shard {shard} has replicas on {', '.join(others)}: say which one moves (--from)"
