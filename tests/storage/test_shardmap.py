@@ -568,3 +568,29 @@ def test_the_map_is_reloaded_while_a_probe_of_a_down_member_hangs(tmp_path: Path
     finally:
         release.set()
         backend.close()
+
+
+def test_a_replica_that_cannot_sync_keeps_its_writes_in_the_journal(tmp_path: Path) -> None:
+    """The journal forgets an applied write once `make_durable` returns (the fence): a
+    member whose sync failed must make it fail, or a power loss takes back a write that
+    no journal holds any more (with one replica: lost)."""
+    g = assocdb.open(write_map(tmp_path, replicas=1), retry=FAST)
+    g.define_assoc("likes")
+    backend = cluster(g)
+    node = next(n for n in NODES if shard_of(n, g.shards) == 0)
+    member = backend.member(backend.map.replicas[0][0].backend)
+
+    def cannot_sync(shards: object) -> None:
+        raise Unavailable("cannot sync shard-0000.db-wal: [Errno 5] Input/output error (test)")
+
+    member.make_durable = cannot_sync  # type: ignore[method-assign]
+    try:
+        with pytest.raises(Unavailable, match="Input/output error"):
+            backend.make_durable([0])
+        assert g.assoc_add(node, "likes", 5).status == "applied"
+        with pytest.raises(Unavailable):
+            g.engine.applier.fence()
+        assert g.engine.applier.unfenced() == 1  # kept for the next fence (and a replay)
+    finally:
+        del member.make_durable
+        g.close()

@@ -517,14 +517,20 @@ class ShardMapBackend:
     def make_durable(self, shards: Sequence[int]) -> None:
         # On every replica this process has written. Not through `_call`: a sync is
         # no probe (on a database server it does nothing), so it must not tell a
-        # member's failure detector that the member works. A member that cannot
-        # sync missed the writes too (its legs stay in the error queue).
+        # member's failure detector that the member works. A member that took writes
+        # and cannot sync them fails the whole call: the journal forgets the writes
+        # once this returns, and a power loss would take them back from that member.
+        failure: AssocdbError | None = None
         for shard in shards:
             for member, _ in self._replicas[shard]:
                 backend = member.backend
                 if backend is not None and member.health.allows():
-                    with contextlib.suppress(AssocdbError):
+                    try:
                         backend.make_durable([shard])
+                    except AssocdbError as exc:
+                        failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def allocate(self, shard: int, n: int) -> int:
         primary = self._primary(shard)
