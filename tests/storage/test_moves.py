@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from assocdb import Graph, InvalidRequest
+from assocdb import Graph, InvalidRequest, Unavailable
 from assocdb.core.ids import shard_of
-from assocdb.storage.moves import MoveProgress, drop_replica, move_shard
+from assocdb.storage.moves import MoveProgress, cancel_move, drop_replica, move_shard
 from assocdb.storage.replica_verify import verify_replicas
 from assocdb.storage.shardmap_config import BackendConfig, load, save, with_backend
 from tests.storage.test_shardmap import (  # noqa: F401 (make_map is a fixture)
@@ -308,3 +308,33 @@ def test_moving_a_shard_of_one_replica_again_does_nothing(make_map: MapMaker) ->
     assert not move_shard(path, shard, "db4", move=True, settle=0).already
     assert [r.backend for r in load(path).replicas[shard]] == ["db4"]
     assert move_shard(path, shard, "db4", move=True, settle=0).already
+
+
+def test_a_move_to_a_broken_backend_is_rolled_back_cleanly(graph: Graph) -> None:
+    """A copy that cannot be made (the new server is broken) holds up every write of its
+    shard (a write-only replica that fails); cancelling it takes the copy out of the set
+    and leaves the shard as it was."""
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    (path.parent / "broken").write_text("a file, not a directory")
+    smap = load(path)
+    save(with_backend(smap, "db4", BackendConfig(path="broken/db4")), path)
+    shard = shard_of(fixed[0], graph.shards)
+    before = load(path).replicas[shard]
+    with pytest.raises(Unavailable, match="db4"):
+        move_shard(path, shard, "db4", move=True, remove=before[0].backend, settle=0)
+    wait_until(lambda: "db4" in [r.backend for r in backend.map.replicas[shard]])
+    assert graph.assoc_add(fixed[0], "likes", 9, time=1).status == "queued"
+    with pytest.raises(InvalidRequest, match="under way"):
+        drop_replica(path, shard, "db4", settle=0)
+    assert cancel_move(path, shard, "db4")
+    assert load(path).moves == []
+    assert load(path).replicas[shard] == before
+    assert not cancel_move(path, shard, "db4")  # nothing left to cancel
+    wait_until(lambda: backend.map.replicas[shard] == before)
+    assert graph.drain(timeout=30)
+    assert graph.assoc_add(fixed[0], "likes", 10, time=2).status == "applied"
+    assert graph.assoc_count(fixed[0], "likes") == fixed[1] + 2
+    assert verify_replicas(backend).differences == []

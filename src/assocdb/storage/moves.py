@@ -171,6 +171,31 @@ def drop_replica(
     return True
 
 
+def cancel_move(path: str | Path, shard: int, target: str) -> bool:
+    """Roll back the copy of `shard` being made on `target` (a move or an added replica):
+    the copy leaves the replica set and the operation is forgotten; the shard is as it
+    was before (the rows already copied stay on `target`, for the operator to drop).
+    Returns False if no such copy is under way. Refuses a copy already live (run the
+    move again to finish it). Stop its mover first.
+    """
+    smap = load(path)
+    record = _record(smap, shard, target)
+    if record is None:
+        return False
+    if record.phase == "live":
+        raise InvalidRequest(
+            f"shard {shard}: the copy on {target!r} is live already; run the move again "
+            f"to finish it (or drop a replica afterwards)"
+        )
+    moves = [m for m in smap.moves if m is not record]
+    copy = next(r for r in smap.replicas[shard] if r.backend == target)
+    if copy.weight == 0:  # added by the mover (a copy placed by hand, and read, stays)
+        smap = without_replica(with_moves(smap, moves), shard, target)
+    save(with_moves(smap, moves), path)
+    log.warning("shard %d: the copy on %s is cancelled", shard, target)
+    return True
+
+
 def level_ids(backend: ShardMapBackend, shard: int, leaving: str) -> None:
     """Before `leaving` leaves the replica set of `shard`: raise the id counter of every
     replica that answers to the highest one.
