@@ -21,13 +21,23 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from assocdb import Graph, InvalidRequest, Unavailable
 from assocdb.core.ids import shard_of
 from assocdb.storage.moves import MoveProgress, cancel_move, drop_replica, move_shard
 from assocdb.storage.replica_verify import verify_replicas
-from assocdb.storage.shardmap_config import BackendConfig, from_dict, load, save, with_backend
+from assocdb.storage.shardmap_config import (
+    BackendConfig,
+    MoveRecord,
+    from_dict,
+    load,
+    save,
+    with_backend,
+    with_moves,
+    with_replica,
+)
 from tests.storage.test_shardmap import (  # noqa: F401 (make_map is a fixture)
     MapMaker,
     cluster,
@@ -341,3 +351,25 @@ def test_a_move_to_a_broken_backend_is_rolled_back_cleanly(graph: Graph) -> None
     data = load(path).as_dict()  # db4 leaves the map (it is no server to clean up)
     del data["backends"]["db4"]
     save(from_dict(data, base=str(path.parent)), path)
+
+
+def test_a_copy_resumed_in_an_index_dropped_meanwhile_copies_every_row(graph: Graph) -> None:
+    """The copy's position names a table that no longer exists (its index was dropped
+    while the mover was stopped): the copy starts over, not from that table's key."""
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = shard_of(fixed[0], graph.shards)
+    after = msgspec.msgpack.encode([b"u1", 1001]).hex()
+    record = MoveRecord(shard, "db4", "copying", None, 1, "index_99", after, 10)
+    smap = with_replica(load(path), shard, "db4", 0)
+    save(with_moves(smap, [record]), path)
+    move_shard(path, shard, "db4", settle=0)
+    backend.reload()
+    assert verify_replicas(backend, [shard]).differences == []
+    member = backend.member("db4")
+    assert member.count_rows(shard, "edges") == backend.member(
+        load(path).replicas[shard][0].backend
+    ).count_rows(shard, "edges")

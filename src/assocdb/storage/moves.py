@@ -333,7 +333,9 @@ class _Mover:
         target = self.backend.member(record.target)
         tables = [*COPIED, *(t for t in tables_of(self.backend) if t.startswith("index_"))]
         start = tables.index(record.table) if record.table in tables else 0
-        after: Any = msgspec.msgpack.decode(bytes.fromhex(record.after)) if record.after else None
+        after: Any = None
+        if record.after and record.table in tables:  # else the table is gone: start over
+            after = msgspec.msgpack.decode(bytes.fromhex(record.after))
         self.copied = record.copied
         source = self._source()
         total = record.copied + sum(source.count_rows(shard, t) for t in tables[start:])
