@@ -594,3 +594,24 @@ def test_a_replica_that_cannot_sync_keeps_its_writes_in_the_journal(tmp_path: Pa
     finally:
         del member.make_durable
         g.close()
+
+
+def test_a_setting_that_needs_a_reopen_does_not_hold_back_later_changes(
+    make_map: MapMaker,
+) -> None:
+    """A backend's settings change only on a reopen; the replica sets must still change
+    at once. A process that refused every later edit kept writing a moved shard to the
+    replica the move took out of the set: those acknowledged writes were lost to it."""
+    g = open_cluster(make_map)
+    backend = cluster(g)
+    path = backend.source
+    assert path is not None
+    data = load(path).as_dict()
+    data["backends"]["db3"]["connect_timeout"] = 9.0
+    save(from_dict(data, base=backend.map.base), path)
+    with pytest.raises(InvalidRequest, match="backend db3's settings changed"):
+        backend.reload()
+    save(with_weight(load(path), [2], "db1", 0), path)  # shard 2: db3, db1
+    wait_until(lambda: backend.map.replicas[2][1].weight == 0, patience=10)
+    assert backend.map.backends["db3"].connect_timeout == 1.0  # until a reopen
+    g.close()

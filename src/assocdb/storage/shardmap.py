@@ -269,12 +269,19 @@ class ShardMapBackend:
         A thread of its own calls this within a second of the file changing, so
         `assocdb shards set-weight`, `mark-down`, `add-replica` and `move` reach
         running processes. A backend's own settings (its URL, path, timeouts)
-        and the shard count need a reopen.
+        and the shard count need a reopen: InvalidRequest says so, and the rest
+        of the change is taken all the same (the backend keeps its settings).
+        A moved shard's replica set must reach every process, whatever else the
+        file says: one still writing to the old set loses writes to it.
         """
         assert self.source is not None
         self._source_stamp = self._stamp()
         new = load(self.source)
         old = self.map
+        if new.shards != old.shards:
+            raise InvalidRequest(
+                f"{self.source}: the shard count changed; reopen the graph to apply it"
+            )
         changed = [
             name
             for name, config in new.backends.items()
@@ -282,12 +289,23 @@ class ShardMapBackend:
             and msgspec.structs.replace(config, down=False)
             != msgspec.structs.replace(old.backends[name], down=False)
         ]
-        if changed or new.shards != old.shards:
-            what = f"backend {changed[0]}'s settings" if changed else "the shard count"
+        if changed:  # kept as they are until a reopen
+            kept = {
+                name: msgspec.structs.replace(old.backends[name], down=config.down)
+                if name in changed
+                else config
+                for name, config in new.backends.items()
+            }
+            new = msgspec.structs.replace(new, backends=kept)
+        self._take(new, old)
+        if changed:
             raise InvalidRequest(
-                f"{self.source}: {what} changed; only weights, `down`, new backends and "
-                f"replica sets change while running: reopen the graph to apply it"
+                f"{self.source}: backend {changed[0]}'s settings changed; only weights, "
+                f"`down`, new backends and replica sets change while running (those were "
+                f"taken): reopen the graph to apply it"
             )
+
+    def _take(self, new: ShardMap, old: ShardMap) -> None:
         d = new.detector
         with self._lock:
             now = self._clock()
