@@ -27,7 +27,15 @@ from assocdb.storage.mysql import MySQLBackend
 from assocdb.storage.postgres import PostgresBackend
 from assocdb.storage.registry import open_backend, open_shardmap
 from assocdb.storage.shardmap import ShardMapBackend
-from assocdb.storage.shardmap_config import from_dict, load, save, with_down, with_weight
+from assocdb.storage.shardmap_config import (
+    BackendConfig,
+    from_dict,
+    load,
+    save,
+    with_backend,
+    with_down,
+    with_weight,
+)
 from assocdb.writes.applier import RetryPolicy
 from tests.support import stores
 from tests.support.helpers import wait_until
@@ -614,4 +622,23 @@ def test_a_setting_that_needs_a_reopen_does_not_hold_back_later_changes(
     save(with_weight(load(path), [2], "db1", 0), path)  # shard 2: db3, db1
     wait_until(lambda: backend.map.replicas[2][1].weight == 0, patience=10)
     assert backend.map.backends["db3"].connect_timeout == 1.0  # until a reopen
+    g.close()
+
+
+def test_a_backend_taken_out_of_the_map_and_added_again_is_taken(make_map: MapMaker) -> None:
+    """`shards add-backend` after the backend was removed from the file (say a move to it
+    was cancelled): running processes must keep taking the map's changes."""
+    g = open_cluster(make_map)
+    backend = cluster(g)
+    path = backend.source
+    assert path is not None
+    with_db4 = with_backend(load(path), "db4", BackendConfig(path="db4"))
+    without_db4 = load(path)
+    for smap in (with_db4, without_db4, with_db4):
+        save(smap, path)
+        backend.reload()
+        assert set(backend.map.backends) == set(smap.backends)
+    save(with_weight(load(path), [2], "db1", 0), path)
+    backend.reload()
+    assert backend.map.replicas[2][1].weight == 0
     g.close()

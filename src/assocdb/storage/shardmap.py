@@ -147,6 +147,7 @@ class ShardMapBackend:
         self._behind: dict[tuple[str, int], set[int]] = {}  # (member, shard) -> missed writes
         self._fresh_only = threading.local()  # see `fresh_reads`
         self._meta_copies: set[str] = set()  # settings not yet copied to every replica
+        self._retired: list[Backend] = []  # members replaced by a reload, closed at the end
         self._stop = threading.Event()
         self._prober = threading.Thread(
             target=self._probe_loop, args=(probe_tick,), name="assocdb-prober", daemon=True
@@ -311,12 +312,20 @@ class ShardMapBackend:
             now = self._clock()
             for name, config in new.backends.items():
                 member = self._members.get(name)
+                previous = old.backends.get(name)  # None: new, or back after it left
+                if member is not None and previous is None:
+                    if member.spec == new.member_spec(name):
+                        member.health.drain(config.down, now)
+                        continue
+                    if member.backend is not None:  # another database under its old name
+                        self._retired.append(member.backend)
+                    member = None
                 if member is None:  # a new backend: opened on first use
                     health = Health(d.threshold, d.probe_interval, d.probe_max)
                     member = self._members[name] = _Member(name, new.member_spec(name), health)
                     if config.down:
                         member.health.drain(True, now)
-                elif config.down != old.backends[name].down:
+                elif previous is not None and config.down != previous.down:
                     member.health.drain(config.down, now)
             self._replicas = [
                 [(self._members[r.backend], r.weight) for r in reps] for reps in new.replicas
@@ -740,6 +749,9 @@ class ShardMapBackend:
             if member.backend is not None:
                 member.backend.close()
                 member.backend = None
+        for backend in self._retired:
+            backend.close()
+        self._retired.clear()
 
 
 def _partly_written(
