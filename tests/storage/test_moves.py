@@ -35,6 +35,7 @@ from assocdb.storage.shardmap_config import (
     load,
     save,
     with_backend,
+    with_down,
     with_moves,
     with_replica,
 )
@@ -373,3 +374,17 @@ def test_a_copy_resumed_in_an_index_dropped_meanwhile_copies_every_row(graph: Gr
     assert member.count_rows(shard, "edges") == backend.member(
         load(path).replicas[shard][0].backend
     ).count_rows(shard, "edges")
+
+
+def test_a_copy_onto_a_drained_backend_is_refused(graph: Graph) -> None:
+    """A drained backend takes no writes: as a write-only copy it would fail every write
+    of the shard (all queued) for the whole copy, and its verify could never pass."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    save(with_down(load(path), "db4", True), path)
+    before = path.read_text()
+    with pytest.raises(InvalidRequest, match="db4 is marked down"):
+        move_shard(path, 1, "db4", weight=1, settle=0)
+    assert path.read_text() == before

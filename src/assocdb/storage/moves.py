@@ -256,9 +256,11 @@ def _start(
         remove = others[0]
     if remove is not None and remove == target:
         raise InvalidRequest("a shard cannot move to the backend it moves from")
+    if target in names and (remove is None or remove not in names):
+        return None  # the copy exists and nothing is left to remove: done before
+    if smap.backends[target].down:  # no write would land on it: all of them would wait
+        raise InvalidRequest(f"backend {target} is marked down (drained): mark it up first")
     if target in names:
-        if remove is None or remove not in names:
-            return None  # the copy exists and nothing is left to remove: done before
         # A copy placed by hand: verified (and repaired) before the old one leaves.
         record = MoveRecord(shard, target, "verifying", remove, weight)
         save(with_moves(smap, [*smap.moves, record]), path)
