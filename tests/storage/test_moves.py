@@ -388,3 +388,24 @@ def test_a_copy_onto_a_drained_backend_is_refused(graph: Graph) -> None:
     with pytest.raises(InvalidRequest, match="db4 is marked down"):
         move_shard(path, 1, "db4", weight=1, settle=0)
     assert path.read_text() == before
+
+
+def test_a_move_finishes_when_a_backend_setting_changes_meanwhile(graph: Graph) -> None:
+    """An operator changes a timeout in the map while a shard moves: the change waits for
+    a reopen, and the move goes on (it used to stop at its verify, refusing the map)."""
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = shard_of(fixed[0], graph.shards)
+    old = [r.backend for r in load(path).replicas[shard]]
+
+    def change_a_timeout(progress: MoveProgress) -> None:
+        data = load(path).as_dict()
+        data["backends"]["db3"]["query_timeout"] = 0.3
+        save(from_dict(data, base=str(path.parent)), path)
+
+    move_shard(path, shard, "db4", move=True, remove=old[0], settle=0, progress=change_a_timeout)
+    assert [r.backend for r in load(path).replicas[shard]] == [old[1], "db4"]
+    assert load(path).moves == []

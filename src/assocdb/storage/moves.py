@@ -322,7 +322,7 @@ class _Mover:
             source = self.record.source
             if source is not None and source in [r.backend for r in smap.replicas[shard]]:
                 smap = without_replica(smap, shard, source)
-                self.backend.reload()
+                self._reload()
                 level_ids(self.backend, shard, source)
                 log.warning("shard %d: %s left its replicas", shard, source)
             moves = [m for m in smap.moves if (m.shard, m.target) != (shard, self.record.target)]
@@ -420,7 +420,7 @@ class _Mover:
 
     def _verify(self) -> None:
         shard = self.record.shard
-        self.backend.reload()
+        self._reload()
         for _ in range(VERIFY_PASSES):
             report = verify_replicas(self.backend, [shard], repair=True)
             self.differences += len(report.differences)
@@ -430,6 +430,14 @@ class _Mover:
             f"shard {shard}: its replicas still differ after {VERIFY_PASSES} repairs "
             f"(is a replica failing writes?); run again to resume"
         )
+
+    def _reload(self) -> None:
+        """The map's replica sets now (a backend's changed settings wait for a reopen: the
+        rest of the change is taken all the same, see `ShardMapBackend.reload`)."""
+        try:
+            self.backend.reload()
+        except InvalidRequest as exc:
+            log.warning("%s", exc)
 
     def _maybe_save(self, table: str, after: list[Any]) -> None:
         if time.monotonic() - self._saved >= SAVE_EVERY:
