@@ -28,7 +28,9 @@ while the graph is in use, in phases the map file records (`MoveRecord`):
 
 Each phase is saved before the next starts, so the operation survives a crash
 or Ctrl-C of its process and resumes where it stopped when run again; running
-it again after it finished does nothing.
+it again after it finished does nothing. A copy that is not live yet can be
+rolled back instead (`cancel_move`): it leaves the replica set, and the shard
+is as it was.
 """
 
 from __future__ import annotations
