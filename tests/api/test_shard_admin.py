@@ -99,7 +99,7 @@ def test_the_view_shows_copies_under_way_and_the_last_verify(tmp_path: Path) -> 
         )
         assert not verified.repaired
         move = shardmap_config.MoveRecord(1, "a", "copying", source="b", table="edges", copied=42)
-        smap = shardmap_config.load(path)
+        smap = shardmap_config.with_replica(shardmap_config.load(path), 1, "a", 0)  # the copy
         shardmap_config.save(shardmap_config.with_moves(smap, [move]), path)
         g.engine.backend.reload()  # type: ignore[attr-defined]
         [row] = admin.view().moves

@@ -21,16 +21,28 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from assocdb import Graph, InvalidRequest
+from assocdb import Graph, InvalidRequest, Unavailable
 from assocdb.core.ids import shard_of
-from assocdb.storage.moves import MoveProgress, drop_replica, move_shard
+from assocdb.storage.moves import MoveProgress, cancel_move, drop_replica, move_shard
 from assocdb.storage.replica_verify import verify_replicas
-from assocdb.storage.shardmap_config import BackendConfig, load, save, with_backend
+from assocdb.storage.shardmap_config import (
+    BackendConfig,
+    MoveRecord,
+    from_dict,
+    load,
+    save,
+    with_backend,
+    with_down,
+    with_moves,
+    with_replica,
+)
 from tests.storage.test_shardmap import (  # noqa: F401 (make_map is a fixture)
     MapMaker,
     cluster,
+    fail,
     make_map,
     open_cluster,
 )
@@ -259,3 +271,141 @@ def test_a_mover_killed_at_random_points_resumes_and_loses_nothing(graph: Graph)
     assert load(path).moves == []
     assert "db4" in [r.backend for r in load(path).replicas[shard]]
     assert_final(graph, running, shard)
+
+
+def test_dropping_the_primary_leaves_a_new_primary_that_hands_out_no_id_twice(
+    graph: Graph,
+) -> None:
+    """The replica promoted when the primary leaves had missed allocations (it failed
+    meanwhile); its id counter must not hand those ids out again."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    shard = 1
+    primary, other = [r.backend for r in load(path).replicas[shard]]
+    cure = fail(backend, other)
+    handed = backend.allocate(shard, 10)  # from the primary; the other replica failed
+    cure()
+    assert drop_replica(path, shard, primary, settle=0)
+    backend.reload()
+    assert [r.backend for r in backend.map.replicas[shard]] == [other]
+    assert backend.allocate(shard, 1) >= handed + 10
+
+
+def test_a_move_leaves_no_replica_behind_on_ids(graph: Graph) -> None:
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = 1
+    primary, other = [r.backend for r in load(path).replicas[shard]]
+    cure = fail(backend, other)
+    handed = backend.allocate(shard, 10)
+    cure()
+    # db4 takes the primary's place; the other replica becomes the primary.
+    move_shard(path, shard, "db4", move=True, remove=primary, settle=0)
+    backend.reload()
+    assert [r.backend for r in backend.map.replicas[shard]] == [other, "db4"]
+    fail(backend, "db4")  # the new primary alone answers
+    assert backend.allocate(shard, 1) >= handed + 10
+
+
+def test_moving_a_shard_of_one_replica_again_does_nothing(make_map: MapMaker) -> None:  # noqa: F811
+    """`assocdb shards move map 0-5 --to db4` run again after it finished (the docs: it
+    does nothing) must not ask which replica moves: the only one is on db4 now."""
+    path = make_map(replicas=1)
+    add_backend(path, "db4")
+    shard = 2
+    assert not move_shard(path, shard, "db4", move=True, settle=0).already
+    assert [r.backend for r in load(path).replicas[shard]] == ["db4"]
+    assert move_shard(path, shard, "db4", move=True, settle=0).already
+
+
+def test_a_move_to_a_broken_backend_is_rolled_back_cleanly(graph: Graph) -> None:
+    """A copy that cannot be made (the new server is broken) holds up every write of its
+    shard (a write-only replica that fails); cancelling it takes the copy out of the set
+    and leaves the shard as it was."""
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    (path.parent / "broken").write_text("a file, not a directory")
+    smap = load(path)
+    save(with_backend(smap, "db4", BackendConfig(path="broken/db4")), path)
+    shard = shard_of(fixed[0], graph.shards)
+    before = load(path).replicas[shard]
+    with pytest.raises(Unavailable, match="db4"):
+        move_shard(path, shard, "db4", move=True, remove=before[0].backend, settle=0)
+    wait_until(lambda: "db4" in [r.backend for r in backend.map.replicas[shard]])
+    assert graph.assoc_add(fixed[0], "likes", 9, time=1).status == "queued"
+    with pytest.raises(InvalidRequest, match="under way"):
+        drop_replica(path, shard, "db4", settle=0)
+    assert cancel_move(path, shard, "db4")
+    assert load(path).moves == []
+    assert load(path).replicas[shard] == before
+    assert not cancel_move(path, shard, "db4")  # nothing left to cancel
+    wait_until(lambda: backend.map.replicas[shard] == before)
+    assert graph.drain(timeout=30)
+    assert graph.assoc_add(fixed[0], "likes", 10, time=2).status == "applied"
+    assert graph.assoc_count(fixed[0], "likes") == fixed[1] + 2
+    assert verify_replicas(backend).differences == []
+    data = load(path).as_dict()  # db4 leaves the map (it is no server to clean up)
+    del data["backends"]["db4"]
+    save(from_dict(data, base=str(path.parent)), path)
+
+
+def test_a_copy_resumed_in_an_index_dropped_meanwhile_copies_every_row(graph: Graph) -> None:
+    """The copy's position names a table that no longer exists (its index was dropped
+    while the mover was stopped): the copy starts over, not from that table's key."""
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = shard_of(fixed[0], graph.shards)
+    after = msgspec.msgpack.encode([b"u1", 1001]).hex()
+    record = MoveRecord(shard, "db4", "copying", None, 1, "index_99", after, 10)
+    smap = with_replica(load(path), shard, "db4", 0)
+    save(with_moves(smap, [record]), path)
+    move_shard(path, shard, "db4", settle=0)
+    backend.reload()
+    assert verify_replicas(backend, [shard]).differences == []
+    member = backend.member("db4")
+    assert member.count_rows(shard, "edges") == backend.member(
+        load(path).replicas[shard][0].backend
+    ).count_rows(shard, "edges")
+
+
+def test_a_copy_onto_a_drained_backend_is_refused(graph: Graph) -> None:
+    """A drained backend takes no writes: as a write-only copy it would fail every write
+    of the shard (all queued) for the whole copy, and its verify could never pass."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    save(with_down(load(path), "db4", True), path)
+    before = path.read_text()
+    with pytest.raises(InvalidRequest, match="db4 is marked down"):
+        move_shard(path, 1, "db4", weight=1, settle=0)
+    assert path.read_text() == before
+
+
+def test_a_move_finishes_when_a_backend_setting_changes_meanwhile(graph: Graph) -> None:
+    """An operator changes a timeout in the map while a shard moves: the change waits for
+    a reopen, and the move goes on (it used to stop at its verify, refusing the map)."""
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = shard_of(fixed[0], graph.shards)
+    old = [r.backend for r in load(path).replicas[shard]]
+
+    def change_a_timeout(progress: MoveProgress) -> None:
+        data = load(path).as_dict()
+        data["backends"]["db3"]["query_timeout"] = 0.3
+        save(from_dict(data, base=str(path.parent)), path)
+
+    move_shard(path, shard, "db4", move=True, remove=old[0], settle=0, progress=change_a_timeout)
+    assert [r.backend for r in load(path).replicas[shard]] == [old[1], "db4"]
+    assert load(path).moves == []

@@ -12,6 +12,7 @@ import contextlib
 import os
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,9 +25,17 @@ from assocdb import Graph, InvalidRequest, Unavailable
 from assocdb.core.ids import shard_of
 from assocdb.storage.mysql import MySQLBackend
 from assocdb.storage.postgres import PostgresBackend
-from assocdb.storage.registry import open_backend
+from assocdb.storage.registry import open_backend, open_shardmap
 from assocdb.storage.shardmap import ShardMapBackend
-from assocdb.storage.shardmap_config import from_dict, load, save, with_down, with_weight
+from assocdb.storage.shardmap_config import (
+    BackendConfig,
+    from_dict,
+    load,
+    save,
+    with_backend,
+    with_down,
+    with_weight,
+)
 from assocdb.writes.applier import RetryPolicy
 from tests.support import stores
 from tests.support.helpers import wait_until
@@ -544,3 +553,92 @@ def test_a_map_may_mix_engines(tmp_path: Path) -> None:
                 PostgresBackend.drop(config.url)
             elif config.url:
                 MySQLBackend.drop(config.url)
+
+
+def test_the_map_is_reloaded_while_a_probe_of_a_down_member_hangs(tmp_path: Path) -> None:
+    """A mover waits a reload interval (and a query timeout) for every process to take
+    its change of the map; a probe of a hung server must not hold the reload back (with
+    a few members hung, the probes alone outlast that wait)."""
+    path = write_map(tmp_path)
+    backend = open_shardmap(path)
+    probing, release = threading.Event(), threading.Event()
+
+    def hang(shard: int, sql: str) -> None:
+        probing.set()
+        release.wait(timeout=60)
+
+    try:
+        backend.member("db2").faults.append(hang)  # type: ignore[attr-defined]
+        backend.mark("db2", False)
+        wait_until(probing.is_set)  # the prober is stuck in the probe of db2
+        save(with_weight(load(path), [1], "db3", 7), path)
+        wait_until(lambda: backend.map.replicas[1][1].weight == 7, patience=20)
+    finally:
+        release.set()
+        backend.close()
+
+
+def test_a_replica_that_cannot_sync_keeps_its_writes_in_the_journal(tmp_path: Path) -> None:
+    """The journal forgets an applied write once `make_durable` returns (the fence): a
+    member whose sync failed must make it fail, or a power loss takes back a write that
+    no journal holds any more (with one replica: lost)."""
+    g = assocdb.open(write_map(tmp_path, replicas=1), retry=FAST)
+    g.define_assoc("likes")
+    backend = cluster(g)
+    node = next(n for n in NODES if shard_of(n, g.shards) == 0)
+    member = backend.member(backend.map.replicas[0][0].backend)
+
+    def cannot_sync(shards: object) -> None:
+        raise Unavailable("cannot sync shard-0000.db-wal: [Errno 5] Input/output error (test)")
+
+    member.make_durable = cannot_sync  # type: ignore[method-assign]
+    try:
+        with pytest.raises(Unavailable, match="Input/output error"):
+            backend.make_durable([0])
+        assert g.assoc_add(node, "likes", 5).status == "applied"
+        with pytest.raises(Unavailable):
+            g.engine.applier.fence()
+        assert g.engine.applier.unfenced() == 1  # kept for the next fence (and a replay)
+    finally:
+        del member.make_durable
+        g.close()
+
+
+def test_a_setting_that_needs_a_reopen_does_not_hold_back_later_changes(
+    make_map: MapMaker,
+) -> None:
+    """A backend's settings change only on a reopen; the replica sets must still change
+    at once. A process that refused every later edit kept writing a moved shard to the
+    replica the move took out of the set: those acknowledged writes were lost to it."""
+    g = open_cluster(make_map)
+    backend = cluster(g)
+    path = backend.source
+    assert path is not None
+    data = load(path).as_dict()
+    data["backends"]["db3"]["connect_timeout"] = 9.0
+    save(from_dict(data, base=backend.map.base), path)
+    with pytest.raises(InvalidRequest, match="backend db3's settings changed"):
+        backend.reload()
+    save(with_weight(load(path), [2], "db1", 0), path)  # shard 2: db3, db1
+    wait_until(lambda: backend.map.replicas[2][1].weight == 0, patience=10)
+    assert backend.map.backends["db3"].connect_timeout == 1.0  # until a reopen
+    g.close()
+
+
+def test_a_backend_taken_out_of_the_map_and_added_again_is_taken(make_map: MapMaker) -> None:
+    """`shards add-backend` after the backend was removed from the file (say a move to it
+    was cancelled): running processes must keep taking the map's changes."""
+    g = open_cluster(make_map)
+    backend = cluster(g)
+    path = backend.source
+    assert path is not None
+    with_db4 = with_backend(load(path), "db4", BackendConfig(path="db4"))
+    without_db4 = load(path)
+    for smap in (with_db4, without_db4, with_db4):
+        save(smap, path)
+        backend.reload()
+        assert set(backend.map.backends) == set(smap.backends)
+    save(with_weight(without_db4, [2], "db1", 0), path)  # db4 leaves (no server to clean)
+    backend.reload()
+    assert backend.map.replicas[2][1].weight == 0
+    g.close()

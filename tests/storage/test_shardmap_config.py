@@ -209,3 +209,46 @@ def test_replica_sets_change_and_moves_are_recorded(tmp_path: Path) -> None:
     bad = GOOD + '\n[[moves]]\nshard = 3\ntarget = "db7"\nphase = "copying"\n'
     with pytest.raises(InvalidRequest, match="move of shard 3: unknown backend 'db7'"):
         parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("move", "message"),
+    [
+        ('shard = 3\ntarget = "db2"\nphase = "copyin"', "phase 'copyin' is not one of"),
+        ('shard = 12\ntarget = "db1"\nphase = "copying"\nweight = 1001', "weight"),
+        ('shard = 12\ntarget = "db1"\nphase = "copying"\nsource = "db1"', "from the backend"),
+        ('shard = 12\ntarget = "db1"\nphase = "copying"\nafter = "zz"', "position"),
+        ('shard = 12\ntarget = "db1"\nphase = "copying"\ncopied = -5', "position"),
+        ('shard = 12\ntarget = "db1"\nphase = "copying"\ntable = "edgez"', "position"),
+    ],
+)
+def test_a_bad_move_record_is_refused(move: str, message: str) -> None:
+    # A mover resumes from this record: one it cannot act on must not take effect (an
+    # unknown phase made `assocdb shards move` report success and do nothing, forever).
+    with pytest.raises(InvalidRequest, match=f"move of shard [0-9]+: .*{message}"):
+        parse(GOOD + f"\n[[moves]]\n{move}\n")
+
+
+def test_a_move_record_names_a_replica_of_its_shard() -> None:
+    # Every phase keeps the copy in the shard's replica set (it is added with the record).
+    bad = GOOD.replace('{backend = "db2"}, {backend = "db1", weight = 0}', '{backend = "db2"}')
+    with pytest.raises(InvalidRequest, match="move of shard 12: 'db1' holds no replica"):
+        parse(bad + '\n[[moves]]\nshard = 12\ntarget = "db1"\nphase = "copying"\n')
+    good = parse(GOOD + '\n[[moves]]\nshard = 12\ntarget = "db1"\nphase = "copying"\n')
+    assert good.moves[0].phase == "copying"
+
+
+def test_a_copy_still_being_filled_cannot_be_given_reads() -> None:
+    # `assocdb shards set-weight` (or an edit) during a copy would send reads to a replica
+    # that lacks the rows not copied yet: acknowledged writes would seem lost.
+    from assocdb.storage.shardmap_config import MoveRecord, with_moves
+
+    smap = parse(GOOD)  # shard 12: db2, then db1 of weight 0
+    for phase in ("write-only", "copying"):
+        copying = with_moves(smap, [MoveRecord(12, "db1", phase, "db2")])
+        with pytest.raises(
+            InvalidRequest, match=r"move of shard 12: .*'db1' is still being filled"
+        ):
+            with_weight(copying, [12], "db1", 1)
+    live = with_weight(with_moves(smap, [MoveRecord(12, "db1", "live", "db2")]), [12], "db1", 1)
+    assert live.replicas[12][1].weight == 1

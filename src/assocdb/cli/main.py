@@ -23,7 +23,7 @@ import assocdb
 from ..core.extras import MissingExtra, needs, require
 from ..core.schema import Schema, read_schema_file
 from ..storage import shardmap_config
-from ..storage.moves import drop_replica, move_shard
+from ..storage.moves import cancel_move, drop_replica, move_shard
 from ..storage.registry import open_shardmap
 from ..storage.replica_verify import verify_replicas
 from .datasets import ego_facebook
@@ -880,6 +880,23 @@ def shards_drop_replica(shard_map: str, shard_range: str, backend: str) -> None:
     for shard in chosen:
         dropped = drop_replica(shard_map, shard, backend)
         click.echo(f"shard {shard}: {backend} {'dropped' if dropped else 'held no copy'}")
+
+
+@shards.command("cancel")
+@click.argument("shard_map", type=click.Path(dir_okay=False, exists=True))
+@click.argument("shard_range")
+@click.option("--to", "target", required=True, help="The backend the copies were made on.")
+def shards_cancel(shard_map: str, shard_range: str, target: str) -> None:
+    """Roll back the copies of the shards SHARD_RANGE being made on --to (a move or an
+    added replica that is not live yet): the copy leaves the replica set and each shard
+    is as it was. Stop the mover first. Its rows stay on the backend.
+
+    Example: assocdb shards cancel cluster.toml 4-7 --to db4
+    """
+    chosen = shardmap_config.parse_shards(shard_range, shardmap_config.load(shard_map).shards)
+    for shard in chosen:
+        cancelled = cancel_move(shard_map, shard, target)
+        click.echo(f"shard {shard}: {'cancelled' if cancelled else 'no copy under way'}")
 
 
 @shards.command("set-weight")

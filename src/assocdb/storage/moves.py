@@ -28,7 +28,9 @@ while the graph is in use, in phases the map file records (`MoveRecord`):
 
 Each phase is saved before the next starts, so the operation survives a crash
 or Ctrl-C of its process and resumes where it stopped when run again; running
-it again after it finished does nothing.
+it again after it finished does nothing. A copy that is not live yet can be
+rolled back instead (`cancel_move`): it leaves the replica set, and the shard
+is as it was.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from ..core.timeline_list import unpack as unpack_timeline
 from .backend import Backend
 from .registry import open_shardmap
 from .replica_verify import tables_of, timeline_cap, verify_replicas
-from .shardmap import RELOAD_EVERY
+from .shardmap import RELOAD_EVERY, ShardMapBackend
 from .shardmap_config import (
     MoveRecord,
     ShardMap,
@@ -65,7 +67,6 @@ from .sql import TABLE_KEYS
 
 log = logging.getLogger("assocdb.moves")
 
-PHASES = ("write-only", "copying", "verifying", "live")
 PAGE = 1000
 SAVE_EVERY = 1.0  # seconds between saves of the copy's position
 VERIFY_PASSES = 5
@@ -162,8 +163,67 @@ def drop_replica(
     save(with_weight(smap, [shard], backend, 0), path)
     time.sleep(_settle(smap) if settle is None else settle)
     smap = load(path)
-    save(without_replica(smap, shard, backend), path)
+    smap = without_replica(smap, shard, backend)
+    cluster = open_shardmap(path)
+    try:
+        level_ids(cluster, shard, backend)
+    finally:
+        cluster.close()
+    save(smap, path)
     return True
+
+
+def cancel_move(path: str | Path, shard: int, target: str) -> bool:
+    """Roll back the copy of `shard` being made on `target` (a move or an added replica):
+    the copy leaves the replica set and the operation is forgotten; the shard is as it
+    was before (the rows already copied stay on `target`, for the operator to drop).
+    Returns False if no such copy is under way. Refuses a copy already live (run the
+    move again to finish it). Stop its mover first.
+    """
+    smap = load(path)
+    record = _record(smap, shard, target)
+    if record is None:
+        return False
+    if record.phase == "live":
+        raise InvalidRequest(
+            f"shard {shard}: the copy on {target!r} is live already; run the move again "
+            f"to finish it (or drop a replica afterwards)"
+        )
+    moves = [m for m in smap.moves if m is not record]
+    copy = next(r for r in smap.replicas[shard] if r.backend == target)
+    if copy.weight == 0:  # added by the mover (a copy placed by hand, and read, stays)
+        smap = without_replica(with_moves(smap, moves), shard, target)
+    save(with_moves(smap, moves), path)
+    log.warning("shard %d: the copy on %s is cancelled", shard, target)
+    return True
+
+
+def level_ids(backend: ShardMapBackend, shard: int, leaving: str) -> None:
+    """Before `leaving` leaves the replica set of `shard`: raise the id counter of every
+    replica that answers to the highest one.
+
+    When the primary leaves, the next replica takes over allocating ids, and one that
+    failed during allocations lags (a process raises the counters it reaches, but only
+    while they answer): it would hand those ids out again. Unavailable if that next
+    primary does not answer.
+    """
+    names = [r.backend for r in backend.map.replicas[shard]]
+    firsts: dict[str, int] = {}
+    for name in names:
+        try:
+            firsts[name] = backend.member(name).allocate(shard, 0)
+        except Unavailable:
+            continue  # raised by the next allocation that reaches it (`ShardMapBackend`)
+    top = max(firsts.values(), default=0)
+    for name, first in firsts.items():
+        if first < top:
+            backend.member(name).allocate(shard, top - first)
+    heir = next((name for name in names if name != leaving), None)
+    if names[0] == leaving and heir is not None and heir not in firsts:
+        raise Unavailable(
+            f"shard {shard}: {heir} does not answer, so its id counter cannot be raised "
+            f"before it becomes the primary; run again when it is up"
+        )
 
 
 def _settle(smap: ShardMap) -> float:
@@ -189,6 +249,8 @@ def _start(
     names = [r.backend for r in smap.replicas[shard]]
     if move and remove is None:
         others = [n for n in names if n != target]
+        if not others:
+            return None  # the shard's only replica is on the target: moved before
         if len(others) != 1:
             raise InvalidRequest(
                 f"shard {shard} has replicas on {', '.join(others)}: say which one moves (--from)"
@@ -196,9 +258,11 @@ def _start(
         remove = others[0]
     if remove is not None and remove == target:
         raise InvalidRequest("a shard cannot move to the backend it moves from")
+    if target in names and (remove is None or remove not in names):
+        return None  # the copy exists and nothing is left to remove: done before
+    if smap.backends[target].down:  # no write would land on it: all of them would wait
+        raise InvalidRequest(f"backend {target} is marked down (drained): mark it up first")
     if target in names:
-        if remove is None or remove not in names:
-            return None  # the copy exists and nothing is left to remove: done before
         # A copy placed by hand: verified (and repaired) before the old one leaves.
         record = MoveRecord(shard, target, "verifying", remove, weight)
         save(with_moves(smap, [*smap.moves, record]), path)
@@ -260,6 +324,8 @@ class _Mover:
             source = self.record.source
             if source is not None and source in [r.backend for r in smap.replicas[shard]]:
                 smap = without_replica(smap, shard, source)
+                self._reload()
+                level_ids(self.backend, shard, source)
                 log.warning("shard %d: %s left its replicas", shard, source)
             moves = [m for m in smap.moves if (m.shard, m.target) != (shard, self.record.target)]
             save(with_moves(smap, moves), self.path)
@@ -271,7 +337,9 @@ class _Mover:
         target = self.backend.member(record.target)
         tables = [*COPIED, *(t for t in tables_of(self.backend) if t.startswith("index_"))]
         start = tables.index(record.table) if record.table in tables else 0
-        after: Any = msgspec.msgpack.decode(bytes.fromhex(record.after)) if record.after else None
+        after: Any = None
+        if record.after and record.table in tables:  # else the table is gone: start over
+            after = msgspec.msgpack.decode(bytes.fromhex(record.after))
         self.copied = record.copied
         source = self._source()
         total = record.copied + sum(source.count_rows(shard, t) for t in tables[start:])
@@ -354,7 +422,7 @@ class _Mover:
 
     def _verify(self) -> None:
         shard = self.record.shard
-        self.backend.reload()
+        self._reload()
         for _ in range(VERIFY_PASSES):
             report = verify_replicas(self.backend, [shard], repair=True)
             self.differences += len(report.differences)
@@ -364,6 +432,14 @@ class _Mover:
             f"shard {shard}: its replicas still differ after {VERIFY_PASSES} repairs "
             f"(is a replica failing writes?); run again to resume"
         )
+
+    def _reload(self) -> None:
+        """The map's replica sets now (a backend's changed settings wait for a reopen: the
+        rest of the change is taken all the same, see `ShardMapBackend.reload`)."""
+        try:
+            self.backend.reload()
+        except InvalidRequest as exc:
+            log.warning("%s", exc)
 
     def _maybe_save(self, table: str, after: list[Any]) -> None:
         if time.monotonic() - self._saved >= SAVE_EVERY:

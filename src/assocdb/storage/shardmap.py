@@ -147,11 +147,21 @@ class ShardMapBackend:
         self._behind: dict[tuple[str, int], set[int]] = {}  # (member, shard) -> missed writes
         self._fresh_only = threading.local()  # see `fresh_reads`
         self._meta_copies: set[str] = set()  # settings not yet copied to every replica
+        self._retired: list[Backend] = []  # members replaced by a reload, closed at the end
         self._stop = threading.Event()
         self._prober = threading.Thread(
             target=self._probe_loop, args=(probe_tick,), name="assocdb-prober", daemon=True
         )
         self._prober.start()
+        # The map is watched by a thread of its own: a probe of a hung server takes up to
+        # its timeout, and a mover counts on every process taking a change within
+        # `RELOAD_EVERY` (`moves._settle`), however many members are down.
+        self._reloader: threading.Thread | None = None
+        if self.source is not None:
+            self._reloader = threading.Thread(
+                target=self._reload_loop, args=(probe_tick,), name="assocdb-map", daemon=True
+            )
+            self._reloader.start()
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], opener: Opener) -> ShardMapBackend:
@@ -234,12 +244,18 @@ class ShardMapBackend:
         while not self._stop.wait(tick):
             try:
                 self._probe_due()
-                if self.source is not None and self._clock() >= self._next_reload:
+            except Exception:  # the prober must outlive any one bad probe
+                log.exception("probing backends failed")
+
+    def _reload_loop(self, tick: float) -> None:
+        while not self._stop.wait(tick):
+            try:
+                if self._clock() >= self._next_reload:
                     self._next_reload = self._clock() + RELOAD_EVERY
                     if self._stamp() != self._source_stamp:
                         self.reload()
-            except Exception:  # the prober must outlive any one bad probe or bad edit
-                log.exception("probing backends or reloading the shard map failed")
+            except Exception:  # it must outlive any one bad edit (the map it had stays)
+                log.exception("reloading the shard map failed")
 
     def _stamp(self) -> tuple[int, int] | None:
         try:
@@ -251,15 +267,22 @@ class ShardMapBackend:
     def reload(self) -> None:
         """Take new weights, drains, backends and replica sets from the map file.
 
-        The prober calls this within a second of the file changing, so
+        A thread of its own calls this within a second of the file changing, so
         `assocdb shards set-weight`, `mark-down`, `add-replica` and `move` reach
         running processes. A backend's own settings (its URL, path, timeouts)
-        and the shard count need a reopen.
+        and the shard count need a reopen: InvalidRequest says so, and the rest
+        of the change is taken all the same (the backend keeps its settings).
+        A moved shard's replica set must reach every process, whatever else the
+        file says: one still writing to the old set loses writes to it.
         """
         assert self.source is not None
         self._source_stamp = self._stamp()
         new = load(self.source)
         old = self.map
+        if new.shards != old.shards:
+            raise InvalidRequest(
+                f"{self.source}: the shard count changed; reopen the graph to apply it"
+            )
         changed = [
             name
             for name, config in new.backends.items()
@@ -267,23 +290,42 @@ class ShardMapBackend:
             and msgspec.structs.replace(config, down=False)
             != msgspec.structs.replace(old.backends[name], down=False)
         ]
-        if changed or new.shards != old.shards:
-            what = f"backend {changed[0]}'s settings" if changed else "the shard count"
+        if changed:  # kept as they are until a reopen
+            kept = {
+                name: msgspec.structs.replace(old.backends[name], down=config.down)
+                if name in changed
+                else config
+                for name, config in new.backends.items()
+            }
+            new = msgspec.structs.replace(new, backends=kept)
+        self._take(new, old)
+        if changed:
             raise InvalidRequest(
-                f"{self.source}: {what} changed; only weights, `down`, new backends and "
-                f"replica sets change while running: reopen the graph to apply it"
+                f"{self.source}: backend {changed[0]}'s settings changed; only weights, "
+                f"`down`, new backends and replica sets change while running (those were "
+                f"taken): reopen the graph to apply it"
             )
+
+    def _take(self, new: ShardMap, old: ShardMap) -> None:
         d = new.detector
         with self._lock:
             now = self._clock()
             for name, config in new.backends.items():
                 member = self._members.get(name)
+                previous = old.backends.get(name)  # None: new, or back after it left
+                if member is not None and previous is None:
+                    if member.spec == new.member_spec(name):
+                        member.health.drain(config.down, now)
+                        continue
+                    if member.backend is not None:  # another database under its old name
+                        self._retired.append(member.backend)
+                    member = None
                 if member is None:  # a new backend: opened on first use
                     health = Health(d.threshold, d.probe_interval, d.probe_max)
                     member = self._members[name] = _Member(name, new.member_spec(name), health)
                     if config.down:
                         member.health.drain(True, now)
-                elif config.down != old.backends[name].down:
+                elif previous is not None and config.down != previous.down:
                     member.health.drain(config.down, now)
             self._replicas = [
                 [(self._members[r.backend], r.weight) for r in reps] for reps in new.replicas
@@ -502,14 +544,20 @@ class ShardMapBackend:
     def make_durable(self, shards: Sequence[int]) -> None:
         # On every replica this process has written. Not through `_call`: a sync is
         # no probe (on a database server it does nothing), so it must not tell a
-        # member's failure detector that the member works. A member that cannot
-        # sync missed the writes too (its legs stay in the error queue).
+        # member's failure detector that the member works. A member that took writes
+        # and cannot sync them fails the whole call: the journal forgets the writes
+        # once this returns, and a power loss would take them back from that member.
+        failure: AssocdbError | None = None
         for shard in shards:
             for member, _ in self._replicas[shard]:
                 backend = member.backend
                 if backend is not None and member.health.allows():
-                    with contextlib.suppress(AssocdbError):
+                    try:
                         backend.make_durable([shard])
+                    except AssocdbError as exc:
+                        failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def allocate(self, shard: int, n: int) -> int:
         primary = self._primary(shard)
@@ -692,14 +740,18 @@ class ShardMapBackend:
 
     def close(self) -> None:
         self._stop.set()
-        if self._prober is not threading.current_thread():
-            self._prober.join(timeout=5)
+        for thread in (self._prober, self._reloader):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=5)
         if self._writers is not None:
             self._writers.shutdown(wait=True)
         for member in self._members.values():
             if member.backend is not None:
                 member.backend.close()
                 member.backend = None
+        for backend in self._retired:
+            backend.close()
+        self._retired.clear()
 
 
 def _partly_written(

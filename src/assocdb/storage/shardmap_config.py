@@ -37,6 +37,7 @@ map's shard count and holds its shards under their own numbers.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -49,6 +50,10 @@ from .backend import SERVER_SCHEMES
 
 MAX_SHARDS = 4096
 MAX_WEIGHT = 1000
+#: The phases of a copy (`storage.moves`), in order.
+PHASES = ("write-only", "copying", "verifying", "live")
+#: The tables a copy's position may name ("": the copy's start).
+_COPY_TABLE = re.compile(r"|edges|node_states|objects|timelines|index_[0-9]{1,9}")
 
 
 class BackendConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -86,7 +91,7 @@ class MoveRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A copy of a shard being made on `target` (`storage.moves`), as the map records it.
 
     `source` is the replica a move removes once the copy is live (None: the copy is
-    an added replica); `phase` how far it got (`moves.PHASES`); `table` and `after`
+    an added replica); `phase` how far it got (`PHASES`); `table` and `after`
     the copy's position (the last key copied, msgpack as hex); `weight` the read
     weight the copy gets when it goes live.
     """
@@ -191,15 +196,51 @@ def from_dict(data: Any, source: str = "shard map", base: str | Path = ".") -> S
         raise InvalidRequest(f"{source}: shards {format_shards(missing)} are not placed")
     placed = [reps for reps in replicas if reps is not None]
     for move in raw.moves:
-        where = f"{source}: move of shard {move.shard}"
-        if not 0 <= move.shard < raw.shards:
-            raise InvalidRequest(f"{where}: outside shards 0-{raw.shards - 1}")
-        for name in (move.target, move.source):
-            if name is not None and name not in raw.backends:
-                raise InvalidRequest(f"{where}: unknown backend {name!r}")
+        _check_move(move, raw, placed, f"{source}: move of shard {move.shard}")
     return ShardMap(
         raw.shards, raw.backends, raw.placement, raw.detector, placed, str(base), raw.moves
     )
+
+
+def _check_move(
+    move: MoveRecord, raw: MapFile, replicas: list[tuple[Replica, ...]], where: str
+) -> None:
+    """A mover resumes from the record: refuse one it could not act on (an unknown phase
+    would make it finish at once, having done nothing)."""
+    if not 0 <= move.shard < raw.shards:
+        raise InvalidRequest(f"{where}: outside shards 0-{raw.shards - 1}")
+    for name in (move.target, move.source):
+        if name is not None and name not in raw.backends:
+            raise InvalidRequest(f"{where}: unknown backend {name!r}")
+    if move.phase not in PHASES:
+        raise InvalidRequest(f"{where}: phase {move.phase!r} is not one of {', '.join(PHASES)}")
+    copy = next((r for r in replicas[move.shard] if r.backend == move.target), None)
+    if copy is None:
+        # Every phase keeps the copy in the replica set (the record is added with it).
+        raise InvalidRequest(f"{where}: {move.target!r} holds no replica of the shard")
+    if copy.weight and move.phase in ("write-only", "copying"):
+        raise InvalidRequest(
+            f"{where}: the copy on {move.target!r} is still being filled, so it cannot be "
+            f"read (weight {copy.weight}); it gets its weight when it goes live"
+        )
+    if move.source == move.target:
+        raise InvalidRequest(f"{where}: a shard cannot move from the backend it moves to")
+    if not 0 <= move.weight <= MAX_WEIGHT:
+        raise InvalidRequest(f"{where}: weight must be from 0 to {MAX_WEIGHT}")
+    if move.copied < 0 or not _COPY_TABLE.fullmatch(move.table) or not _position(move.after):
+        raise InvalidRequest(
+            f"{where}: bad copy position (table {move.table!r}, after {move.after!r}, "
+            f"copied {move.copied})"
+        )
+
+
+def _position(after: str) -> bool:
+    """Whether `after` is a copy position as a mover writes it (msgpack, as hex)."""
+    try:
+        msgspec.msgpack.decode(bytes.fromhex(after)) if after else None
+    except (ValueError, msgspec.DecodeError):
+        return False
+    return True
 
 
 def _check_numbers(raw: MapFile, source: str) -> None:
