@@ -170,6 +170,17 @@ def test_unique_index_refuses_a_second_holder(graph: Graph) -> None:
     graph.obj_add("user", {"email": "a@x"})  # free again
 
 
+def test_unique_index_without_shard_on_refuses_a_holder_on_another_shard(graph: Graph) -> None:
+    # Without shard_on, entries live with their objects: a holder of the key
+    # may be on any shard, not only on the new object's.
+    graph.define_index("email", "user", ["email"], unique=True)
+    graph.obj_add("user", {"email": "a@x"})
+    for _ in range(2 * graph.shards):  # new objects land on every shard
+        with pytest.raises(Conflict, match="unique"):
+            graph.obj_add("user", {"email": "a@x"})
+    assert len(graph.index_query("email", ["a@x"]).items) == 1
+
+
 def test_build_indexes_existing_objects_and_resumes(
     graph: Graph, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -211,9 +211,16 @@ class Indexes:
         return found
 
     def _check_unique(self, index: IndexDef, key: bytes, shard: int, id: int) -> None:
-        """Conflict if another live object holds `key` in a unique index."""
+        """Conflict if another live object holds `key` in a unique index.
+
+        With `shard_on`, every holder of the key has its entry on `shard`;
+        without, entries live with their objects, so every shard is asked.
+        """
         scan = IndexScan(key, key + b"\x00", None, False, 16)
-        rows = [r for r in self._backend.index_scan(shard, index.id, scan) if r[1] != id]
+        shards = [shard] if index.shard_on is not None else range(self._shards)
+        rows = [
+            r for s in shards for r in self._backend.index_scan(s, index.id, scan) if r[1] != id
+        ]
         if rows and self._recheck(index, rows):
             raise Conflict(
                 f"index {index.name!r} is unique and another object has the same "
