@@ -181,6 +181,24 @@ def test_unique_index_without_shard_on_refuses_a_holder_on_another_shard(graph: 
     assert len(graph.index_query("email", ["a@x"]).items) == 1
 
 
+def test_a_refused_index_write_does_not_fail_the_rest_of_its_batch(graph: Graph) -> None:
+    graph.define_index("email", "user", ["email"], unique=True, shard_on="email")
+    graph.obj_add("user", {"email": "a@x"})
+    with graph.batch() as b:
+        follow = b.assoc_add(1, "follows", 2)
+        taken = b.obj_add("user", {"email": "a@x"})
+        unindexable = b.obj_add("user", {"email": ["a list"]})
+        free = b.obj_add("user", {"email": "b@x"})
+    with pytest.raises(Conflict, match="unique"):
+        taken.result()
+    with pytest.raises(InvalidRequest, match="cannot be indexed"):
+        unindexable.result()
+    assert follow.result().status == "applied"
+    assert graph.obj_get(free.result()) is not None
+    assert graph.assoc_count(2, "followed_by") == 1
+    assert [o.data for o in graph.index_query("email", ["b@x"]).items] == [{"email": "b@x"}]
+
+
 def test_build_indexes_existing_objects_and_resumes(
     graph: Graph, monkeypatch: pytest.MonkeyPatch
 ) -> None:

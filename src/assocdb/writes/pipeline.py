@@ -257,7 +257,14 @@ class Pipeline:
             work = entry.work
             if isinstance(work, Rows) or not work.needs_current:
                 rows = work if isinstance(work, Rows) else resolve(work, Stored())
-                works.append(self._with_entries(None, rows))
+                try:
+                    works.append(self._with_entries(None, rows))
+                except Exception as exc:  # an index refuses it: only this write fails
+                    if not is_rejection(exc) or (isinstance(work, Rows) and not entry.sync):
+                        raise
+                    if entry.sync:
+                        entry.answer(exc)
+                    works.append(None if entry.sync else work)  # else as below
                 continue
             works.append(work)
             reads.append((number, work))
