@@ -138,6 +138,21 @@ def test_unindexable_values_are_refused_and_the_store_is_unchanged(graph: Graph)
     graph.obj_add("post", {"email": ["fine"]})  # other types are not indexed
 
 
+def test_an_object_stored_before_its_index_with_an_unindexable_value_stays_writable(
+    graph: Graph,
+) -> None:
+    a = graph.obj_add("user", {"tags": ["x"], "name": "ada"})
+    graph.define_index("by_tags", "user", ["tags"])
+    graph.index_build("by_tags")
+    graph.obj_update(a, {"name": "ada2"})  # left out of the index, not frozen by it
+    assert graph.obj_get(a).data == {"tags": ["x"], "name": "ada2"}  # type: ignore[union-attr]
+    with pytest.raises(InvalidRequest, match="cannot be indexed"):
+        graph.obj_update(a, {"tags": ["y"]})  # a new unindexable value is still refused
+    graph.obj_update(a, {"tags": "x"})
+    assert [o.id for o in graph.index_query("by_tags", ["x"]).items] == [a]
+    assert live_entries(graph, "by_tags") == rebuilt(graph, "by_tags")
+
+
 def test_bad_queries_get_clear_errors(graph: Graph) -> None:
     graph.define_index("by_email", "user", ["email"])
     with pytest.raises(InvalidRequest, match="eq must be a list"):

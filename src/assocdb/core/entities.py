@@ -128,20 +128,30 @@ def maintenance(
 ) -> list[Routed]:
     """The entries a write from `old` to `new` stores (nothing if `new` would not win).
 
-    Raises InvalidRequest if `new` holds a value an index cannot take.
+    Raises InvalidRequest if `new` holds a value an index cannot take, unless
+    `old` held the same values (stored before the index existed, it is left
+    out of the index, and a write of its other properties goes through).
     """
     if not indexes or (old is not None and obj_rank(new) <= obj_rank(old)):
         return []
     routed: list[Routed] = []
     for index in indexes:
         before = expected(index, old, shards)
-        after = expected(index, new, shards, strict=True)
+        after = expected(index, new, shards, strict=not _same_key_values(index, old, new))
         if before is not None and (after is None or before[2] != after[2]):
             stamp = (new.updated_at, new.version)
             routed.append((before[0], index.id, before[2], new.id, *stamp, _REMOVED))
         if after is not None:
             routed.append(after)
     return routed
+
+
+def _same_key_values(index: IndexDef, old: ObjRow | None, new: ObjRow) -> bool:
+    """True if `old` is live and holds `new`'s values of the index's key properties."""
+    if old is None or _REMOVED in (old.state, new.state):
+        return False
+    before, after = _json.decode(old.data), _json.decode(new.data)
+    return all(p in before and p in after and before[p] == after[p] for p in index.key_properties)
 
 
 def judge(
