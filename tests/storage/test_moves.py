@@ -344,6 +344,8 @@ def test_a_move_to_a_broken_backend_is_rolled_back_cleanly(graph: Graph) -> None
     assert load(path).moves == []
     assert load(path).replicas[shard] == before
     assert not cancel_move(path, shard, "db4")  # nothing left to cancel
+    with pytest.raises(InvalidRequest, match="no backend 'db9'"):
+        cancel_move(path, shard, "db9")
     wait_until(lambda: backend.map.replicas[shard] == before)
     assert graph.drain(timeout=30)
     assert graph.assoc_add(fixed[0], "likes", 10, time=2).status == "applied"

@@ -181,6 +181,8 @@ def cancel_move(path: str | Path, shard: int, target: str) -> bool:
     move again to finish it). Stop its mover first.
     """
     smap = load(path)
+    if target not in smap.backends:
+        raise InvalidRequest(f"there is no backend {target!r} in {path}")
     record = _record(smap, shard, target)
     if record is None:
         return False
