@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -205,15 +206,8 @@ def test_a_reader_waits_for_the_missed_invalidations_another_thread_is_sending(
     key = ("counts", (1, writer.schema.assoc_type("likes").id))
     assert tier.get(key)[2]  # Redis holds the count 1
     tier._keep_unsent([key], everything=False)  # as if a write's invalidation missed Redis
-    sending, proceed, reader_waits = threading.Event(), threading.Event(), threading.Event()
-    send = tier._send_invalidations
-
-    def held_send(keys: list[object]) -> None:
-        sending.set()
-        proceed.wait()
-        send(keys)
-
-    monkeypatch.setattr(tier, "_send_invalidations", held_send)
+    sending, proceed = hold_first_call(monkeypatch, tier, "_send_invalidations")
+    reader_waits = threading.Event()
     sender = threading.Thread(target=tier._up)
     sender.start()
     sending.wait()
@@ -253,16 +247,7 @@ def test_an_invalidation_kept_while_the_missed_ones_are_sent_is_not_forgotten(
     tier = writer.engine.cache.tier2  # type: ignore[union-attr]
     key = ("counts", (1, writer.schema.assoc_type("likes").id))
     tier._keep_unsent([key], everything=False)  # an earlier write's invalidation missed Redis
-    sending, proceed = threading.Event(), threading.Event()
-    send = tier._send_invalidations
-
-    def held_send(keys: list[object]) -> None:
-        if not sending.is_set():
-            sending.set()
-            proceed.wait()
-        send(keys)
-
-    monkeypatch.setattr(tier, "_send_invalidations", held_send)
+    sending, proceed = hold_first_call(monkeypatch, tier, "_send_invalidations")
     sender = threading.Thread(target=tier._up)
     sender.start()
     sending.wait()
@@ -291,16 +276,7 @@ def test_a_flush_kept_while_a_flush_is_sent_is_not_forgotten(
     tier = writer.engine.cache.tier2  # type: ignore[union-attr]
     key = ("counts", (1, writer.schema.assoc_type("likes").id))
     tier._keep_unsent([], everything=True)  # an earlier flush missed Redis
-    sending, proceed = threading.Event(), threading.Event()
-    flush = tier._send_flush
-
-    def held_flush() -> None:
-        if not sending.is_set():
-            sending.set()
-            proceed.wait()
-        flush()
-
-    monkeypatch.setattr(tier, "_send_flush", held_flush)
+    sending, proceed = hold_first_call(monkeypatch, tier, "_send_flush")
     sender = threading.Thread(target=tier._up)
     sender.start()
     sending.wait()
@@ -433,3 +409,21 @@ def test_an_invalidation_redis_missed_is_sent_when_it_answers_again(tmp_path: Pa
     for g in (writer, other):
         g.close()
     private.kill()
+
+
+def hold_first_call(
+    monkeypatch: pytest.MonkeyPatch, owner: object, name: str
+) -> tuple[threading.Event, threading.Event]:
+    """Hold the first call of `owner.name` until the second event is set; the first
+    event says it has begun (later calls go straight through)."""
+    begun, proceed = threading.Event(), threading.Event()
+    method = getattr(owner, name)
+
+    def held(*args: Any) -> Any:
+        if not begun.is_set():
+            begun.set()
+            proceed.wait()
+        return method(*args)
+
+    monkeypatch.setattr(owner, name, held)
+    return begun, proceed
