@@ -7,12 +7,14 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import assocdb
+from assocdb import Graph, WriteResult
 from assocdb.core.errors import Unavailable
 from assocdb.core.ids import shard_of
 from assocdb.storage.backend import map_driver_error
@@ -376,41 +378,89 @@ def test_a_write_sees_a_node_state_journaled_before_it_and_not_yet_applied(
     g.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="updated_at is stamped before a write enters the pipeline: a patch stamped "
-    "earlier that enters later resolves against the newer row and loses whole",
-)
-def test_two_threads_patching_one_object_keep_both_patches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    g = open_graph(tmp_path / "g")
-    g.obj_add("user", {"name": "ada"}, id=7)
+def _stamped_first_entering_last(
+    g: Graph,
+    monkeypatch: pytest.MonkeyPatch,
+    first: Callable[[], WriteResult],
+    second: Callable[[], WriteResult],
+) -> tuple[WriteResult, WriteResult]:
+    """Run `first` in a thread that is preempted right after the store stamps its write,
+    and `second` to its end meanwhile: the earlier-stamped write enters the pipeline
+    last, and resolves against the row the later-stamped one wrote."""
     engine = g.engine
     stamp = engine.stamp
     stamped, go = threading.Event(), threading.Event()
 
-    def stamp_then_pause(updated_at: object) -> int:  # thread "a" is preempted here
+    def stamp_then_pause(updated_at: object) -> int:
         ua = stamp(updated_at)
-        if threading.current_thread().name == "a":
+        if threading.current_thread().name == "first":
             stamped.set()
             go.wait()
         return ua
 
     monkeypatch.setattr(engine, "stamp", stamp_then_pause)
-    results = {}
-    first = threading.Thread(
-        target=lambda: results.update(a=g.obj_update(7, {"city": "london"})), name="a"
-    )
-    first.start()
+    results: dict[str, WriteResult] = {}
+    thread = threading.Thread(target=lambda: results.update(a=first()), name="first")
+    thread.start()
     stamped.wait()
-    results["b"] = g.obj_update(7, {"bio": "analyst"})
+    results["b"] = second()
     go.set()
-    first.join()
-    assert {r.status for r in results.values()} == {"applied"}
+    thread.join()
+    return results["a"], results["b"]
+
+
+def test_two_threads_patching_one_object_keep_both_patches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = open_graph(tmp_path / "g")
+    g.obj_add("user", {"name": "ada"}, id=7)
+    a, b = _stamped_first_entering_last(
+        g,
+        monkeypatch,
+        lambda: g.obj_update(7, {"city": "london"}),
+        lambda: g.obj_update(7, {"bio": "analyst"}),
+    )
+    assert (a.status, b.status) == ("applied", "applied")
     obj = g.obj_get(7)
     assert obj is not None
     assert obj.data == {"name": "ada", "city": "london", "bio": "analyst"}
+    # The late patch landed above the row it patched, and says so.
+    assert a.updated_at > b.updated_at
+    assert obj.updated_at == a.updated_at
+    assert g.obj_update(7, {"n": 1}).updated_at > a.updated_at  # the clock saw it
+    g.close()
+    reopened = open_graph(tmp_path / "g")
+    kept = reopened.obj_get(7)
+    assert kept is not None
+    assert kept.data == {"name": "ada", "city": "london", "bio": "analyst", "n": 1}
+    reopened.close()
+
+
+def test_a_delete_stamped_before_a_patch_that_enters_after_it_deletes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both were acknowledged as applied: the only order that explains that is patch,
+    then delete (a patch of a deleted object is NotFound). The object is gone."""
+    g = open_graph(tmp_path / "g")
+    g.obj_add("user", {"name": "ada"}, id=7)
+    a, b = _stamped_first_entering_last(
+        g, monkeypatch, lambda: g.obj_delete(7), lambda: g.obj_update(7, {"bio": "analyst"})
+    )
+    assert (a.status, b.status) == ("applied", "applied")
+    assert g.obj_get(7) is None
+    g.close()
+
+
+def test_a_write_stamped_by_its_caller_keeps_that_stamp_and_loses_to_a_newer_row(
+    tmp_path: Path,
+) -> None:
+    """`updated_at` given by the caller is the caller's order: no rebase."""
+    g = open_graph(tmp_path / "g")
+    g.obj_add("user", {"name": "ada"}, id=7)
+    newer = g.obj_update(7, {"bio": "analyst"})
+    older = g.obj_update(7, {"city": "london"}, updated_at=newer.updated_at - 1)
+    assert older.updated_at == newer.updated_at - 1
+    assert g.obj_get(7).data == {"name": "ada", "bio": "analyst"}  # type: ignore[union-attr]
     g.close()
 
 

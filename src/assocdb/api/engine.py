@@ -97,6 +97,7 @@ class Engine:
         self.journal = journal
         self.sync = sync
         self.applier = Applier(backend, journal, retry, cache=self.cache)
+        self.applier.observe = self.clock.observe
         self.pipeline = Pipeline(self.applier, sync=sync)
         self._schema_read_at = float("-inf")  # the first unknown type always re-reads
         self._indexes_read_at = _time.monotonic()
@@ -241,10 +242,10 @@ class Engine:
     def submit(self, op: Operation | Rows, updated_at: int) -> WriteResult:
         """Resolve, journal and (in sync mode) apply one write, with whatever other
         writes enter at the same time (`writes.pipeline`)."""
-        outcome = self.pipeline.submit([op])[0]
+        outcome, stamp = self.pipeline.submit([op])[0]
         if isinstance(outcome, BaseException):
             raise outcome
-        return WriteResult(outcome, updated_at)
+        return WriteResult(outcome, updated_at if stamp is None else stamp)
 
     def submit_many(
         self, writes: Sequence[tuple[Operation | Rows, int]], sync: bool | None = None
@@ -252,10 +253,12 @@ class Engine:
         """`submit` for several writes at once, in order: each one's result, or why it
         was refused (the others go on). `sync` overrides the graph's mode for them:
         False answers `queued` once they are journaled."""
-        outcomes = self.pipeline.submit([op for op, _ in writes], sync)
+        answers = self.pipeline.submit([op for op, _ in writes], sync)
         return [
-            outcome if isinstance(outcome, BaseException) else WriteResult(outcome, updated_at)
-            for outcome, (_, updated_at) in zip(outcomes, writes, strict=True)
+            outcome
+            if isinstance(outcome, BaseException)
+            else WriteResult(outcome, updated_at if stamp is None else stamp)
+            for (outcome, stamp), (_, updated_at) in zip(answers, writes, strict=True)
         ]
 
     def submit_background(self, node_job: NodeJob | FanoutJob) -> WriteResult:

@@ -108,12 +108,12 @@ class Objects:
         id = check_id(id)
         patch = _object_data(data)
         ua = self._engine.stamp(updated_at)
-        return ObjectWrite(id, ua, patch=patch), ua
+        return ObjectWrite(id, ua, patch=patch, rebase=updated_at is None), ua
 
     def delete_op(self, id: int, *, updated_at: int | None = None) -> tuple[ObjectWrite, int]:
         id = check_id(id)
         ua = self._engine.stamp(updated_at)
-        return ObjectWrite(id, ua, state=_REMOVED), ua
+        return ObjectWrite(id, ua, state=_REMOVED, rebase=updated_at is None), ua
 
     def _load(self, id: int) -> ObjRow | None:
         rows = self._backend.objects(shard_of(id, self._shards), [id])

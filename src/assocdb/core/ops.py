@@ -154,6 +154,13 @@ class ObjectWrite(msgspec.Struct, tag="obj", array_like=True, frozen=True):
     * update: `patch`, merged into the live object's data (NotFound if none);
     * delete: `state` removed (NotFound if the object never existed).
     The version is one more than the stored one.
+
+    `rebase`: the store stamped this update or delete (the caller gave no
+    `updated_at`). It reads the stored row, so it must land after it: resolved
+    against a row stamped as new or newer (a write stamped later that entered
+    first), it takes the stamp just above that row's. Else it would lose to
+    the very row it was resolved against, and a patch acknowledged as applied
+    would vanish.
     """
 
     id: int
@@ -162,6 +169,7 @@ class ObjectWrite(msgspec.Struct, tag="obj", array_like=True, frozen=True):
     otype: int | None = None
     data: bytes | None = None
     patch: bytes | None = None
+    rebase: bool = False
 
     needs_row = True
     needs_current = True
@@ -175,17 +183,20 @@ class ObjectWrite(msgspec.Struct, tag="obj", array_like=True, frozen=True):
         current: ObjRow | None = stored.row
         live = current is not None and current.state != _REMOVED
         version = current.version + 1 if current is not None else 1
+        ua = self.updated_at
+        if self.rebase and current is not None and current.updated_at >= ua:
+            ua = current.updated_at + 1
         if self.state == _REMOVED:
             if current is None:
                 raise NotFound(f"no object {self.id}", id=self.id)
-            return ObjRow(self.id, current.otype, _REMOVED, version, self.updated_at, b"{}")
+            return ObjRow(self.id, current.otype, _REMOVED, version, ua, b"{}")
         if self.patch is not None:
             if not live:
                 raise NotFound(f"no object {self.id}", id=self.id)
             assert current is not None
             merged = {**_json.decode(current.data), **_json.decode(self.patch)}
             raw = _json.encode(merged, MAX_OBJECT_DATA, "object data after the update")
-            return ObjRow(self.id, current.otype, State.NORMAL, version, self.updated_at, raw)
+            return ObjRow(self.id, current.otype, State.NORMAL, version, ua, raw)
         assert self.otype is not None
         assert self.data is not None
         if live:

@@ -61,7 +61,10 @@ class WriteResult(msgspec.Struct, frozen=True):
     """What became of a write: `applied` to the shards, or `queued` for retry.
 
     Either way the write is durable and will be applied exactly as stamped by
-    `updated_at`, its position in the merge rule's order.
+    `updated_at`, its position in the merge rule's order. An update or delete
+    the store stamped lands after the row it read: if a write stamped later got
+    there first, it is stamped just above that row, and `updated_at` says so
+    (one `queued` before it could read its row is stamped when it is applied).
     """
 
     status: Literal["applied", "queued"]

@@ -269,6 +269,9 @@ class Applier:
         #: Adds the secondary index entries of a resolved object write (`core.entities`):
         #: `entries(stored row, rows) -> rows`. Set by the Graph, which knows the indexes.
         self.entries: Callable[[Any, Rows], Rows] | None = None
+        #: Told every stamp a resolution raised (`ObjectWrite.rebase`), so that this
+        #: process stamps its later writes above it: the Graph's clock.
+        self.observe: Callable[[int], None] | None = None
         self._shards = backend.shards
         self._random = random.Random()
         self._queue: queue.Queue[tuple[int, Work] | None] = queue.Queue()
@@ -572,13 +575,22 @@ class Applier:
         if self.pending.blocked(reads_of(work), before=job):
             return Unavailable("waiting for an earlier write to the same row")
         try:
-            stored = self.read_current(work)
-            rows = resolve(work, stored)
-            if self.entries is not None and rows.objects:
-                rows = self.entries(stored.row, rows)
+            rows = self.resolution(work, self.read_current(work))
         except Exception as exc:
             return exc
         self.journal.resolved(job, encode(rows))
+        return rows
+
+    def resolution(self, op: Operation, stored: Stored) -> Rows:
+        """The rows `op` comes to against `stored`, with their secondary index entries;
+        a stamp the resolution raised is observed by the clock."""
+        rows = resolve(op, stored)
+        if rows.objects:
+            if self.entries is not None:
+                rows = self.entries(stored.row, rows)
+            stamp = restamped(op, rows)
+            if stamp is not None and self.observe is not None:
+                self.observe(stamp)
         return rows
 
     def _apply_leg(self, leg: Leg) -> None:
@@ -823,6 +835,15 @@ class Applier:
             self.fence()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+
+
+def restamped(op: Operation | Rows, rows: Rows) -> int | None:
+    """The stamp `op`'s resolution `rows` raised it to (`ObjectWrite.rebase`), if it did."""
+    if isinstance(op, ObjectWrite) and op.rebase and rows.objects:
+        stamp = rows.objects[0].updated_at
+        if stamp > op.updated_at:
+            return stamp
+    return None
 
 
 def reads_of(op: Operation) -> list[Key]:

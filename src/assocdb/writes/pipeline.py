@@ -50,12 +50,14 @@ from typing import Literal
 
 from ..core.errors import AssocdbError, InvalidRequest
 from ..core.ops import Key, Operation, Rows, Stored, is_rejection, resolve
-from .applier import FENCE_JOBS, Applier, encode, reads_of
+from .applier import FENCE_JOBS, Applier, encode, reads_of, restamped
 
 log = logging.getLogger("assocdb.journal")
 Work = Operation | Rows
 #: What a write came to: applied, queued (journaled, not yet applied), or why it was refused.
 Outcome = Literal["applied", "queued"] | BaseException
+#: A write's outcome, and the stamp its resolution raised it to if it did.
+Answer = tuple[Outcome, int | None]
 
 
 class _Ticket:
@@ -71,7 +73,7 @@ class _Ticket:
 
 
 class _Entry:
-    __slots__ = ("handed", "outcome", "sync", "ticket", "work")
+    __slots__ = ("handed", "outcome", "stamp", "sync", "ticket", "work")
 
     def __init__(self, work: Work, ticket: _Ticket, sync: bool) -> None:
         self.work = work
@@ -79,6 +81,7 @@ class _Entry:
         self.sync = sync  # applied before it is answered, or answered once journaled
         self.outcome: Outcome | None = None
         self.handed = False  # journaled and passed to the apply stage, which answers it
+        self.stamp: int | None = None  # raised by its resolution (`ObjectWrite.rebase`)
 
     def answer(self, outcome: Outcome) -> None:
         ticket = self.ticket
@@ -122,8 +125,9 @@ class Pipeline:
         self._journaling = False  # the journal stage is working on a batch
         self._inline = False  # a lone writer is carrying its writes through (`_run_inline`)
 
-    def submit(self, works: Sequence[Work], sync: bool | None = None) -> list[Outcome]:
-        """Write `works` (in this order) with whatever else is waiting; their outcomes.
+    def submit(self, works: Sequence[Work], sync: bool | None = None) -> list[Answer]:
+        """Write `works` (in this order) with whatever else is waiting; their outcomes,
+        each with the stamp its resolution raised it to, if it did (`ObjectWrite.rebase`).
         `sync` (default: the pipeline's) says whether they are applied before the
         answer or answered once journaled (`queued`) and applied in the background."""
         if not works:
@@ -145,7 +149,7 @@ class Pipeline:
         if alone:
             self._run_inline(mine)
         ticket.done.wait()
-        return [entry.outcome for entry in mine]  # type: ignore[misc]
+        return [(entry.outcome, entry.stamp) for entry in mine]  # type: ignore[misc]
 
     def _run_inline(self, entries: list[_Entry]) -> None:
         """A pipeline with nothing in it: the writer carries its own writes through both
@@ -281,7 +285,9 @@ class Pipeline:
             if isinstance(current, AssocdbError):
                 continue  # journaled unresolved, resolved when its shard answers again
             try:
-                works[number] = self._with_entries(current.row, resolve(op, current))
+                rows = self.applier.resolution(op, current)
+                entries[number].stamp = restamped(op, rows)
+                works[number] = rows
             except Exception as exc:
                 if not is_rejection(exc):
                     raise
