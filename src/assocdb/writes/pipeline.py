@@ -1,37 +1,37 @@
 """The write pipeline: writes that enter together go through together.
 
 Every write of a Graph enters here, from any thread (`Pipeline.submit`) or
-many at once (`Graph.batch`). Two threads carry them through, each taking
-everything that waits for it as one batch:
+many at once (`Graph.batch`). One thread carries them through, taking
+everything that waits as one batch:
 
-1. the **journal stage** takes the writes waiting to enter. It *resolves*
-   them: the stored rows the operations depend on are read with one read
-   per shard (`Applier.read_current_many`) and each operation becomes
-   concrete rows by the pure rule (`core.ops.resolve`); a refused one
-   (NotFound, Conflict) is answered with its error and goes no further. Then
-   it *journals* them: every job in one transaction and **one fsync**
-   (`Journal.append_many`). From here on each write is acknowledged.
-2. the **apply stage** takes every journaled batch waiting for it, groups
-   the legs of all their jobs by shard and writes each touched shard in
-   **one transaction** (`Applier.run_batch`); a shard that fails turns only
-   its own legs into queued retries. Then it answers the writers.
+1. it *resolves* them: the stored rows the operations depend on are read
+   with one read per shard (`Applier.read_current_many`) and each operation
+   becomes concrete rows by the pure rule (`core.ops.resolve`); a refused
+   one (NotFound, Conflict) is answered with its error and goes no further;
+2. it *journals* them: every job in one transaction and **one fsync**
+   (`Journal.append_many`). From here on each write is acknowledged;
+3. it *applies* them: the legs of all their jobs grouped by shard, each
+   touched shard written in **one transaction** (`Applier.run_batch`); a
+   shard that fails turns only its own legs into queued retries. Then it
+   answers the writers.
 
-The stages overlap: batch N+1 is resolved and fsynced while batch N is
-applied, so the two cores work at once, and the cost of a write falls as
-load rises. A write that finds the pipeline empty is carried through both
-stages by its own thread (no hand-offs): a lone write costs one fsync plus
-one apply, as without a pipeline.
+Writes that arrive meanwhile wait for the next batch, so the cost of a write
+falls as load rises. A write that finds the pipeline empty is carried
+through by its own thread (no hand-off): a lone write costs one fsync plus
+one apply. The stages do not overlap on purpose: a second thread applying
+batch N while batch N+1 is resolved and fsynced was measured slower (8
+writers: 1,400 against 2,100 writes/s; 64: 3,800 against 4,400): both
+threads need the GIL after every statement, and each waited for the other.
 
 Order. An operation that reads a stored row (a re-add keeping the edge's
 time, an object patch, an edge into a list with a node state) must see
 every earlier write of that row. Within a batch, one that reads a row an
 earlier write of the batch writes waits for the next *round* of the batch,
-and so does everything after it. Across batches, a row with a journaled,
-unapplied write is *pending* (`applier.Pending`): the journal stage waits
-for the apply stage to finish its batches, then resolves against the
-applied rows; if the row is still pending (its write is in the error queue,
-or a background apply), the operation is journaled unresolved and the
-applier resolves it in journal order, as before.
+and so does everything after it. Earlier batches are applied before a batch
+is resolved; a row whose journaled write is still unapplied (it is in the
+error queue, or a background apply) is *pending* (`applier.Pending`), and an
+operation reading it is journaled unresolved: the applier resolves it in
+journal order, as before.
 
 With `sync=False` a write is answered once journaled (`queued`) and the
 applier's background threads apply it (in batches as well); one the store
@@ -43,7 +43,6 @@ low-priority writes are acknowledged once journaled on a synchronous graph).
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from collections.abc import Sequence
 from typing import Literal
@@ -73,17 +72,17 @@ class _Ticket:
 
 
 class _Entry:
-    __slots__ = ("handed", "outcome", "stamp", "sync", "ticket", "work")
+    __slots__ = ("outcome", "stamp", "sync", "ticket", "work")
 
     def __init__(self, work: Work, ticket: _Ticket, sync: bool) -> None:
         self.work = work
         self.ticket = ticket
         self.sync = sync  # applied before it is answered, or answered once journaled
         self.outcome: Outcome | None = None
-        self.handed = False  # journaled and passed to the apply stage, which answers it
         self.stamp: int | None = None  # raised by its resolution (`ObjectWrite.rebase`)
 
     def answer(self, outcome: Outcome) -> None:
+        """Answer the entry (a second answer is ignored: the first one stands)."""
         ticket = self.ticket
         with ticket.lock:
             if self.outcome is not None:
@@ -95,7 +94,7 @@ class _Entry:
 
 
 class _Journaled:
-    """A round the journal stage has fsynced, for the apply stage."""
+    """A round that is journaled (acknowledged), to apply."""
 
     __slots__ = ("entries", "jobs", "works")
 
@@ -117,13 +116,9 @@ class Pipeline:
         self._inbox: list[_Entry] = []
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
-        self._to_apply: queue.Queue[_Journaled | None] = queue.Queue()
-        self._applying = 0  # rounds journaled and not yet applied
-        self._applied = threading.Condition()
-        self._threads: list[threading.Thread] = []
+        self._thread: threading.Thread | None = None
         self._closed = False
-        self._journaling = False  # the journal stage is working on a batch
-        self._inline = False  # a lone writer is carrying its writes through (`_run_inline`)
+        self._busy = False  # a batch is going through (the pipeline's thread or a lone writer)
 
     def submit(self, works: Sequence[Work], sync: bool | None = None) -> list[Answer]:
         """Write `works` (in this order) with whatever else is waiting; their outcomes,
@@ -138,71 +133,64 @@ class Pipeline:
         with self._lock:
             if self._closed:
                 raise InvalidRequest("this graph has been closed")
-            if not self._threads:
-                self._start()
-            alone = not (self._inbox or self._journaling or self._inline or self._applying)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="assocdb-writes", daemon=True
+                )
+                self._thread.start()
+            alone = not (self._inbox or self._busy)
             if alone:
-                self._inline = True
+                self._busy = True
             else:
                 self._inbox.extend(mine)
                 self._arrived.notify()
         if alone:
-            self._run_inline(mine)
+            self._run_alone(mine)
         ticket.done.wait()
         return [(entry.outcome, entry.stamp) for entry in mine]  # type: ignore[misc]
 
-    def _run_inline(self, entries: list[_Entry]) -> None:
-        """A pipeline with nothing in it: the writer carries its own writes through both
-        stages (no thread hand-offs: a lone write costs one fsync plus one apply). Writes
-        arriving meanwhile wait in the inbox for the stage threads."""
+    def _run_alone(self, entries: list[_Entry]) -> None:
+        """A pipeline with nothing in it: the writer carries its own writes through (no
+        thread hand-off: a lone write costs one fsync plus one apply). Writes arriving
+        meanwhile wait in the inbox for the pipeline's thread."""
         try:
-            self._run_batch(entries, inline=True)
+            self._run_batch(entries)
         finally:
             with self._lock:
-                self._inline = False
-                if self._inbox or self._closed:  # else waking the journal stage is wasted
+                self._busy = False
+                if self._inbox or self._closed:  # else waking the thread is wasted
                     self._arrived.notify()
 
     def close(self) -> None:
-        """Finish what has entered, then stop the stage threads."""
+        """Finish what has entered, then stop the pipeline's thread."""
         with self._lock:
             self._closed = True
             self._arrived.notify()
-            threads, self._threads = self._threads, []
-        for thread in threads:
+            thread, self._thread = self._thread, None
+        if thread is not None:
             thread.join()
 
-    def _start(self) -> None:
-        self._threads = [
-            threading.Thread(target=self._journal_stage, name="assocdb-journal", daemon=True),
-            threading.Thread(target=self._apply_stage, name="assocdb-apply", daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
+    # -- the pipeline's thread --------------------------------------------------------
 
-    # -- the journal stage --------------------------------------------------------------
-
-    def _journal_stage(self) -> None:
+    def _run(self) -> None:
         while True:
             with self._lock:
-                while (not self._inbox or self._inline) and not self._closed:
+                while (not self._inbox or self._busy) and not self._closed:
                     self._arrived.wait()
-                while self._inline:  # closing: let the inline writer finish first
+                while self._busy:  # closing: let the lone writer finish first
                     self._arrived.wait()
                 if not self._inbox:  # closed, and everything entered has gone through
-                    self._to_apply.put(None)
                     return
                 batch, self._inbox = self._inbox, []
-                self._journaling = True
+                self._busy = True
             try:
-                self._run_batch(batch, inline=False)
+                self._run_batch(batch)
             finally:
                 with self._lock:
-                    self._journaling = False
+                    self._busy = False
 
-    def _run_batch(self, batch: list[_Entry], inline: bool) -> None:
-        """Resolve and journal the batch round by round; apply each round here (inline)
-        or hand it to the apply stage."""
+    def _run_batch(self, batch: list[_Entry]) -> None:
+        """Resolve, journal and apply the batch, round by round."""
         self.batches += 1
         self.writes += len(batch)
         rest = batch
@@ -210,24 +198,15 @@ class Pipeline:
             while rest:
                 this_round, rest = _rounds(rest)
                 journaled = self._journal_round(this_round)
-                if journaled is None:
-                    continue
-                if inline:
-                    self._apply([journaled])
-                else:
-                    for entry in journaled.entries:
-                        entry.handed = True
-                    with self._applied:
-                        self._applying += 1
-                    self._to_apply.put(journaled)
+                if journaled is not None:
+                    self._apply(journaled)
         except BaseException as exc:  # nothing may leave a writer without an answer
             log.exception("the write pipeline failed on a batch of %d writes", len(batch))
             for entry in batch:
-                if not entry.handed:
-                    entry.answer(exc)
+                entry.answer(exc)  # (those answered already keep their answer)
 
     def _journal_round(self, entries: list[_Entry]) -> _Journaled | None:
-        """Resolve and journal one round: what is left for the apply stage, if anything."""
+        """Resolve and journal one round: what is left to apply, if anything."""
         works = self._resolve(entries)
         live = [(e, w) for e, w in zip(entries, works, strict=True) if w is not None]
         if not live:
@@ -274,11 +253,10 @@ class Pipeline:
             reads.append((number, work))
         if not reads:
             return works
-        pending = self.applier.pending
-        blocked = pending.which_blocked([reads_of(op) for _, op in reads])
+        # Earlier batches are applied: only writes in the error queue (or applied in
+        # the background) are pending; what reads their rows is journaled unresolved.
+        blocked = self.applier.pending.which_blocked([reads_of(op) for _, op in reads])
         if any(blocked):
-            self._wait_applied()  # then only writes in the error queue are pending
-            blocked = pending.which_blocked([reads_of(op) for _, op in reads])
             reads = [read for read, no in zip(reads, blocked, strict=True) if not no]
         stored = self.applier.read_current_many([op for _, op in reads])
         for (number, op), current in zip(reads, stored, strict=True):
@@ -302,60 +280,24 @@ class Pipeline:
         entries = self.applier.entries
         return rows if entries is None or not rows.objects else entries(old, rows)
 
-    def _wait_applied(self) -> None:
-        """Wait until the apply stage has applied every round journaled so far."""
-        with self._applied:
-            while self._applying:
-                self._applied.wait()
+    # -- applying -----------------------------------------------------------------------
 
-    # -- the apply stage ----------------------------------------------------------------
-
-    def _apply_stage(self) -> None:
-        while (first := self._to_apply.get()) is not None:
-            rounds = [first]
-            stop = False
-            while True:
-                try:
-                    more = self._to_apply.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                rounds.append(more)
-            try:
-                self._apply(rounds)
-            except BaseException as exc:  # the journal holds them: replayed on the next open
-                log.exception("applying %d journaled rounds failed", len(rounds))
-                for journaled in rounds:
-                    for entry in journaled.entries:
-                        if entry.outcome is None:
-                            entry.answer(exc)
-            finally:
-                with self._applied:
-                    self._applying -= len(rounds)
-                    self._applied.notify_all()
-            if stop:
-                return
-
-    def _apply(self, rounds: list[_Journaled]) -> None:
-        """Apply journaled rounds together: every concrete job in one `run_batch` (the
-        rounds were resolved in order, each after the rows it read were applied), then
-        the unresolved ones one by one, in journal order."""
+    def _apply(self, journaled: _Journaled) -> None:
+        """Apply a journaled round: its concrete jobs in one `run_batch` (the round was
+        resolved after the rows it read were applied), then the unresolved ones one by
+        one, in journal order."""
         applier = self.applier
         concrete = [
             (job, work)
-            for journaled in rounds
             for job, work in zip(journaled.jobs, journaled.works, strict=True)
             if isinstance(work, Rows)
         ]
         applied = dict(zip([job for job, _ in concrete], applier.run_batch(concrete), strict=True))
-        for journaled in rounds:
-            for job, work, entry in zip(
-                journaled.jobs, journaled.works, journaled.entries, strict=True
-            ):
-                ok = applied[job] if isinstance(work, Rows) else applier.run(job, work)
-                entry.answer("applied" if ok else "queued")
+        for job, work, entry in zip(
+            journaled.jobs, journaled.works, journaled.entries, strict=True
+        ):
+            ok = applied[job] if isinstance(work, Rows) else applier.run(job, work)
+            entry.answer("applied" if ok else "queued")
         if applier.unfenced() >= FENCE_JOBS:
             applier.fence()
 
