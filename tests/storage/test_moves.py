@@ -20,12 +20,15 @@ import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
 from assocdb import Graph, InvalidRequest, Unavailable
+from assocdb.cli.main import main
 from assocdb.core.ids import shard_of
+from assocdb.storage import moves
 from assocdb.storage.moves import MoveProgress, cancel_move, drop_replica, move_shard
 from assocdb.storage.replica_verify import verify_replicas
 from assocdb.storage.shardmap_config import (
@@ -411,3 +414,31 @@ def test_a_move_finishes_when_a_backend_setting_changes_meanwhile(graph: Graph) 
     move_shard(path, shard, "db4", move=True, remove=old[0], settle=0, progress=change_a_timeout)
     assert [r.backend for r in load(path).replicas[shard]] == [old[1], "db4"]
     assert load(path).moves == []
+
+
+def test_an_operator_edit_while_ids_are_levelled_is_kept(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A move's last step and drop-replica level the replicas' id counters (a round trip
+    to each) between reading the map and writing it back: an operator's edit made then
+    (another drain, a weight) used to be overwritten by the map read before it."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    real = moves.level_ids
+    edits = iter(["db2", "db3"])
+
+    def level_ids_meanwhile(*args: Any) -> None:
+        real(*args)
+        name = next(edits)
+        assert main.main(["shards", "mark-down", str(path), name], standalone_mode=False) is None
+
+    monkeypatch.setattr(moves, "level_ids", level_ids_meanwhile)
+    primary = load(path).replicas[0][0].backend  # db1; shard 0 is on db1 and db2
+    move_shard(path, 0, "db4", move=True, remove=primary, settle=0)
+    assert load(path).backends["db2"].down
+    assert [r.backend for r in load(path).replicas[0]] == ["db2", "db4"]
+    assert drop_replica(path, 1, "db2", settle=0)  # shard 1: db2 and db3
+    assert load(path).backends["db3"].down
+    assert [r.backend for r in load(path).replicas[1]] == ["db3"]
