@@ -442,3 +442,28 @@ def test_an_operator_edit_while_ids_are_levelled_is_kept(
     assert drop_replica(path, 1, "db2", settle=0)  # shard 1: db2 and db3
     assert load(path).backends["db3"].down
     assert [r.backend for r in load(path).replicas[1]] == ["db3"]
+
+
+def test_a_mover_whose_copy_is_cancelled_meanwhile_stops_at_its_next_save(graph: Graph) -> None:
+    """`assocdb shards cancel` run while the mover still copies (the operator forgot to
+    stop it): the cancel holds, and the mover stops saying so at its next save of the
+    map, instead of copying and verifying on and failing with a puzzle at the end."""
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = shard_of(fixed[0], graph.shards)
+    before = load(path).replicas[shard]
+    phases: list[str] = []
+
+    def cancel_once(progress: MoveProgress) -> None:
+        if not phases:
+            assert cancel_move(path, shard, "db4")
+        phases.append(progress.phase)
+
+    with pytest.raises(InvalidRequest, match="was cancelled"):
+        move_shard(path, shard, "db4", move=True, remove=before[0].backend, settle=0,
+                   page=5, progress=cancel_once)  # fmt: skip
+    assert load(path).moves == []
+    assert load(path).replicas[shard] == before
