@@ -467,3 +467,44 @@ def test_a_mover_whose_copy_is_cancelled_meanwhile_stops_at_its_next_save(graph:
                    page=5, progress=cancel_once)  # fmt: skip
     assert load(path).moves == []
     assert load(path).replicas[shard] == before
+
+
+def test_a_move_off_a_drained_backend_copies_from_another_replica_and_finishes(
+    graph: Graph,
+) -> None:
+    """The operator drains a backend (`mark-down`: no reads or writes go to it), then moves
+    its shards off it. The copy must not be read from it (it misses the writes made since,
+    and was drained for a reason), and the move must finish: it used to copy from it
+    and then stop at its verify for good ("db1 is down or drained"), the shard's writes
+    queued all along."""
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = shard_of(fixed[0], graph.shards)
+    drained, other = [r.backend for r in load(path).replicas[shard]]
+    row = backend.member(drained).export_table(shard, "edges", None, 1)[0]
+    phantom = (row[0], row[1], 999_999_999, row[3], row[4], row[5], row[6])
+    backend.member(drained).bulk_merge(shard, [phantom])  # a row only the drained copy has
+    save(with_down(load(path), drained, True), path)
+    wait_until(lambda: backend.map.backends[drained].down)
+    assert graph.assoc_add(fixed[0], "likes", 4242, time=5).status == "queued"
+    move_shard(path, shard, "db4", move=True, remove=drained, settle=SETTLE)
+    assert [r.backend for r in load(path).replicas[shard]] == [other, "db4"]
+    assert load(path).moves == []
+    assert backend.member("db4").edges_at(shard, [phantom[:3]]) == []
+    wait_until(lambda: [r.backend for r in backend.map.replicas[shard]] == [other, "db4"])
+    assert graph.drain(timeout=30)
+    assert graph.assoc_contains(fixed[0], "likes", 4242)
+    assert verify_replicas(backend, [shard]).differences == []
+
+
+def test_a_move_whose_only_readable_copy_is_drained_is_refused(make_map: MapMaker) -> None:  # noqa: F811
+    path = make_map(replicas=1)
+    add_backend(path, "db4")
+    save(with_down(load(path), "db3", True), path)  # shard 2 is on db3 alone
+    before = path.read_text()
+    with pytest.raises(InvalidRequest, match=r"shard 2: no replica to copy from.*db3"):
+        move_shard(path, 2, "db4", move=True, settle=0)
+    assert path.read_text() == before

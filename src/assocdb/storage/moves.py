@@ -297,6 +297,12 @@ def _start(
         return smap, None  # the copy exists and nothing is left to remove: done before
     if smap.backends[target].down:  # no write would land on it: all of them would wait
         raise InvalidRequest(f"backend {target} is marked down (drained): mark it up first")
+    if not _readable(smap, shard, target):
+        drained = [n for n in names if n != target and smap.backends[n].down]
+        raise InvalidRequest(
+            f"shard {shard}: no replica to copy from may be read ({', '.join(drained)} "
+            f"marked down, drained): mark one up first"
+        )
     if target in names:
         # A copy placed by hand: verified (and repaired) before the old one leaves.
         record = MoveRecord(shard, target, "verifying", remove, weight)
@@ -306,6 +312,16 @@ def _start(
     record = MoveRecord(shard, target, "write-only", remove, weight)
     log.warning("shard %d: a write-only copy on %s joins its replicas", shard, target)
     return with_moves(with_replica(smap, shard, target, 0), [*smap.moves, record]), record
+
+
+def _readable(smap: ShardMap, shard: int, target: str) -> list[str]:
+    """The replicas of `shard` a copy on `target` may be filled from and verified
+    against: read (weight above 0) and not drained."""
+    return [
+        r.backend
+        for r in smap.replicas[shard]
+        if r.backend != target and r.weight and not smap.backends[r.backend].down
+    ]
 
 
 class _Mover:
@@ -331,7 +347,7 @@ class _Mover:
         self.differences = 0
         self._started = time.perf_counter()
         self._saved = time.monotonic()
-        self._from: Backend | None = None  # the replica copied from, while it answers
+        self._from: tuple[str, Backend] | None = None  # the replica copied from, while it answers
         self._base = 0
 
     def run(self) -> None:
@@ -398,16 +414,25 @@ class _Mover:
             self._copy_settings(target)
 
     def _source(self) -> Backend:
-        """A readable replica of the shard other than the copy (the primary if it is up)."""
-        if self._from is not None:
-            return self._from
-        for replica in self.backend.map.replicas[self.record.shard]:
-            if replica.backend == self.record.target or not replica.weight:
-                continue
-            if self.backend.probe(replica.backend) is None:
-                self._from = self.backend.member(replica.backend)
-                return self._from
+        """A readable replica of the shard other than the copy (the primary if it is up),
+        never a drained one: an operator's drain means no reads, and a drained replica
+        misses the writes made meanwhile. Chosen again if the one chosen is drained."""
+        if self._from is not None and not self._drained(self._from[0]):
+            return self._from[1]
+        self._from = None
+        for name in self._readable():
+            if self.backend.probe(name) is None:
+                self._from = (name, self.backend.member(name))
+                return self._from[1]
         raise Unavailable(f"shard {self.record.shard}: no replica to copy from answers")
+
+    def _readable(self) -> list[str]:
+        """The replicas of the shard the copy may be filled from and verified against."""
+        return _readable(self.backend.map, self.record.shard, self.record.target)
+
+    def _drained(self, name: str) -> bool:
+        config = self.backend.map.backends.get(name)
+        return config is None or config.down
 
     def _read_page(self, table: str, after: Any) -> list[tuple[Any, ...]]:
         shard = self.record.shard
@@ -452,8 +477,17 @@ class _Mover:
     def _verify(self) -> None:
         shard = self.record.shard
         self._reload()
+        # Drained replicas are not read: a move's drained source leaves the set anyway,
+        # and another one catches up from the journals when it is marked up again.
+        drained = [r.backend for r in self.backend.map.replicas[shard] if self._drained(r.backend)]
+        if not self._readable():
+            raise Unavailable(
+                f"shard {shard}: the copy on {self.record.target} cannot be verified: no "
+                f"other replica may be read ({', '.join(drained) or 'none'} drained); "
+                f"mark one up and run again"
+            )
         for _ in range(VERIFY_PASSES):
-            report = verify_replicas(self.backend, [shard], repair=True)
+            report = verify_replicas(self.backend, [shard], repair=True, skip=drained)
             self.differences += len(report.differences)
             if not report.differences:
                 return

@@ -48,7 +48,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -724,12 +724,14 @@ class ShardMapBackend:
             )
         return list(found)
 
-    def replicas(self, shard: int) -> list[tuple[str, Backend]]:
+    def replicas(self, shard: int, skip: Collection[str] = ()) -> list[tuple[str, Backend]]:
         """The replicas of a shard that take work now, primary first: (name, member backend),
-        each opened if needed (for the replica verifier). Unavailable if one is down: a
-        comparison needs every copy."""
+        each opened if needed (for the replica verifier), but those named in `skip`.
+        Unavailable if one is down: a comparison needs every copy."""
         found = []
         for member, _ in self._replicas[shard]:
+            if member.name in skip:
+                continue
             if not member.health.allows():
                 raise Unavailable(f"shard {shard}: backend {member.name} is down or drained")
             found.append((member.name, self._open(member)))
