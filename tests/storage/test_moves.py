@@ -462,7 +462,7 @@ def test_a_mover_whose_copy_is_cancelled_meanwhile_stops_at_its_next_save(graph:
             assert cancel_move(path, shard, "db4")
         phases.append(progress.phase)
 
-    with pytest.raises(InvalidRequest, match="was cancelled"):
+    with pytest.raises(InvalidRequest, match="no longer recorded"):
         move_shard(path, shard, "db4", move=True, remove=before[0].backend, settle=0,
                    page=5, progress=cancel_once)  # fmt: skip
     assert load(path).moves == []
@@ -508,3 +508,30 @@ def test_a_move_whose_only_readable_copy_is_drained_is_refused(make_map: MapMake
     with pytest.raises(InvalidRequest, match=r"shard 2: no replica to copy from.*db3"):
         move_shard(path, 2, "db4", move=True, settle=0)
     assert path.read_text() == before
+
+
+def test_an_operation_is_resumed_only_by_the_command_that_started_it(graph: Graph) -> None:
+    """An interrupted `shards move 4 --to db4 --from db2`, then `shards add-replica 4 --on
+    db4`: the add-replica used to resume the move and take db2 out of the shard's
+    replicas; the other way round, a move resumed an added replica and removed nothing."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    smap = with_replica(load(path), 4, "db4", 0)  # shard 4: db2 and db3
+    moving = MoveRecord(4, "db4", "write-only", "db2")
+    adding = MoveRecord(5, "db4", "write-only")  # shard 5: db3 and db1
+    save(with_moves(with_replica(smap, 5, "db4", 0), [moving, adding]), path)
+    before = path.read_text()
+    with pytest.raises(InvalidRequest, match="a move of shard 4 from db2 to db4 is under way"):
+        move_shard(path, 4, "db4", settle=0)
+    with pytest.raises(InvalidRequest, match="a move of shard 4 from db2 to db4 is under way"):
+        move_shard(path, 4, "db4", move=True, remove="db3", settle=0)
+    with pytest.raises(InvalidRequest, match="an added replica of shard 5 on db4 is under way"):
+        move_shard(path, 5, "db4", move=True, remove="db3", settle=0)
+    assert path.read_text() == before
+    assert move_shard(path, 4, "db4", move=True, settle=0).source == "db2"  # resumed
+    assert move_shard(path, 5, "db4", settle=0).source is None
+    assert [r.backend for r in load(path).replicas[4]] == ["db3", "db4"]
+    assert [r.backend for r in load(path).replicas[5]] == ["db3", "db1", "db4"]
+    assert load(path).moves == []

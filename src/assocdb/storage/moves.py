@@ -129,6 +129,7 @@ def move_shard(
         # once record one operation, not two.
         found = _record(now, shard, target)
         if found is not None:
+            _check_resumed(found, remove, move)
             started_now.append(found)
             return now
         new, record = _start(now, shard, target, remove, move, weight)
@@ -312,6 +313,26 @@ def _start(
     record = MoveRecord(shard, target, "write-only", remove, weight)
     log.warning("shard %d: a write-only copy on %s joins its replicas", shard, target)
     return with_moves(with_replica(smap, shard, target, 0), [*smap.moves, record]), record
+
+
+def _check_resumed(record: MoveRecord, remove: str | None, move: bool) -> None:
+    """InvalidRequest unless the operation asked for is the one recorded: an add-replica
+    run again must not finish a move (and take a replica out), nor a move finish an
+    added replica (and leave the replica it was asked to remove)."""
+    shard, target = record.shard, record.target
+    if record.source is None and not move:
+        return
+    if record.source is not None and move and remove in (None, record.source):
+        return
+    recorded = (
+        f"a move of shard {shard} from {record.source} to {target}"
+        if record.source is not None
+        else f"an added replica of shard {shard} on {target}"
+    )
+    raise InvalidRequest(
+        f"{recorded} is under way ({record.phase}): run the command that started it "
+        f"again to finish it, or cancel it first (assocdb shards cancel)"
+    )
 
 
 def _readable(smap: ShardMap, shard: int, target: str) -> list[str]:
@@ -535,8 +556,9 @@ class _Mover:
         def change(current: ShardMap) -> ShardMap:
             if key not in [(m.shard, m.target) for m in current.moves]:
                 raise InvalidRequest(
-                    f"shard {record.shard}: the copy on {record.target} was cancelled "
-                    f"(`assocdb shards cancel`) while this mover ran; it stops"
+                    f"shard {record.shard}: the copy on {record.target} is no longer "
+                    f"recorded in the map (it was cancelled, or another mover finished "
+                    f"it) while this mover ran; it stops"
                 )
             moves = [record if (m.shard, m.target) == key else m for m in current.moves]
             return with_moves(current if also is None else also(current), moves)
