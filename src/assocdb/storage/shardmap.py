@@ -44,6 +44,7 @@ unfinished write to every replica.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import random
 import threading
@@ -257,12 +258,15 @@ class ShardMapBackend:
             except Exception:  # it must outlive any one bad edit (the map it had stays)
                 log.exception("reloading the shard map failed")
 
-    def _stamp(self) -> tuple[int, int] | None:
+    def _stamp(self) -> bytes | None:
+        """A digest of the map file's text. Not its mtime and size: an edit of the same size
+        (a weight 1 -> 2) within one tick of the file system's clock (several ms) would
+        go unseen, and this process would keep an old replica set for good."""
         try:
-            stat = self.source.stat() if self.source is not None else None
+            text = self.source.read_bytes() if self.source is not None else None
         except OSError:
             return None
-        return None if stat is None else (stat.st_mtime_ns, stat.st_size)
+        return None if text is None else hashlib.blake2b(text, digest_size=16).digest()
 
     def reload(self) -> None:
         """Take new weights, drains, backends and replica sets from the map file.
