@@ -663,3 +663,18 @@ def test_an_edit_of_the_same_size_in_one_tick_of_the_clock_is_taken(make_map: Ma
                    patience=20)  # fmt: skip
     finally:
         g.close()
+
+
+def test_an_edit_made_while_a_process_opens_the_map_is_taken(make_map: MapMaker) -> None:
+    """The map is read, then edited (a drain, a mover's new copy), then the process
+    starts watching the file: it used to take the file as it was then for the map it had
+    read, and never took that edit."""
+    path = make_map()
+    smap = load(path)  # what the opener read
+    save(with_down(load(path), "db3", True), path)  # the edit, just after
+    backend = ShardMapBackend(smap, open_backend, source=path)
+    try:
+        # A safety net only: the map is looked at every second.
+        wait_until(lambda: backend.map.backends["db3"].down, patience=20)
+    finally:
+        backend.close()

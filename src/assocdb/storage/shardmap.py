@@ -112,7 +112,9 @@ class ShardMapBackend:
     ) -> None:
         self.map = smap
         self.source = None if source is None else Path(source)
-        self._source_stamp = self._stamp()
+        # Not the file's stamp now: it may have changed since `smap` was read from it, and
+        # that change would never be taken. The first look at the file reloads it.
+        self._source_stamp: bytes | None = None
         self._next_reload = 0.0
         self.shards = smap.shards
         self.tracers: list[Tracer] = []
@@ -335,7 +337,8 @@ class ShardMapBackend:
                 [(self._members[r.backend], r.weight) for r in reps] for reps in new.replicas
             ]
             self.map = new
-        log.warning("shard map %s reloaded", self.source)
+        if new != old:
+            log.warning("shard map %s reloaded", self.source)
 
     def _probe_due(self) -> None:
         with self._lock:
