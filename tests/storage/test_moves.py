@@ -41,6 +41,7 @@ from assocdb.storage.shardmap_config import (
     with_down,
     with_moves,
     with_replica,
+    without_replica,
 )
 from tests.storage.test_shardmap import (  # noqa: F401 (make_map is a fixture)
     MapMaker,
@@ -534,4 +535,21 @@ def test_an_operation_is_resumed_only_by_the_command_that_started_it(graph: Grap
     assert move_shard(path, 5, "db4", settle=0).source is None
     assert [r.backend for r in load(path).replicas[4]] == ["db3", "db4"]
     assert [r.backend for r in load(path).replicas[5]] == ["db3", "db1", "db4"]
+    assert load(path).moves == []
+
+
+def test_a_move_whose_source_was_dropped_meanwhile_finishes(graph: Graph) -> None:
+    """`drop-replica` of the replica a move removes, started just before the move (its
+    check saw no move under way) and finished during it: the move used to stop at going
+    live for good ("holds no replica"), and only a cancel got the shard out of it."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = 4  # on db2 and db3
+    smap = with_replica(load(path), shard, "db4", 0)
+    smap = without_replica(smap, shard, "db2")  # the drop's last step, during the move
+    save(with_moves(smap, [MoveRecord(shard, "db4", "verifying", "db2")]), path)
+    move_shard(path, shard, "db4", move=True, settle=0)
+    assert [r.backend for r in load(path).replicas[shard]] == ["db3", "db4"]
     assert load(path).moves == []

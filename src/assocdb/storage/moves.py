@@ -534,8 +534,9 @@ class _Mover:
         """The map with the copy's read weight given, and a move's old copy drained."""
         shard = self.record.shard
         smap = with_weight(smap, [shard], self.record.target, self.record.weight)
-        if self.record.source is not None:
-            smap = with_weight(smap, [shard], self.record.source, 0)
+        source = self.record.source
+        if source is not None and source in [r.backend for r in smap.replicas[shard]]:
+            smap = with_weight(smap, [shard], source, 0)  # (dropped meanwhile: gone already)
         return smap
 
     def _finish(self, smap: ShardMap) -> ShardMap:
