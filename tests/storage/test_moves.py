@@ -553,3 +553,19 @@ def test_a_move_whose_source_was_dropped_meanwhile_finishes(graph: Graph) -> Non
     move_shard(path, shard, "db4", move=True, settle=0)
     assert [r.backend for r in load(path).replicas[shard]] == ["db3", "db4"]
     assert load(path).moves == []
+
+
+def test_a_copy_whose_backend_is_drained_meanwhile_does_not_go_live(graph: Graph) -> None:
+    """Drained replicas are left out of a mover's verify, but never the copy itself: one
+    drained during the copy would go live unverified."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = 4  # on db2 and db3
+    smap = with_replica(load(path), shard, "db4", 0)
+    save(with_down(with_moves(smap, [MoveRecord(shard, "db4", "verifying")]), "db4", True), path)
+    with pytest.raises(Unavailable, match=r"db4.*drained"):
+        move_shard(path, shard, "db4", settle=0)
+    assert [m.phase for m in load(path).moves] == ["verifying"]
+    assert ("db4", 0) in [(r.backend, r.weight) for r in load(path).replicas[shard]]

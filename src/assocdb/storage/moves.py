@@ -500,6 +500,12 @@ class _Mover:
         self._reload()
         # Drained replicas are not read: a move's drained source leaves the set anyway,
         # and another one catches up from the journals when it is marked up again.
+        target = self.record.target
+        if self._drained(target):
+            raise Unavailable(
+                f"shard {shard}: the copy's backend {target} is marked down (drained), so "
+                f"the copy cannot be verified; mark it up and run again, or cancel the copy"
+            )
         drained = [r.backend for r in self.backend.map.replicas[shard] if self._drained(r.backend)]
         if not self._readable():
             raise Unavailable(
