@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -279,3 +280,85 @@ def test_shards_add_backend_add_replica_and_drop_replica(tmp_path: Path) -> None
     moved = runner.invoke(main, ["shards", "move", str(path), "1", "--to", "db1"])
     assert moved.exit_code == 1
     assert "say which one moves (--from)" in moved.output
+
+
+def _one_error_line(result: Any, *wanted: str) -> None:
+    """The command failed with exit status 1 and one `Error:` line (no traceback)."""
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.output
+    for text in wanted:
+        assert text in errors[0], result.output
+
+
+def test_shards_cancel_rolls_back_a_copy_not_yet_live(tmp_path: Path) -> None:
+    import assocdb
+    from assocdb.storage.shardmap_config import (
+        BackendConfig,
+        MoveRecord,
+        load,
+        save,
+        with_backend,
+        with_moves,
+        with_replica,
+    )
+    from tests.support.shardmaps import write_map
+
+    path = write_map(tmp_path)
+    assocdb.open(path).close()
+    before = load(path).replicas
+    smap = with_backend(load(path), "db4", BackendConfig(path="db4"))
+    copying = MoveRecord(2, "db4", "copying", "db2")
+    added = MoveRecord(3, "db4", "write-only")
+    smap = with_replica(with_replica(smap, 2, "db4", 0), 3, "db4", 0)
+    save(with_moves(smap, [copying, added]), path)
+    runner = CliRunner()
+    cancelled = runner.invoke(main, ["shards", "cancel", str(path), "1-3", "--to", "db4"])
+    assert cancelled.exit_code == 0, cancelled.output
+    assert cancelled.output.splitlines() == [
+        "shard 1: no copy under way",
+        "shard 2: cancelled",
+        "shard 3: cancelled",
+    ]
+    assert load(path).moves == []
+    assert load(path).replicas == before
+    again = runner.invoke(main, ["shards", "cancel", str(path), "2", "--to", "db4"])
+    assert again.exit_code == 0, again.output
+    assert again.output == "shard 2: no copy under way\n"
+
+
+def test_shards_cancel_refuses_what_it_cannot_cancel_with_one_error_line(tmp_path: Path) -> None:
+    from assocdb.storage.shardmap_config import MoveRecord, load, save, with_moves
+    from tests.support.shardmaps import write_map
+
+    path = write_map(tmp_path)
+    runner = CliRunner()
+    before = path.read_text()
+    unknown = runner.invoke(main, ["shards", "cancel", str(path), "0-5", "--to", "db9"])
+    _one_error_line(unknown, "no backend 'db9'")
+    outside = runner.invoke(main, ["shards", "cancel", str(path), "9", "--to", "db1"])
+    _one_error_line(outside, "outside shards 0-5")
+    assert path.read_text() == before
+    live = MoveRecord(1, "db3", "live", "db2")  # shard 1 is on db2 and db3
+    save(with_moves(load(path), [live]), path)
+    refused = runner.invoke(main, ["shards", "cancel", str(path), "1", "--to", "db3"])
+    _one_error_line(refused, "live already")
+    assert load(path).moves == [live]
+    for name, content in [
+        ("torn.toml", b"shards = 6\n[backends.db1\n"),
+        ("empty.toml", b""),
+        ("binary.toml", b"\xff\xfe\x00shards"),
+        ("partial.toml", b"shards = 6\n"),
+    ]:
+        bad = tmp_path / name
+        bad.write_bytes(content)
+        result = runner.invoke(main, ["shards", "cancel", str(bad), "0", "--to", "db1"])
+        _one_error_line(result, name)
+    missing = runner.invoke(
+        main, ["shards", "cancel", str(tmp_path / "nope.toml"), "0", "--to", "db1"]
+    )
+    assert missing.exit_code == 2  # click's usage error: one `Error:` line too
+    assert [line for line in missing.output.splitlines() if line.startswith("Error:")] != []
+    assert "Traceback" not in missing.output

@@ -20,12 +20,15 @@ import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
 from assocdb import Graph, InvalidRequest, Unavailable
+from assocdb.cli.main import main
 from assocdb.core.ids import shard_of
+from assocdb.storage import moves
 from assocdb.storage.moves import MoveProgress, cancel_move, drop_replica, move_shard
 from assocdb.storage.replica_verify import verify_replicas
 from assocdb.storage.shardmap_config import (
@@ -38,6 +41,7 @@ from assocdb.storage.shardmap_config import (
     with_down,
     with_moves,
     with_replica,
+    without_replica,
 )
 from tests.storage.test_shardmap import (  # noqa: F401 (make_map is a fixture)
     MapMaker,
@@ -411,3 +415,157 @@ def test_a_move_finishes_when_a_backend_setting_changes_meanwhile(graph: Graph) 
     move_shard(path, shard, "db4", move=True, remove=old[0], settle=0, progress=change_a_timeout)
     assert [r.backend for r in load(path).replicas[shard]] == [old[1], "db4"]
     assert load(path).moves == []
+
+
+def test_an_operator_edit_while_ids_are_levelled_is_kept(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A move's last step and drop-replica level the replicas' id counters (a round trip
+    to each) between reading the map and writing it back: an operator's edit made then
+    (another drain, a weight) used to be overwritten by the map read before it."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    real = moves.level_ids
+    edits = iter(["db2", "db3"])
+
+    def level_ids_meanwhile(*args: Any) -> None:
+        real(*args)
+        name = next(edits)
+        assert main.main(["shards", "mark-down", str(path), name], standalone_mode=False) is None
+
+    monkeypatch.setattr(moves, "level_ids", level_ids_meanwhile)
+    primary = load(path).replicas[0][0].backend  # db1; shard 0 is on db1 and db2
+    move_shard(path, 0, "db4", move=True, remove=primary, settle=0)
+    assert load(path).backends["db2"].down
+    assert [r.backend for r in load(path).replicas[0]] == ["db2", "db4"]
+    assert drop_replica(path, 1, "db2", settle=0)  # shard 1: db2 and db3
+    assert load(path).backends["db3"].down
+    assert [r.backend for r in load(path).replicas[1]] == ["db3"]
+
+
+def test_a_mover_whose_copy_is_cancelled_meanwhile_stops_at_its_next_save(graph: Graph) -> None:
+    """`assocdb shards cancel` run while the mover still copies (the operator forgot to
+    stop it): the cancel holds, and the mover stops saying so at its next save of the
+    map, instead of copying and verifying on and failing with a puzzle at the end."""
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = shard_of(fixed[0], graph.shards)
+    before = load(path).replicas[shard]
+    phases: list[str] = []
+
+    def cancel_once(progress: MoveProgress) -> None:
+        if not phases:
+            assert cancel_move(path, shard, "db4")
+        phases.append(progress.phase)
+
+    with pytest.raises(InvalidRequest, match="no longer recorded"):
+        move_shard(path, shard, "db4", move=True, remove=before[0].backend, settle=0,
+                   page=5, progress=cancel_once)  # fmt: skip
+    assert load(path).moves == []
+    assert load(path).replicas[shard] == before
+
+
+def test_a_move_off_a_drained_backend_copies_from_another_replica_and_finishes(
+    graph: Graph,
+) -> None:
+    """The operator drains a backend (`mark-down`: no reads or writes go to it), then moves
+    its shards off it. The copy must not be read from it (it misses the writes made since,
+    and was drained for a reason), and the move must finish: it used to copy from it
+    and then stop at its verify for good ("db1 is down or drained"), the shard's writes
+    queued all along."""
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = shard_of(fixed[0], graph.shards)
+    drained, other = [r.backend for r in load(path).replicas[shard]]
+    row = backend.member(drained).export_table(shard, "edges", None, 1)[0]
+    phantom = (row[0], row[1], 999_999_999, row[3], row[4], row[5], row[6])
+    backend.member(drained).bulk_merge(shard, [phantom])  # a row only the drained copy has
+    save(with_down(load(path), drained, True), path)
+    wait_until(lambda: backend.map.backends[drained].down)
+    assert graph.assoc_add(fixed[0], "likes", 4242, time=5).status == "queued"
+    move_shard(path, shard, "db4", move=True, remove=drained, settle=SETTLE)
+    assert [r.backend for r in load(path).replicas[shard]] == [other, "db4"]
+    assert load(path).moves == []
+    assert backend.member("db4").edges_at(shard, [phantom[:3]]) == []
+    wait_until(lambda: [r.backend for r in backend.map.replicas[shard]] == [other, "db4"])
+    assert graph.drain(timeout=30)
+    assert graph.assoc_contains(fixed[0], "likes", 4242)
+    assert verify_replicas(backend, [shard]).differences == []
+
+
+def test_a_move_whose_only_readable_copy_is_drained_is_refused(make_map: MapMaker) -> None:  # noqa: F811
+    path = make_map(replicas=1)
+    add_backend(path, "db4")
+    save(with_down(load(path), "db3", True), path)  # shard 2 is on db3 alone
+    before = path.read_text()
+    with pytest.raises(InvalidRequest, match=r"shard 2: no replica to copy from.*db3"):
+        move_shard(path, 2, "db4", move=True, settle=0)
+    assert path.read_text() == before
+
+
+def test_an_operation_is_resumed_only_by_the_command_that_started_it(graph: Graph) -> None:
+    """An interrupted `shards move 4 --to db4 --from db2`, then `shards add-replica 4 --on
+    db4`: the add-replica used to resume the move and take db2 out of the shard's
+    replicas; the other way round, a move resumed an added replica and removed nothing."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    smap = with_replica(load(path), 4, "db4", 0)  # shard 4: db2 and db3
+    moving = MoveRecord(4, "db4", "write-only", "db2")
+    adding = MoveRecord(5, "db4", "write-only")  # shard 5: db3 and db1
+    save(with_moves(with_replica(smap, 5, "db4", 0), [moving, adding]), path)
+    before = path.read_text()
+    with pytest.raises(InvalidRequest, match="a move of shard 4 from db2 to db4 is under way"):
+        move_shard(path, 4, "db4", settle=0)
+    with pytest.raises(InvalidRequest, match="a move of shard 4 from db2 to db4 is under way"):
+        move_shard(path, 4, "db4", move=True, remove="db3", settle=0)
+    with pytest.raises(InvalidRequest, match="an added replica of shard 5 on db4 is under way"):
+        move_shard(path, 5, "db4", move=True, remove="db3", settle=0)
+    assert path.read_text() == before
+    assert move_shard(path, 4, "db4", move=True, settle=0).source == "db2"  # resumed
+    assert move_shard(path, 5, "db4", settle=0).source is None
+    assert [r.backend for r in load(path).replicas[4]] == ["db3", "db4"]
+    assert [r.backend for r in load(path).replicas[5]] == ["db3", "db1", "db4"]
+    assert load(path).moves == []
+
+
+def test_a_move_whose_source_was_dropped_meanwhile_finishes(graph: Graph) -> None:
+    """`drop-replica` of the replica a move removes, started just before the move (its
+    check saw no move under way) and finished during it: the move used to stop at going
+    live for good ("holds no replica"), and only a cancel got the shard out of it."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = 4  # on db2 and db3
+    smap = with_replica(load(path), shard, "db4", 0)
+    smap = without_replica(smap, shard, "db2")  # the drop's last step, during the move
+    save(with_moves(smap, [MoveRecord(shard, "db4", "verifying", "db2")]), path)
+    move_shard(path, shard, "db4", move=True, settle=0)
+    assert [r.backend for r in load(path).replicas[shard]] == ["db3", "db4"]
+    assert load(path).moves == []
+
+
+def test_a_copy_whose_backend_is_drained_meanwhile_does_not_go_live(graph: Graph) -> None:
+    """Drained replicas are left out of a mover's verify, but never the copy itself: one
+    drained during the copy would go live unverified."""
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    shard = 4  # on db2 and db3
+    smap = with_replica(load(path), shard, "db4", 0)
+    save(with_down(with_moves(smap, [MoveRecord(shard, "db4", "verifying")]), "db4", True), path)
+    with pytest.raises(Unavailable, match=r"db4.*drained"):
+        move_shard(path, shard, "db4", settle=0)
+    assert [m.phase for m in load(path).moves] == ["verifying"]
+    assert ("db4", 0) in [(r.backend, r.weight) for r in load(path).replicas[shard]]

@@ -642,3 +642,39 @@ def test_a_backend_taken_out_of_the_map_and_added_again_is_taken(make_map: MapMa
     backend.reload()
     assert backend.map.replicas[2][1].weight == 0
     g.close()
+
+
+def test_an_edit_of_the_same_size_in_one_tick_of_the_clock_is_taken(make_map: MapMaker) -> None:
+    """Two edits of the map within one tick of the file system's clock (a few ms), the
+    second of the same size (a weight 1 -> 2): a process that compared mtime and size
+    kept the map of the first edit for good."""
+    path = make_map()
+    g = assocdb.open(path, retry=FAST)
+    try:
+        backend = cluster(g)
+        save(with_down(load(path), "db3", True), path)  # the file as to_toml writes it
+        wait_until(lambda: backend.map.backends["db3"].down)
+        first = path.stat()
+        save(with_weight(load(path), [0], "db2", 2), path)
+        assert path.stat().st_size == first.st_size
+        os.utime(path, ns=(first.st_atime_ns, first.st_mtime_ns))  # the same tick
+        # A safety net only: the map is looked at every second.
+        wait_until(lambda: ("db2", 2) in [(r.backend, r.weight) for r in backend.map.replicas[0]],
+                   patience=20)  # fmt: skip
+    finally:
+        g.close()
+
+
+def test_an_edit_made_while_a_process_opens_the_map_is_taken(make_map: MapMaker) -> None:
+    """The map is read, then edited (a drain, a mover's new copy), then the process
+    starts watching the file: it used to take the file as it was then for the map it had
+    read, and never took that edit."""
+    path = make_map()
+    smap = load(path)  # what the opener read
+    save(with_down(load(path), "db3", True), path)  # the edit, just after
+    backend = ShardMapBackend(smap, open_backend, source=path)
+    try:
+        # A safety net only: the map is looked at every second.
+        wait_until(lambda: backend.map.backends["db3"].down, patience=20)
+    finally:
+        backend.close()

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from assocdb import InvalidRequest
+from assocdb.cli.main import main
+from assocdb.storage import shardmap_config
 from assocdb.storage.shardmap_config import (
     format_shards,
     load,
@@ -20,6 +26,8 @@ from assocdb.storage.shardmap_config import (
     with_down,
     with_weight,
 )
+from tests.support.helpers import wait_until
+from tests.support.shardmaps import write_map
 
 GOOD = """
 shards = 16
@@ -252,3 +260,83 @@ def test_a_copy_still_being_filled_cannot_be_given_reads() -> None:
             with_weight(copying, [12], "db1", 1)
     live = with_weight(with_moves(smap, [MoveRecord(12, "db1", "live", "db2")]), [12], "db1", 1)
     assert live.replicas[12][1].weight == 1
+
+
+# -- two editors of one map file at once ----------------------------------------------
+
+
+class HeldEdit:
+    """Editor A stopped at `point` of its write (a function of `shardmap_config`, or of
+    `os`) until editor B has started its own edit: B has read the map, or waits for the
+    map's lock. Without a lock B reads the map A is about to replace."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, module: Any, point: str) -> None:
+        self.a: threading.Thread | None = None
+        self.b: threading.Thread | None = None
+        self.a_held = threading.Event()
+        self.b_started = threading.Event()
+        self.errors: list[BaseException] = []
+        real = getattr(module, point)
+
+        def held(*args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is self.a and not self.a_held.is_set():
+                self.a_held.set()
+                wait_until(self.b_started.is_set)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, point, held)
+        real_load = shardmap_config.load
+
+        def load_(*args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is self.b:
+                self.b_started.set()
+            return real_load(*args, **kwargs)
+
+        monkeypatch.setattr(shardmap_config, "load", load_)
+        real_flock = fcntl.flock
+
+        def flock(fd: int, operation: int) -> None:
+            if threading.current_thread() is self.b:
+                self.b_started.set()
+            real_flock(fd, operation)
+
+        monkeypatch.setattr(fcntl, "flock", flock)
+
+    def run(self, a: list[str], b: list[str]) -> None:
+        self.a = threading.Thread(target=self._command, args=(a,))
+        self.b = threading.Thread(target=self._command, args=(b,))
+        self.a.start()
+        wait_until(self.a_held.is_set)
+        self.b.start()
+        for thread in (self.a, self.b):
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+        assert self.errors == []
+
+    def _command(self, args: list[str]) -> None:
+        try:
+            main.main(args, standalone_mode=False)
+        except BaseException as exc:  # reported by run
+            self.errors.append(exc)
+
+
+@pytest.mark.parametrize(
+    ("module", "point"), [(shardmap_config, "to_toml"), (os, "replace")], ids=["read", "rename"]
+)
+def test_two_commands_changing_the_map_at_once_both_take_effect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: Any, point: str
+) -> None:
+    """`assocdb shards set-weight` and `mark-down` run at the same moment (or a mover
+    saves its position while an operator edits): each edit is a read-modify-write of the
+    file, and one used to overwrite the other (a lost update), or to rename the temporary
+    file the other was writing (a torn map, or FileNotFoundError)."""
+    path = write_map(tmp_path)
+    race = HeldEdit(monkeypatch, module, point)
+    race.run(
+        ["shards", "set-weight", str(path), "0", "db2", "7"],
+        ["shards", "mark-down", str(path), "db3"],
+    )
+    smap = load(path)
+    assert ("db2", 7) in [(r.backend, r.weight) for r in smap.replicas[0]]
+    assert smap.backends["db3"].down
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

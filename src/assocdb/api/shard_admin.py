@@ -163,7 +163,7 @@ class ShardAdmin:
             raise InvalidRequest("this graph has no shard map: its shards cannot be changed")
         if backend.source is None:
             raise InvalidRequest("this shard map was not opened from a file: nothing to change")
-        shardmap_config.save(change(shardmap_config.load(backend.source)), backend.source)
+        shardmap_config.update(backend.source, change)
         backend.reload()
 
 

@@ -740,9 +740,8 @@ def shards_add_backend(shard_map: str, name: str, url: str | None, directory: st
     """
     if (url is None) == (directory is None):
         raise click.UsageError("give exactly one of --url and --path")
-    smap = shardmap_config.load(shard_map)
     config = shardmap_config.BackendConfig(url=url, path=directory)
-    shardmap_config.save(shardmap_config.with_backend(smap, name, config), shard_map)
+    shardmap_config.update(shard_map, lambda smap: shardmap_config.with_backend(smap, name, config))
     click.echo(f"{name} added to {shard_map}")
 
 
@@ -909,9 +908,12 @@ def shards_set_weight(shard_map: str, shard_range: str, backend: str, weight: in
 
     Example: assocdb shards set-weight cluster.toml 0-7 db2 3
     """
-    smap = shardmap_config.load(shard_map)
-    shards = shardmap_config.parse_shards(shard_range, smap.shards)
-    shardmap_config.save(shardmap_config.with_weight(smap, shards, backend, weight), shard_map)
+
+    def change(smap: shardmap_config.ShardMap) -> shardmap_config.ShardMap:
+        shards = shardmap_config.parse_shards(shard_range, smap.shards)
+        return shardmap_config.with_weight(smap, shards, backend, weight)
+
+    shardmap_config.update(shard_map, change)
     click.echo(f"{backend} now has weight {weight} on shards {shard_range}")
 
 
@@ -938,8 +940,7 @@ def shards_mark_up(shard_map: str, backend: str) -> None:
 
 
 def _set_down(shard_map: str, backend: str, down: bool) -> None:
-    smap = shardmap_config.load(shard_map)
-    shardmap_config.save(shardmap_config.with_down(smap, backend, down), shard_map)
+    shardmap_config.update(shard_map, lambda smap: shardmap_config.with_down(smap, backend, down))
     click.echo(f"{backend} is marked {'down' if down else 'up'} in {shard_map}")
 
 

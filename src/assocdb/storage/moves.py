@@ -57,7 +57,7 @@ from .shardmap_config import (
     ShardMap,
     check_backend,
     load,
-    save,
+    update,
     with_moves,
     with_replica,
     with_weight,
@@ -122,11 +122,24 @@ def move_shard(
     smap = load(path)
     if not 0 <= shard < smap.shards:
         raise InvalidRequest(f"shard {shard} is outside shards 0-{smap.shards - 1}")
-    record = _record(smap, shard, target)
+    started_now: list[MoveRecord | None] = []
+
+    def start(now: ShardMap) -> ShardMap:
+        # Decided on the map as it is under its lock: two movers of one shard started at
+        # once record one operation, not two.
+        found = _record(now, shard, target)
+        if found is not None:
+            _check_resumed(found, remove, move)
+            started_now.append(found)
+            return now
+        new, record = _start(now, shard, target, remove, move, weight)
+        started_now.append(record)
+        return new
+
+    update(path, start)
+    record = started_now[-1]
     if record is None:
-        record = _start(path, smap, shard, target, remove, move, weight)
-        if record is None:
-            return MoveResult(shard, target, remove, 0, 0, time.perf_counter() - started, True)
+        return MoveResult(shard, target, remove, 0, 0, time.perf_counter() - started, True)
     wait = _settle(smap) if settle is None else settle
     mover = _Mover(path, record, rate, page, wait, progress)
     try:
@@ -157,20 +170,32 @@ def drop_replica(
     check_backend(smap, backend)
     if backend not in [r.backend for r in smap.replicas[shard]]:
         return False
-    if any(m.shard == shard and backend in (m.target, m.source) for m in smap.moves):
-        raise InvalidRequest(f"shard {shard}: a copy to or from {backend!r} is under way")
-    without_replica(smap, shard, backend)  # refused early if it is the last readable copy
-    save(with_weight(smap, [shard], backend, 0), path)
+
+    def drain(smap: ShardMap) -> ShardMap:
+        if any(m.shard == shard and backend in (m.target, m.source) for m in smap.moves):
+            raise InvalidRequest(f"shard {shard}: a copy to or from {backend!r} is under way")
+        if backend not in [r.backend for r in smap.replicas[shard]]:
+            return smap  # dropped meanwhile
+        without_replica(smap, shard, backend)  # refused early if it is the last readable copy
+        return with_weight(smap, [shard], backend, 0)
+
+    update(path, drain)
     time.sleep(_settle(smap) if settle is None else settle)
-    smap = load(path)
-    smap = without_replica(smap, shard, backend)
     cluster = open_shardmap(path)
     try:
         level_ids(cluster, shard, backend)
     finally:
         cluster.close()
-    save(smap, path)
+    # The map as it is now (another tool may have changed it while ids were levelled).
+    update(path, lambda now: _without(now, shard, backend))
     return True
+
+
+def _without(smap: ShardMap, shard: int, backend: str) -> ShardMap:
+    """The map without `backend`'s replica of `shard` (as it is, if it holds none)."""
+    if backend not in [r.backend for r in smap.replicas[shard]]:
+        return smap
+    return without_replica(smap, shard, backend)
 
 
 def cancel_move(path: str | Path, shard: int, target: str) -> bool:
@@ -180,22 +205,31 @@ def cancel_move(path: str | Path, shard: int, target: str) -> bool:
     Returns False if no such copy is under way. Refuses a copy already live (run the
     move again to finish it). Stop its mover first.
     """
-    smap = load(path)
-    if target not in smap.backends:
-        raise InvalidRequest(f"there is no backend {target!r} in {path}")
-    record = _record(smap, shard, target)
-    if record is None:
+    cancelled: list[MoveRecord] = []
+
+    def cancel(smap: ShardMap) -> ShardMap:
+        if target not in smap.backends:
+            raise InvalidRequest(f"there is no backend {target!r} in {path}")
+        if not 0 <= shard < smap.shards:
+            raise InvalidRequest(f"shard {shard} is outside shards 0-{smap.shards - 1}")
+        record = _record(smap, shard, target)
+        if record is None:
+            return smap
+        if record.phase == "live":
+            raise InvalidRequest(
+                f"shard {shard}: the copy on {target!r} is live already; run the move again "
+                f"to finish it (or drop a replica afterwards)"
+            )
+        moves = [m for m in smap.moves if m is not record]
+        copy = next(r for r in smap.replicas[shard] if r.backend == target)
+        if copy.weight == 0:  # added by the mover (a copy placed by hand, and read, stays)
+            smap = without_replica(with_moves(smap, moves), shard, target)
+        cancelled.append(record)
+        return with_moves(smap, moves)
+
+    update(path, cancel)
+    if not cancelled:
         return False
-    if record.phase == "live":
-        raise InvalidRequest(
-            f"shard {shard}: the copy on {target!r} is live already; run the move again "
-            f"to finish it (or drop a replica afterwards)"
-        )
-    moves = [m for m in smap.moves if m is not record]
-    copy = next(r for r in smap.replicas[shard] if r.backend == target)
-    if copy.weight == 0:  # added by the mover (a copy placed by hand, and read, stays)
-        smap = without_replica(with_moves(smap, moves), shard, target)
-    save(with_moves(smap, moves), path)
     log.warning("shard %d: the copy on %s is cancelled", shard, target)
     return True
 
@@ -238,21 +272,21 @@ def _record(smap: ShardMap, shard: int, target: str) -> MoveRecord | None:
 
 
 def _start(
-    path: str | Path,
     smap: ShardMap,
     shard: int,
     target: str,
     remove: str | None,
     move: bool,
     weight: int,
-) -> MoveRecord | None:
-    """Record a new operation and add the write-only copy; None if it is done already."""
+) -> tuple[ShardMap, MoveRecord | None]:
+    """The map with a new operation recorded and the write-only copy added, and its
+    record; (the map, None) if it is done already."""
     check_backend(smap, target)
     names = [r.backend for r in smap.replicas[shard]]
     if move and remove is None:
         others = [n for n in names if n != target]
         if not others:
-            return None  # the shard's only replica is on the target: moved before
+            return smap, None  # the shard's only replica is on the target: moved before
         if len(others) != 1:
             raise InvalidRequest(
                 f"shard {shard} has replicas on {', '.join(others)}: say which one moves (--from)"
@@ -261,20 +295,54 @@ def _start(
     if remove is not None and remove == target:
         raise InvalidRequest("a shard cannot move to the backend it moves from")
     if target in names and (remove is None or remove not in names):
-        return None  # the copy exists and nothing is left to remove: done before
+        return smap, None  # the copy exists and nothing is left to remove: done before
     if smap.backends[target].down:  # no write would land on it: all of them would wait
         raise InvalidRequest(f"backend {target} is marked down (drained): mark it up first")
+    if not _readable(smap, shard, target):
+        drained = [n for n in names if n != target and smap.backends[n].down]
+        raise InvalidRequest(
+            f"shard {shard}: no replica to copy from may be read ({', '.join(drained)} "
+            f"marked down, drained): mark one up first"
+        )
     if target in names:
         # A copy placed by hand: verified (and repaired) before the old one leaves.
         record = MoveRecord(shard, target, "verifying", remove, weight)
-        save(with_moves(smap, [*smap.moves, record]), path)
-        return record
+        return with_moves(smap, [*smap.moves, record]), record
     if remove is not None and remove not in names:
         raise InvalidRequest(f"backend {remove!r} holds no replica of shard {shard}")
     record = MoveRecord(shard, target, "write-only", remove, weight)
-    save(with_moves(with_replica(smap, shard, target, 0), [*smap.moves, record]), path)
     log.warning("shard %d: a write-only copy on %s joins its replicas", shard, target)
-    return record
+    return with_moves(with_replica(smap, shard, target, 0), [*smap.moves, record]), record
+
+
+def _check_resumed(record: MoveRecord, remove: str | None, move: bool) -> None:
+    """InvalidRequest unless the operation asked for is the one recorded: an add-replica
+    run again must not finish a move (and take a replica out), nor a move finish an
+    added replica (and leave the replica it was asked to remove)."""
+    shard, target = record.shard, record.target
+    if record.source is None and not move:
+        return
+    if record.source is not None and move and remove in (None, record.source):
+        return
+    recorded = (
+        f"a move of shard {shard} from {record.source} to {target}"
+        if record.source is not None
+        else f"an added replica of shard {shard} on {target}"
+    )
+    raise InvalidRequest(
+        f"{recorded} is under way ({record.phase}): run the command that started it "
+        f"again to finish it, or cancel it first (assocdb shards cancel)"
+    )
+
+
+def _readable(smap: ShardMap, shard: int, target: str) -> list[str]:
+    """The replicas of `shard` a copy on `target` may be filled from and verified
+    against: read (weight above 0) and not drained."""
+    return [
+        r.backend
+        for r in smap.replicas[shard]
+        if r.backend != target and r.weight and not smap.backends[r.backend].down
+    ]
 
 
 class _Mover:
@@ -300,7 +368,7 @@ class _Mover:
         self.differences = 0
         self._started = time.perf_counter()
         self._saved = time.monotonic()
-        self._from: Backend | None = None  # the replica copied from, while it answers
+        self._from: tuple[str, Backend] | None = None  # the replica copied from, while it answers
         self._base = 0
 
     def run(self) -> None:
@@ -313,24 +381,20 @@ class _Mover:
             self._save(phase="verifying", table="", after="")
         if self.record.phase == "verifying":
             self._verify()
-            smap = load(self.path)
-            smap = with_weight(smap, [shard], self.record.target, self.record.weight)
-            if self.record.source is not None:
-                smap = with_weight(smap, [shard], self.record.source, 0)
-            self._save(smap, phase="live")
+            self._save(self._weights, phase="live")
             log.warning("shard %d: the copy on %s is live", shard, self.record.target)
             if self.record.source is not None:
                 time.sleep(self.settle)  # no process reads the old copy any more
         if self.record.phase == "live":
-            smap = load(self.path)
             source = self.record.source
-            if source is not None and source in [r.backend for r in smap.replicas[shard]]:
-                smap = without_replica(smap, shard, source)
+            if source is not None and source in [
+                r.backend for r in load(self.path).replicas[shard]
+            ]:
                 self._reload()
                 level_ids(self.backend, shard, source)
+            update(self.path, self._finish)
+            if source is not None:
                 log.warning("shard %d: %s left its replicas", shard, source)
-            moves = [m for m in smap.moves if (m.shard, m.target) != (shard, self.record.target)]
-            save(with_moves(smap, moves), self.path)
 
     # -- the copy ------------------------------------------------------------------------
 
@@ -371,16 +435,25 @@ class _Mover:
             self._copy_settings(target)
 
     def _source(self) -> Backend:
-        """A readable replica of the shard other than the copy (the primary if it is up)."""
-        if self._from is not None:
-            return self._from
-        for replica in self.backend.map.replicas[self.record.shard]:
-            if replica.backend == self.record.target or not replica.weight:
-                continue
-            if self.backend.probe(replica.backend) is None:
-                self._from = self.backend.member(replica.backend)
-                return self._from
+        """A readable replica of the shard other than the copy (the primary if it is up),
+        never a drained one: an operator's drain means no reads, and a drained replica
+        misses the writes made meanwhile. Chosen again if the one chosen is drained."""
+        if self._from is not None and not self._drained(self._from[0]):
+            return self._from[1]
+        self._from = None
+        for name in self._readable():
+            if self.backend.probe(name) is None:
+                self._from = (name, self.backend.member(name))
+                return self._from[1]
         raise Unavailable(f"shard {self.record.shard}: no replica to copy from answers")
+
+    def _readable(self) -> list[str]:
+        """The replicas of the shard the copy may be filled from and verified against."""
+        return _readable(self.backend.map, self.record.shard, self.record.target)
+
+    def _drained(self, name: str) -> bool:
+        config = self.backend.map.backends.get(name)
+        return config is None or config.down
 
     def _read_page(self, table: str, after: Any) -> list[tuple[Any, ...]]:
         shard = self.record.shard
@@ -425,8 +498,23 @@ class _Mover:
     def _verify(self) -> None:
         shard = self.record.shard
         self._reload()
+        # Drained replicas are not read: a move's drained source leaves the set anyway,
+        # and another one catches up from the journals when it is marked up again.
+        target = self.record.target
+        if self._drained(target):
+            raise Unavailable(
+                f"shard {shard}: the copy's backend {target} is marked down (drained), so "
+                f"the copy cannot be verified; mark it up and run again, or cancel the copy"
+            )
+        drained = [r.backend for r in self.backend.map.replicas[shard] if self._drained(r.backend)]
+        if not self._readable():
+            raise Unavailable(
+                f"shard {shard}: the copy on {self.record.target} cannot be verified: no "
+                f"other replica may be read ({', '.join(drained) or 'none'} drained); "
+                f"mark one up and run again"
+            )
         for _ in range(VERIFY_PASSES):
-            report = verify_replicas(self.backend, [shard], repair=True)
+            report = verify_replicas(self.backend, [shard], repair=True, skip=drained)
             self.differences += len(report.differences)
             if not report.differences:
                 return
@@ -448,14 +536,42 @@ class _Mover:
             encoded = msgspec.msgpack.encode(after).hex()
             self._save(table=table, after=encoded, copied=self.copied)
 
-    def _save(self, smap: ShardMap | None = None, **changes: Any) -> None:
-        """Record the operation's new state in the map (re-read first: another tool may have
-        changed weights meanwhile)."""
-        current = load(self.path) if smap is None else smap
-        self.record = msgspec.structs.replace(self.record, **changes)
-        key = (self.record.shard, self.record.target)
-        moves = [self.record if (m.shard, m.target) == key else m for m in current.moves]
-        save(with_moves(current, moves), self.path)
+    def _weights(self, smap: ShardMap) -> ShardMap:
+        """The map with the copy's read weight given, and a move's old copy drained."""
+        shard = self.record.shard
+        smap = with_weight(smap, [shard], self.record.target, self.record.weight)
+        source = self.record.source
+        if source is not None and source in [r.backend for r in smap.replicas[shard]]:
+            smap = with_weight(smap, [shard], source, 0)  # (dropped meanwhile: gone already)
+        return smap
+
+    def _finish(self, smap: ShardMap) -> ShardMap:
+        """The map with a move's old copy out of the set and the operation forgotten."""
+        shard, source = self.record.shard, self.record.source
+        if source is not None:
+            smap = _without(smap, shard, source)
+        key = (shard, self.record.target)
+        return with_moves(smap, [m for m in smap.moves if (m.shard, m.target) != key])
+
+    def _save(self, also: Callable[[ShardMap], ShardMap] | None = None, **changes: Any) -> None:
+        """Record the operation's new state in the map as it is now, under its lock (another
+        tool may change weights meanwhile), with the change `also` made at the same time.
+        InvalidRequest if the operation is no longer recorded: it was cancelled."""
+        record = msgspec.structs.replace(self.record, **changes)
+        key = (record.shard, record.target)
+
+        def change(current: ShardMap) -> ShardMap:
+            if key not in [(m.shard, m.target) for m in current.moves]:
+                raise InvalidRequest(
+                    f"shard {record.shard}: the copy on {record.target} is no longer "
+                    f"recorded in the map (it was cancelled, or another mover finished "
+                    f"it) while this mover ran; it stops"
+                )
+            moves = [record if (m.shard, m.target) == key else m for m in current.moves]
+            return with_moves(current if also is None else also(current), moves)
+
+        update(self.path, change)
+        self.record = record
         self._saved = time.monotonic()
 
 

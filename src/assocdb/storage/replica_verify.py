@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 from ..core.compress import unpack
@@ -77,12 +77,14 @@ def verify_replicas(
     page: int = PAGE,
     progress: Callable[[int, int], None] | None = None,
     span: int = SPAN,
+    skip: Collection[str] = (),
 ) -> VerifyReport:
     """Compare every replica of each shard (all shards by default); with `repair`, fix
     what differs with the merge rule. `progress(shard, rows)` is called after each shard.
     `span`: rows per range compared by checksums first (0: compare every row).
 
-    Raises Unavailable if a replica of a shard is down (every copy must be read).
+    Raises Unavailable if a replica of a shard is down (every copy must be read), but
+    those named in `skip` (a mover leaves drained replicas out) are not read.
 
         report = verify_replicas(open_shardmap("cluster.toml"), repair=True)
         print(len(report.differences), "rows differed")
@@ -93,7 +95,7 @@ def verify_replicas(
     rows = 0
     found: list[ReplicaDifference] = []
     for shard in chosen:
-        replicas = backend.replicas(shard)
+        replicas = backend.replicas(shard, skip)
         read = 0
         if len(replicas) > 1:
             for table in tables:

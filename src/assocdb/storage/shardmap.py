@@ -44,11 +44,12 @@ unfinished write to every replica.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -111,7 +112,9 @@ class ShardMapBackend:
     ) -> None:
         self.map = smap
         self.source = None if source is None else Path(source)
-        self._source_stamp = self._stamp()
+        # Not the file's stamp now: it may have changed since `smap` was read from it, and
+        # that change would never be taken. The first look at the file reloads it.
+        self._source_stamp: bytes | None = None
         self._next_reload = 0.0
         self.shards = smap.shards
         self.tracers: list[Tracer] = []
@@ -257,12 +260,15 @@ class ShardMapBackend:
             except Exception:  # it must outlive any one bad edit (the map it had stays)
                 log.exception("reloading the shard map failed")
 
-    def _stamp(self) -> tuple[int, int] | None:
+    def _stamp(self) -> bytes | None:
+        """A digest of the map file's text. Not its mtime and size: an edit of the same size
+        (a weight 1 -> 2) within one tick of the file system's clock (several ms) would
+        go unseen, and this process would keep an old replica set for good."""
         try:
-            stat = self.source.stat() if self.source is not None else None
+            text = self.source.read_bytes() if self.source is not None else None
         except OSError:
             return None
-        return None if stat is None else (stat.st_mtime_ns, stat.st_size)
+        return None if text is None else hashlib.blake2b(text, digest_size=16).digest()
 
     def reload(self) -> None:
         """Take new weights, drains, backends and replica sets from the map file.
@@ -331,7 +337,8 @@ class ShardMapBackend:
                 [(self._members[r.backend], r.weight) for r in reps] for reps in new.replicas
             ]
             self.map = new
-        log.warning("shard map %s reloaded", self.source)
+        if new != old:
+            log.warning("shard map %s reloaded", self.source)
 
     def _probe_due(self) -> None:
         with self._lock:
@@ -724,12 +731,14 @@ class ShardMapBackend:
             )
         return list(found)
 
-    def replicas(self, shard: int) -> list[tuple[str, Backend]]:
+    def replicas(self, shard: int, skip: Collection[str] = ()) -> list[tuple[str, Backend]]:
         """The replicas of a shard that take work now, primary first: (name, member backend),
-        each opened if needed (for the replica verifier). Unavailable if one is down: a
-        comparison needs every copy."""
+        each opened if needed (for the replica verifier), but those named in `skip`.
+        Unavailable if one is down: a comparison needs every copy."""
         found = []
         for member, _ in self._replicas[shard]:
+            if member.name in skip:
+                continue
             if not member.health.allows():
                 raise Unavailable(f"shard {shard}: backend {member.name} is down or drained")
             found.append((member.name, self._open(member)))

@@ -36,10 +36,15 @@ map's shard count and holds its shards under their own numbers.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
+import stat
+import tempfile
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -447,11 +452,75 @@ def _value(value: Any) -> str:
 
 
 def save(smap: ShardMap, path: str | Path) -> None:
-    """Write the map to `path` atomically (a running process never reads half a file)."""
+    """Write the map to `path` atomically and durably, under the map's lock (a blind
+    overwrite: to change the map as it is now, use `update`)."""
+    with locked(path):
+        _write(smap, Path(path))
+
+
+def update(path: str | Path, change: Callable[[ShardMap], ShardMap]) -> ShardMap:
+    """Change the map file at `path`: read it, `change` it, write it back, all under the
+    map's lock, so an edit another process or thread makes at the same time (an
+    operator's command, a mover saving its position) is neither lost nor interleaved.
+    Returns the new map; when `change` returns the map it was given, nothing is written.
+    `change` may raise (InvalidRequest): then the file is left as it was.
+
+        update("cluster.toml", lambda smap: with_down(smap, "db2", True))
+    """
     file = Path(path)
-    temporary = file.with_name(f".{file.name}.tmp")
-    temporary.write_text(to_toml(smap), encoding="utf-8")
-    os.replace(temporary, file)
+    with locked(file):
+        current = load(file)
+        new = change(current)
+        if new is not current:
+            _write(new, file)
+        return new
+
+
+@contextmanager
+def locked(path: str | Path) -> Iterator[None]:
+    """Hold the map's lock: `flock` on a file beside it (`.NAME.lock`), taken by every
+    edit of the map, in any process. Not re-entrant: an edit never calls another."""
+    file = Path(path)
+    lock = file.with_name(f".{file.name}.lock")
+    descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+def _mode(file: Path) -> int:
+    """The permissions the map has (mkstemp makes a file private; others may read the map)."""
+    try:
+        return stat.S_IMODE(file.stat().st_mode)
+    except FileNotFoundError:
+        return 0o644
+
+
+def _write(smap: ShardMap, file: Path) -> None:
+    """Replace `file` by the map: a temporary file of its own (two writers never share
+    one), synced, renamed over the old one, then the directory synced, so a reader sees
+    the old map or the new one, never half a file, and a power loss keeps the new one."""
+    descriptor, temporary = tempfile.mkstemp(
+        prefix=f".{file.name}.", suffix=".tmp", dir=file.parent
+    )
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            os.fchmod(out.fileno(), _mode(file))
+            out.write(to_toml(smap))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, file)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    directory = os.open(file.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def table(smap: ShardMap, problems: Mapping[str, str | None]) -> list[str]:
