@@ -3,6 +3,7 @@ route tells a stranger, long calls within the deadline, ports, and cleanup."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import re
 import signal
@@ -511,3 +512,28 @@ def test_readyz_is_503_while_the_journal_cannot_be_written(tmp_path: Path) -> No
     finally:
         journal._conn.execute("PRAGMA query_only = 0")
         graph.close()
+
+
+@pytest.mark.parametrize(
+    "sent", [b"", b"POS", b"POST /v1/assoc_count HTTP/1.1\r\nHost: 127.0.0.1\r\n"]
+)
+def test_a_request_head_that_never_completes_closes_its_connection(
+    tmp_path: Path, sent: bytes
+) -> None:
+    """A connection that sends nothing, or half a request head, held a descriptor until
+    the client left (uvicorn times out only connections idle after an answer): enough
+    of them and the process can accept no one."""
+    directory = tmp_path / "graph"
+    with assocdb.open(directory, shards=1) as g:
+        g.define_assoc("follows")
+    running = Server(directory, False, "--header-timeout", "0.5")
+    try:
+        with socket.create_connection(("127.0.0.1", running.port), timeout=30) as raw:
+            raw.sendall(sent)
+            with contextlib.suppress(ConnectionResetError):  # (the timeout: a hang fails)
+                assert raw.recv(1) == b""
+        with httpx.Client(base_url=running.url) as http:  # a whole request is answered
+            answer = http.post("/v1/assoc_count", json={"id1": 1, "atype": "follows"})
+            assert answer.json() == {"result": 0}
+    finally:
+        running.stop()
