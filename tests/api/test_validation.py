@@ -158,6 +158,12 @@ CASES: list[tuple[str, Call, type[Exception], str]] = [
         "#1",
     ),
     ("bulk workers", lambda g: g.bulk_load([], workers=0), InvalidRequest, "workers"),
+    (
+        "bulk part past any position",  # its progress overflowed SQLite's INTEGER: a 500
+        lambda g: g._writes.bulk_load([(1, "follows", 9)], name="part", first=2**63 - 1),
+        InvalidRequest,
+        "first must be",
+    ),
 ]
 
 

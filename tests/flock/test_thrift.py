@@ -456,3 +456,84 @@ def test_a_frame_of_too_many_values_closes_its_connection(
         with contextlib.suppress(ConnectionResetError):
             assert raw.recv(1) == b""  # closed, not answered
     assert flock.count(followings(flock, base + 1)) == 0  # other connections are served
+
+
+# -- connections: how many, and how long ---------------------------------------------------
+
+LIMIT = 8
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThriftServer]:
+    """A server of at most LIMIT connections, frames within 1 s (idle ones may stay)."""
+    directory: Path = tmp_path_factory.mktemp("guarded") / "graph"
+    with assocdb.open(directory, shards=1) as g:
+        g.define_assoc("follows", inverse="followed_by")
+    limits = ("--max-connections", str(LIMIT), "--frame-timeout", "1")
+    server = ThriftServer(directory, "--no-cache", *limits)
+    yield server
+    assert server.stop() == 0
+
+
+def _closed_by_server(raw: socket.socket) -> bool:
+    """Whether the server closed `raw` (its 30 s timeout only turns a hang into a failure)."""
+    raw.settimeout(30)
+    try:
+        return raw.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def _answers(server: ThriftServer) -> bool:
+    """Whether a new connection is served."""
+    try:
+        client = server.client()
+    except thriftpy2.transport.TTransportException:
+        return False
+    f = Flock(client)
+    try:
+        return f.count(f.simple(f.term(1))) == 0
+    except (thriftpy2.transport.TTransportException, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def test_connections_past_the_limit_are_closed(guarded: ThriftServer) -> None:
+    """LIMIT idle connections take every place; one more is closed at once (not given
+    a thread), and once one of the LIMIT closes, well-behaved clients are served."""
+    idle = [socket.create_connection(("127.0.0.1", guarded.port)) for _ in range(LIMIT)]
+    try:
+        with socket.create_connection(("127.0.0.1", guarded.port)) as extra:
+            assert _closed_by_server(extra)  # accepted after the LIMIT, so refused
+        idle.pop().close()
+        wait_until(lambda: _answers(guarded), patience=30)
+    finally:
+        for raw in idle:
+            raw.close()
+
+
+@pytest.mark.parametrize("sent", [b"\x00\x00", struct.pack("!i", 100) + b"\x80\x01"])
+def test_a_frame_that_stops_coming_closes_its_connection(
+    guarded: ThriftServer, sent: bytes
+) -> None:
+    """A slow loris: part of a header, or a header and part of its frame, then nothing."""
+    with socket.create_connection(("127.0.0.1", guarded.port)) as raw:
+        raw.sendall(sent)
+        assert _closed_by_server(raw)
+    wait_until(lambda: _answers(guarded), patience=30)
+
+
+def test_an_idle_connection_is_closed_after_the_idle_timeout(tmp_path: Path) -> None:
+    directory = tmp_path / "graph"
+    with assocdb.open(directory, shards=1) as g:
+        g.define_assoc("follows")
+    server = ThriftServer(directory, "--no-cache", "--idle-timeout", "0.5")
+    try:
+        with socket.create_connection(("127.0.0.1", server.port)) as raw:
+            assert _closed_by_server(raw)
+        assert _answers(server)
+    finally:
+        assert server.stop() == 0

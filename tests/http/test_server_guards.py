@@ -3,6 +3,7 @@ route tells a stranger, long calls within the deadline, ports, and cleanup."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import re
 import signal
@@ -432,3 +433,107 @@ def test_calls_still_running_past_their_deadline_are_bounded(tmp_path: Path) -> 
     finally:
         release.set()
         graph.close()
+
+
+# -- readiness ------------------------------------------------------------------------
+
+
+def _get(app: object, path: str) -> httpx.Response:
+    import asyncio
+
+    async def get() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            return await http.get(path)
+
+    return asyncio.run(get())
+
+
+def test_readyz_is_503_while_calls_past_their_deadline_fill_the_server(tmp_path: Path) -> None:
+    """Past `max_overdue` calls running late, every call to a thread is refused: a load
+    balancer must stop sending traffic there (/readyz said ready all along)."""
+    import asyncio
+    import threading
+
+    from assocdb.serve.server import Limits, create_app
+
+    graph = assocdb.open(tmp_path / "graph", shards=2)
+    graph.define_assoc("follows")
+    release = threading.Event()
+    count = graph.assoc_count
+
+    def held(*args: object, **kwargs: object) -> int:
+        release.wait(60)
+        return count(*args, **kwargs)  # type: ignore[arg-type]
+
+    graph.assoc_count = held  # type: ignore[method-assign]
+    app = create_app(graph, limits=Limits(deadline=0.05, max_overdue=2))
+
+    async def post(n: int) -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            for _ in range(n):
+                await http.post("/v1/assoc_count", json={"id1": 1, "atype": "follows"})
+
+    try:
+        assert _get(app, "/readyz").status_code == 200
+        asyncio.run(post(2))
+        answer = _get(app, "/readyz")
+        assert answer.status_code == 503
+        assert "past their deadline" in answer.json()["overdue"]
+        release.set()
+        wait_until(lambda: app.state.server.overdue.count == 0)
+        assert _get(app, "/readyz").json() == {"status": "ready"}
+    finally:
+        release.set()
+        graph.close()
+
+
+def test_readyz_is_503_while_the_journal_cannot_be_written(tmp_path: Path) -> None:
+    """A full disk (here: a journal connection that refuses every write) refuses every
+    write: /readyz says so until a write can be journaled again."""
+    from assocdb import Unavailable
+    from assocdb.serve.server import create_app
+
+    graph = assocdb.open(tmp_path / "graph", shards=2)
+    graph.define_assoc("follows")
+    app = create_app(graph)
+    journal = graph.engine.journal
+    try:
+        journal._conn.execute("PRAGMA query_only = 1")  # every write fails, as on a full disk
+        with pytest.raises(Unavailable):
+            graph.assoc_add(1, "follows", 2)
+        answer = _get(app, "/readyz")
+        assert answer.status_code == 503
+        assert "journal" in answer.json()["journal"]
+        journal._conn.execute("PRAGMA query_only = 0")  # space again
+        assert _get(app, "/readyz").json() == {"status": "ready"}
+        assert graph.assoc_add(1, "follows", 2).status == "applied"
+    finally:
+        journal._conn.execute("PRAGMA query_only = 0")
+        graph.close()
+
+
+@pytest.mark.parametrize(
+    "sent", [b"", b"POS", b"POST /v1/assoc_count HTTP/1.1\r\nHost: 127.0.0.1\r\n"]
+)
+def test_a_request_head_that_never_completes_closes_its_connection(
+    tmp_path: Path, sent: bytes
+) -> None:
+    """A connection that sends nothing, or half a request head, held a descriptor until
+    the client left (uvicorn times out only connections idle after an answer): enough
+    of them and the process can accept no one."""
+    directory = tmp_path / "graph"
+    with assocdb.open(directory, shards=1) as g:
+        g.define_assoc("follows")
+    running = Server(directory, False, "--header-timeout", "0.5")
+    try:
+        with socket.create_connection(("127.0.0.1", running.port), timeout=30) as raw:
+            raw.sendall(sent)
+            with contextlib.suppress(ConnectionResetError):  # (the timeout: a hang fails)
+                assert raw.recv(1) == b""
+        with httpx.Client(base_url=running.url) as http:  # a whole request is answered
+            answer = http.post("/v1/assoc_count", json={"id1": 1, "atype": "follows"})
+            assert answer.json() == {"result": 0}
+    finally:
+        running.stop()

@@ -228,3 +228,18 @@ def test_every_driver_error_is_mapped(
     faulty.failing = ("BEGIN", "SELECT", "INSERT", "UPDATE", "DELETE", "COMMIT")
     with pytest.raises(Unavailable, match="disk is full"):
         call(journal)
+
+
+def test_unwritable_says_why_appends_fail_until_a_write_succeeds(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.db")
+    assert journal.unwritable() is None
+    journal._conn.execute("PRAGMA query_only = 1")  # like a full disk
+    assert journal.unwritable() is None  # nothing failed yet: no probe
+    with pytest.raises(Unavailable):
+        journal.append(b"a")
+    assert "journal" in (journal.unwritable() or "")  # the probe fails too
+    journal._conn.execute("PRAGMA query_only = 0")
+    assert journal.unwritable() is None  # the probe succeeds: ready again
+    assert journal.failing is None
+    assert journal.unfinished() == []  # the probe left nothing behind
+    journal.close()

@@ -21,6 +21,9 @@ from .engine import Engine
 BULK_BATCH = 400_000  # rows per round of shard transactions
 BULK_PARALLEL = 10_000  # edges read before a load starts worker processes
 MAX_LOAD_NAME = 4096  # characters (`assocdb import` names a load by its file's path)
+#: The largest `first` of a load's part: its progress (`first` + edges stored) is
+#: kept in the journal, as a SQLite INTEGER (signed 64 bits).
+MAX_LOAD_FIRST = 2**62
 
 
 class AssocWrites:
@@ -213,8 +216,10 @@ def _check_load(edges: object, workers: object, name: object, first: object) -> 
         )
     if name is not None:
         _check_load_name(name)
-    if type(first) is not int or first < 0:
-        raise InvalidRequest(f"first must be an edge position of 0 or more, got {first!r}")
+    if type(first) is not int or not 0 <= first <= MAX_LOAD_FIRST:
+        raise InvalidRequest(
+            f"first must be an edge position from 0 to {MAX_LOAD_FIRST:,}, got {first!r}"
+        )
 
 
 def _check_load_name(name: object) -> None:

@@ -32,6 +32,27 @@ from .graph import NEW_GRAPH
     is_flag=True,
     help="Listen on a non-loopback address: FlockDB's protocol has no authentication.",
 )
+@click.option(
+    "--max-connections",
+    default=512,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Connections open at once (a thread each); more are closed when accepted.",
+)
+@click.option(
+    "--idle-timeout",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds a connection may wait for its next request (0: no limit).",
+)
+@click.option(
+    "--frame-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds for a request to arrive once begun, and for an answer to be taken.",
+)
 @click.option("--cache-mb", default=256, show_default=True, type=click.IntRange(0))
 @click.option("--no-cache", is_flag=True, help="Serve uncached (the same as --cache-mb 0).")
 @click.option(
@@ -45,6 +66,9 @@ def serve_thrift(
     port: int,
     graphs: tuple[str, ...],
     insecure: bool,
+    max_connections: int,
+    idle_timeout: float,
+    frame_timeout: float,
     cache_mb: int,
     no_cache: bool,
     redis: str | None,
@@ -76,7 +100,9 @@ def serve_thrift(
     graph = open_graph(directory, cache=cache)
     try:
         mapping = GraphTable(graph, table)
-        server = make_server(graph, mapping, host, port)
+        server = make_server(
+            graph, mapping, host, port, max_connections, idle_timeout or None, frame_timeout
+        )
         signal.signal(signal.SIGTERM, _stop)
         click.echo(
             f"serving {directory} on thrift://{host}:{port} (FlockDB: framed, binary; "

@@ -377,6 +377,14 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
     help="Seconds a request may run.",
 )
 @click.option(
+    "--header-timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0, 3600, min_open=True),
+    callback=lambda ctx, param, value: _a_number(value, param),
+    help="Seconds a connection may take to send a request's line and headers.",
+)
+@click.option(
     "--max-body",
     default=4 << 20,
     show_default=True,
@@ -427,6 +435,7 @@ def serve(
     tokens_file: str | None,
     background: bool,
     deadline: float,
+    header_timeout: float,
     max_body: int,
     max_batch: int,
     cache_mb: int | None,
@@ -450,6 +459,8 @@ def serve(
         require(module, "server", "assocdb serve")
     with needs("server", "assocdb serve"):
         import uvicorn
+
+        from ..serve.protocol import HeadDeadline
     if redis is not None:
         require("redis", "redis", "assocdb serve --redis")
 
@@ -474,6 +485,7 @@ def serve(
         "sync": not background,
         "tokens_file": tokens_file,
         "deadline": deadline,
+        "header_timeout": header_timeout,
         "max_body": max_body,
         "max_batch": max_batch,
         "cache_bytes": cache_mb << 20,
@@ -500,6 +512,7 @@ def serve(
         uvicorn.run(
             "assocdb.serve.server:app_from_env",
             factory=True,
+            http=HeadDeadline,
             host=host,
             port=port,
             workers=workers,

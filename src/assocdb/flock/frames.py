@@ -11,12 +11,21 @@ that it holds whole (strict) binary-protocol messages of at most `MAX_VALUES` va
 that fails closes its connection before thriftpy2 sees it, as Thrift's Java
 server does with an oversized frame: no answer can be framed for a request
 that was not read. FlockDB's clients send one message per frame.
+
+Time is bounded too, as each connection holds a thread: a connection may
+wait `idle` seconds for its next request, but once a frame's first byte has
+come, the whole frame must arrive within `frame` seconds (a client that
+sends a header and then nothing, or a byte a minute, is cut off), and an
+answer must be taken within `frame` seconds.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import socket
 import struct
+import time
 from typing import Any
 
 log = logging.getLogger("assocdb.flock")
@@ -37,22 +46,27 @@ class BadFrame(Exception):
 
 class CheckedFrames:
     """A transport factory: thriftpy2's framed transport (`framed`, its fast one) over
-    the client's socket, read a checked frame at a time."""
+    the client's socket, read a checked frame at a time, within `idle` seconds of
+    waiting for a request and `frame` seconds to read or write one (None: no limit)."""
 
-    def __init__(self, framed: Any) -> None:
+    def __init__(self, framed: Any, idle: float | None = None, frame: float | None = None) -> None:
         self._framed = framed
+        self._idle = idle
+        self._frame = frame
 
     def get_transport(self, client: Any) -> Any:
-        return self._framed(_Checked(client))
+        return self._framed(_Checked(client, self._idle, self._frame))
 
 
 class _Checked:
     """A client's socket whose reads give whole checked frames (header included);
-    a frame that fails its check ends the connection (TTransportException, which
-    the server takes as a closed connection)."""
+    a frame that fails its check, or comes too late, ends the connection
+    (TTransportException, which the server takes as a closed connection)."""
 
-    def __init__(self, trans: Any) -> None:
+    def __init__(self, trans: Any, idle: float | None, frame: float | None) -> None:
         self._trans = trans
+        self._idle = idle
+        self._frame = math.inf if frame is None else frame
         self._ready = b""  # checked bytes not yet read
         self._at = 0
 
@@ -64,26 +78,50 @@ class _Checked:
         return data
 
     def _next_frame(self) -> bytes:
-        header = self._read_exactly(4)
+        first = self._read(4, self._idle, "no request came")
+        until = time.monotonic() + self._frame  # the frame has begun
+        header = first + self._read_exactly(4 - len(first), until)
         (size,) = struct.unpack("!i", header)
         try:
             if not 0 < size <= MAX_FRAME:
                 raise BadFrame(f"it declares {size} bytes (at most {MAX_FRAME})")
-            body = self._read_exactly(size)
+            body = self._read_exactly(size, until)
             check_frame(body)
         except BadFrame as exc:
             return self._refuse(str(exc))
         return header + body
 
-    def _read_exactly(self, size: int) -> bytes:
+    def _read_exactly(self, size: int, until: float) -> bytes:
         parts, left = [], size
         while left:
-            part: bytes = self._trans.read(min(left, 1 << 16))
-            if not part:
-                return self._end("the client closed the connection")
+            wait = until - time.monotonic()
+            part = self._read(min(left, 1 << 16), wait, "a request frame did not arrive")
             parts.append(part)
             left -= len(part)
         return b"".join(parts)
+
+    def _read(self, size: int, wait: float | None, late: str) -> bytes:
+        """Up to `size` bytes, within `wait` seconds (None: no limit); at least one."""
+        if wait is not None and wait <= 0:
+            return self._timed_out(late)
+        self._settimeout(wait)
+        try:
+            part: bytes = self._trans.read(size)
+        except TimeoutError:
+            return self._timed_out(late)
+        if not part:
+            return self._end("the client closed the connection")
+        return part
+
+    def _settimeout(self, wait: float | None) -> None:
+        sock: socket.socket | None = self._trans.sock
+        if sock is not None:
+            sock.settimeout(None if wait == math.inf else wait)
+
+    def _timed_out(self, late: str) -> bytes:
+        log.info("closing a FlockDB connection: %s in time", late)
+        self._trans.close()
+        return self._end(f"{late} in time")
 
     def _refuse(self, why: str) -> bytes:
         log.warning("closing a FlockDB connection: a request frame is refused: %s", why)
@@ -96,7 +134,12 @@ class _Checked:
         raise TTransportException(TTransportException.END_OF_FILE, why)
 
     def write(self, data: bytes) -> None:
-        self._trans.write(data)
+        self._settimeout(self._frame)  # a client that does not read its answers
+        try:
+            self._trans.write(data)
+        except OSError as exc:  # the timeout, or a reset: end the connection quietly
+            self._trans.close()
+            self._end(f"the answer could not be sent: {exc}")
 
     def flush(self) -> None:
         self._trans.flush()

@@ -438,25 +438,37 @@ class _Server:
         return Response(b'{"status":"ok"}', media_type=JSON)
 
     async def route_readyz(self, request: Request) -> Response:
+        """503 with what is wrong while this worker cannot serve: shards that do not
+        answer, a journal that cannot record writes (a full disk), or so many calls
+        past their deadline that calls are refused (`max_overdue`)."""
+        problems: dict[str, Any] = {}
         try:
             with anyio.fail_after(self.limits.deadline):
-                down = await anyio.to_thread.run_sync(self._unready_shards, abandon_on_cancel=True)
+                problems = await anyio.to_thread.run_sync(self._problems, abandon_on_cancel=True)
         except TimeoutError:
-            down = ["timeout"]
-        if down:
-            return Response(
-                _encode({"status": "unavailable", "shards": down}), status_code=503, media_type=JSON
-            )
+            problems["shards"] = ["timeout"]
+        overdue, most = self.overdue.count, self.limits.max_overdue
+        if overdue >= most:
+            problems["overdue"] = f"{overdue} calls still run past their deadline (at most {most})"
+        if problems:
+            body = _encode({"status": "unavailable", **problems})
+            return Response(body, status_code=503, media_type=JSON)
         return Response(b'{"status":"ready"}', media_type=JSON)
 
-    def _unready_shards(self) -> list[Any]:
+    def _problems(self) -> dict[str, Any]:
+        problems: dict[str, Any] = {}
         down = []
         for shard in range(self.graph.shards):
             try:
                 self.graph.engine.backend.counts(shard, 1, 0)
             except AssocdbError:
                 down.append(shard)
-        return down
+        if down:
+            problems["shards"] = down
+        why = self.graph.engine.journal.unwritable()
+        if why is not None:
+            problems["journal"] = why
+        return problems
 
     async def route_metrics(self, request: Request) -> Response:
         try:

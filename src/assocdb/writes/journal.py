@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from ..core.errors import InvalidRequest, Unavailable
+from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.records import JobState
 from ..storage.backend import map_driver_error
 
@@ -131,6 +131,9 @@ class Journal:
         self._completed: list[int] = []
         self._failed: list[Failure] = []
         self.commits = 0  # fsyncs, for the group-commit benchmark and tests
+        #: Why the last commit of appended jobs failed (a full disk, say), until
+        #: one succeeds: see `unwritable`.
+        self.failing: str | None = None
 
     # -- appending --------------------------------------------------------------
 
@@ -186,10 +189,13 @@ class Journal:
         except BaseException as exc:
             for waiter in batch:
                 waiter.error = exc
+            if isinstance(exc, AssocdbError):
+                self.failing = exc.message
             return
         for waiter, job in zip(batch, ids, strict=True):
             waiter.id = job
         self.commits += 1
+        self.failing = None
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -243,6 +249,21 @@ class Journal:
                 return
         with self._bookkeeping() as taken, self._transaction():
             self._write_bookkeeping(*taken)
+
+    def unwritable(self) -> str | None:
+        """Why appends fail now, or None when they can succeed: once one failed, a probe
+        transaction (written and synced, leaving nothing) tells whether it still would.
+        A read-only journal (opened so on purpose: a snapshot) is not asked."""
+        if self.read_only or self.failing is None:
+            return None
+        try:
+            with self._transaction():  # rewrites the header page: a write, touching no row
+                (version,) = self._conn.execute("PRAGMA user_version").fetchone()
+                self._conn.execute(f"PRAGMA user_version = {int(version)}")
+        except AssocdbError as exc:
+            return exc.message
+        self.failing = None
+        return None
 
     def _refuse_if_read_only(self) -> None:
         if self.read_only:
