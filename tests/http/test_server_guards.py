@@ -362,7 +362,9 @@ def test_a_batch_stops_at_its_deadline(tmp_path: Path) -> None:
         assert answer.json()["error"]["code"] == "timeout"
         release.set()
         assert finished.wait(60)
-        assert len(calls) == 1
+        # The first read was held past the deadline, or (on a loaded machine) the
+        # thread started after it and ran none: either way, none after it.
+        assert len(calls) <= 1
     finally:
         release.set()
         graph.close()
