@@ -224,17 +224,25 @@ class Pipeline:
 
     def _journal_round(self, entries: list[_Entry]) -> _Journaled | None:
         """Resolve and journal one round: what is left for the apply stage, if anything."""
-        works = self._resolve(entries)
+        claims = self.applier.pending.claims
+        try:
+            works = self._resolve(entries)
+        except BaseException:  # nothing of the round is journaled: its unique keys are free
+            claims.release(entries)
+            raise
         live = [(e, w) for e, w in zip(entries, works, strict=True) if w is not None]
         if not live:
             return None
         try:
             jobs = self.journal.append_many([encode(work) for _, work in live])
         except BaseException as exc:  # not journaled: not acknowledged
+            claims.release(entries)
             for entry, _ in live:
                 entry.answer(exc)
             return None
         self.applier.pending.add_many(jobs, [work.keys for _, work in live])
+        for job, (entry, _) in zip(jobs, live, strict=True):
+            claims.bind(entry, job)  # released when the job is applied
         applying = []
         for job, (entry, work) in zip(jobs, live, strict=True):
             if entry.sync:
@@ -250,26 +258,48 @@ class Pipeline:
 
     def _resolve(self, entries: list[_Entry]) -> list[Work | None]:
         """Each entry's work as it is journaled: concrete rows when the stored rows it
-        depends on could be read, else the operation itself; None if it was refused."""
+        depends on could be read, else the operation itself; None if it was refused.
+
+        Index entries are made in the round's order, each entry the owner of its
+        write's unique claims: a write sees the keys the writes before it take or
+        free, as if they had been applied one by one."""
+        stored = self._read_current(entries)
         works: list[Work | None] = []
-        reads: list[tuple[int, Operation]] = []
         for number, entry in enumerate(entries):
             work = entry.work
-            if isinstance(work, Rows) or not work.needs_current:
-                rows = work if isinstance(work, Rows) else resolve(work, Stored())
-                try:
-                    works.append(self._with_entries(None, rows))
-                except Exception as exc:  # an index refuses it: only this write fails
-                    if not is_rejection(exc) or (isinstance(work, Rows) and not entry.sync):
-                        raise
-                    if entry.sync:
-                        entry.answer(exc)
-                    works.append(None if entry.sync else work)  # else as below
-                continue
             works.append(work)
-            reads.append((number, work))
+            old = None
+            try:
+                if isinstance(work, Rows):
+                    rows = work
+                elif not work.needs_current:
+                    rows = resolve(work, Stored())
+                elif number in stored:
+                    old = stored[number].row
+                    rows = resolve(work, stored[number])
+                else:
+                    continue  # journaled unresolved, resolved by the applier in journal order
+                works[number] = self._with_entries(old, rows, entry)
+            except Exception as exc:  # refused: only this write fails
+                if not is_rejection(exc):
+                    raise
+                if entry.sync or isinstance(work, Rows):  # refused before it is acknowledged
+                    entry.answer(exc)
+                    works[number] = None
+                # Else acknowledged all the same (`queued`): the applier resolves it
+                # again and parks it as a bad job with this error.
+        return works
+
+    def _read_current(self, entries: list[_Entry]) -> dict[int, Stored]:
+        """The stored rows the round's operations depend on, by entry number: those
+        that are not pending (or only in the error queue) and whose shard answered."""
+        reads = [
+            (number, work)
+            for number, entry in enumerate(entries)
+            if not isinstance(work := entry.work, Rows) and work.needs_current
+        ]
         if not reads:
-            return works
+            return {}
         pending = self.applier.pending
         blocked = pending.which_blocked([reads_of(op) for _, op in reads])
         if any(blocked):
@@ -277,24 +307,15 @@ class Pipeline:
             blocked = pending.which_blocked([reads_of(op) for _, op in reads])
             reads = [read for read, no in zip(reads, blocked, strict=True) if not no]
         stored = self.applier.read_current_many([op for _, op in reads])
-        for (number, op), current in zip(reads, stored, strict=True):
-            if isinstance(current, AssocdbError):
-                continue  # journaled unresolved, resolved when its shard answers again
-            try:
-                works[number] = self._with_entries(current.row, resolve(op, current))
-            except Exception as exc:
-                if not is_rejection(exc):
-                    raise
-                if entries[number].sync:
-                    entries[number].answer(exc)
-                    works[number] = None
-                # Else acknowledged all the same (`queued`): the applier resolves it
-                # again and parks it as a bad job with this error.
-        return works
+        return {
+            number: current
+            for (number, _), current in zip(reads, stored, strict=True)
+            if not isinstance(current, AssocdbError)  # else resolved when its shard answers
+        }
 
-    def _with_entries(self, old: object, rows: Rows) -> Rows:
+    def _with_entries(self, old: object, rows: Rows, owner: _Entry) -> Rows:
         entries = self.applier.entries
-        return rows if entries is None or not rows.objects else entries(old, rows)
+        return rows if entries is None or not rows.objects else entries(old, rows, owner)
 
     def _wait_applied(self) -> None:
         """Wait until the apply stage has applied every round journaled so far."""
