@@ -3,9 +3,11 @@
 The model follows the documented rules: a post is delivered to the author's
 followers at the time of the post (unless the author is a celebrity in
 hybrid mode), a delete to everyone who ever followed; a home list keeps the
-`cap` newest keys, tombstones included; reads skip deleted items and items
-of authors the user no longer follows; read mode (and the celebrity part of
-hybrid) sees every live post of the current followees.
+`cap` newest keys it received (tombstones of items it held included), and
+tombstones of items it never held while among its `cap` newest keys; reads
+skip deleted items and items of authors the user no longer follows; read mode
+(and the celebrity part of hybrid) sees every live post of the current
+followees.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class Model:
     ever: dict[int, set[int]] = field(default_factory=dict)  # author -> users who ever followed
     posts: dict[tuple[int, int], tuple[int, bool]] = field(default_factory=dict)  # -> (time, live)
     homes: dict[int, dict[Key, tuple[int, bool]]] = field(default_factory=dict)  # -> (author, live)
+    counted: dict[int, set[Key]] = field(default_factory=dict)  # the keys a home list received
     stars: set[int] = field(default_factory=set)
 
     def followers(self, author: int) -> set[int]:
@@ -61,8 +64,17 @@ class Model:
         for user in users:
             home = self.homes.setdefault(user, {})
             home[key] = (author, live)
-            for old in sorted(home, reverse=True)[self.cap :]:
+            # A tombstone of an item the list never held is loose: it takes no slot,
+            # and stays while among the `cap` newest keys.
+            received = self.counted.setdefault(user, set())
+            if live or key in received:
+                received.add(key)
+            newest = sorted(home, reverse=True)
+            kept = {k for k in newest if k in received}
+            kept = set(sorted(kept, reverse=True)[: self.cap]) | set(newest[: self.cap])
+            for old in set(newest) - kept:
                 del home[old]
+                received.discard(old)
 
     def post(self, author: int, item: int, time: int) -> None:
         held = self.posts.get((author, item))
@@ -345,6 +357,43 @@ def test_the_cap_keeps_the_newest(graph: Graph) -> None:
     graph.drain()
     assert [i.item for i in graph.home_timeline(2).items] == [111, 110, 109, 108, 107]
     assert len(graph.home_timeline(2, mode="read").items) == 12
+
+
+def test_deleting_a_post_a_home_list_never_received_keeps_its_items(graph: Graph) -> None:
+    """The delete of an item is fanned out to everyone who follows (or followed) its
+    author; a full home list that never received the item must not lose a live item
+    to its tombstone."""
+    graph.define_timeline("follows", cap=3)
+    graph.assoc_add(2, "follows", 1)
+    for n in range(3):
+        graph.post(1, 100 + n, 10 * (n + 1))  # times 10, 20, 30: the list is full
+    graph.post(3, 200, 15)  # 2 does not follow 3 yet: never delivered to 2
+    graph.drain()
+    graph.assoc_add(2, "follows", 3)
+    graph.post_delete(3, 200)
+    graph.drain()
+    assert [i.item for i in graph.home_timeline(2).items] == [102, 101, 100]
+    graph.engine.forget()  # the shard's list too, not only the cached one
+    assert [i.item for i in graph.home_timeline(2).items] == [102, 101, 100]
+
+
+def test_deleting_a_celebritys_post_keeps_the_followers_home_items(graph: Graph) -> None:
+    """In hybrid mode a celebrity's items are merged in at read time, never delivered;
+    their deletes are fanned out all the same and must not cost a follower an item."""
+    graph.define_timeline("follows", mode="hybrid", cap=3, celebrity_threshold=1)
+    graph.assoc_add(2, "follows", 1)
+    graph.assoc_add(2, "follows", 3)
+    graph.assoc_add(4, "follows", 3)  # 3 has two followers: a celebrity
+    for n in range(3):
+        graph.post(1, 100 + n, 10 * (n + 1))
+    graph.post(3, 200, 15)
+    graph.drain()
+    assert [i.item for i in graph.home_timeline(2).items] == [102, 101, 200, 100]
+    graph.post_delete(3, 200)
+    graph.drain()
+    assert [i.item for i in graph.home_timeline(2).items] == [102, 101, 100]
+    graph.engine.forget()
+    assert [i.item for i in graph.home_timeline(2).items] == [102, 101, 100]
 
 
 def test_fanout_resumes_from_its_recorded_page(

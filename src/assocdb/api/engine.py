@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import time as _time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple
 
 from ..cache.tier1 import Cache
@@ -61,9 +61,10 @@ log = logging.getLogger("assocdb")
 _SCHEMA_KEY = "schema"
 _SCHEMA_RELOAD_SECONDS = 1.0
 
-#: `entries(stored row or None, rows) -> rows`: the rows with the secondary index
-#: entries their object rows imply (the Indexes service's `entries`).
-IndexEntries = Callable[[ObjRow | None, Rows], Rows]
+#: `entries(stored row or None, rows, owner) -> rows`: the rows with the secondary
+#: index entries their object rows imply (the Indexes service's `entries`), the unique
+#: ones claimed for `owner` (`writes.claims`).
+IndexEntries = Callable[[ObjRow | None, Rows, Hashable], Rows]
 
 
 class ReplicaHealth(NamedTuple):
@@ -107,7 +108,7 @@ class Engine:
     # -- lifecycle -------------------------------------------------------------
 
     def set_index_entries(self, entries: IndexEntries) -> None:
-        """Add `entries(stored row, rows)` to every object write, here and in the applier."""
+        """Add `entries(stored row, rows, owner)` to every object write, here and in the applier."""
         if self._started:
             raise RuntimeError("set the index entries before start(): a replay needs them")
         self._entries = entries

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -28,7 +28,7 @@ import msgspec
 from ..core import json as _json
 from ..core import keys as _keys
 from ..core.cursor import decode_after, encode_after
-from ..core.entities import key_of, maintenance, shard_for_value
+from ..core.entities import Routed, key_of, maintenance, shard_for_value
 from ..core.errors import Conflict, InvalidRequest, NotFound
 from ..core.ids import shard_of
 from ..core.merge import ObjRow, State
@@ -131,25 +131,29 @@ class Indexes:
         except NotFound:
             return self._engine.reload_schema().index(name)
 
-    def entries(self, old: ObjRow | None, rows: Rows) -> Rows:
+    def entries(self, old: ObjRow | None, rows: Rows, owner: Hashable) -> Rows:
         """`rows` with the secondary index entries its object rows imply (`core.entities`).
 
-        Raises InvalidRequest if an object holds a value one of its indexes
-        cannot take, Conflict if a unique index holds the key for another object.
+        The entries of unique indexes are claimed for `owner` (`writes.claims`)
+        until the journaled write is applied, so a write resolved before this
+        one is applied sees them. Raises InvalidRequest if an object holds a
+        value one of its indexes cannot take, Conflict if a unique index holds
+        the key for another object (then nothing stays claimed for `owner`).
         """
         self._engine.refresh_indexes()
         schema = self._engine.schema
         entries = list(rows.index)
+        unique: list[tuple[IndexDef, Routed]] = []
         for new in rows.objects:
             before = old if old is not None and old.id == new.id else None
             indexes = schema.indexes_of(new.otype)
             made = maintenance(indexes, before, new, self._shards)
             for index in indexes:
                 if index.unique:
-                    for shard, index_id, key, _, _, _, state in made:
-                        if index_id == index.id and state == State.NORMAL:
-                            self._check_unique(index, key, shard, new.id)
+                    unique += [(index, entry) for entry in made if entry[1] == index.id]
             entries += made
+        if unique:
+            self._claim_unique(unique, owner)
         if len(entries) == len(rows.index):
             return rows
         return msgspec.structs.replace(rows, index=entries)
@@ -210,23 +214,50 @@ class Indexes:
                 found[(key, id)] = Obj(id, name, data, row.version, row.updated_at)
         return found
 
-    def _check_unique(self, index: IndexDef, key: bytes, shard: int, id: int) -> None:
+    def _claim_unique(self, made: list[tuple[IndexDef, Routed]], owner: Hashable) -> None:
+        """Claim a write's unique entries; Conflict (and no claims) if a key it takes
+        is held by another object, stored or claimed before."""
+        claims = self._engine.applier.pending.claims
+        earlier = claims.claim(owner, [entry for _, entry in made])
+        try:
+            for index, (shard, index_id, key, id, _, _, state) in made:
+                if state == State.NORMAL:
+                    self._check_unique(index, key, shard, id, earlier[(index_id, key)])
+        except BaseException:
+            claims.release([owner])
+            raise
+
+    def _check_unique(
+        self, index: IndexDef, key: bytes, shard: int, id: int, claimed: dict[int, Routed]
+    ) -> None:
         """Conflict if another live object holds `key` in a unique index.
 
-        With `shard_on`, every holder of the key has its entry on `shard`;
-        without, entries live with their objects, so every shard is asked.
+        An object with a `claimed` entry for the key (its write is not yet
+        applied) holds it if that entry is live, whatever is stored. Otherwise
+        the stored entries answer: with `shard_on`, every holder of the key has
+        its entry on `shard`; without, entries live with their objects, so
+        every shard is asked.
         """
+        if any(entry[6] == State.NORMAL for other, entry in claimed.items() if other != id):
+            raise _taken(index)
         scan = IndexScan(key, key + b"\x00", None, False, 16)
         shards = [shard] if index.shard_on is not None else range(self._shards)
         rows = [
-            r for s in shards for r in self._backend.index_scan(s, index.id, scan) if r[1] != id
+            r
+            for s in shards
+            for r in self._backend.index_scan(s, index.id, scan)
+            if r[1] != id and r[1] not in claimed
         ]
         if rows and self._recheck(index, rows):
-            raise Conflict(
-                f"index {index.name!r} is unique and another object has the same "
-                f"{', '.join(index.key_properties)}",
-                index=index.name,
-            )
+            raise _taken(index)
+
+
+def _taken(index: IndexDef) -> Conflict:
+    return Conflict(
+        f"index {index.name!r} is unique and another object has the same "
+        f"{', '.join(index.key_properties)}",
+        index=index.name,
+    )
 
 
 class _Plan(NamedTuple):

@@ -16,7 +16,8 @@ three ways, chosen per graph (`define_timeline`) and overridable per read:
   at read time. Celebrity status is sticky (kept graph-wide, in meta), so an
   author's items are never in neither place.
 
-Deletes are fanned out too (to everyone who ever followed, as tombstones);
+Deletes are fanned out too (to everyone who ever followed, as tombstones; one
+of an item a home list never held takes none of its `cap` slots);
 unfollows are applied at read time, by checking the follow edges of a page's
 authors, so already-delivered items of an unfollowed author disappear at once.
 """

@@ -12,13 +12,26 @@ and the later write wins; on an equal `updated_at` the tombstone wins, then the
 author decides, so the order is total.
 
 `merge(blob, writes, cap)` folds writes in: union by key (the higher stamp
-wins), then keep the `cap` newest keys, tombstones included. A tombstone takes
-a slot like a live entry does; that is what makes the merge commutative,
-associative and idempotent even with the cap: an entry trimmed away is
-older than `cap` other keys, and merging more writes only adds keys, so it
-could never have come back. (If tombstones did not count, "deliver 801
-items, then delete one" would keep 799 while "delete, then deliver" keeps
-800.) An item keeps one key: a delete carries the time the item was posted
+wins), then trim. A tombstone of an item the list holds (or held: a delivery
+of its key met it) takes a slot like a live entry does, so the merge stays
+commutative with the cap: an entry trimmed away is older than `cap` other
+such keys, and merging more writes only adds keys, so it could never have
+come back. (If those did not count, "deliver 801 items, then delete one"
+would keep 799 while "delete, then deliver" keeps 800.)
+
+A tombstone of an item the list never received (it was capped out, never
+delivered to this follower, or its author is read-fanned) takes no slot:
+deletes are fanned out to everyone who ever followed, and such a tombstone
+must not push a live item out of the list. It is kept, *loose* (stored with
+its author negated), while it is among the `cap` newest keys, so a delivery
+of its item that arrives after it (the delete's fan-out overtook the post's)
+finds it, and the two make a tombstone that counts. So the list keeps the
+`cap` newest counted keys and the loose tombstones among the `cap` newest
+keys: at most twice `cap` entries. The merge is commutative except in one
+corner: a delivery that arrives after `cap` newer keys have pushed out its
+item's loose tombstone shows the deleted item.
+
+An item keeps one key: a delete carries the time the item was posted
 with, so its tombstone lands on the entry it removes.
 
 A cap of 800 entries is 25.6 KB per user. Pure: no I/O.
@@ -38,6 +51,8 @@ TimelineKey = tuple[int, int]  # (time, item)
 _WIDTH = 4
 _ENTRY_BYTES = _WIDTH * 8
 _SWAP = sys.byteorder != "little"  # the blob is little-endian on every machine
+_AUTHOR_SIGN = 3 * 8 - 1  # the byte of an entry that holds its author's sign bit
+_NO_SIGN = bytes(range(128))  # the bytes without it
 
 
 def entry(time: int, item: int, author: int, updated_at: int, deleted: bool = False) -> Entry:
@@ -69,28 +84,53 @@ def pack(entries: Iterable[Entry]) -> bytes:
 
 
 def merge(current: Iterable[Entry], writes: Iterable[Entry], cap: int) -> list[Entry]:
-    """The list after `writes`: union by key (highest stamp wins), the `cap` newest keys."""
+    """The list after `writes`: union by key (highest stamp wins), trimmed (see above)."""
     best: dict[TimelineKey, Entry] = {}
-    for e in (*current, *writes):
+    for e in (*current, *(_loose(w) if w[3] & 1 else w for w in writes)):
         key = (e[0], e[1])
         held = best.get(key)
-        if held is None or (e[3], e[2]) > (held[3], held[2]):
-            best[key] = e
-    newest = sorted(best, reverse=True)[:cap]
-    return [best[key] for key in newest]
+        best[key] = e if held is None else _join(held, e)
+    newest = sorted(best, reverse=True)
+    kept = [key for key in newest if best[key][2] > 0][:cap]
+    loose = [key for key in newest[:cap] if best[key][2] < 0]
+    if loose:
+        kept = sorted(kept + loose, reverse=True)
+    return [best[key] for key in kept]
+
+
+def _loose(tombstone: Entry) -> Entry:
+    """A tombstone as it arrives: loose until it meets a delivery of its key."""
+    return (tombstone[0], tombstone[1], -abs(tombstone[2]), tombstone[3])
+
+
+def _join(a: Entry, b: Entry) -> Entry:
+    """Two entries of one key: the higher `(stamp, author)`, counted if either is
+    (a delivery, or a tombstone that met one)."""
+    win = a if (a[3], abs(a[2])) >= (b[3], abs(b[2])) else b
+    author = abs(win[2]) if a[2] > 0 or b[2] > 0 else -abs(win[2])
+    return win if author == win[2] else (win[0], win[1], author, win[3])
 
 
 def merge_blob(blob: bytes | None, writes: Sequence[Entry], cap: int) -> bytes | None:
     """`merge` on a stored blob: the new blob, or None if nothing changed."""
-    if len(writes) == 1:
+    if len(writes) == 1 and not writes[0][3] & 1:
         head = unpack(blob[:_ENTRY_BYTES]) if blob else []
         if not head or writes[0][:2] > head[0][:2]:
             # The common case, a delivery newer than everything held: prepend the
-            # bytes, trim (no unpacking: the cache does this per cached follower).
-            return pack(writes) + (blob or b"")[: (cap - 1) * _ENTRY_BYTES]
+            # bytes, trim (no unpacking: the cache does this per cached follower),
+            # unless the trim must spare loose tombstones.
+            keep = (cap - 1) * _ENTRY_BYTES
+            if not blob or len(blob) <= keep or not _any_loose(blob):
+                return pack(writes) + (blob or b"")[:keep]
     current = unpack(blob)
     merged = merge(current, writes, cap)
     return None if merged == current else pack(merged)
+
+
+def _any_loose(blob: bytes) -> bool:
+    """Whether the blob holds a loose tombstone, without unpacking: an author's last
+    byte (little-endian) has its sign bit set."""
+    return bool(blob[_AUTHOR_SIGN::_ENTRY_BYTES].translate(None, _NO_SIGN))
 
 
 def visible(entries: Iterable[Entry], seek: Seek) -> Iterator[Entry]:

@@ -25,7 +25,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from typing import Any, TypeVar
@@ -52,6 +52,7 @@ from ..core.ops import (
     resolve,
 )
 from ..storage.backend import Backend
+from .claims import Claims
 from .fanout import Deliveries, FanoutJob, fanout_page
 from .journal import Failure, Journal
 from .nodejob import node_job_page
@@ -158,10 +159,12 @@ class Pending:
     same row has been applied; otherwise it would be resolved against a state
     that an earlier, still queued write is about to change. (Jobs of other
     processes sharing the journal are not tracked: across processes, a queued
-    write is seen once it is applied.)
+    write is seen once it is applied.) The unique index entries they will
+    write are in `claims`, released with them.
     """
 
     def __init__(self) -> None:
+        self.claims = Claims()
         self._jobs: dict[Key, set[int]] = {}
         self._keys: dict[int, list[Key]] = {}
         self._lock = threading.Lock()
@@ -188,6 +191,7 @@ class Pending:
                         waiting.discard(job)
                         if not waiting:
                             del self._jobs[key]
+        self.claims.release(jobs)
 
     def which_blocked(self, keys: Sequence[list[Key]]) -> list[bool]:
         """For each list of keys: whether a pending job writes one of them."""
@@ -267,8 +271,9 @@ class Applier:
         self.stats = ApplyStats()
         self.pending = Pending()
         #: Adds the secondary index entries of a resolved object write (`core.entities`):
-        #: `entries(stored row, rows) -> rows`. Set by the Graph, which knows the indexes.
-        self.entries: Callable[[Any, Rows], Rows] | None = None
+        #: `entries(stored row, rows, owner) -> rows`, its unique ones claimed for `owner`
+        #: (`Claims`). Set by the Graph, which knows the indexes.
+        self.entries: Callable[[Any, Rows, Hashable], Rows] | None = None
         #: Told every stamp a resolution raised (`ObjectWrite.rebase`), so that this
         #: process stamps its later writes above it: the Graph's clock.
         self.observe: Callable[[int], None] | None = None
@@ -575,19 +580,20 @@ class Applier:
         if self.pending.blocked(reads_of(work), before=job):
             return Unavailable("waiting for an earlier write to the same row")
         try:
-            rows = self.resolution(work, self.read_current(work))
+            rows = self.resolution(work, self.read_current(work), job)
         except Exception as exc:
             return exc
         self.journal.resolved(job, encode(rows))
         return rows
 
-    def resolution(self, op: Operation, stored: Stored) -> Rows:
-        """The rows `op` comes to against `stored`, with their secondary index entries;
-        a stamp the resolution raised is observed by the clock."""
+    def resolution(self, op: Operation, stored: Stored, owner: Hashable) -> Rows:
+        """The rows `op` comes to against `stored`, with their secondary index entries
+        (unique keys claimed for `owner`); a stamp the resolution raised is observed by
+        the clock."""
         rows = resolve(op, stored)
         if rows.objects:
             if self.entries is not None:
-                rows = self.entries(stored.row, rows)
+                rows = self.entries(stored.row, rows, owner)
             stamp = restamped(op, rows)
             if stamp is not None and self.observe is not None:
                 self.observe(stamp)
@@ -886,7 +892,10 @@ def replay(applier: Applier, journal: Journal, on_job: Callable[[int], None] | N
         after = 0
         while batch := journal.jobs(state, after, 1000):
             for job in batch:
-                applier.pending.add(job.id, decode(job.body).keys)
+                body = decode(job.body)
+                applier.pending.add(job.id, body.keys)
+                if isinstance(body, Rows) and body.index:
+                    applier.pending.claims.claim(job.id, body.index)
             after = batch[-1].id
     count, after = 0, 0
     while batch := journal.unfinished(after):

@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from ..core.errors import AssocdbError, InvalidRequest
-from ..core.ops import Key, Operation, Rows, Stored, is_rejection, resolve
+from ..core.ops import Key, Operation, Rows, Stored, is_rejection
 from .applier import FENCE_JOBS, Applier, encode, reads_of, restamped
 
 log = logging.getLogger("assocdb.journal")
@@ -207,17 +207,25 @@ class Pipeline:
 
     def _journal_round(self, entries: list[_Entry]) -> _Journaled | None:
         """Resolve and journal one round: what is left to apply, if anything."""
-        works = self._resolve(entries)
+        claims = self.applier.pending.claims
+        try:
+            works = self._resolve(entries)
+        except BaseException:  # nothing of the round is journaled: its unique keys are free
+            claims.release(entries)
+            raise
         live = [(e, w) for e, w in zip(entries, works, strict=True) if w is not None]
         if not live:
             return None
         try:
             jobs = self.journal.append_many([encode(work) for _, work in live])
         except BaseException as exc:  # not journaled: not acknowledged
+            claims.release(entries)
             for entry, _ in live:
                 entry.answer(exc)
             return None
         self.applier.pending.add_many(jobs, [work.keys for _, work in live])
+        for job, (entry, _) in zip(jobs, live, strict=True):
+            claims.bind(entry, job)  # released when the job is applied
         applying = []
         for job, (entry, work) in zip(jobs, live, strict=True):
             if entry.sync:
@@ -233,52 +241,57 @@ class Pipeline:
 
     def _resolve(self, entries: list[_Entry]) -> list[Work | None]:
         """Each entry's work as it is journaled: concrete rows when the stored rows it
-        depends on could be read, else the operation itself; None if it was refused."""
+        depends on could be read, else the operation itself; None if it was refused.
+
+        Index entries are made in the round's order, each entry the owner of its
+        write's unique claims: a write sees the keys the writes before it take or
+        free, as if they had been applied one by one."""
+        stored = self._read_current(entries)
         works: list[Work | None] = []
-        reads: list[tuple[int, Operation]] = []
         for number, entry in enumerate(entries):
             work = entry.work
-            if isinstance(work, Rows) or not work.needs_current:
-                rows = work if isinstance(work, Rows) else resolve(work, Stored())
-                try:
-                    works.append(self._with_entries(None, rows))
-                except Exception as exc:  # an index refuses it: only this write fails
-                    if not is_rejection(exc) or (isinstance(work, Rows) and not entry.sync):
-                        raise
-                    if entry.sync:
-                        entry.answer(exc)
-                    works.append(None if entry.sync else work)  # else as below
-                continue
             works.append(work)
-            reads.append((number, work))
+            try:
+                if isinstance(work, Rows):
+                    entries_of = self.applier.entries
+                    if entries_of is not None and work.objects:
+                        works[number] = entries_of(None, work, entry)
+                elif not work.needs_current or number in stored:
+                    rows = self.applier.resolution(work, stored.get(number, Stored()), entry)
+                    entry.stamp = restamped(work, rows)
+                    works[number] = rows
+                # Else journaled unresolved, resolved by the applier in journal order.
+            except Exception as exc:  # refused: only this write fails
+                if not is_rejection(exc):
+                    raise
+                if entry.sync or isinstance(work, Rows):  # refused before it is acknowledged
+                    entry.answer(exc)
+                    works[number] = None
+                # Else acknowledged all the same (`queued`): the applier resolves it
+                # again and parks it as a bad job with this error.
+        return works
+
+    def _read_current(self, entries: list[_Entry]) -> dict[int, Stored]:
+        """The stored rows the round's operations depend on, by entry number: those
+        that are not pending (or only in the error queue) and whose shard answered."""
+        reads = [
+            (number, work)
+            for number, entry in enumerate(entries)
+            if not isinstance(work := entry.work, Rows) and work.needs_current
+        ]
         if not reads:
-            return works
+            return {}
         # Earlier batches are applied: only writes in the error queue (or applied in
         # the background) are pending; what reads their rows is journaled unresolved.
         blocked = self.applier.pending.which_blocked([reads_of(op) for _, op in reads])
         if any(blocked):
             reads = [read for read, no in zip(reads, blocked, strict=True) if not no]
         stored = self.applier.read_current_many([op for _, op in reads])
-        for (number, op), current in zip(reads, stored, strict=True):
-            if isinstance(current, AssocdbError):
-                continue  # journaled unresolved, resolved when its shard answers again
-            try:
-                rows = self.applier.resolution(op, current)
-                entries[number].stamp = restamped(op, rows)
-                works[number] = rows
-            except Exception as exc:
-                if not is_rejection(exc):
-                    raise
-                if entries[number].sync:
-                    entries[number].answer(exc)
-                    works[number] = None
-                # Else acknowledged all the same (`queued`): the applier resolves it
-                # again and parks it as a bad job with this error.
-        return works
-
-    def _with_entries(self, old: object, rows: Rows) -> Rows:
-        entries = self.applier.entries
-        return rows if entries is None or not rows.objects else entries(old, rows)
+        return {
+            number: current
+            for (number, _), current in zip(reads, stored, strict=True)
+            if not isinstance(current, AssocdbError)  # else resolved when its shard answers
+        }
 
     # -- applying -----------------------------------------------------------------------
 
