@@ -3,8 +3,9 @@
 A unique index refuses a write whose key another live object holds. The
 stored index answers that only for writes already applied: two writes of
 the same key that are resolved before either is applied (in one batch, or
-while an earlier one waits in the error queue) would both find the key free. So every entry a write makes in a unique index (the new
-key, and the removal of the old one) is *claimed* here when the write is
+while an earlier one waits in the error queue) would both find the key
+free. So every entry a write makes in a unique index (the new key, and the
+removal of the old one) is *claimed* here when the write is
 resolved, and released once the write is applied (its entries are then in
 the store) or given up.
 
