@@ -18,8 +18,10 @@ from assocdb import Graph, WriteResult
 from assocdb.core.errors import Unavailable
 from assocdb.core.ids import shard_of
 from assocdb.storage.backend import map_driver_error
+from assocdb.writes import pipeline as pipeline_module
 from assocdb.writes.applier import NODE_JOB_PAGE, encode
 from tests.support.helpers import wait_until
+from tests.writes.test_journal import FailingConnection
 
 
 def open_graph(path: Path, shards: int = 4, **options: Any) -> assocdb.Graph:
@@ -515,4 +517,128 @@ def test_a_node_job_being_walked_is_not_handed_to_a_retrier(
     assert g.drain(timeout=60)
     assert g.assoc_count(1, "follows") == 0
     assert len(pages) == 3  # each page walked once
+    g.close()
+
+
+# -- errors after a write is journaled: it is acknowledged, never refused ----------
+
+
+def _full_journal(g: Graph) -> FailingConnection:
+    """The graph's journal, made to fail the statements named in `failing` (as on a
+    full disk): appends work, bookkeeping does not."""
+    journal = g.engine.journal
+    conn = FailingConnection(journal._conn)
+    journal._conn = conn  # type: ignore[assignment]
+    return conn
+
+
+def test_a_write_whose_failed_leg_the_journal_cannot_record_yet_is_queued(
+    tmp_path: Path,
+) -> None:
+    """A shard fails and the journal cannot record the failure (its disk filled
+    after the append): the write is journaled, so it is `queued`, not refused, and
+    it is applied once both work again."""
+    g = open_graph(tmp_path / "g", retry=assocdb.RetryPolicy(base=0.01, cap=0.05))
+    a, b = 4, 3
+    assert (shard_of(a, 4), shard_of(b, 4)) == (0, 1)
+    down = threading.Event()
+    down.set()
+
+    def fail_shard(shard: int, sql: str) -> None:
+        if shard == 1 and down.is_set() and sql.startswith("BEGIN"):
+            raise Unavailable("shard 1 is down (test)")
+
+    g.engine.backend.faults.append(fail_shard)
+    conn = _full_journal(g)
+    conn.failing = ("UPDATE",)  # recording the failed attempt
+    assert g.assoc_add(a, "follows", b).status == "queued"
+    conn.failing = ()
+    down.clear()
+    assert g.drain(timeout=60)
+    assert g.assoc_count(b, "followed_by") == 1
+    assert g.check_counts() == []
+    g.close()
+
+
+def test_a_write_the_applier_resolves_while_the_journal_cannot_record_it_is_queued(
+    tmp_path: Path,
+) -> None:
+    """A patch whose shard could not be read is journaled unresolved and resolved when
+    applied; the journal must record the resolution first (a replay must not resolve
+    it again against the row it wrote). If it cannot, the write is `queued`."""
+    g = open_graph(tmp_path / "g", retry=assocdb.RetryPolicy(base=0.01, cap=0.05))
+    g.obj_add("user", {"name": "ada"}, id=7)
+    conn = _full_journal(g)
+    once = [True]
+
+    def unreadable_once(shard: int, sql: str) -> None:
+        if shard == shard_of(7, 4) and sql.startswith("SELECT") and once:
+            once.clear()
+            conn.failing = ("UPDATE",)  # from now on: after the append
+            raise Unavailable("shard unreadable (test)")
+
+    g.engine.backend.faults.append(unreadable_once)
+    assert g.obj_update(7, {"bio": "analyst"}).status == "queued"
+    conn.failing = ()
+    assert g.drain(timeout=60)
+    assert g.obj_get(7).data == {"name": "ada", "bio": "analyst"}  # type: ignore[union-attr]
+    g.close()
+
+
+def test_an_unexpected_error_applying_a_round_queues_its_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever fails once a round is journaled, its writes are acknowledged: `queued`
+    and applied in the background, and the batch's next round still goes through."""
+    g = open_graph(tmp_path / "g")
+    applier = g.engine.applier
+    run_batch = applier.run_batch
+    calls: list[int] = []
+
+    def broken_once(jobs: Any) -> list[bool]:
+        calls.append(len(jobs))
+        if len(calls) == 1:
+            raise RuntimeError("a bug (test)")
+        return run_batch(jobs)
+
+    monkeypatch.setattr(applier, "run_batch", broken_once)
+    with g.batch() as b:
+        first = b.assoc_add(1, "follows", 2)
+        added = b.obj_add("user", {"name": "ada"}, id=77)
+        patched = b.obj_update(77, {"bio": "analyst"})  # the next round
+    assert first.result().status == "queued"
+    assert added.result() == 77
+    assert patched.result().status in ("applied", "queued")
+    assert g.drain(timeout=60)
+    assert g.assoc_count(2, "followed_by") == 1
+    assert g.obj_get(77).data == {"name": "ada", "bio": "analyst"}  # type: ignore[union-attr]
+    g.close()
+
+
+def test_a_fence_that_fails_refuses_no_write_of_the_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fencing (syncing the shards of applied jobs) is bookkeeping for the journal:
+    if it fails, the retrier fences later. The batch's next round is not refused."""
+    g = open_graph(tmp_path / "g")
+    monkeypatch.setattr(pipeline_module, "FENCE_JOBS", 1)  # fence after every round
+    backend = g.engine.backend
+    make_durable = backend.make_durable
+    broken = threading.Event()
+    broken.set()
+
+    def fsync(shards: Any) -> None:
+        if broken.is_set():
+            raise Unavailable("fsync failed (test)")
+        make_durable(shards)
+
+    monkeypatch.setattr(backend, "make_durable", fsync)
+    with g.batch() as b:
+        added = b.obj_add("user", {"name": "ada"}, id=77)
+        patched = b.obj_update(77, {"bio": "analyst"})  # the next round
+    assert added.result() == 77
+    assert patched.result().status == "applied"
+    broken.clear()
+    assert g.drain(timeout=60)
+    assert g.obj_get(77).data == {"name": "ada", "bio": "analyst"}  # type: ignore[union-attr]
     g.close()

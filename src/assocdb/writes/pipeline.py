@@ -283,6 +283,22 @@ class Pipeline:
     # -- applying -----------------------------------------------------------------------
 
     def _apply(self, journaled: _Journaled) -> None:
+        """Apply a journaled round (see `_apply_round`). Its writes are acknowledged: an
+        unexpected error (a fence that fails, the journal's bookkeeping) answers none of
+        them as refused. Those not answered yet are `queued` and go to the applier's
+        background threads, and the batch's later rounds go on."""
+        try:
+            self._apply_round(journaled)
+        except Exception:
+            log.exception("applying %d journaled writes failed", len(journaled.jobs))
+            for job, work, entry in zip(
+                journaled.jobs, journaled.works, journaled.entries, strict=True
+            ):
+                if entry.outcome is None:  # only this thread answers a journaled entry
+                    self.applier.enqueue(job, work)
+                    entry.answer("queued")
+
+    def _apply_round(self, journaled: _Journaled) -> None:
         """Apply a journaled round: its concrete jobs in one `run_batch` (the round was
         resolved after the rows it read were applied), then the unresolved ones one by
         one, in journal order."""
