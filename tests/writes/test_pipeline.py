@@ -15,7 +15,7 @@ import pytest
 
 import assocdb
 from assocdb import Graph, WriteResult
-from assocdb.core.errors import Unavailable
+from assocdb.core.errors import Conflict, Unavailable
 from assocdb.core.ids import shard_of
 from assocdb.storage.backend import map_driver_error
 from assocdb.writes import pipeline as pipeline_module
@@ -641,4 +641,24 @@ def test_a_fence_that_fails_refuses_no_write_of_the_batch(
     broken.clear()
     assert g.drain(timeout=60)
     assert g.obj_get(77).data == {"name": "ada", "bio": "analyst"}  # type: ignore[union-attr]
+    g.close()
+
+
+def test_an_unsynced_write_an_index_refuses_is_refused_alone(tmp_path: Path) -> None:
+    """A new object (concrete rows) that a unique index refuses cannot be journaled and
+    resolved later: it is refused, even unsynced, and only it."""
+    g = open_graph(tmp_path / "g", sync=False)
+    g.define_index("by_email", "user", ["email"], unique=True)
+    g.obj_add("user", {"email": "ada@example.com"}, id=5)
+    assert g.drain(timeout=60)
+    with g.batch() as b:
+        edge = b.assoc_add(1, "follows", 2)
+        twin = b.obj_add("user", {"email": "ada@example.com"})
+        other = b.obj_add("user", {"email": "bob@example.com"})
+    assert edge.result().status == "queued"
+    with pytest.raises(Conflict):
+        twin.result()
+    assert other.result() > 0
+    assert g.drain(timeout=60)
+    assert g.assoc_count(2, "followed_by") == 1
     g.close()

@@ -34,8 +34,9 @@ operation reading it is journaled unresolved: the applier resolves it in
 journal order, as before.
 
 With `sync=False` a write is answered once journaled (`queued`) and the
-applier's background threads apply it (in batches as well); one the store
-refuses is journaled as it is and becomes a bad job when applied. `sync` is
+applier's background threads apply it (in batches as well); an operation the
+store refuses is journaled as it is and becomes a bad job when applied (new
+rows an index refuses cannot be resolved again: they are refused). `sync` is
 the pipeline's default; a `submit` may choose for its own writes (FlockDB's
 low-priority writes are acknowledged once journaled on a synchronous graph).
 """
@@ -243,11 +244,14 @@ class Pipeline:
                 try:
                     works.append(self._with_entries(None, rows))
                 except Exception as exc:  # an index refuses it: only this write fails
-                    if not is_rejection(exc) or (isinstance(work, Rows) and not entry.sync):
+                    if not is_rejection(exc):
                         raise
-                    if entry.sync:
+                    # Concrete rows cannot be resolved again by the applier: refused now,
+                    # even unsynced (raising would refuse every write of the round).
+                    refused = entry.sync or isinstance(work, Rows)
+                    if refused:
                         entry.answer(exc)
-                    works.append(None if entry.sync else work)  # else as below
+                    works.append(None if refused else work)  # else as below
                 continue
             works.append(work)
             reads.append((number, work))
