@@ -664,6 +664,37 @@ def test_an_unsynced_write_an_index_refuses_is_refused_alone(tmp_path: Path) -> 
     g.close()
 
 
+def test_a_write_whose_unique_key_cannot_be_checked_fails_alone(tmp_path: Path) -> None:
+    """A unique index is checked on every shard: with one down, a new object cannot be
+    checked and is refused (`Unavailable`), a patch is journaled unresolved (`queued`,
+    checked when applied), and the writes batched with them go through."""
+    g = open_graph(tmp_path / "g", retry=assocdb.RetryPolicy(base=0.01, cap=0.05))
+    g.define_index("by_email", "user", ["email"], unique=True)
+    a, b, obj = [n for n in range(1, 40) if shard_of(n, 4) in (0, 1)][:3]
+    g.obj_add("user", {"email": "ada@example.com"}, id=obj)
+    down = threading.Event()
+    down.set()
+
+    def shard_down(shard: int, sql: str) -> None:
+        if shard == 2 and down.is_set():
+            raise Unavailable("shard 2 is down (test)")
+
+    g.engine.backend.faults.append(shard_down)
+    with g.batch() as batch:
+        edge = batch.assoc_add(a, "follows", b)
+        patched = batch.obj_update(obj, {"email": "ada@example.org"})
+        new = batch.obj_add("user", {"email": "bob@example.com"})
+    assert edge.result().status == "applied"
+    assert patched.result().status == "queued"
+    with pytest.raises(Unavailable):
+        new.result()
+    down.clear()
+    assert g.drain(timeout=60)
+    assert g.obj_get(obj).data == {"email": "ada@example.org"}  # type: ignore[union-attr]
+    assert g.assoc_count(b, "followed_by") == 1
+    g.close()
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="not fixed: two processes resolve a patch against the same stored row and "

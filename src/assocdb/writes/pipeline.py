@@ -243,12 +243,11 @@ class Pipeline:
                 rows = work if isinstance(work, Rows) else resolve(work, Stored())
                 try:
                     works.append(self._with_entries(None, rows))
-                except Exception as exc:  # an index refuses it: only this write fails
-                    if not is_rejection(exc):
-                        raise
-                    # Concrete rows cannot be resolved again by the applier: refused now,
-                    # even unsynced (raising would refuse every write of the round).
-                    refused = entry.sync or isinstance(work, Rows)
+                except AssocdbError as exc:
+                    # An index refuses it, or could not check it (a shard down): only
+                    # this write fails. Concrete rows cannot be resolved again by the
+                    # applier: refused now, even unsynced.
+                    refused = entry.sync or isinstance(work, Rows) or not is_rejection(exc)
                     if refused:
                         entry.answer(exc)
                     works.append(None if refused else work)  # else as below
@@ -270,9 +269,11 @@ class Pipeline:
                 rows = self.applier.resolution(op, current)
                 entries[number].stamp = restamped(op, rows)
                 works[number] = rows
-            except Exception as exc:
+            except AssocdbError as exc:
                 if not is_rejection(exc):
-                    raise
+                    # Its index entries could not be made (a shard holding a unique
+                    # key down): journaled unresolved, like a row that could not be read.
+                    continue
                 if entries[number].sync:
                     entries[number].answer(exc)
                     works[number] = None
