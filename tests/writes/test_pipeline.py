@@ -695,6 +695,32 @@ def test_a_write_whose_unique_key_cannot_be_checked_fails_alone(tmp_path: Path) 
     g.close()
 
 
+def test_two_writes_of_one_round_cannot_both_take_a_unique_key(tmp_path: Path) -> None:
+    """Writes that enter together are checked against the stored index entries, which
+    hold neither: the second to take a unique key is refused, as it would be after
+    the first; a key of an index that is not unique is shared."""
+    g = open_graph(tmp_path / "g")
+    g.define_index("by_email", "user", ["email"], unique=True)
+    g.define_index("by_city", "user", ["city"])
+    g.obj_add("user", {"email": "eve@example.com"}, id=9)
+    with g.batch() as b:
+        first = b.obj_add("user", {"email": "ada@example.com", "city": "london"})
+        second = b.obj_add("user", {"email": "ada@example.com"})
+        third = b.obj_add("user", {"email": "bob@example.com", "city": "london"}, id=1000)
+        fourth = b.obj_add("user", {"email": "bob@example.com"}, id=1001)
+        fifth = b.obj_update(9, {"email": "ada@example.com"})
+    assert first.result() > 0
+    assert third.result() == 1000
+    for refused in (second, fourth, fifth):
+        with pytest.raises(Conflict, match="by_email"):
+            refused.result()
+    found = g.index_query("by_email", eq=["ada@example.com"])
+    assert [obj.id for obj in found.items] == [first.result()]
+    assert len(g.index_query("by_city", eq=["london"]).items) == 2
+    assert g.obj_get(9).data == {"email": "eve@example.com"}  # type: ignore[union-attr]
+    g.close()
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="not fixed: two processes resolve a patch against the same stored row and "

@@ -106,12 +106,16 @@ class Engine:
 
     # -- lifecycle -------------------------------------------------------------
 
-    def set_index_entries(self, entries: IndexEntries) -> None:
-        """Add `entries(stored row, rows)` to every object write, here and in the applier."""
+    def set_index_entries(
+        self, entries: IndexEntries, unique: Callable[[int], str | None] | None = None
+    ) -> None:
+        """Add `entries(stored row, rows)` to every object write, here and in the applier;
+        `unique(index id)` names a unique index (None if not unique), for the pipeline."""
         if self._started:
             raise RuntimeError("set the index entries before start(): a replay needs them")
         self._entries = entries
         self.applier.entries = entries
+        self.applier.unique = unique
 
     def start(self) -> None:
         """Replay what a crash left in the journal and start applying in the background."""

@@ -120,7 +120,7 @@ class Graph:
         self._cleaner = Cleaner(engine, self._indexes)
         self._queue = QueueAdmin(engine)
         self._checks = Checks(engine)
-        engine.set_index_entries(self._indexes.entries)
+        engine.set_index_entries(self._indexes.entries, self._indexes.unique_name)
         # Last: the replay of jobs a crash left, and the applier's threads, see
         # every service wired.
         engine.start()

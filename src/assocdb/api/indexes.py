@@ -154,6 +154,13 @@ class Indexes:
             return rows
         return msgspec.structs.replace(rows, index=entries)
 
+    def unique_name(self, index_id: int) -> str | None:
+        """The name of the index with this id if it is unique, else None."""
+        for index in self._engine.schema.indexes:
+            if index.id == index_id:
+                return index.name if index.unique else None
+        return None
+
     def objects_by_id(self, ids: list[int]) -> dict[int, ObjRow]:
         """The stored rows of these objects (any state), one read per shard."""
         by_shard: dict[int, list[int]] = {}

@@ -269,6 +269,9 @@ class Applier:
         #: Adds the secondary index entries of a resolved object write (`core.entities`):
         #: `entries(stored row, rows) -> rows`. Set by the Graph, which knows the indexes.
         self.entries: Callable[[Any, Rows], Rows] | None = None
+        #: The name of a unique index, by id (None if the index is not unique): set
+        #: with `entries`. The pipeline refuses a second claim of a key in one round.
+        self.unique: Callable[[int], str | None] | None = None
         #: Told every stamp a resolution raised (`ObjectWrite.rebase`), so that this
         #: process stamps its later writes above it: the Graph's clock.
         self.observe: Callable[[int], None] | None = None

@@ -48,7 +48,8 @@ import threading
 from collections.abc import Sequence
 from typing import Literal
 
-from ..core.errors import AssocdbError, InvalidRequest
+from ..core.errors import AssocdbError, Conflict, InvalidRequest
+from ..core.merge import State
 from ..core.ops import Key, Operation, Rows, Stored, is_rejection, resolve
 from .applier import FENCE_JOBS, Applier, encode, reads_of, restamped
 
@@ -254,8 +255,16 @@ class Pipeline:
                 continue
             works.append(work)
             reads.append((number, work))
-        if not reads:
-            return works
+        if reads:
+            self._resolve_reads(entries, reads, works)
+        self._refuse_second_claims(entries, works)
+        return works
+
+    def _resolve_reads(
+        self, entries: list[_Entry], reads: list[tuple[int, Operation]], works: list[Work | None]
+    ) -> None:
+        """Resolve the operations that read stored rows (`reads`: their numbers in
+        `entries`) into `works`, where each is to start with."""
         # Earlier batches are applied: only writes in the error queue (or applied in
         # the background) are pending; what reads their rows is journaled unresolved.
         blocked = self.applier.pending.which_blocked([reads_of(op) for _, op in reads])
@@ -279,7 +288,39 @@ class Pipeline:
                     works[number] = None
                 # Else acknowledged all the same (`queued`): the applier resolves it
                 # again and parks it as a bad job with this error.
-        return works
+
+    def _refuse_second_claims(self, entries: list[_Entry], works: list[Work | None]) -> None:
+        """Refuse a write that gives a unique index key to an object when an earlier
+        write of the round gives it to another one. Each was checked against the stored
+        entries (`Indexes.entries`), which hold neither yet; one after the other, the
+        second would have met the first's entry."""
+        unique = self.applier.unique
+        if unique is None:
+            return
+        claimed: dict[tuple[int, bytes], int] = {}
+        for number, (entry, work) in enumerate(zip(entries, works, strict=True)):
+            if not isinstance(work, Rows) or not work.index:
+                continue
+            claims = [
+                ((index_id, key), id)
+                for _, index_id, key, id, _, _, state in work.index
+                if state == State.NORMAL and unique(index_id) is not None
+            ]
+            taken = next((c for c in claims if claimed.get(c[0], c[1]) != c[1]), None)
+            if taken is None:
+                claimed.update(claims)
+                continue
+            name = unique(taken[0][0])
+            error = Conflict(
+                f"index {name!r} is unique and another object written with this one "
+                "has the same key",
+                index=name,
+            )
+            if entry.sync or isinstance(entry.work, Rows):
+                entry.answer(error)
+                works[number] = None
+            else:  # acknowledged all the same: the applier parks it as a bad job
+                works[number] = entry.work
 
     def _with_entries(self, old: object, rows: Rows) -> Rows:
         entries = self.applier.entries
