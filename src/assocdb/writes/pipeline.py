@@ -321,6 +321,7 @@ class Pipeline:
                 works[number] = None
             else:  # acknowledged all the same: the applier parks it as a bad job
                 works[number] = entry.work
+                entry.stamp = None  # (journaled unresolved: not stamped yet)
 
     def _with_entries(self, old: object, rows: Rows) -> Rows:
         entries = self.applier.entries
