@@ -444,6 +444,38 @@ def test_a_delete_stamped_before_a_patch_that_enters_after_it_deletes(
     g.close()
 
 
+def test_a_patch_resolved_when_applied_reports_the_stamp_it_was_raised_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A patch whose row could not be read when it entered is journaled unresolved and
+    resolved when it is applied, at once: rebased there, it reports that stamp."""
+    g = open_graph(tmp_path / "g")
+    g.obj_add("user", {"name": "ada"}, id=7)
+    armed: list[bool] = []
+
+    def unreadable_once(shard: int, sql: str) -> None:
+        if shard == shard_of(7, 4) and sql.startswith("SELECT") and armed:
+            armed.clear()
+            raise Unavailable("shard unreadable (test)")
+
+    g.engine.backend.faults.append(unreadable_once)
+
+    def then_arm() -> WriteResult:
+        result = g.obj_update(7, {"bio": "analyst"})
+        armed.append(True)  # the late patch's read fails, its apply's read works
+        return result
+
+    late, _ = _stamped_first_entering_last(
+        g, monkeypatch, lambda: g.obj_update(7, {"city": "london"}), then_arm
+    )
+    obj = g.obj_get(7)
+    assert obj is not None
+    assert obj.data == {"name": "ada", "city": "london", "bio": "analyst"}
+    assert late.status == "applied"
+    assert late.updated_at == obj.updated_at
+    g.close()
+
+
 def test_a_write_stamped_by_its_caller_keeps_that_stamp_and_loses_to_a_newer_row(
     tmp_path: Path,
 ) -> None:

@@ -430,6 +430,16 @@ class Applier:
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
         return True
 
+    def run_resolving(self, job: int, op: Operation) -> tuple[bool, Rows | None]:
+        """`run` for a fresh job journaled unresolved: whether it is now applied, and the
+        rows it was resolved to (journaled: they are applied as they are, whatever
+        happens), or None if it could not be resolved now."""
+        start = time.perf_counter()
+        resolved = self._resolve(job, op)
+        if isinstance(resolved, BaseException):
+            return self._failed(job, 0, 0, 0, start, [resolved]), None
+        return self.run(job, resolved), resolved
+
     def run_batch(self, jobs: Sequence[tuple[int, Rows]]) -> list[bool]:
         """Apply fresh jobs of concrete rows together: their rows grouped by shard, each
         touched shard written in one transaction. Whether each job is now fully applied;

@@ -359,7 +359,12 @@ class Pipeline:
         for job, work, entry in zip(
             journaled.jobs, journaled.works, journaled.entries, strict=True
         ):
-            ok = applied[job] if isinstance(work, Rows) else applier.run(job, work)
+            if isinstance(work, Rows):
+                ok = applied[job]
+            else:  # resolved now: its answer reports the stamp that may have raised
+                ok, rows = applier.run_resolving(job, work)
+                if rows is not None:
+                    entry.stamp = restamped(work, rows)
             entry.answer("applied" if ok else "queued")
         if applier.unfenced() >= FENCE_JOBS:
             applier.fence()
