@@ -51,6 +51,8 @@ class Indexes:
         self._engine = engine
         self._backend = engine.backend
         self._shards = engine.shards
+        self._unique: dict[int, str] = {}  # unique indexes' names by id, of `_unique_of`
+        self._unique_of: object = None
 
     def define_index(
         self,
@@ -156,10 +158,11 @@ class Indexes:
 
     def unique_name(self, index_id: int) -> str | None:
         """The name of the index with this id if it is unique, else None."""
-        for index in self._engine.schema.indexes:
-            if index.id == index_id:
-                return index.name if index.unique else None
-        return None
+        schema = self._engine.schema
+        if self._unique_of is not schema:  # a new schema: read once, not per write
+            self._unique = {index.id: index.name for index in schema.indexes if index.unique}
+            self._unique_of = schema
+        return self._unique.get(index_id)
 
     def objects_by_id(self, ids: list[int]) -> dict[int, ObjRow]:
         """The stored rows of these objects (any state), one read per shard."""

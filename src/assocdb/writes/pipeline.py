@@ -48,7 +48,7 @@ import threading
 from collections.abc import Sequence
 from typing import Literal
 
-from ..core.errors import AssocdbError, Conflict, InvalidRequest
+from ..core.errors import AssocdbError, Conflict, InvalidRequest, Unavailable
 from ..core.merge import State
 from ..core.ops import Key, Operation, Rows, Stored, is_rejection, resolve
 from .applier import FENCE_JOBS, Applier, encode, reads_of, restamped
@@ -278,12 +278,12 @@ class Pipeline:
                 rows = self.applier.resolution(op, current)
                 entries[number].stamp = restamped(op, rows)
                 works[number] = rows
-            except AssocdbError as exc:
-                if not is_rejection(exc):
+            except AssocdbError as exc:  # only this write fails
+                if isinstance(exc, Unavailable):
                     # Its index entries could not be made (a shard holding a unique
                     # key down): journaled unresolved, like a row that could not be read.
                     continue
-                if entries[number].sync:
+                if entries[number].sync or not is_rejection(exc):
                     entries[number].answer(exc)
                     works[number] = None
                 # Else acknowledged all the same (`queued`): the applier resolves it
