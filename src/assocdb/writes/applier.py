@@ -432,6 +432,16 @@ class Applier:
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
         return True
 
+    def run_resolving(self, job: int, op: Operation) -> tuple[bool, Rows | None]:
+        """`run` for a fresh job journaled unresolved: whether it is now applied, and the
+        rows it was resolved to (journaled: they are applied as they are, whatever
+        happens), or None if it could not be resolved now."""
+        start = time.perf_counter()
+        resolved = self._resolve(job, op)
+        if isinstance(resolved, BaseException):
+            return self._failed(job, 0, 0, 0, start, [resolved]), None
+        return self.run(job, resolved), resolved
+
     def run_batch(self, jobs: Sequence[tuple[int, Rows]]) -> list[bool]:
         """Apply fresh jobs of concrete rows together: their rows grouped by shard, each
         touched shard written in one transaction. Whether each job is now fully applied;
@@ -520,8 +530,7 @@ class Applier:
                 self.pending.discard(job)
             own = not any(leg.shard in shared for leg in legs(rows, self._shards))
             failures.append(self._failure(job, done, 0, 0, start, errors, own))
-        self.journal.fail(failures)
-        self._wake.set()
+        self._record(failures)
 
     def _durable(self, shards: Sequence[int]) -> bool:
         """Make the shards of a failed job's applied legs durable before the journal
@@ -583,7 +592,12 @@ class Applier:
             rows = self.resolution(work, self.read_current(work), job)
         except Exception as exc:
             return exc
-        self.journal.resolved(job, encode(rows))
+        try:
+            # Recorded before it is applied: a replay must not resolve it again against
+            # the row it wrote (a rebased stamp would rise again).
+            self.journal.resolved(job, encode(rows))
+        except AssocdbError as exc:  # not applied now; resolved again by the retry
+            return exc
         return rows
 
     def resolution(self, op: Operation, stored: Stored, owner: Hashable) -> Rows:
@@ -714,9 +728,23 @@ class Applier:
         start: float,
         errors: list[BaseException],
     ) -> bool:
-        self.journal.fail([self._failure(job, done, attempts, retries, start, errors)])
-        self._wake.set()
+        self._record([self._failure(job, done, attempts, retries, start, errors)])
         return False
+
+    def _record(self, failures: list[Failure]) -> None:
+        """Record failed attempts in the journal, for the retrier.
+
+        If the journal cannot write them now (a full disk), it keeps them and
+        writes them with its next commit (the retrier flushes a few times a
+        second): the attempts ended all the same, and their jobs are journaled.
+        Raising here would tell writers whose writes the journal holds that they
+        were refused, and leave the rest of a batch unanswered.
+        """
+        try:
+            self.journal.fail(failures)
+        except AssocdbError as exc:
+            log.warning("%d failed attempts are recorded later: %s", len(failures), exc)
+        self._wake.set()
 
     def _failure(
         self,

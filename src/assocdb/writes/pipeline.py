@@ -34,8 +34,9 @@ operation reading it is journaled unresolved: the applier resolves it in
 journal order, as before.
 
 With `sync=False` a write is answered once journaled (`queued`) and the
-applier's background threads apply it (in batches as well); one the store
-refuses is journaled as it is and becomes a bad job when applied. `sync` is
+applier's background threads apply it (in batches as well); an operation the
+store refuses is journaled as it is and becomes a bad job when applied (new
+rows an index refuses cannot be resolved again: they are refused). `sync` is
 the pipeline's default; a `submit` may choose for its own writes (FlockDB's
 low-priority writes are acknowledged once journaled on a synchronous graph).
 """
@@ -47,7 +48,7 @@ import threading
 from collections.abc import Sequence
 from typing import Literal
 
-from ..core.errors import AssocdbError, InvalidRequest
+from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.ops import Key, Operation, Rows, Stored, is_rejection
 from .applier import FENCE_JOBS, Applier, encode, reads_of, restamped
 
@@ -261,10 +262,14 @@ class Pipeline:
                     entry.stamp = restamped(work, rows)
                     works[number] = rows
                 # Else journaled unresolved, resolved by the applier in journal order.
-            except Exception as exc:  # refused: only this write fails
-                if not is_rejection(exc):
-                    raise
-                if entry.sync or isinstance(work, Rows):  # refused before it is acknowledged
+            except AssocdbError as exc:  # only this write fails
+                if isinstance(exc, Unavailable) and not isinstance(work, Rows):
+                    # Its index entries could not be made (a shard holding a unique
+                    # key down): journaled unresolved, like a row that could not be read.
+                    continue
+                # Refused before it is acknowledged; concrete rows (a new object)
+                # cannot be resolved again by the applier: refused now, even unsynced.
+                if entry.sync or isinstance(work, Rows) or not is_rejection(exc):
                     entry.answer(exc)
                     works[number] = None
                 # Else acknowledged all the same (`queued`): the applier resolves it
@@ -296,6 +301,22 @@ class Pipeline:
     # -- applying -----------------------------------------------------------------------
 
     def _apply(self, journaled: _Journaled) -> None:
+        """Apply a journaled round (see `_apply_round`). Its writes are acknowledged: an
+        unexpected error (a fence that fails, the journal's bookkeeping) answers none of
+        them as refused. Those not answered yet are `queued` and go to the applier's
+        background threads, and the batch's later rounds go on."""
+        try:
+            self._apply_round(journaled)
+        except Exception:
+            log.exception("applying %d journaled writes failed", len(journaled.jobs))
+            for job, work, entry in zip(
+                journaled.jobs, journaled.works, journaled.entries, strict=True
+            ):
+                if entry.outcome is None:  # only this thread answers a journaled entry
+                    self.applier.enqueue(job, work)
+                    entry.answer("queued")
+
+    def _apply_round(self, journaled: _Journaled) -> None:
         """Apply a journaled round: its concrete jobs in one `run_batch` (the round was
         resolved after the rows it read were applied), then the unresolved ones one by
         one, in journal order."""
@@ -309,7 +330,12 @@ class Pipeline:
         for job, work, entry in zip(
             journaled.jobs, journaled.works, journaled.entries, strict=True
         ):
-            ok = applied[job] if isinstance(work, Rows) else applier.run(job, work)
+            if isinstance(work, Rows):
+                ok = applied[job]
+            else:  # resolved now: its answer reports the stamp that may have raised
+                ok, rows = applier.run_resolving(job, work)
+                if rows is not None:
+                    entry.stamp = restamped(work, rows)
             entry.answer("applied" if ok else "queued")
         if applier.unfenced() >= FENCE_JOBS:
             applier.fence()
