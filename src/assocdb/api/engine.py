@@ -99,7 +99,7 @@ class Engine:
         self.sync = sync
         self.applier = Applier(backend, journal, retry, cache=self.cache)
         self.applier.observe = self.clock.observe
-        self.pipeline = Pipeline(self.applier, sync=sync)
+        self.pipeline = Pipeline(self.applier, sync=sync, now=self.clock.now)
         self._schema_read_at = float("-inf")  # the first unknown type always re-reads
         self._indexes_read_at = _time.monotonic()
         self._entries: IndexEntries | None = None
@@ -240,10 +240,13 @@ class Engine:
         """`updated_at` as given (checked against the clock), or now."""
         return self.clock.now() if updated_at is None else self.clock.accept(updated_at)
 
-    def submit(self, op: Operation | Rows, updated_at: int) -> WriteResult:
+    def submit(
+        self, op: Operation | Rows, updated_at: int, *, stamp_on_entry: bool = False
+    ) -> WriteResult:
         """Resolve, journal and (in sync mode) apply one write, with whatever other
-        writes enter at the same time (`writes.pipeline`)."""
-        outcome, stamp = self.pipeline.submit([op])[0]
+        writes enter at the same time (`writes.pipeline`). `stamp_on_entry`: node
+        rows the store stamps are stamped again as they enter (see `Pipeline.submit`)."""
+        outcome, stamp = self.pipeline.submit([op], stamp_on_entry=stamp_on_entry)[0]
         if isinstance(outcome, BaseException):
             raise outcome
         return WriteResult(outcome, updated_at if stamp is None else stamp)

@@ -90,6 +90,14 @@ class Nodes:
         stored = self._engine.backend.node_states(
             shard_of(node, self._engine.shards), [(node, kind.id) for kind, _ in lists]
         )
+        # Stamped by the store: stamped again as it enters the pipeline (edge writes
+        # stamped before it and entering after it must read the new state).
+        result = self._engine.submit(
+            Rows(nodes=[NodeRow(node, kind.id, state, ua) for kind, _ in lists]),
+            ua,
+            stamp_on_entry=updated_at is None,
+        )
+        ua = result.updated_at
         work, marks = [], []
         for kind, other in lists:
             before = stored.get((node, kind.id))
@@ -98,9 +106,6 @@ class Nodes:
                 continue  # a newer operation on this list decides every edge
             marks.append(0 if before is None else before.updated_at)
             work.append((kind.id, None if other is None else other.id, list(_ALL_STATES)))
-        result = self._engine.submit(
-            Rows(nodes=[NodeRow(node, kind.id, state, ua) for kind, _ in lists]), ua
-        )
         if not work:
             return result
         return self._engine.submit_background(NodeJob(node, work, state, ua, marks=marks))

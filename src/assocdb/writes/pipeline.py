@@ -45,9 +45,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
+import msgspec
+
+from ..core.clock import HybridClock
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.ops import Key, Operation, Rows, Stored, is_rejection
 from .applier import FENCE_JOBS, Applier, encode, reads_of, restamped
@@ -73,14 +76,16 @@ class _Ticket:
 
 
 class _Entry:
-    __slots__ = ("outcome", "stamp", "sync", "ticket", "work")
+    __slots__ = ("outcome", "stamp", "stamp_on_entry", "sync", "ticket", "work")
 
-    def __init__(self, work: Work, ticket: _Ticket, sync: bool) -> None:
+    def __init__(self, work: Work, ticket: _Ticket, sync: bool, stamp_on_entry: bool) -> None:
         self.work = work
         self.ticket = ticket
         self.sync = sync  # applied before it is answered, or answered once journaled
+        self.stamp_on_entry = stamp_on_entry  # node rows stamped as they are resolved
         self.outcome: Outcome | None = None
-        self.stamp: int | None = None  # raised by its resolution (`ObjectWrite.rebase`)
+        #: Raised by its resolution (`ObjectWrite.rebase`), or given on entry.
+        self.stamp: int | None = None
 
     def answer(self, outcome: Outcome) -> None:
         """Answer the entry (a second answer is ignored: the first one stands)."""
@@ -108,8 +113,11 @@ class _Journaled:
 class Pipeline:
     """Batches concurrent writes through journal → apply; see the module doc."""
 
-    def __init__(self, applier: Applier, *, sync: bool = True) -> None:
+    def __init__(
+        self, applier: Applier, *, sync: bool = True, now: Callable[[], int] | None = None
+    ) -> None:
         self.applier = applier
+        self._now = now or HybridClock().now  # the Graph's clock
         self.journal = applier.journal
         self.sync = sync
         self.batches = 0  # batches taken, and the writes in them: for benchmarks and tests
@@ -121,16 +129,24 @@ class Pipeline:
         self._closed = False
         self._busy = False  # a batch is going through (the pipeline's thread or a lone writer)
 
-    def submit(self, works: Sequence[Work], sync: bool | None = None) -> list[Answer]:
+    def submit(
+        self, works: Sequence[Work], sync: bool | None = None, *, stamp_on_entry: bool = False
+    ) -> list[Answer]:
         """Write `works` (in this order) with whatever else is waiting; their outcomes,
         each with the stamp its resolution raised it to, if it did (`ObjectWrite.rebase`).
         `sync` (default: the pipeline's) says whether they are applied before the
-        answer or answered once journaled (`queued`) and applied in the background."""
+        answer or answered once journaled (`queued`) and applied in the background.
+
+        `stamp_on_entry`: the works' node rows (a node operation the store stamped)
+        are stamped now as they are resolved, in the order writes enter: a write
+        stamped earlier that enters after it must see the node state (it reads
+        it), and one that entered before it is covered by its node job (which
+        takes the edges stamped before it)."""
         if not works:
             return []
         ticket = _Ticket(len(works))
         sync = self.sync if sync is None else sync
-        mine = [_Entry(work, ticket, sync) for work in works]
+        mine = [_Entry(work, ticket, sync, stamp_on_entry) for work in works]
         with self._lock:
             if self._closed:
                 raise InvalidRequest("this graph has been closed")
@@ -254,6 +270,9 @@ class Pipeline:
             works.append(work)
             try:
                 if isinstance(work, Rows):
+                    if entry.stamp_on_entry and work.nodes:
+                        entry.stamp = now = self._now()
+                        work = works[number] = _stamped(work, now)
                     entries_of = self.applier.entries
                     if entries_of is not None and work.objects:
                         works[number] = entries_of(None, work, entry)
@@ -339,6 +358,12 @@ class Pipeline:
             entry.answer("applied" if ok else "queued")
         if applier.unfenced() >= FENCE_JOBS:
             applier.fence()
+
+
+def _stamped(rows: Rows, stamp: int) -> Rows:
+    """`rows` with every node row stamped `stamp`."""
+    nodes = [row._replace(updated_at=stamp) for row in rows.nodes]
+    return msgspec.structs.replace(rows, nodes=nodes)
 
 
 def _rounds(batch: list[_Entry]) -> tuple[list[_Entry], list[_Entry]]:
