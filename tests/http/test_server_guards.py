@@ -129,7 +129,14 @@ def test_serve_rejects_a_port_out_of_range(tmp_path: Path, port: str) -> None:
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("--deadline", "nan"), ("--deadline", "-1"), ("--max-body", "0"), ("--max-batch", "0")],
+    [
+        ("--deadline", "nan"),
+        ("--deadline", "-1"),
+        ("--header-timeout", "nan"),
+        ("--header-timeout", "inf"),
+        ("--max-body", "0"),
+        ("--max-batch", "0"),
+    ],
 )
 def test_serve_rejects_limits_that_would_refuse_every_request(
     tmp_path: Path, server: Server, option: str, value: str
@@ -539,3 +546,25 @@ def test_a_request_head_that_never_completes_closes_its_connection(
             assert answer.json() == {"result": 0}
     finally:
         running.stop()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--idle-timeout", "nan"),
+        ("--idle-timeout", "inf"),
+        ("--idle-timeout", "-1"),
+        ("--frame-timeout", "nan"),
+        ("--frame-timeout", "0"),
+        ("--max-connections", "0"),
+    ],
+)
+def test_serve_thrift_rejects_a_timeout_that_is_not_a_number_of_seconds(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    """NaN passes every range check: it was taken, and every connection's socket
+    timeout failed once the server ran."""
+    result = CliRunner().invoke(main, ["serve-thrift", str(tmp_path / "g"), option, value])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1].startswith(f"Error: Invalid value for '{option}'")
+    assert not (tmp_path / "g").exists()  # refused before the graph was opened

@@ -13,6 +13,7 @@ from ..api.open import open_graph
 from ..core.extras import require
 from ..core.records import CacheConfig
 from .graph import NEW_GRAPH
+from .params import Seconds
 
 
 @click.command("serve-thrift")
@@ -43,14 +44,14 @@ from .graph import NEW_GRAPH
     "--idle-timeout",
     default=600.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=Seconds(0, 86400),
     help="Seconds a connection may wait for its next request (0: no limit).",
 )
 @click.option(
     "--frame-timeout",
     default=30.0,
     show_default=True,
-    type=click.FloatRange(0, min_open=True),
+    type=Seconds(0, 3600, min_open=True),
     help="Seconds for a request to arrive once begun, and for an answer to be taken.",
 )
 @click.option("--cache-mb", default=256, show_default=True, type=click.IntRange(0))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import math
 import os
 import secrets
 import shutil
@@ -30,6 +29,7 @@ from .datasets import ego_facebook
 from .flock import serve_thrift
 from .graph import GRAPH, NEW_GRAPH
 from .index import index
+from .params import Seconds
 
 
 class _Commands(click.Group):
@@ -372,16 +372,14 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
     "--deadline",
     default=10.0,
     show_default=True,
-    type=click.FloatRange(0, 3600, min_open=True),
-    callback=lambda ctx, param, value: _a_number(value, param),
+    type=Seconds(0, 3600, min_open=True),
     help="Seconds a request may run.",
 )
 @click.option(
     "--header-timeout",
     default=10.0,
     show_default=True,
-    type=click.FloatRange(0, 3600, min_open=True),
-    callback=lambda ctx, param, value: _a_number(value, param),
+    type=Seconds(0, 3600, min_open=True),
     help="Seconds a connection may take to send a request's line and headers.",
 )
 @click.option(
@@ -523,13 +521,6 @@ def serve(
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
-
-
-def _a_number(value: float, param: click.Parameter) -> float:
-    """`value`, unless it is NaN (which passes every range check)."""
-    if math.isnan(value):
-        raise click.BadParameter("nan is not a number of seconds", param=param)
-    return value
 
 
 def default_cache_mb(workers: int) -> int:
