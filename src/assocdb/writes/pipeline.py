@@ -34,7 +34,9 @@ operation reading it is journaled unresolved: the applier resolves it in
 journal order, as before.
 
 With `sync=False` a write is answered once journaled (`queued`) and the
-applier's background threads apply it (in batches as well); an operation the
+applier's background threads apply it (in batches as well), unless a later
+round of its batch follows: the pipeline applies it before resolving that
+round, as it does a synced round (see `_journal_round`); an operation the
 store refuses is journaled as it is and becomes a bad job when applied (new
 rows an index refuses cannot be resolved again: they are refused). `sync` is
 the pipeline's default; a `submit` may choose for its own writes (FlockDB's
@@ -102,12 +104,14 @@ class _Entry:
 class _Journaled:
     """A round that is journaled (acknowledged), to apply."""
 
-    __slots__ = ("entries", "jobs", "works")
+    __slots__ = ("entries", "handled", "jobs", "works")
 
     def __init__(self, entries: list[_Entry], jobs: list[int], works: list[Work]) -> None:
         self.entries = entries
         self.jobs = jobs
         self.works = works
+        #: The jobs an attempt was made for (applied, or sent to the error queue).
+        self.handled: set[int] = set()
 
 
 class Pipeline:
@@ -214,7 +218,7 @@ class Pipeline:
         try:
             while rest:
                 this_round, rest = _rounds(rest)
-                journaled = self._journal_round(this_round)
+                journaled = self._journal_round(this_round, bool(rest))
                 if journaled is not None:
                     self._apply(journaled)
         except BaseException as exc:  # nothing may leave a writer without an answer
@@ -222,8 +226,16 @@ class Pipeline:
             for entry in batch:
                 entry.answer(exc)  # (those answered already keep their answer)
 
-    def _journal_round(self, entries: list[_Entry]) -> _Journaled | None:
-        """Resolve and journal one round: what is left to apply, if anything."""
+    def _journal_round(self, entries: list[_Entry], more: bool = False) -> _Journaled | None:
+        """Resolve and journal one round: what is left to apply, if anything.
+
+        With `more` rounds to follow, the round's unsynced writes are applied here
+        too (answered `queued` all the same, once journaled): the next round reads
+        rows they write, and must be resolved against them, as after a synced
+        round. Left to the background, they would be pending when it is resolved:
+        its writes of those rows would be journaled unresolved, their unique keys
+        unclaimed, so a later write of the round taking a key one of them frees
+        (a delete, then an add of its key) would be refused."""
         claims = self.applier.pending.claims
         try:
             works = self._resolve(entries)
@@ -245,8 +257,10 @@ class Pipeline:
             claims.bind(entry, job)  # released when the job is applied
         applying = []
         for job, (entry, work) in zip(jobs, live, strict=True):
-            if entry.sync:
+            if entry.sync or more:
                 applying.append((job, entry, work))
+                if not entry.sync:
+                    entry.answer("queued")
             else:
                 self.applier.enqueue(job, work)
                 entry.answer("queued")
@@ -331,7 +345,7 @@ class Pipeline:
             for job, work, entry in zip(
                 journaled.jobs, journaled.works, journaled.entries, strict=True
             ):
-                if entry.outcome is None:  # only this thread answers a journaled entry
+                if job not in journaled.handled:  # (an unsynced one is answered already)
                     self.applier.enqueue(job, work)
                     entry.answer("queued")
 
@@ -346,6 +360,7 @@ class Pipeline:
             if isinstance(work, Rows)
         ]
         applied = dict(zip([job for job, _ in concrete], applier.run_batch(concrete), strict=True))
+        journaled.handled.update(applied)
         for job, work, entry in zip(
             journaled.jobs, journaled.works, journaled.entries, strict=True
         ):
@@ -353,7 +368,8 @@ class Pipeline:
                 ok = applied[job]
             else:  # resolved now: its answer reports the stamp that may have raised
                 ok, rows = applier.run_resolving(job, work)
-                if rows is not None:
+                journaled.handled.add(job)
+                if rows is not None and entry.outcome is None:  # (unsynced: answered)
                     entry.stamp = restamped(work, rows)
             entry.answer("applied" if ok else "queued")
         if applier.unfenced() >= FENCE_JOBS:
