@@ -179,10 +179,12 @@ class Pending:
                 for key in its_keys:
                     self._jobs.setdefault(key, set()).add(job)
 
-    def discard(self, job: int) -> None:
-        self.discard_many([job])
+    def discard(self, job: int, *, keep_claims: bool = False) -> None:
+        self.discard_many([job], keep_claims=keep_claims)
 
-    def discard_many(self, jobs: Sequence[int]) -> None:
+    def discard_many(self, jobs: Sequence[int], *, keep_claims: bool = False) -> None:
+        """Later writes of these jobs' rows need not wait for them; their unique index
+        claims are released too, unless `keep_claims` (their entries are not stored)."""
         with self._lock:
             for job in jobs:
                 for key in self._keys.pop(job, ()):
@@ -191,7 +193,8 @@ class Pending:
                         waiting.discard(job)
                         if not waiting:
                             del self._jobs[key]
-        self.claims.release(jobs)
+        if not keep_claims:
+            self.claims.release(jobs)
 
     def which_blocked(self, keys: Sequence[list[Key]]) -> list[bool]:
         """For each list of keys: whether a pending job writes one of them."""
@@ -425,8 +428,10 @@ class Applier:
                 # Every leg is on some replica of its shard (a shard map), and
                 # reads prefer replicas that did not miss it: later writes of
                 # these rows resolve against that instead of waiting unapplied
-                # (they could not be read back until the retry).
-                self.pending.discard(job)
+                # (they could not be read back until the retry). Its unique
+                # claims stay: a leg writes its index entries after its rows
+                # (`_apply_leg`), so a partial one stored none of them.
+                self.pending.discard(job, keep_claims=True)
             return self._failed(job, done, attempts, retries, start, errors)
         self._applied([job], {leg.shard for leg in legs(work, self._shards)})
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
@@ -526,8 +531,8 @@ class Applier:
                     errors.append(failed[leg.shard])
                 elif durable:
                     done |= 1 << number
-            if all(_landed_somewhere(e) for e in errors):
-                self.pending.discard(job)
+            if all(_landed_somewhere(e) for e in errors):  # (claims kept: see `run`)
+                self.pending.discard(job, keep_claims=True)
             own = not any(leg.shard in shared for leg in legs(rows, self._shards))
             failures.append(self._failure(job, done, 0, 0, start, errors, own))
         self._record(failures)
