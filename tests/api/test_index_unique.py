@@ -213,12 +213,6 @@ def test_a_refused_add_on_an_unsynced_graph_fails_alone(open_graph: OpenGraph) -
     assert holders(graph, "email", "b@x") == [other.result()]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed: on an unsynced graph a delete whose row is pending is journaled "
-    "unresolved and frees its unique key only when applied; a new object (concrete "
-    "rows, not resolved again) taking the key meanwhile is refused",
-)
 def test_an_unsynced_add_of_a_key_a_queued_delete_frees_goes_through(
     open_graph: OpenGraph,
 ) -> None:

@@ -167,17 +167,40 @@ class Pending:
         self.claims = Claims()
         self._jobs: dict[Key, set[int]] = {}
         self._keys: dict[int, list[Key]] = {}
+        #: The pending jobs journaled unresolved (operations): how they change their
+        #: rows, and which unique keys they take or free, is known once resolved.
+        self._unresolved: set[int] = set()
         self._lock = threading.Lock()
 
-    def add(self, job: int, keys: list[Key]) -> None:
-        self.add_many([job], [keys])
+    def add(self, job: int, keys: list[Key], unresolved: bool = False) -> None:
+        self.add_many([job], [keys], [unresolved])
 
-    def add_many(self, jobs: Sequence[int], keys: Sequence[list[Key]]) -> None:
+    def add_many(
+        self,
+        jobs: Sequence[int],
+        keys: Sequence[list[Key]],
+        unresolved: Sequence[bool] | None = None,
+    ) -> None:
         with self._lock:
             for job, its_keys in zip(jobs, keys, strict=True):
                 self._keys[job] = its_keys
                 for key in its_keys:
                     self._jobs.setdefault(key, set()).add(job)
+            if unresolved is not None:
+                self._unresolved.update(j for j, no in zip(jobs, unresolved, strict=True) if no)
+
+    def resolved(self, job: int) -> None:
+        """The pending job `job` is resolved (its unique keys are claimed)."""
+        if self._unresolved:
+            with self._lock:
+                self._unresolved.discard(job)
+
+    def unresolved(self, key: Key) -> bool:
+        """Whether a pending job journaled unresolved writes `key`."""
+        if not self._unresolved:
+            return False
+        with self._lock:
+            return any(job in self._unresolved for job in self._jobs.get(key, ()))
 
     def discard(self, job: int, *, keep_claims: bool = False) -> None:
         self.discard_many([job], keep_claims=keep_claims)
@@ -187,6 +210,7 @@ class Pending:
         claims are released too, unless `keep_claims` (their entries are not stored)."""
         with self._lock:
             for job in jobs:
+                self._unresolved.discard(job)
                 for key in self._keys.pop(job, ()):
                     waiting = self._jobs.get(key)
                     if waiting is not None:
@@ -603,6 +627,7 @@ class Applier:
             self.journal.resolved(job, encode(rows))
         except AssocdbError as exc:  # not applied now; resolved again by the retry
             return exc
+        self.pending.resolved(job)
         return rows
 
     def resolution(self, op: Operation, stored: Stored, owner: Hashable) -> Rows:
@@ -926,7 +951,7 @@ def replay(applier: Applier, journal: Journal, on_job: Callable[[int], None] | N
         while batch := journal.jobs(state, after, 1000):
             for job in batch:
                 body = decode(job.body)
-                applier.pending.add(job.id, body.keys)
+                applier.pending.add(job.id, body.keys, not isinstance(body, Rows))
                 if isinstance(body, Rows) and body.index:
                     applier.pending.claims.claim(job.id, body.index)
             after = batch[-1].id

@@ -38,9 +38,12 @@ applier's background threads apply it (in batches as well), unless a later
 round of its batch follows: the pipeline applies it before resolving that
 round, as it does a synced round (see `_journal_round`); an operation the
 store refuses is journaled as it is and becomes a bad job when applied (new
-rows an index refuses cannot be resolved again: they are refused). `sync` is
-the pipeline's default; a `submit` may choose for its own writes (FlockDB's
-low-priority writes are acknowledged once journaled on a synchronous graph).
+rows an index refuses cannot be resolved again: they are refused, unless the
+key's holder has a queued write journaled unresolved that may free it: then
+they are journaled as the operation adding them, judged in journal order).
+`sync` is the pipeline's default; a `submit` may choose for its own writes
+(FlockDB's low-priority writes are acknowledged once journaled on a
+synchronous graph).
 """
 
 from __future__ import annotations
@@ -53,8 +56,8 @@ from typing import Literal
 import msgspec
 
 from ..core.clock import HybridClock
-from ..core.errors import AssocdbError, InvalidRequest, Unavailable
-from ..core.ops import Key, Operation, Rows, Stored, is_rejection
+from ..core.errors import AssocdbError, Conflict, InvalidRequest, Unavailable
+from ..core.ops import Key, ObjectWrite, Operation, Rows, Stored, is_rejection
 from .applier import FENCE_JOBS, Applier, encode, reads_of, restamped
 
 log = logging.getLogger("assocdb.journal")
@@ -252,7 +255,9 @@ class Pipeline:
             for entry, _ in live:
                 entry.answer(exc)
             return None
-        self.applier.pending.add_many(jobs, [work.keys for _, work in live])
+        self.applier.pending.add_many(
+            jobs, [work.keys for _, work in live], [not isinstance(w, Rows) for _, w in live]
+        )
         for job, (entry, _) in zip(jobs, live, strict=True):
             claims.bind(entry, job)  # released when the job is applied
         applying = []
@@ -296,18 +301,32 @@ class Pipeline:
                     works[number] = rows
                 # Else journaled unresolved, resolved by the applier in journal order.
             except AssocdbError as exc:  # only this write fails
+                if not entry.sync and isinstance(exc, Conflict) and self._may_free(exc):
+                    added = _as_add(entry.work)
+                    if added is not None:  # judged in journal order, like an operation
+                        works[number] = added
+                        continue
                 if isinstance(exc, Unavailable) and not isinstance(work, Rows):
                     # Its index entries could not be made (a shard holding a unique
                     # key down): journaled unresolved, like a row that could not be read.
                     continue
                 # Refused before it is acknowledged; concrete rows (a new object)
-                # cannot be resolved again by the applier: refused now, even unsynced.
+                # cannot be resolved again by the applier: refused now, even unsynced
+                # (unless `_may_free`, above).
                 if entry.sync or isinstance(work, Rows) or not is_rejection(exc):
                     entry.answer(exc)
                     works[number] = None
                 # Else acknowledged all the same (`queued`): the applier resolves it
                 # again and parks it as a bad job with this error.
         return works
+
+    def _may_free(self, exc: Conflict) -> bool:
+        """Whether the object holding the unique key an unsynced write was refused has a
+        queued write journaled unresolved (a delete, an update), which may free it:
+        acknowledged writes are applied in journal order, so the write is judged
+        after it (journaled unresolved, resolved by the applier)."""
+        holder = getattr(exc, "holder", None)
+        return holder is not None and self.applier.pending.unresolved((holder,))
 
     def _read_current(self, entries: list[_Entry]) -> dict[int, Stored]:
         """The stored rows the round's operations depend on, by entry number: those
@@ -374,6 +393,17 @@ class Pipeline:
             entry.answer("applied" if ok else "queued")
         if applier.unfenced() >= FENCE_JOBS:
             applier.fence()
+
+
+def _as_add(work: Work) -> ObjectWrite | None:
+    """A new object's concrete rows as the operation adding it (resolved against its
+    stored row, which is none: the same row), or None if `work` is not that."""
+    if not isinstance(work, Rows) or work.edges or work.nodes or work.index:
+        return None
+    if len(work.objects) != 1 or work.objects[0].version != 1:
+        return None
+    obj = work.objects[0]
+    return ObjectWrite(obj.id, obj.updated_at, obj.state, otype=obj.otype, data=obj.data)
 
 
 def _stamped(rows: Rows, stamp: int) -> Rows:
