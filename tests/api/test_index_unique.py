@@ -211,3 +211,50 @@ def test_a_refused_add_on_an_unsynced_graph_fails_alone(open_graph: OpenGraph) -
     assert graph.drain(timeout=60)
     assert holders(graph, "email", "a@x") == [first.result()]
     assert holders(graph, "email", "b@x") == [other.result()]
+
+
+def test_an_unsynced_add_of_a_key_a_queued_delete_frees_goes_through(
+    open_graph: OpenGraph,
+) -> None:
+    """sync=False: add an object, delete it, add another with its key, one call after
+    the other, before the background has applied the first: judged as if applied in
+    order (as on a synced graph), the second add takes the key."""
+    graph = open_graph(sync=False)
+    graph.define_object("user")
+    graph.define_index("email", "user", ["email"], unique=True)
+    first, near = ids_on(graph, [0, 1])
+    holds, held = hold_begins(graph)
+    release = holds[0] = threading.Event()
+    assert graph.obj_add("user", {"email": "a@x"}, id=first) == first
+    wait_until(lambda: held == [0])  # the background applies it: held
+    assert graph.obj_delete(first).status == "queued"  # its row pending: unresolved
+    try:
+        second = graph.obj_add("user", {"email": "a@x"}, near=near)
+    finally:
+        release.set()
+    assert graph.drain(timeout=60)
+    assert holders(graph, "email", "a@x") == [second]
+
+
+def test_an_unsynced_add_of_a_key_a_queued_write_keeps_is_a_bad_job(
+    open_graph: OpenGraph,
+) -> None:
+    """The same, when the holder's queued write (a patch) does not free the key: the
+    add, acknowledged, is refused when applied (a bad job), as any unsynced write."""
+    graph = open_graph(sync=False)
+    graph.define_object("user")
+    graph.define_index("email", "user", ["email"], unique=True)
+    first, near = ids_on(graph, [0, 1])
+    holds, held = hold_begins(graph)
+    release = holds[0] = threading.Event()
+    assert graph.obj_add("user", {"email": "a@x"}, id=first) == first
+    wait_until(lambda: held == [0])
+    assert graph.obj_update(first, {"name": "ada"}).status == "queued"  # unresolved
+    try:
+        second = graph.obj_add("user", {"email": "a@x"}, near=near)
+    finally:
+        release.set()
+    wait_until(lambda: graph.engine.journal.counts()["bad"] == 1)
+    assert graph.obj_get(second) is None
+    assert holders(graph, "email", "a@x") == [first]
+    assert len(graph.engine.applier.pending.claims) == 0

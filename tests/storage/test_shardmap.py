@@ -678,3 +678,31 @@ def test_an_edit_made_while_a_process_opens_the_map_is_taken(make_map: MapMaker)
         wait_until(lambda: backend.map.backends["db3"].down, patience=20)
     finally:
         backend.close()
+
+
+def test_a_unique_key_whose_add_landed_on_one_replica_stays_claimed_until_retried(
+    make_map: MapMaker,
+) -> None:
+    """An add of a unique key lands on one replica of its shard (the other is down):
+    its row is stored (`partial`), and later writes of it no longer wait for the
+    retry. Its index entries are not: the leg stopped before them. The key stays
+    claimed until the retry stores them, so a second add of it is refused."""
+    slow = RetryPolicy(base=60, cap=60, down_after=100)  # no retry happens by itself
+    g = open_cluster(make_map, retry=slow)
+    g.define_object("user")
+    g.define_index("email", "user", ["email"], unique=True)
+    backend = cluster(g)
+    backend.recovery_hooks.clear()  # nor when the replica is back
+    first = next(n for n in range(1, 100) if shard_of(n, g.shards) == 0)  # db1 and db2
+    cure = fail(backend, "db2")
+    assert g.obj_add("user", {"email": "a@x"}, id=first) == first  # on db1 only
+    cure()
+    wait_until(lambda: up(backend, "db2"))
+    with pytest.raises(assocdb.Conflict, match="unique"):
+        g.obj_add("user", {"email": "a@x"})
+    g.obj_update(first, {"name": "ada"})  # not waiting for the retry (`partial`)
+    g.queue_retry()
+    assert g.drain(timeout=10)
+    assert len(g.engine.applier.pending.claims) == 0
+    assert [o.id for o in g.index_query("email", ["a@x"]).items] == [first]
+    g.close()

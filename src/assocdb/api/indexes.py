@@ -238,8 +238,9 @@ class Indexes:
         its entry on `shard`; without, entries live with their objects, so
         every shard is asked.
         """
-        if any(entry[6] == State.NORMAL for other, entry in claimed.items() if other != id):
-            raise _taken(index)
+        for other, entry in claimed.items():
+            if other != id and entry[6] == State.NORMAL:
+                raise _taken(index, other)
         scan = IndexScan(key, key + b"\x00", None, False, 16)
         shards = [shard] if index.shard_on is not None else range(self._shards)
         rows = [
@@ -248,16 +249,20 @@ class Indexes:
             for r in self._backend.index_scan(s, index.id, scan)
             if r[1] != id and r[1] not in claimed
         ]
-        if rows and self._recheck(index, rows):
-            raise _taken(index)
+        if rows and (found := self._recheck(index, rows)):
+            raise _taken(index, next(iter(found))[1])
 
 
-def _taken(index: IndexDef) -> Conflict:
-    return Conflict(
+def _taken(index: IndexDef, holder: int) -> Conflict:
+    error = Conflict(
         f"index {index.name!r} is unique and another object has the same "
         f"{', '.join(index.key_properties)}",
         index=index.name,
     )
+    # Not in the details (they are sent): the pipeline asks whether a queued write
+    # of the holder may yet free the key (`Pending.unresolved`).
+    error.holder = holder  # type: ignore[attr-defined]
+    return error
 
 
 class _Plan(NamedTuple):

@@ -167,31 +167,58 @@ class Pending:
         self.claims = Claims()
         self._jobs: dict[Key, set[int]] = {}
         self._keys: dict[int, list[Key]] = {}
+        #: The pending jobs journaled unresolved (operations): how they change their
+        #: rows, and which unique keys they take or free, is known once resolved.
+        self._unresolved: set[int] = set()
         self._lock = threading.Lock()
 
-    def add(self, job: int, keys: list[Key]) -> None:
-        self.add_many([job], [keys])
+    def add(self, job: int, keys: list[Key], unresolved: bool = False) -> None:
+        self.add_many([job], [keys], [unresolved])
 
-    def add_many(self, jobs: Sequence[int], keys: Sequence[list[Key]]) -> None:
+    def add_many(
+        self,
+        jobs: Sequence[int],
+        keys: Sequence[list[Key]],
+        unresolved: Sequence[bool] | None = None,
+    ) -> None:
         with self._lock:
             for job, its_keys in zip(jobs, keys, strict=True):
                 self._keys[job] = its_keys
                 for key in its_keys:
                     self._jobs.setdefault(key, set()).add(job)
+            if unresolved is not None:
+                self._unresolved.update(j for j, no in zip(jobs, unresolved, strict=True) if no)
 
-    def discard(self, job: int) -> None:
-        self.discard_many([job])
+    def resolved(self, job: int) -> None:
+        """The pending job `job` is resolved (its unique keys are claimed)."""
+        if self._unresolved:
+            with self._lock:
+                self._unresolved.discard(job)
 
-    def discard_many(self, jobs: Sequence[int]) -> None:
+    def unresolved(self, key: Key) -> bool:
+        """Whether a pending job journaled unresolved writes `key`."""
+        if not self._unresolved:
+            return False
+        with self._lock:
+            return any(job in self._unresolved for job in self._jobs.get(key, ()))
+
+    def discard(self, job: int, *, keep_claims: bool = False) -> None:
+        self.discard_many([job], keep_claims=keep_claims)
+
+    def discard_many(self, jobs: Sequence[int], *, keep_claims: bool = False) -> None:
+        """Later writes of these jobs' rows need not wait for them; their unique index
+        claims are released too, unless `keep_claims` (their entries are not stored)."""
         with self._lock:
             for job in jobs:
+                self._unresolved.discard(job)
                 for key in self._keys.pop(job, ()):
                     waiting = self._jobs.get(key)
                     if waiting is not None:
                         waiting.discard(job)
                         if not waiting:
                             del self._jobs[key]
-        self.claims.release(jobs)
+        if not keep_claims:
+            self.claims.release(jobs)
 
     def which_blocked(self, keys: Sequence[list[Key]]) -> list[bool]:
         """For each list of keys: whether a pending job writes one of them."""
@@ -425,8 +452,10 @@ class Applier:
                 # Every leg is on some replica of its shard (a shard map), and
                 # reads prefer replicas that did not miss it: later writes of
                 # these rows resolve against that instead of waiting unapplied
-                # (they could not be read back until the retry).
-                self.pending.discard(job)
+                # (they could not be read back until the retry). Its unique
+                # claims stay: a leg writes its index entries after its rows
+                # (`_apply_leg`), so a partial one stored none of them.
+                self.pending.discard(job, keep_claims=True)
             return self._failed(job, done, attempts, retries, start, errors)
         self._applied([job], {leg.shard for leg in legs(work, self._shards)})
         self.stats.record(time.perf_counter() - start, ok=True, retry=retries > 0, bad=False)
@@ -526,8 +555,8 @@ class Applier:
                     errors.append(failed[leg.shard])
                 elif durable:
                     done |= 1 << number
-            if all(_landed_somewhere(e) for e in errors):
-                self.pending.discard(job)
+            if all(_landed_somewhere(e) for e in errors):  # (claims kept: see `run`)
+                self.pending.discard(job, keep_claims=True)
             own = not any(leg.shard in shared for leg in legs(rows, self._shards))
             failures.append(self._failure(job, done, 0, 0, start, errors, own))
         self._record(failures)
@@ -598,6 +627,7 @@ class Applier:
             self.journal.resolved(job, encode(rows))
         except AssocdbError as exc:  # not applied now; resolved again by the retry
             return exc
+        self.pending.resolved(job)
         return rows
 
     def resolution(self, op: Operation, stored: Stored, owner: Hashable) -> Rows:
@@ -921,7 +951,7 @@ def replay(applier: Applier, journal: Journal, on_job: Callable[[int], None] | N
         while batch := journal.jobs(state, after, 1000):
             for job in batch:
                 body = decode(job.body)
-                applier.pending.add(job.id, body.keys)
+                applier.pending.add(job.id, body.keys, not isinstance(body, Rows))
                 if isinstance(body, Rows) and body.index:
                     applier.pending.claims.claim(job.id, body.index)
             after = batch[-1].id

@@ -34,11 +34,16 @@ operation reading it is journaled unresolved: the applier resolves it in
 journal order, as before.
 
 With `sync=False` a write is answered once journaled (`queued`) and the
-applier's background threads apply it (in batches as well); an operation the
+applier's background threads apply it (in batches as well), unless a later
+round of its batch follows: the pipeline applies it before resolving that
+round, as it does a synced round (see `_journal_round`); an operation the
 store refuses is journaled as it is and becomes a bad job when applied (new
-rows an index refuses cannot be resolved again: they are refused). `sync` is
-the pipeline's default; a `submit` may choose for its own writes (FlockDB's
-low-priority writes are acknowledged once journaled on a synchronous graph).
+rows an index refuses cannot be resolved again: they are refused, unless the
+key's holder has a queued write journaled unresolved that may free it: then
+they are journaled as the operation adding them, judged in journal order).
+`sync` is the pipeline's default; a `submit` may choose for its own writes
+(FlockDB's low-priority writes are acknowledged once journaled on a
+synchronous graph).
 """
 
 from __future__ import annotations
@@ -51,8 +56,8 @@ from typing import Literal
 import msgspec
 
 from ..core.clock import HybridClock
-from ..core.errors import AssocdbError, InvalidRequest, Unavailable
-from ..core.ops import Key, Operation, Rows, Stored, is_rejection
+from ..core.errors import AssocdbError, Conflict, InvalidRequest, Unavailable
+from ..core.ops import Key, ObjectWrite, Operation, Rows, Stored, is_rejection
 from .applier import FENCE_JOBS, Applier, encode, reads_of, restamped
 
 log = logging.getLogger("assocdb.journal")
@@ -102,12 +107,14 @@ class _Entry:
 class _Journaled:
     """A round that is journaled (acknowledged), to apply."""
 
-    __slots__ = ("entries", "jobs", "works")
+    __slots__ = ("entries", "handled", "jobs", "works")
 
     def __init__(self, entries: list[_Entry], jobs: list[int], works: list[Work]) -> None:
         self.entries = entries
         self.jobs = jobs
         self.works = works
+        #: The jobs an attempt was made for (applied, or sent to the error queue).
+        self.handled: set[int] = set()
 
 
 class Pipeline:
@@ -214,7 +221,7 @@ class Pipeline:
         try:
             while rest:
                 this_round, rest = _rounds(rest)
-                journaled = self._journal_round(this_round)
+                journaled = self._journal_round(this_round, bool(rest))
                 if journaled is not None:
                     self._apply(journaled)
         except BaseException as exc:  # nothing may leave a writer without an answer
@@ -222,8 +229,16 @@ class Pipeline:
             for entry in batch:
                 entry.answer(exc)  # (those answered already keep their answer)
 
-    def _journal_round(self, entries: list[_Entry]) -> _Journaled | None:
-        """Resolve and journal one round: what is left to apply, if anything."""
+    def _journal_round(self, entries: list[_Entry], more: bool = False) -> _Journaled | None:
+        """Resolve and journal one round: what is left to apply, if anything.
+
+        With `more` rounds to follow, the round's unsynced writes are applied here
+        too (answered `queued` all the same, once journaled): the next round reads
+        rows they write, and must be resolved against them, as after a synced
+        round. Left to the background, they would be pending when it is resolved:
+        its writes of those rows would be journaled unresolved, their unique keys
+        unclaimed, so a later write of the round taking a key one of them frees
+        (a delete, then an add of its key) would be refused."""
         claims = self.applier.pending.claims
         try:
             works = self._resolve(entries)
@@ -240,13 +255,17 @@ class Pipeline:
             for entry, _ in live:
                 entry.answer(exc)
             return None
-        self.applier.pending.add_many(jobs, [work.keys for _, work in live])
+        self.applier.pending.add_many(
+            jobs, [work.keys for _, work in live], [not isinstance(w, Rows) for _, w in live]
+        )
         for job, (entry, _) in zip(jobs, live, strict=True):
             claims.bind(entry, job)  # released when the job is applied
         applying = []
         for job, (entry, work) in zip(jobs, live, strict=True):
-            if entry.sync:
+            if entry.sync or more:
                 applying.append((job, entry, work))
+                if not entry.sync:
+                    entry.answer("queued")
             else:
                 self.applier.enqueue(job, work)
                 entry.answer("queued")
@@ -282,18 +301,32 @@ class Pipeline:
                     works[number] = rows
                 # Else journaled unresolved, resolved by the applier in journal order.
             except AssocdbError as exc:  # only this write fails
+                if not entry.sync and isinstance(exc, Conflict) and self._may_free(exc):
+                    added = _as_add(entry.work)
+                    if added is not None:  # judged in journal order, like an operation
+                        works[number] = added
+                        continue
                 if isinstance(exc, Unavailable) and not isinstance(work, Rows):
                     # Its index entries could not be made (a shard holding a unique
                     # key down): journaled unresolved, like a row that could not be read.
                     continue
                 # Refused before it is acknowledged; concrete rows (a new object)
-                # cannot be resolved again by the applier: refused now, even unsynced.
+                # cannot be resolved again by the applier: refused now, even unsynced
+                # (unless `_may_free`, above).
                 if entry.sync or isinstance(work, Rows) or not is_rejection(exc):
                     entry.answer(exc)
                     works[number] = None
                 # Else acknowledged all the same (`queued`): the applier resolves it
                 # again and parks it as a bad job with this error.
         return works
+
+    def _may_free(self, exc: Conflict) -> bool:
+        """Whether the object holding the unique key an unsynced write was refused has a
+        queued write journaled unresolved (a delete, an update), which may free it:
+        acknowledged writes are applied in journal order, so the write is judged
+        after it (journaled unresolved, resolved by the applier)."""
+        holder = getattr(exc, "holder", None)
+        return holder is not None and self.applier.pending.unresolved((holder,))
 
     def _read_current(self, entries: list[_Entry]) -> dict[int, Stored]:
         """The stored rows the round's operations depend on, by entry number: those
@@ -331,7 +364,7 @@ class Pipeline:
             for job, work, entry in zip(
                 journaled.jobs, journaled.works, journaled.entries, strict=True
             ):
-                if entry.outcome is None:  # only this thread answers a journaled entry
+                if job not in journaled.handled:  # (an unsynced one is answered already)
                     self.applier.enqueue(job, work)
                     entry.answer("queued")
 
@@ -346,6 +379,7 @@ class Pipeline:
             if isinstance(work, Rows)
         ]
         applied = dict(zip([job for job, _ in concrete], applier.run_batch(concrete), strict=True))
+        journaled.handled.update(applied)
         for job, work, entry in zip(
             journaled.jobs, journaled.works, journaled.entries, strict=True
         ):
@@ -353,11 +387,23 @@ class Pipeline:
                 ok = applied[job]
             else:  # resolved now: its answer reports the stamp that may have raised
                 ok, rows = applier.run_resolving(job, work)
-                if rows is not None:
+                journaled.handled.add(job)
+                if rows is not None and entry.outcome is None:  # (unsynced: answered)
                     entry.stamp = restamped(work, rows)
             entry.answer("applied" if ok else "queued")
         if applier.unfenced() >= FENCE_JOBS:
             applier.fence()
+
+
+def _as_add(work: Work) -> ObjectWrite | None:
+    """A new object's concrete rows as the operation adding it (resolved against its
+    stored row, which is none: the same row), or None if `work` is not that."""
+    if not isinstance(work, Rows) or work.edges or work.nodes or work.index:
+        return None
+    if len(work.objects) != 1 or work.objects[0].version != 1:
+        return None
+    obj = work.objects[0]
+    return ObjectWrite(obj.id, obj.updated_at, obj.state, otype=obj.otype, data=obj.data)
 
 
 def _stamped(rows: Rows, stamp: int) -> Rows:
