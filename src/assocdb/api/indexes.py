@@ -29,7 +29,7 @@ from ..core import json as _json
 from ..core import keys as _keys
 from ..core.cursor import decode_after, encode_after
 from ..core.entities import Routed, key_of, maintenance, shard_for_value
-from ..core.errors import Conflict, InvalidRequest, NotFound
+from ..core.errors import InvalidRequest, KeyTaken, NotFound
 from ..core.ids import shard_of
 from ..core.merge import ObjRow, State
 from ..core.ops import Rows
@@ -253,16 +253,14 @@ class Indexes:
             raise _taken(index, next(iter(found))[1])
 
 
-def _taken(index: IndexDef, holder: int) -> Conflict:
-    error = Conflict(
+def _taken(index: IndexDef, holder: int) -> KeyTaken:
+    # The holder: the pipeline asks whether a queued write of it may yet free the key.
+    return KeyTaken(
         f"index {index.name!r} is unique and another object has the same "
         f"{', '.join(index.key_properties)}",
+        holder,
         index=index.name,
     )
-    # Not in the details (they are sent): the pipeline asks whether a queued write
-    # of the holder may yet free the key (`Pending.unresolved`).
-    error.holder = holder  # type: ignore[attr-defined]
-    return error
 
 
 class _Plan(NamedTuple):

@@ -88,6 +88,15 @@ class Conflict(AssocdbError):
     code = "conflict"
 
 
+class KeyTaken(Conflict):
+    """A unique index's key is held by another object: `holder`, its id (kept out of
+    `details`, which are sent to clients)."""
+
+    def __init__(self, message: str, holder: int, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.holder = holder
+
+
 class Unavailable(AssocdbError):
     """A backend is down, locked or too slow. The request may be retried."""
 

@@ -56,7 +56,7 @@ from typing import Literal
 import msgspec
 
 from ..core.clock import HybridClock
-from ..core.errors import AssocdbError, Conflict, InvalidRequest, Unavailable
+from ..core.errors import AssocdbError, InvalidRequest, KeyTaken, Unavailable
 from ..core.ops import Key, ObjectWrite, Operation, Rows, Stored, is_rejection
 from .applier import FENCE_JOBS, Applier, encode, reads_of, restamped
 
@@ -301,7 +301,7 @@ class Pipeline:
                     works[number] = rows
                 # Else journaled unresolved, resolved by the applier in journal order.
             except AssocdbError as exc:  # only this write fails
-                if not entry.sync and isinstance(exc, Conflict) and self._may_free(exc):
+                if not entry.sync and isinstance(exc, KeyTaken) and self._may_free(exc):
                     added = _as_add(entry.work)
                     if added is not None:  # judged in journal order, like an operation
                         works[number] = added
@@ -320,13 +320,12 @@ class Pipeline:
                 # again and parks it as a bad job with this error.
         return works
 
-    def _may_free(self, exc: Conflict) -> bool:
+    def _may_free(self, exc: KeyTaken) -> bool:
         """Whether the object holding the unique key an unsynced write was refused has a
         queued write journaled unresolved (a delete, an update), which may free it:
         acknowledged writes are applied in journal order, so the write is judged
         after it (journaled unresolved, resolved by the applier)."""
-        holder = getattr(exc, "holder", None)
-        return holder is not None and self.applier.pending.unresolved((holder,))
+        return self.applier.pending.unresolved((exc.holder,))
 
     def _read_current(self, entries: list[_Entry]) -> dict[int, Stored]:
         """The stored rows the round's operations depend on, by entry number: those
