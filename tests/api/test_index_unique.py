@@ -219,19 +219,9 @@ def test_an_unsynced_add_of_a_key_a_queued_delete_frees_goes_through(
     """sync=False: add an object, delete it, add another with its key, one call after
     the other, before the background has applied the first: judged as if applied in
     order (as on a synced graph), the second add takes the key."""
-    graph = open_graph(sync=False)
-    graph.define_object("user")
-    graph.define_index("email", "user", ["email"], unique=True)
-    first, near = ids_on(graph, [0, 1])
-    holds, held = hold_begins(graph)
-    release = holds[0] = threading.Event()
-    assert graph.obj_add("user", {"email": "a@x"}, id=first) == first
-    wait_until(lambda: held == [0])  # the background applies it: held
+    graph, first, add_another = _held_unsynced_holder(open_graph)
     assert graph.obj_delete(first).status == "queued"  # its row pending: unresolved
-    try:
-        second = graph.obj_add("user", {"email": "a@x"}, near=near)
-    finally:
-        release.set()
+    second = add_another()
     assert graph.drain(timeout=60)
     assert holders(graph, "email", "a@x") == [second]
 
@@ -241,6 +231,19 @@ def test_an_unsynced_add_of_a_key_a_queued_write_keeps_is_a_bad_job(
 ) -> None:
     """The same, when the holder's queued write (a patch) does not free the key: the
     add, acknowledged, is refused when applied (a bad job), as any unsynced write."""
+    graph, first, add_another = _held_unsynced_holder(open_graph)
+    assert graph.obj_update(first, {"name": "ada"}).status == "queued"  # unresolved
+    second = add_another()
+    wait_until(lambda: graph.engine.journal.counts()["bad"] == 1)
+    assert graph.obj_get(second) is None
+    assert holders(graph, "email", "a@x") == [first]
+    assert len(graph.engine.applier.pending.claims) == 0
+
+
+def _held_unsynced_holder(open_graph: OpenGraph) -> tuple[Graph, int, Callable[[], int]]:
+    """A sync=False graph with a unique email index; the id of an object whose add of
+    a@x the background is applying, held; and `add_another`: add a@x to a new object
+    on another shard, then let the held add go on (the new object's id)."""
     graph = open_graph(sync=False)
     graph.define_object("user")
     graph.define_index("email", "user", ["email"], unique=True)
@@ -248,13 +251,12 @@ def test_an_unsynced_add_of_a_key_a_queued_write_keeps_is_a_bad_job(
     holds, held = hold_begins(graph)
     release = holds[0] = threading.Event()
     assert graph.obj_add("user", {"email": "a@x"}, id=first) == first
-    wait_until(lambda: held == [0])
-    assert graph.obj_update(first, {"name": "ada"}).status == "queued"  # unresolved
-    try:
-        second = graph.obj_add("user", {"email": "a@x"}, near=near)
-    finally:
-        release.set()
-    wait_until(lambda: graph.engine.journal.counts()["bad"] == 1)
-    assert graph.obj_get(second) is None
-    assert holders(graph, "email", "a@x") == [first]
-    assert len(graph.engine.applier.pending.claims) == 0
+    wait_until(lambda: held == [0])  # the background applies it: held
+
+    def add_another() -> int:
+        try:
+            return graph.obj_add("user", {"email": "a@x"}, near=near)
+        finally:
+            release.set()
+
+    return graph, first, add_another

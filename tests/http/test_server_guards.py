@@ -9,6 +9,7 @@ import re
 import signal
 import socket
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -329,21 +330,12 @@ def test_a_batch_stops_at_its_deadline(tmp_path: Path) -> None:
     the worker thread, abandoned by the request, used to run the rest of it anyway
     (up to `max_batch` reads each), outside the thread limiter's count."""
     import asyncio
-    import threading
 
     from assocdb.serve.server import Limits, create_app
 
     graph = assocdb.open(tmp_path / "graph", shards=2)
     graph.define_assoc("follows")
-    release, calls = threading.Event(), []
-    count = graph.assoc_count
-
-    def held(*args: object, **kwargs: object) -> int:
-        calls.append(args)
-        release.wait(60)  # the first read is held until the request has timed out
-        return count(*args, **kwargs)  # type: ignore[arg-type]
-
-    graph.assoc_count = held  # type: ignore[method-assign]
+    release, calls = _hold_counts(graph)  # each read held until the request timed out
     app = create_app(graph, limits=Limits(deadline=0.2))
     server = app.state.server
     finished = threading.Event()
@@ -409,21 +401,12 @@ def test_calls_still_running_past_their_deadline_are_bounded(tmp_path: Path) -> 
     the other, each left one more thread running, without bound. Past `max_overdue`
     of them, a call is refused (Unavailable) until they end."""
     import asyncio
-    import threading
 
     from assocdb.serve.server import Limits, create_app
 
     graph = assocdb.open(tmp_path / "graph", shards=2)
     graph.define_assoc("follows")
-    release, calls = threading.Event(), []
-    count = graph.assoc_count
-
-    def held(*args: object, **kwargs: object) -> int:
-        calls.append(args)
-        release.wait(60)
-        return count(*args, **kwargs)  # type: ignore[arg-type]
-
-    graph.assoc_count = held  # type: ignore[method-assign]
+    release, calls = _hold_counts(graph)  # each read held until the request timed out
     app = create_app(graph, limits=Limits(deadline=0.05, max_overdue=4))
     body = {"id1": 1, "atype": "follows"}
 
@@ -462,7 +445,6 @@ def test_readyz_is_503_while_calls_past_their_deadline_fill_the_server(tmp_path:
     """Past `max_overdue` calls running late, every call to a thread is refused: a load
     balancer must stop sending traffic there (/readyz said ready all along)."""
     import asyncio
-    import threading
 
     from assocdb.serve.server import Limits, create_app
 
@@ -568,3 +550,18 @@ def test_serve_thrift_rejects_a_timeout_that_is_not_a_number_of_seconds(
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1].startswith(f"Error: Invalid value for '{option}'")
     assert not (tmp_path / "g").exists()  # refused before the graph was opened
+
+
+def _hold_counts(graph: assocdb.Graph) -> tuple[threading.Event, list[tuple[object, ...]]]:
+    """Make each `assoc_count` of `graph` wait for the returned event (60 s at most);
+    the list records the calls."""
+    release, calls = threading.Event(), []
+    count = graph.assoc_count
+
+    def held(*args: object, **kwargs: object) -> int:
+        calls.append(args)
+        release.wait(60)
+        return count(*args, **kwargs)  # type: ignore[arg-type]
+
+    graph.assoc_count = held  # type: ignore[method-assign]
+    return release, calls

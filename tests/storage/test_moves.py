@@ -31,6 +31,7 @@ from assocdb.core.ids import shard_of
 from assocdb.storage import moves
 from assocdb.storage.moves import MoveProgress, cancel_move, drop_replica, move_shard
 from assocdb.storage.replica_verify import verify_replicas
+from assocdb.storage.shardmap import ShardMapBackend
 from assocdb.storage.shardmap_config import (
     BackendConfig,
     MoveRecord,
@@ -134,6 +135,17 @@ def fill(graph: Graph) -> tuple[int, int]:
     return 7, graph.assoc_count(7, "likes")
 
 
+def ready_to_move(graph: Graph) -> tuple[tuple[int, int], ShardMapBackend, Path, int]:
+    """The graph `fill`ed, on its shard map with a new empty backend db4: what `fill`
+    returns, the graph's backend, the map's path, and the shard of the fixed node."""
+    fixed = fill(graph)
+    backend = cluster(graph)
+    path = backend.source
+    assert path is not None
+    add_backend(path, "db4")
+    return fixed, backend, path, shard_of(fixed[0], graph.shards)
+
+
 def copying_or_exited(mover: subprocess.Popen[bytes], path: Path) -> bool:
     return mover.poll() is not None or any(m.copied for m in load(path).moves)
 
@@ -161,12 +173,7 @@ def assert_final(graph: Graph, load: Load, shard: int) -> None:
 
 
 def test_a_shard_moves_while_a_writer_and_a_reader_run(graph: Graph) -> None:
-    fixed = fill(graph)
-    backend = cluster(graph)
-    path = backend.source
-    assert path is not None
-    add_backend(path, "db4")
-    shard = shard_of(fixed[0], graph.shards)
+    fixed, backend, path, shard = ready_to_move(graph)
     old = [r.backend for r in load(path).replicas[shard]]
     with Load(graph, fixed) as running:
         seen: list[MoveProgress] = []
@@ -188,12 +195,7 @@ def test_a_shard_moves_while_a_writer_and_a_reader_run(graph: Graph) -> None:
 
 
 def test_add_replica_then_drop_one(graph: Graph) -> None:
-    fixed = fill(graph)
-    backend = cluster(graph)
-    path = backend.source
-    assert path is not None
-    add_backend(path, "db4")
-    shard = shard_of(fixed[0], graph.shards)
+    fixed, backend, path, shard = ready_to_move(graph)
     with Load(graph, fixed) as running:
         move_shard(path, shard, "db4", weight=2, settle=SETTLE)
         wait_until(
@@ -363,12 +365,7 @@ def test_a_move_to_a_broken_backend_is_rolled_back_cleanly(graph: Graph) -> None
 def test_a_copy_resumed_in_an_index_dropped_meanwhile_copies_every_row(graph: Graph) -> None:
     """The copy's position names a table that no longer exists (its index was dropped
     while the mover was stopped): the copy starts over, not from that table's key."""
-    fixed = fill(graph)
-    backend = cluster(graph)
-    path = backend.source
-    assert path is not None
-    add_backend(path, "db4")
-    shard = shard_of(fixed[0], graph.shards)
+    _, backend, path, shard = ready_to_move(graph)
     after = msgspec.msgpack.encode([b"u1", 1001]).hex()
     record = MoveRecord(shard, "db4", "copying", None, 1, "index_99", after, 10)
     smap = with_replica(load(path), shard, "db4", 0)
@@ -399,12 +396,7 @@ def test_a_copy_onto_a_drained_backend_is_refused(graph: Graph) -> None:
 def test_a_move_finishes_when_a_backend_setting_changes_meanwhile(graph: Graph) -> None:
     """An operator changes a timeout in the map while a shard moves: the change waits for
     a reopen, and the move goes on (it used to stop at its verify, refusing the map)."""
-    fixed = fill(graph)
-    backend = cluster(graph)
-    path = backend.source
-    assert path is not None
-    add_backend(path, "db4")
-    shard = shard_of(fixed[0], graph.shards)
+    _, _, path, shard = ready_to_move(graph)
     old = [r.backend for r in load(path).replicas[shard]]
 
     def change_a_timeout(progress: MoveProgress) -> None:
@@ -449,12 +441,7 @@ def test_a_mover_whose_copy_is_cancelled_meanwhile_stops_at_its_next_save(graph:
     """`assocdb shards cancel` run while the mover still copies (the operator forgot to
     stop it): the cancel holds, and the mover stops saying so at its next save of the
     map, instead of copying and verifying on and failing with a puzzle at the end."""
-    fixed = fill(graph)
-    backend = cluster(graph)
-    path = backend.source
-    assert path is not None
-    add_backend(path, "db4")
-    shard = shard_of(fixed[0], graph.shards)
+    _, _, path, shard = ready_to_move(graph)
     before = load(path).replicas[shard]
     phases: list[str] = []
 
@@ -478,12 +465,7 @@ def test_a_move_off_a_drained_backend_copies_from_another_replica_and_finishes(
     and was drained for a reason), and the move must finish: it used to copy from it
     and then stop at its verify for good ("db1 is down or drained"), the shard's writes
     queued all along."""
-    fixed = fill(graph)
-    backend = cluster(graph)
-    path = backend.source
-    assert path is not None
-    add_backend(path, "db4")
-    shard = shard_of(fixed[0], graph.shards)
+    fixed, backend, path, shard = ready_to_move(graph)
     drained, other = [r.backend for r in load(path).replicas[shard]]
     row = backend.member(drained).export_table(shard, "edges", None, 1)[0]
     phantom = (row[0], row[1], 999_999_999, row[3], row[4], row[5], row[6])
