@@ -489,7 +489,8 @@ STATUS: dict[type[AssocdbError], int] = {
 BY_CODE: dict[str, type[AssocdbError]] = {
     cls.code: cls
     for cls in vars(_errors).values()
-    if isinstance(cls, type) and issubclass(cls, AssocdbError)
+    # The class that names a code, not a subclass that shares it (KeyTaken is a Conflict).
+    if isinstance(cls, type) and issubclass(cls, AssocdbError) and "code" in vars(cls)
 }
 
 
