@@ -41,6 +41,21 @@ def test_probe_answers_as_the_stored_edges(graph: Graph) -> None:
     assert backend.probe_id2s(shard, NODE, atype, [0], [], True, 5) == []
 
 
+def test_probe_of_many_ids_asks_each_once(graph: Graph) -> None:
+    """More ids than one statement binds, repeated across its chunks: each member once,
+    in order, up to the limit."""
+    backend, shard, atype = _states(graph)
+    asked = [*range(1, 1500), *range(1, 1500, 7)]
+    members = sorted({e.id2 for e in backend.edges(shard, NODE, atype, asked) if e.state == 0})
+    assert len(members) > 5
+    for forward in (True, False):
+        expected = sorted(members, reverse=forward)
+        assert backend.probe_id2s(shard, NODE, atype, [0], asked, forward) == expected
+        for limit in (1, 5, len(expected), len(expected) + 1):
+            got = backend.probe_id2s(shard, NODE, atype, [0], asked, forward, limit)
+            assert got == expected[:limit]
+
+
 def test_probe_reads_the_key_index_alone(graph: Graph) -> None:
     backend, shard, atype = _states(graph)
     statements: list[str] = []
@@ -52,11 +67,15 @@ def test_probe_reads_the_key_index_alone(graph: Graph) -> None:
     for sql in statements:
         params = [NODE, atype, 5, 6, 7, *([0, 1] if "LIMIT" in sql else [0]), 2]
         params = params[: sql.count("?") + sql.count("%s")]
-        if backend.local:  # SQLite: the plan names the index it reads, and whether alone
+        if backend.local:  # SQLite: the asked ids drive the loop (no temporary index
+            # sorts them, so a limit stops the seeks), each a read of the index alone
             plan = backend._query(shard, "EXPLAIN QUERY PLAN " + sql, params)
             assert [row[3] for row in plan] == [
+                "CO-ROUTINE ids",
+                "SCAN 3 CONSTANT ROWS",
+                "SCAN ids",
                 "SEARCH edges USING COVERING INDEX edges_key "
-                "(id1=? AND atype=? AND id2=? AND state=?)"
+                "(id1=? AND atype=? AND id2=? AND state=?)",
             ]
         elif backend.spec()["kind"] == "postgres":  # an index alone (the planner picks
             # which: both hold id2 and state), no sort

@@ -48,7 +48,7 @@ import re
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
@@ -641,19 +641,19 @@ class SQLBackend(ABC):
         # other columns (state, time), in SQLite's WITHOUT ROWID tables and in
         # InnoDB alike, so no table row is read; older graphs have the same
         # index. With a limit the engine walks the ids in order and stops there.
-        # A repeated id matches once within one IN list; across lists it would
-        # match twice, so only ids that need several lists are made unique.
-        ordered = sorted(id2s, reverse=forward)  # the set queries' ids come sorted: ~1 µs
-        chunks: Iterable[Sequence[int]] = (ordered,) if ordered else ()  # (no slice of a copy)
-        if len(ordered) > _IN_CHUNK:
-            chunks = _chunks(sorted(set(ordered), reverse=forward))
+        # Each id is asked once (a repeated one would match twice across chunks,
+        # and, in SQLite's form, within one).
+        ordered = sorted(set(id2s), reverse=forward)  # 200 ids: ~4 µs
         found: list[int] = []
-        for chunk in chunks:
-            params: list[Any] = [id1, atype, *chunk, *states]
-            if limit is not None:
-                params.append(limit - len(found))
-            sql = self._probe_sql(shard, len(chunk), len(states), forward, limit is not None)
-            found += [row[0] for row in self._query(shard, sql, params)]
+        for chunk in _chunks(ordered):
+            left = None if limit is None else limit - len(found)
+            sql = self._probe_sql(shard, len(chunk), len(states), forward, left is not None)
+            found += [
+                row[0]
+                for row in self._query(
+                    shard, sql, self._probe_params(id1, atype, chunk, states, left)
+                )
+            ]
             if limit is not None and len(found) >= limit:
                 break
         if limit is None:  # the engine's order is its own
@@ -666,14 +666,29 @@ class SQLBackend(ABC):
         shape = (shard, ids, states, forward, limited)
         sql = self._probes.get(shape)
         if sql is None:
-            template = (
-                f"SELECT id2 FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ? "
-                f"AND id2 IN ({_marks(ids)}) AND state IN ({_marks(states)})"
+            sql = self._probes[shape] = self._q(
+                self._probe_template(ids, states, forward, limited), shard
             )
-            if limited:
-                template += f" ORDER BY id2 {'DESC' if forward else 'ASC'} LIMIT ?"
-            sql = self._probes[shape] = self._q(template, shard)
         return sql
+
+    def _probe_template(self, ids: int, states: int, forward: bool, limited: bool) -> str:
+        """The probe as an `IN` list, which the engine sorts and walks in order."""
+        template = (
+            f"SELECT id2 FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ? "
+            f"AND id2 IN ({_marks(ids)}) AND state IN ({_marks(states)})"
+        )
+        if limited:
+            template += f" ORDER BY id2 {'DESC' if forward else 'ASC'} LIMIT ?"
+        return template
+
+    def _probe_params(
+        self, id1: int, atype: int, id2s: Sequence[int], states: Sequence[int], left: int | None
+    ) -> list[Any]:
+        """`_probe_template`'s parameters: the ids are bound in the order asked."""
+        params: list[Any] = [id1, atype, *id2s, *states]
+        if left is not None:
+            params.append(left)
+        return params
 
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]

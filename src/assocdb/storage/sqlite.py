@@ -215,6 +215,27 @@ class SQLiteBackend(SQLBackend):
     def _render(self, template: str, shard: int) -> str:
         return template.replace("{s}.", "")  # a shard is a file of its own
 
+    def _probe_template(self, ids: int, states: int, forward: bool, limited: bool) -> str:
+        """The probe driven by its ids as a `VALUES` list, the outer loop of the join
+        (`CROSS JOIN` keeps it there): SQLite seeks them in the order bound and stops
+        at the limit, where an `IN` list is first sorted into a temporary index
+        (a first page of an intersection, 200 ids: ~150 against ~130 µs)."""
+        values = ", ".join(["(?)"] * ids)
+        template = (
+            f"WITH ids (id2) AS (VALUES {values}) SELECT ids.id2 FROM ids "
+            f"CROSS JOIN edges{self._by_key} ON edges.id1 = ? AND edges.atype = ? "
+            f"AND edges.id2 = ids.id2 AND edges.state IN ({', '.join(['?'] * states)})"
+        )
+        return template + " LIMIT ?" if limited else template
+
+    def _probe_params(
+        self, id1: int, atype: int, id2s: Sequence[int], states: Sequence[int], left: int | None
+    ) -> list[Any]:
+        params: list[Any] = [*id2s, id1, atype, *states]
+        if left is not None:
+            params.append(left)
+        return params
+
     def _execute(self, session: Session, sql: str, params: Any, many: bool) -> list[Any]:
         if many:
             session.conn.executemany(sql, params)
