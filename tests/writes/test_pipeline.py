@@ -15,7 +15,7 @@ import pytest
 
 import assocdb
 from assocdb import Graph, WriteResult
-from assocdb.core.errors import Conflict, Unavailable
+from assocdb.core.errors import Conflict, KeyTaken, Unavailable
 from assocdb.core.ids import shard_of
 from assocdb.storage.backend import map_driver_error
 from assocdb.writes import pipeline as pipeline_module
@@ -781,23 +781,19 @@ def test_two_writes_of_one_round_cannot_both_take_a_unique_key(tmp_path: Path) -
     g.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed: two processes resolve a patch against the same stored row and "
-    "the later stamp overwrites the other's patch (resolve and apply are not atomic "
-    "across processes; needs a conditional apply)",
-)
-def test_two_graphs_patching_one_object_keep_both_patches_or_refuse_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Two processes (two Graphs on one directory) patch one object at once: both
-    patches survive, or one caller is told its write failed; never 'applied' and lost."""
-    first_graph = open_graph(tmp_path / "g")
-    first_graph.obj_add("user", {"name": "ada"}, id=7)
-    second_graph = assocdb.open(tmp_path / "g")
+def _while_another_graph_resolves(
+    path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    first: Callable[[assocdb.Graph], object],
+    second: Callable[[assocdb.Graph], object],
+) -> tuple[object, object]:
+    """Two processes (two Graphs on `path`) write at once: `second` starts once `first`
+    has read the rows it resolves against, and `first` goes on once `second` is about
+    to take the directory's writer lock (or, without one, is done). Their outcomes."""
+    first_graph, second_graph = assocdb.open(path), assocdb.open(path)
     applier = first_graph.engine.applier
     read = applier.read_current_many
-    resolving, go = threading.Event(), threading.Event()
+    resolving, go, entering = threading.Event(), threading.Event(), threading.Event()
 
     def read_then_pause(ops: Any) -> Any:
         stored = read(ops)
@@ -807,29 +803,83 @@ def test_two_graphs_patching_one_object_keep_both_patches_or_refuse_one(
         return stored
 
     monkeypatch.setattr(applier, "read_current_many", read_then_pause)
+    backend = second_graph.engine.backend
+    exclusive = getattr(backend, "exclusive_writes", None)
+
+    def entering_lock() -> Any:
+        entering.set()
+        assert exclusive is not None
+        return exclusive()
+
+    monkeypatch.setattr(backend, "exclusive_writes", entering_lock, raising=False)
     results: dict[str, WriteResult | Exception] = {}
 
-    def first() -> None:
+    def write(
+        name: str, graph: assocdb.Graph, call: Callable[[assocdb.Graph], WriteResult]
+    ) -> None:
         try:
-            results["a"] = first_graph.obj_update(7, {"city": "london"})
+            results[name] = call(graph)
         except assocdb.AssocdbError as exc:
-            results["a"] = exc
+            results[name] = exc
+        finally:
+            entering.set()
 
-    thread = threading.Thread(target=first, name="first")
-    thread.start()
-    resolving.wait()  # the first read the object and resolved its patch against it
-    results["b"] = second_graph.obj_update(7, {"bio": "analyst"})
+    one = threading.Thread(target=write, args=("first", first_graph, first), name="first")
+    one.start()
+    resolving.wait()
+    two = threading.Thread(target=write, args=("second", second_graph, second))
+    two.start()
+    entering.wait()
     go.set()
-    thread.join()
-    second_graph.close()
-    first_graph.engine.forget()
-    obj = first_graph.obj_get(7)
-    assert obj is not None
-    expected = {"name": "ada", "bio": "analyst"}
-    if isinstance(results["a"], WriteResult):
-        expected["city"] = "london"
-    assert obj.data == expected
+    one.join()
+    two.join()
     first_graph.close()
+    second_graph.close()
+    return results["first"], results["second"]
+
+
+def test_two_graphs_patching_one_object_keep_both_patches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second process waits for the first to apply its patch before it reads the
+    object (the directory's writer lock), so both patches survive; before, the later
+    stamp overwrote the other's patch, both acknowledged as applied."""
+    with open_graph(tmp_path / "g") as g:
+        g.obj_add("user", {"name": "ada"}, id=7)
+    first, second = _while_another_graph_resolves(
+        tmp_path / "g",
+        monkeypatch,
+        lambda g: g.obj_update(7, {"city": "london"}),
+        lambda g: g.obj_update(7, {"bio": "analyst"}),
+    )
+    assert isinstance(first, WriteResult)
+    assert isinstance(second, WriteResult)
+    with assocdb.open(tmp_path / "g") as g:
+        obj = g.obj_get(7)
+        assert obj is not None
+        assert obj.data == {"name": "ada", "bio": "analyst", "city": "london"}
+
+
+def test_two_graphs_taking_one_unique_key_refuse_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One of two processes adding one unique key at once gets it, the other is
+    refused, and the index holds the one that got it."""
+    with open_graph(tmp_path / "g") as g:
+        g.define_index("by_email", "user", ["email"], unique=True)
+    first, second = _while_another_graph_resolves(
+        tmp_path / "g",
+        monkeypatch,
+        lambda g: g.obj_add("user", {"email": "ada@example.com"}, id=1),
+        lambda g: g.obj_add("user", {"email": "ada@example.com"}, id=2),
+    )
+    outcomes = {first, second}
+    assert len(outcomes & {1, 2}) == 1
+    (refused,) = outcomes - {1, 2}
+    assert isinstance(refused, KeyTaken)
+    with assocdb.open(tmp_path / "g") as g:
+        found = g.index_query("by_email", eq=["ada@example.com"])
+        assert [obj.id for obj in found.items] == list(outcomes & {1, 2})
 
 
 def test_an_edge_stamped_after_an_archive_that_enters_after_it_is_archived(
@@ -848,4 +898,31 @@ def test_an_edge_stamped_after_an_archive_that_enters_after_it_is_archived(
     assert g.node_state(2, "follows") == "archived"
     assert g.assoc_edge(2, "follows", 5).state == "archived"  # type: ignore[union-attr]
     assert g.assoc_edge(2, "follows", 8).state == "archived"  # type: ignore[union-attr]
+    g.close()
+
+
+def test_only_batches_keeping_part_of_a_row_take_the_writer_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Object writes and type changes hold the directory's writer lock from their reads
+    to their apply; a batch of edge writes does not wait for other processes."""
+    g = open_graph(tmp_path / "g")
+    g.define_assoc("likes")
+    backend = g.engine.backend
+    exclusive = backend.exclusive_writes
+    taken: list[int] = []
+
+    def counted() -> Any:
+        taken.append(1)
+        return exclusive()
+
+    monkeypatch.setattr(backend, "exclusive_writes", counted)
+    g.assoc_add(1, "follows", 2)
+    g.assoc_delete(1, "follows", 2)
+    assert taken == []
+    g.obj_add("user", {"name": "ada"}, id=7)
+    g.obj_update(7, {"city": "london"})
+    g.assoc_add(1, "likes", 3)
+    g.assoc_change_type(1, "likes", 3, "follows")
+    assert len(taken) == 3
     g.close()

@@ -79,6 +79,11 @@ class Backend(Protocol):
         """Within: this thread's reads see every write this process made (a replica
         that missed one is not read); the applier resolves writes this way."""
 
+    def exclusive_writes(self) -> AbstractContextManager[None]:
+        """Held from reading the rows a write resolves against to applying it: no other
+        process writing the graph does that meanwhile (`storage.writerlock`; only SQLite
+        directories have one, see docs/architecture.md)."""
+
     def apply(
         self,
         shard: int,

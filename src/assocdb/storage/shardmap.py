@@ -51,7 +51,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -371,6 +371,9 @@ class ShardMapBackend:
         if getattr(self._fresh_only, "on", False):
             return self._weighted(fresh)
         return self._weighted(fresh) + self._weighted(stale)
+
+    def exclusive_writes(self) -> AbstractContextManager[None]:
+        return nullcontext()  # several databases: see docs/architecture.md
 
     @contextmanager
     def fresh_reads(self) -> Iterator[None]:

@@ -34,13 +34,14 @@ import sqlite3
 import threading
 import zlib
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from .backend import map_driver_error
 from .sql import Session, SQLBackend, check_shards, insert, open_graph
+from .writerlock import WriterLock
 
 _TIMELINES_DDL = (
     "CREATE TABLE IF NOT EXISTS timelines (owner INTEGER PRIMARY KEY, entries BLOB NOT NULL)"
@@ -71,6 +72,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITH
 """
 
 SETUP_LOCK = ".setup.lock"
+WRITER_LOCK = ".writers.lock"  # `storage.writerlock`
 ROW_HASH = "assocdb_row_hash"  # the SQL function `_row_hash`, on every connection
 
 
@@ -139,6 +141,7 @@ class SQLiteBackend(SQLBackend):
         #: A graph on a read-only file system (a snapshot, a read-only mount) is
         #: read as it is; its writes fail.
         self.read_only = not _writable_dir(path)
+        self._writer_lock = WriterLock(path / WRITER_LOCK)
 
     @classmethod
     def open(
@@ -259,6 +262,9 @@ class SQLiteBackend(SQLBackend):
         if session.conn.in_transaction:  # a connection survives any error: keep it
             session.conn.rollback()
 
+    def exclusive_writes(self) -> AbstractContextManager[None]:
+        return nullcontext() if self.read_only else self._writer_lock
+
     def make_durable(self, shards: Sequence[int]) -> None:
         """fsync each shard's WAL: with synchronous=NORMAL a commit is in the WAL
         but not yet on the disk; a checkpoint syncs what it copies, so the WAL is
@@ -300,6 +306,7 @@ class SQLiteBackend(SQLBackend):
             for conn in self._all:
                 conn.close()
             self._all.clear()
+        self._writer_lock.close()
         self._local = threading.local()
 
 

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from typing import Any, TypeVar
 
 import msgspec
@@ -418,11 +418,17 @@ class Applier:
             return self._run_node_job(job, work, attempts, retries)
         if isinstance(work, Deliveries):
             return self._run_deliveries(job, work, done, attempts, retries)
-        if not isinstance(work, Rows):
+        if isinstance(work, Rows):
+            return self._run_rows(job, work, done, attempts, retries, start)
+        with self.backend.exclusive_writes() if exclusive(work) else nullcontext():
             resolved = self._resolve(job, work)
             if isinstance(resolved, BaseException):
                 return self._failed(job, done, attempts, retries, start, [resolved])
-            work = resolved
+            return self._run_rows(job, resolved, done, attempts, retries, start)
+
+    def _run_rows(
+        self, job: int, work: Rows, done: int, attempts: int, retries: int, start: float
+    ) -> bool:
         errors: list[BaseException] = []
         was_done, landed = done, []
         for number, leg in enumerate(legs(work, self._shards)):
@@ -908,6 +914,16 @@ def restamped(op: Operation | Rows, rows: Rows) -> int | None:
         if stamp > op.updated_at:
             return stamp
     return None
+
+
+def exclusive(work: object) -> bool:
+    """Whether resolving `work` keeps part of a row another process writing the graph
+    may change meanwhile: an object's other properties (a patch; a unique key), an
+    edge's whole row (a type change). It is then read, resolved and applied holding
+    the backend's writer lock (`storage.writerlock`). An edge write keeping its time
+    or data is not: as before, the later `updated_at` wins as a whole (holding the
+    lock for those would serialize every batch of processes writing at once)."""
+    return isinstance(work, (ObjectWrite, TypeChange))
 
 
 def reads_of(op: Operation) -> list[Key]:

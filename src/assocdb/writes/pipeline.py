@@ -51,6 +51,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Literal
 
 import msgspec
@@ -58,7 +59,7 @@ import msgspec
 from ..core.clock import HybridClock
 from ..core.errors import AssocdbError, InvalidRequest, KeyTaken, Unavailable
 from ..core.ops import Key, ObjectWrite, Operation, Rows, Stored, is_rejection
-from .applier import FENCE_JOBS, Applier, encode, reads_of, restamped
+from .applier import FENCE_JOBS, Applier, encode, exclusive, reads_of, restamped
 
 log = logging.getLogger("assocdb.journal")
 Work = Operation | Rows
@@ -219,11 +220,15 @@ class Pipeline:
         self.writes += len(batch)
         rest = batch
         try:
-            while rest:
-                this_round, rest = _rounds(rest)
-                journaled = self._journal_round(this_round, bool(rest))
-                if journaled is not None:
-                    self._apply(journaled)
+            # No other process writes between the reads a round resolves against and
+            # its apply, when that would lose part of a write (`applier.exclusive`).
+            locked = any(exclusive(entry.work) for entry in batch)
+            with self.applier.backend.exclusive_writes() if locked else nullcontext():
+                while rest:
+                    this_round, rest = _rounds(rest)
+                    journaled = self._journal_round(this_round, bool(rest))
+                    if journaled is not None:
+                        self._apply(journaled)
         except BaseException as exc:  # nothing may leave a writer without an answer
             log.exception("the write pipeline failed on a batch of %d writes", len(batch))
             for entry in batch:

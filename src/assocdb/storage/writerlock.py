@@ -1,0 +1,67 @@
+"""The lock that makes a write's resolve → journal → apply atomic across processes.
+
+An object patch (or a type change) is resolved against the row as read, then
+applied. Within one process the pipeline does that one batch at a time and
+`applier.Pending` orders it after unapplied earlier writes; but two processes
+writing one SQLite directory (`serve --workers N`, a script beside a server)
+could both read the object before either applied: the later stamp would then
+overwrite the other's patch, which had been acknowledged as applied. So a
+process holds this lock from the read to the apply of such writes
+(`applier.exclusive` says which): an `flock` on a file in the directory
+(other processes, and other open graphs in this one, wait), and a thread lock
+within the graph (flock does not exclude threads sharing a file).
+
+Reentrant in the thread that holds it. A process that dies holding it lets
+it go (the kernel drops its flock).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+from types import TracebackType
+
+from ..core.errors import Unavailable
+
+
+class WriterLock:
+    """Held by one thread of one process at a time (see the module doc)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._threads = threading.RLock()
+        self._depth = 0
+        self._fd: int | None = None
+
+    def __enter__(self) -> None:
+        self._threads.acquire()
+        if self._depth == 0:
+            try:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            except OSError as exc:
+                self._threads.release()
+                raise Unavailable(f"cannot lock {self.path} for writing: {exc}") from exc
+        self._depth += 1
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._depth -= 1
+        try:
+            if self._depth == 0 and self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._threads.release()
+
+    def close(self) -> None:
+        with self._threads:
+            if self._fd is not None:
+                os.close(self._fd)  # (releases the flock, were it held)
+                self._fd = None

@@ -1,0 +1,82 @@
+"""`WriterLock`: one holder across threads, open files and processes; reentrant."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from assocdb.storage.writerlock import WriterLock
+
+
+def _free(path: Path) -> bool:
+    """Whether another open file of `path` could take the lock now (never waits)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def test_held_until_the_outermost_exit(tmp_path: Path) -> None:
+    path = tmp_path / ".writers.lock"
+    lock = WriterLock(path)
+    with lock:
+        assert not _free(path)
+        with lock:  # reentrant in its thread
+            assert not _free(path)
+        assert not _free(path)
+    assert _free(path)
+    lock.close()
+
+
+def test_a_second_thread_waits_for_the_holder(tmp_path: Path) -> None:
+    lock = WriterLock(tmp_path / ".writers.lock")
+    order: list[str] = []
+    entered = threading.Event()
+
+    def other() -> None:
+        entered.set()
+        with lock:
+            order.append("other")
+
+    with lock:
+        thread = threading.Thread(target=other)
+        thread.start()
+        entered.wait()
+        order.append("holder")
+    thread.join()
+    assert order == ["holder", "other"]
+    lock.close()
+
+
+def test_another_process_holding_it_excludes_this_one(tmp_path: Path) -> None:
+    path = tmp_path / ".writers.lock"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from assocdb.storage.writerlock import "
+            "WriterLock\nwith WriterLock(Path(sys.argv[1])):\n print('held', flush=True)\n "
+            "sys.stdin.readline()",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    assert holder.stdin is not None
+    assert holder.stdout.readline() == "held\n"
+    assert not _free(path)
+    holder.stdin.write("\n")
+    holder.stdin.close()
+    assert holder.wait() == 0
+    holder.stdout.close()
+    assert _free(path)
