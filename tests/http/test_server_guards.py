@@ -565,3 +565,30 @@ def _hold_counts(graph: assocdb.Graph) -> tuple[threading.Event, list[tuple[obje
 
     graph.assoc_count = held  # type: ignore[method-assign]
     return release, calls
+
+
+def test_a_request_on_a_connection_past_the_limit_is_503(tmp_path: Path) -> None:
+    """`--max-connections 2`: two open connections are served, a request on a third is
+    answered 503; once one of the two closes, a new connection is served again."""
+    directory = tmp_path / "graph"
+    with assocdb.open(directory, shards=1) as g:
+        g.define_assoc("follows")
+    running = Server(directory, False, "--max-connections", "2")
+    count = {"id1": 1, "atype": "follows"}
+    try:
+        first, second = httpx.Client(base_url=running.url), httpx.Client(base_url=running.url)
+        for held in (first, second):  # each keeps its connection open once answered
+            assert held.post("/v1/assoc_count", json=count).json() == {"result": 0}
+        with httpx.Client(base_url=running.url) as third:
+            assert third.post("/v1/assoc_count", json=count).status_code == 503
+        first.close()
+
+        def served() -> bool:
+            with httpx.Client(base_url=running.url) as fresh:
+                return fresh.post("/v1/assoc_count", json=count).status_code == 200
+
+        wait_until(served)  # (the server learns of the close when it reads it)
+        assert second.post("/v1/assoc_count", json=count).json() == {"result": 0}
+        second.close()
+    finally:
+        running.stop()

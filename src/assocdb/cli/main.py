@@ -383,6 +383,13 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
     help="Seconds a connection may take to send a request's line and headers.",
 )
 @click.option(
+    "--max-connections",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1, 1_000_000),
+    help="Connections each worker serves at once; a request on one more is answered 503.",
+)
+@click.option(
     "--max-body",
     default=4 << 20,
     show_default=True,
@@ -434,6 +441,7 @@ def serve(
     background: bool,
     deadline: float,
     header_timeout: float,
+    max_connections: int,
     max_body: int,
     max_batch: int,
     cache_mb: int | None,
@@ -516,6 +524,7 @@ def serve(
             workers=workers,
             access_log=False,
             proxy_headers=False,  # nothing uses the client's address
+            limit_concurrency=max_connections + 1,  # (uvicorn counts the one asking)
             log_level="warning",
         )
     finally:
