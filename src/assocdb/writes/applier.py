@@ -920,9 +920,13 @@ def exclusive(work: object) -> bool:
     """Whether resolving `work` keeps part of a row another process writing the graph
     may change meanwhile: an object's other properties (a patch; a unique key), an
     edge's whole row (a type change). It is then read, resolved and applied holding
-    the backend's writer lock (`storage.writerlock`). An edge write keeping its time
-    or data is not: as before, the later `updated_at` wins as a whole (holding the
-    lock for those would serialize every batch of processes writing at once)."""
+    the backend's writer lock (`storage.writerlock`). A new object's concrete rows
+    (an id allocated here) are too: their unique keys are checked against the stored
+    index as the pipeline resolves them. An edge write keeping its time or data is
+    not: as before, the later `updated_at` wins as a whole (holding the lock for
+    those would serialize every batch of processes writing at once)."""
+    if isinstance(work, Rows):
+        return bool(work.objects)
     return isinstance(work, (ObjectWrite, TypeChange))
 
 
