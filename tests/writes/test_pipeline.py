@@ -7,7 +7,8 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -322,6 +323,33 @@ def test_a_retry_records_a_leg_done_only_once_its_shard_is_durable(
         assert stored is not None
         assert stored.state == "error"
         assert stored.done == 0 or 0 in synced  # done only if shard 0 is on the disk
+    g.close()
+
+
+def test_an_attempt_that_cannot_take_the_writer_lock_is_a_failed_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Applier.run` of an object patch journaled unresolved, when the directory's
+    writer lock cannot be taken (its file cannot be opened: too many open files):
+    the job goes to the error queue like any attempt a shard refused. Before, the
+    error left `run`, and the background apply dropped the rest of its batch."""
+    g = open_graph(tmp_path / "g", retry=assocdb.RetryPolicy(base=60.0, cap=60.0))
+    g.obj_add("user", {"name": "ada"}, id=7)
+    engine = g.engine
+
+    @contextmanager
+    def cannot_lock() -> Iterator[None]:  # as WriterLock.__enter__ fails
+        raise Unavailable("cannot lock .writers.lock for writing: too many open files")
+        yield
+
+    monkeypatch.setattr(engine.backend, "exclusive_writes", cannot_lock)
+    op, _ = g._objects.update_op(7, {"city": "london"})
+    job = engine.journal.append(encode(op))
+    assert not engine.applier.run(job, op)
+    stored = engine.journal.get(job)
+    assert stored is not None
+    assert stored.state == "error"
+    monkeypatch.undo()
     g.close()
 
 

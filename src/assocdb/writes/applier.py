@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext, suppress
+from contextlib import ExitStack, suppress
 from typing import Any, TypeVar
 
 import msgspec
@@ -420,7 +420,12 @@ class Applier:
             return self._run_deliveries(job, work, done, attempts, retries)
         if isinstance(work, Rows):
             return self._run_rows(job, work, done, attempts, retries, start)
-        with self.backend.exclusive_writes() if exclusive(work) else nullcontext():
+        with ExitStack() as held:
+            if exclusive(work):
+                try:
+                    held.enter_context(self.backend.exclusive_writes())
+                except Unavailable as exc:  # an attempt like any other: retried
+                    return self._failed(job, done, attempts, retries, start, [exc])
             resolved = self._resolve(job, work)
             if isinstance(resolved, BaseException):
                 return self._failed(job, done, attempts, retries, start, [resolved])
