@@ -9,6 +9,9 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
+from assocdb.storage import writerlock
 from assocdb.storage.writerlock import WriterLock
 
 
@@ -80,3 +83,38 @@ def test_another_process_holding_it_excludes_this_one(tmp_path: Path) -> None:
     assert holder.wait() == 0
     holder.stdout.close()
     assert _free(path)
+
+
+def test_an_interrupted_wait_leaves_the_lock_to_other_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (or any exception a signal handler raises) while waiting for another
+    process leaves nothing held: before, the thread lock stayed taken, and every
+    other thread of the graph (its pipeline's) waited for it forever."""
+    lock = WriterLock(tmp_path / ".writers.lock")
+    flock = fcntl.flock
+
+    def interrupted(fd: int, operation: int) -> None:
+        if operation == fcntl.LOCK_EX:
+            raise KeyboardInterrupt
+        flock(fd, operation)
+
+    monkeypatch.setattr(writerlock.fcntl, "flock", interrupted)
+    with pytest.raises(KeyboardInterrupt), lock:
+        pass
+    monkeypatch.undo()
+    free: list[bool] = []
+
+    def other() -> None:  # never waits: says whether the thread lock is free
+        taken = lock._threads.acquire(blocking=False)
+        free.append(taken)
+        if taken:
+            lock._threads.release()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    assert free == [True]
+    with lock:
+        assert not _free(tmp_path / ".writers.lock")
+    lock.close()

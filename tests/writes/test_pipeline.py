@@ -7,7 +7,8 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -322,6 +323,33 @@ def test_a_retry_records_a_leg_done_only_once_its_shard_is_durable(
         assert stored is not None
         assert stored.state == "error"
         assert stored.done == 0 or 0 in synced  # done only if shard 0 is on the disk
+    g.close()
+
+
+def test_an_attempt_that_cannot_take_the_writer_lock_is_a_failed_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Applier.run` of an object patch journaled unresolved, when the directory's
+    writer lock cannot be taken (its file cannot be opened: too many open files):
+    the job goes to the error queue like any attempt a shard refused. Before, the
+    error left `run`, and the background apply dropped the rest of its batch."""
+    g = open_graph(tmp_path / "g", retry=assocdb.RetryPolicy(base=60.0, cap=60.0))
+    g.obj_add("user", {"name": "ada"}, id=7)
+    engine = g.engine
+
+    @contextmanager
+    def cannot_lock() -> Iterator[None]:  # as WriterLock.__enter__ fails
+        raise Unavailable("cannot lock .writers.lock for writing: too many open files")
+        yield
+
+    monkeypatch.setattr(engine.backend, "exclusive_writes", cannot_lock)
+    op, _ = g._objects.update_op(7, {"city": "london"})
+    job = engine.journal.append(encode(op))
+    assert not engine.applier.run(job, op)
+    stored = engine.journal.get(job)
+    assert stored is not None
+    assert stored.state == "error"
+    monkeypatch.undo()
     g.close()
 
 
@@ -786,23 +814,25 @@ def _while_another_graph_resolves(
     monkeypatch: pytest.MonkeyPatch,
     first: Callable[[assocdb.Graph], object],
     second: Callable[[assocdb.Graph], object],
+    pause_after: str = "read_current_many",
 ) -> tuple[object, object]:
     """Two processes (two Graphs on `path`) write at once: `second` starts once `first`
-    has read the rows it resolves against, and `first` goes on once `second` is about
-    to take the directory's writer lock (or, without one, is done). Their outcomes."""
+    has read the rows it resolves against (its applier's `pause_after` returned), and
+    `first` goes on once `second` is about to take the directory's writer lock (or,
+    without one, is done). Their outcomes."""
     first_graph, second_graph = assocdb.open(path), assocdb.open(path)
     applier = first_graph.engine.applier
-    read = applier.read_current_many
+    read = getattr(applier, pause_after)
     resolving, go, entering = threading.Event(), threading.Event(), threading.Event()
 
-    def read_then_pause(ops: Any) -> Any:
-        stored = read(ops)
+    def read_then_pause(*args: Any) -> Any:
+        stored = read(*args)
         if threading.current_thread().name == "first":
             resolving.set()
             go.wait()
         return stored
 
-    monkeypatch.setattr(applier, "read_current_many", read_then_pause)
+    monkeypatch.setattr(applier, pause_after, read_then_pause)
     backend = second_graph.engine.backend
     exclusive = getattr(backend, "exclusive_writes", None)
 
@@ -882,6 +912,32 @@ def test_two_graphs_taking_one_unique_key_refuse_one(
         assert [obj.id for obj in found.items] == list(outcomes & {1, 2})
 
 
+def test_two_graphs_adding_new_objects_with_one_unique_key_refuse_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Objects added without an id are concrete rows (no stored row to read), but their
+    unique key is checked against the stored index all the same: one of two processes
+    adding one key at once is refused (before, both were told applied and the index
+    held the key twice)."""
+    with open_graph(tmp_path / "g") as g:
+        g.define_index("by_email", "user", ["email"], unique=True)
+    first, second = _while_another_graph_resolves(
+        tmp_path / "g",
+        monkeypatch,
+        lambda g: g.obj_add("user", {"email": "ada@example.com"}),
+        lambda g: g.obj_add("user", {"email": "ada@example.com"}),
+        pause_after="entries",
+    )
+    added = [r for r in (first, second) if isinstance(r, int)]
+    refused = [r for r in (first, second) if not isinstance(r, int)]
+    assert len(added) == 1
+    assert len(refused) == 1
+    assert isinstance(refused[0], KeyTaken)
+    with assocdb.open(tmp_path / "g") as g:
+        found = g.index_query("by_email", eq=["ada@example.com"])
+        assert [obj.id for obj in found.items] == added
+
+
 def test_an_edge_stamped_after_an_archive_that_enters_after_it_is_archived(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -924,5 +980,6 @@ def test_only_batches_keeping_part_of_a_row_take_the_writer_lock(
     g.obj_update(7, {"city": "london"})
     g.assoc_add(1, "likes", 3)
     g.assoc_change_type(1, "likes", 3, "follows")
-    assert len(taken) == 3
+    g.obj_add("user", {"name": "bob"})  # a new object's unique keys are checked
+    assert len(taken) == 4
     g.close()

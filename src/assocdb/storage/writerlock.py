@@ -42,9 +42,11 @@ class WriterLock:
                 if self._fd is None:
                     self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
-            except OSError as exc:
+            except BaseException as exc:  # (Ctrl-C while another process holds it)
                 self._threads.release()
-                raise Unavailable(f"cannot lock {self.path} for writing: {exc}") from exc
+                if isinstance(exc, OSError):
+                    raise Unavailable(f"cannot lock {self.path} for writing: {exc}") from exc
+                raise
         self._depth += 1
 
     def __exit__(

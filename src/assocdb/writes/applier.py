@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext, suppress
+from contextlib import ExitStack, suppress
 from typing import Any, TypeVar
 
 import msgspec
@@ -420,7 +420,12 @@ class Applier:
             return self._run_deliveries(job, work, done, attempts, retries)
         if isinstance(work, Rows):
             return self._run_rows(job, work, done, attempts, retries, start)
-        with self.backend.exclusive_writes() if exclusive(work) else nullcontext():
+        with ExitStack() as held:
+            if exclusive(work):
+                try:
+                    held.enter_context(self.backend.exclusive_writes())
+                except Unavailable as exc:  # an attempt like any other: retried
+                    return self._failed(job, done, attempts, retries, start, [exc])
             resolved = self._resolve(job, work)
             if isinstance(resolved, BaseException):
                 return self._failed(job, done, attempts, retries, start, [resolved])
@@ -920,9 +925,13 @@ def exclusive(work: object) -> bool:
     """Whether resolving `work` keeps part of a row another process writing the graph
     may change meanwhile: an object's other properties (a patch; a unique key), an
     edge's whole row (a type change). It is then read, resolved and applied holding
-    the backend's writer lock (`storage.writerlock`). An edge write keeping its time
-    or data is not: as before, the later `updated_at` wins as a whole (holding the
-    lock for those would serialize every batch of processes writing at once)."""
+    the backend's writer lock (`storage.writerlock`). A new object's concrete rows
+    (an id allocated here) are too: their unique keys are checked against the stored
+    index as the pipeline resolves them. An edge write keeping its time or data is
+    not: as before, the later `updated_at` wins as a whole (holding the lock for
+    those would serialize every batch of processes writing at once)."""
+    if isinstance(work, Rows):
+        return bool(work.objects)
     return isinstance(work, (ObjectWrite, TypeChange))
 
 
