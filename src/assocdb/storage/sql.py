@@ -646,7 +646,12 @@ class SQLBackend(ABC):
         # index. With a limit the engine walks the ids in order and stops there.
         # Each id is asked once (a repeated one would match twice across chunks,
         # and, in SQLite's form, within one).
-        ordered = sorted(set(id2s), reverse=forward)  # 200 ids: ~4 µs
+        # The set queries' ids come sorted and distinct: sorting them again costs
+        # ~2.5 µs for 200, checking that they are distinct ~4.5; sorting the set
+        # (in hash order, not sorted) would cost ~18.
+        ordered = sorted(id2s, reverse=forward)
+        if len(set(ordered)) != len(ordered):
+            ordered = sorted(set(ordered), reverse=forward)
         found: list[int] = []
         for chunk in _chunks(ordered):
             left = None if limit is None else limit - len(found)
