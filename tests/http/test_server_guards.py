@@ -573,22 +573,64 @@ def test_a_request_on_a_connection_past_the_limit_is_503(tmp_path: Path) -> None
     directory = tmp_path / "graph"
     with assocdb.open(directory, shards=1) as g:
         g.define_assoc("follows")
-    running = Server(directory, False, "--max-connections", "2")
+    # (A request's body has the deadline to arrive: an hour, for the held ones.)
+    running = Server(directory, False, "--max-connections", "2", "--deadline", "3600")
     count = {"id1": 1, "atype": "follows"}
     try:
-        first, second = httpx.Client(base_url=running.url), httpx.Client(base_url=running.url)
-        for held in (first, second):  # each keeps its connection open once answered
-            assert held.post("/v1/assoc_count", json=count).json() == {"result": 0}
-        with httpx.Client(base_url=running.url) as third:
+        # Each holds its connection with a request in flight, its body not yet sent:
+        # counted however long the test takes (an idle keep-alive connection is
+        # closed by the server after 5 s, and a third would then be served).
+        first, second = _request_in_flight(running.port), _request_in_flight(running.port)
+        with httpx.Client(base_url=running.url, timeout=60) as third:
             assert third.post("/v1/assoc_count", json=count).status_code == 503
         first.close()
 
         def served() -> bool:
-            with httpx.Client(base_url=running.url) as fresh:
+            with httpx.Client(base_url=running.url, timeout=60) as fresh:
                 return fresh.post("/v1/assoc_count", json=count).status_code == 200
 
         wait_until(served)  # (the server learns of the close when it reads it)
-        assert second.post("/v1/assoc_count", json=count).json() == {"result": 0}
+        second.sendall(_IN_FLIGHT_BODY)
+        assert _read_answer(second) == (200, b'{"result":0}')
         second.close()
     finally:
         running.stop()
+
+
+_IN_FLIGHT_BODY = b'{"id1": 1, "atype": "follows"}'
+
+
+def _request_in_flight(port: int) -> socket.socket:
+    """A connection whose `assoc_count` the server is reading the body of (it answered
+    `100 Continue`), the body not sent: `_IN_FLIGHT_BODY` completes it."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=60)
+    conn.sendall(
+        b"POST /v1/assoc_count HTTP/1.1\r\nHost: localhost\r\n"
+        b"Content-Type: application/json\r\nExpect: 100-continue\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(_IN_FLIGHT_BODY)
+    )
+    head = _read_head(conn)
+    assert head.startswith(b"HTTP/1.1 100 "), head
+    return conn
+
+
+def _read_head(conn: socket.socket) -> bytes:
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        byte = conn.recv(1)
+        assert byte, f"the server closed the connection after {head!r}"
+        head += byte
+    return head
+
+
+def _read_answer(conn: socket.socket) -> tuple[int, bytes]:
+    """The status and body of the response on `conn`."""
+    head = _read_head(conn)
+    size = re.search(rb"(?im)^content-length: *(\d+)", head)
+    assert size is not None, head
+    body = b""
+    while len(body) < int(size[1]):
+        chunk = conn.recv(int(size[1]) - len(body))
+        assert chunk, f"the server closed the connection after {head + body!r}"
+        body += chunk
+    return int(head.split()[1]), body
