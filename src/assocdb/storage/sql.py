@@ -485,7 +485,7 @@ class SQLBackend(ABC):
                     current[row[:3]] = row
         for atype, id1s in sorted(whole.items()):
             for chunk in _chunks(id1s):
-                where = f"atype = ? AND id1 IN ({_marks(len(chunk))})"
+                where = f"atype = ? AND id1 IN ({marks(len(chunk))})"
                 for row in self._select(
                     session, shard, f"{_SELECT_EDGES} {where}", (atype, *chunk)
                 ):
@@ -498,7 +498,7 @@ class SQLBackend(ABC):
         """Stored rows (tombstones too) per list of these nodes that has any."""
         sizes: dict[tuple[int, int], int] = {}
         for chunk in _chunks(id1s):
-            sql = f"SELECT id1, atype, n FROM {{s}}.counts WHERE id1 IN ({_marks(len(chunk))})"
+            sql = f"SELECT id1, atype, n FROM {{s}}.counts WHERE id1 IN ({marks(len(chunk))})"
             for id1, atype, n in self._select(session, shard, sql, chunk):
                 sizes[(id1, atype)] = sizes.get((id1, atype), 0) + int(n)
         return sizes
@@ -510,7 +510,7 @@ class SQLBackend(ABC):
         for chunk in _chunks(id1s):
             sql = (
                 f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key} "
-                f"WHERE id1 IN ({_marks(len(chunk))}) AND atype = ? AND id2 = ?"
+                f"WHERE id1 IN ({marks(len(chunk))}) AND atype = ? AND id2 = ?"
             )
             rows += self._select(session, shard, sql, (*chunk, atype, id2))
         return rows
@@ -520,7 +520,7 @@ class SQLBackend(ABC):
     ) -> set[tuple[int, int]]:
         found: set[tuple[int, int]] = set()
         for chunk in _chunks(id1s):
-            sql = f"SELECT id1, atype FROM {{s}}.counts WHERE id1 IN ({_marks(len(chunk))})"
+            sql = f"SELECT id1, atype FROM {{s}}.counts WHERE id1 IN ({marks(len(chunk))})"
             found.update((r[0], r[1]) for r in self._select(session, shard, sql, chunk))
         return found
 
@@ -589,7 +589,7 @@ class SQLBackend(ABC):
     ) -> list[EdgeRow]:
         rows: list[EdgeRow] = []
         for chunk in _chunks(id2s):
-            which = "id2 = ?" if len(chunk) == 1 else f"id2 IN ({_marks(len(chunk))})"
+            which = "id2 = ?" if len(chunk) == 1 else f"id2 IN ({marks(len(chunk))})"
             sql = f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ?"
             found = self._select(session, shard, f"{sql} AND {which}", (id1, atype, *chunk))
             rows += (EdgeRow(*r) for r in found)
@@ -627,7 +627,7 @@ class SQLBackend(ABC):
         if boundary is not None:
             sql += f" AND id2 {op} ?"
             params.append(boundary)
-        sql += f" AND state IN ({_marks(len(states))}) ORDER BY id2 {order} LIMIT ?"
+        sql += f" AND state IN ({marks(len(states))}) ORDER BY id2 {order} LIMIT ?"
         return self._query(shard, self._q(sql, shard), [*params, *states, limit])
 
     def probe_id2s(
@@ -644,11 +644,10 @@ class SQLBackend(ABC):
         # other columns (state, time), in SQLite's WITHOUT ROWID tables and in
         # InnoDB alike, so no table row is read; older graphs have the same
         # index. With a limit the engine walks the ids in order and stops there.
-        # Each id is asked once (a repeated one would match twice across chunks,
-        # and, in SQLite's form, within one).
-        # The set queries' ids come sorted and distinct: sorting them again costs
-        # ~2.5 µs for 200, checking that they are distinct ~4.5; sorting the set
-        # (in hash order, not sorted) would cost ~18.
+        # Each id is asked once: a repeated one would match twice across chunks,
+        # and within one in SQLite's form. The set queries' ids come sorted and
+        # distinct, so sorting the list (~2.5 µs for 200) and checking (~4.5) beats
+        # sorting a set, which iterates in hash order (~18).
         ordered = sorted(id2s, reverse=forward)
         if len(set(ordered)) != len(ordered):
             ordered = sorted(set(ordered), reverse=forward)
@@ -656,12 +655,8 @@ class SQLBackend(ABC):
         for chunk in _chunks(ordered):
             left = None if limit is None else limit - len(found)
             sql = self._probe_sql(shard, len(chunk), len(states), forward, left is not None)
-            found += [
-                row[0]
-                for row in self._query(
-                    shard, sql, self._probe_params(id1, atype, chunk, states, left)
-                )
-            ]
+            params = self._probe_params(id1, atype, chunk, states, left)
+            found += [row[0] for row in self._query(shard, sql, params)]
             if limit is not None and len(found) >= limit:
                 break
         if limit is None:  # the engine's order is its own
@@ -683,7 +678,7 @@ class SQLBackend(ABC):
         """The probe as an `IN` list, which the engine sorts and walks in order."""
         template = (
             f"SELECT id2 FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ? "
-            f"AND id2 IN ({_marks(ids)}) AND state IN ({_marks(states)})"
+            f"AND id2 IN ({marks(ids)}) AND state IN ({marks(states)})"
         )
         if limited:
             template += f" ORDER BY id2 {'DESC' if forward else 'ASC'} LIMIT ?"
@@ -710,7 +705,7 @@ class SQLBackend(ABC):
         wanted = set(keys)
         found: dict[tuple[int, int], NodeRow] = {}
         for chunk in _chunks(sorted({node for node, _ in wanted})):
-            which = "node = ?" if len(chunk) == 1 else f"node IN ({_marks(len(chunk))})"
+            which = "node = ?" if len(chunk) == 1 else f"node IN ({marks(len(chunk))})"
             sql = f"SELECT {_NODES} FROM {{s}}.node_states WHERE {which}"
             for row in self._select(session, shard, sql, chunk):
                 if (row[0], row[1]) in wanted:
@@ -820,7 +815,7 @@ class SQLBackend(ABC):
     def _objects(self, session: Session | None, shard: int, ids: Sequence[int]) -> list[ObjRow]:
         rows: list[ObjRow] = []
         for chunk in _chunks(sorted(ids)):
-            sql = f"SELECT {_OBJECTS} FROM {{s}}.objects WHERE id IN ({_marks(len(chunk))})"
+            sql = f"SELECT {_OBJECTS} FROM {{s}}.objects WHERE id IN ({marks(len(chunk))})"
             rows += (_obj_row(r) for r in self._select(session, shard, sql, chunk))
         return rows
 
@@ -854,9 +849,7 @@ class SQLBackend(ABC):
     ) -> list[tuple[int, bytes]]:
         found: list[tuple[int, bytes]] = []
         for chunk in _chunks(sorted(owners)):
-            sql = (
-                f"SELECT owner, entries FROM {{s}}.timelines WHERE owner IN ({_marks(len(chunk))})"
-            )
+            sql = f"SELECT owner, entries FROM {{s}}.timelines WHERE owner IN ({marks(len(chunk))})"
             found += (
                 (owner, bytes(blob)) for owner, blob in self._select(session, shard, sql, chunk)
             )
@@ -927,7 +920,7 @@ class SQLBackend(ABC):
     ) -> list[IndexEntry]:
         found: list[IndexEntry] = []
         for chunk in _chunks(ids):
-            sql = f"SELECT {_ENTRIES} FROM {{s}}.index_{index} WHERE id IN ({_marks(len(chunk))})"
+            sql = f"SELECT {_ENTRIES} FROM {{s}}.index_{index} WHERE id IN ({marks(len(chunk))})"
             found += (_entry(index, row) for row in self._select(session, shard, sql, chunk))
         return found
 
@@ -998,7 +991,7 @@ class SQLBackend(ABC):
             return self._recount(shard, repair, "", (), share, lock)
         found: list[CountMismatch] = []
         for chunk in _chunks(sorted(set(id1s))):
-            where = f" WHERE id1 IN ({_marks(len(chunk))})"
+            where = f" WHERE id1 IN ({marks(len(chunk))})"
             found += self._recount(shard, repair, where, chunk, share, lock)
         return found
 
@@ -1133,7 +1126,7 @@ def open_on_server(
 
 def insert(table: str, columns: Sequence[str]) -> str:
     """`INSERT INTO` a shard's table, with a mark for each column (for `Dialect.upsert`)."""
-    return f"INSERT INTO {{s}}.{table} ({', '.join(columns)}) VALUES ({_marks(len(columns))})"
+    return f"INSERT INTO {{s}}.{table} ({', '.join(columns)}) VALUES ({marks(len(columns))})"
 
 
 @lru_cache(maxsize=128)
@@ -1170,7 +1163,7 @@ def _past(columns: Sequence[str], op: str, inclusive: bool, row_values: bool) ->
     """
     last = op + "=" if inclusive else op
     if row_values:
-        return f"({', '.join(columns)}) {last} ({_marks(len(columns))})"
+        return f"({', '.join(columns)}) {last} ({marks(len(columns))})"
     terms = [f"{columns[0]} {last if len(columns) == 1 else op} ?"]
     for n in range(1, len(columns)):
         equal = " AND ".join(f"{column} = ?" for column in columns[:n])
@@ -1189,7 +1182,8 @@ def _chunks(ids: Sequence[K], size: int = _IN_CHUNK) -> Iterator[Sequence[K]]:
         yield ids[start : start + size]
 
 
-def _marks(n: int) -> str:
+def marks(n: int) -> str:
+    """`n` parameter marks, comma-separated (`?,?,?`)."""
     return ",".join("?" * n)
 
 
