@@ -10,7 +10,13 @@ Every write is durable when acknowledged, on both sides:
   and `Graph.batch()` of 100 from one thread; ids random over 1,000,000
   nodes, so writes spread over shards and lists as in a real graph;
 * a mixed load on 8 threads, 90% `assoc_range(limit=50)` / 10% `assoc_add`:
-  reads/s and writes/s.
+  reads/s and writes/s;
+* assocdb's own statements run bare (`OwnStatements`): per write batch, the
+  reads before journaling, the journal's INSERTs and fsynced COMMIT, and per
+  touched shard BEGIN IMMEDIATE, the read of the written keys, the edges'
+  upsert, the counts' upsert and COMMIT, on the same schema and pragmas,
+  from one thread with no layer of assocdb in between: the floor that its
+  SQL and schema put under assocdb's writes, 1 and 100 writes per batch.
 
 Each row is run `--rounds` times (default 3), subject and baseline
 alternating; the table shows the median and the spread (min-max).
@@ -39,6 +45,9 @@ from pathlib import Path
 from typing import Any
 
 import assocdb
+from assocdb.core.ids import shard_of
+from assocdb.storage.sqlite import _DDL as SHARD_DDL
+from assocdb.writes.journal import _DDL as JOURNAL_DDL
 
 NODES = 1_000_000
 EDGE_DDL = """CREATE TABLE IF NOT EXISTS edges (
@@ -95,6 +104,74 @@ class Bare:
         return writes
 
 
+class OwnStatements:
+    """The statements assocdb runs for a batch of `assoc_add`s with an inverse, on its
+    own schema and pragmas (16 shard files and a journal), with nothing around them."""
+
+    SHARDS = 16
+    KEYS = "SELECT * FROM edges INDEXED BY edges_key WHERE "
+    NODES = "SELECT * FROM node_states WHERE "
+    EDGE = "INSERT OR REPLACE INTO edges VALUES (?, ?, ?, ?, ?, ?, ?)"
+    COUNT = (
+        "INSERT INTO counts VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (id1, atype, state) DO UPDATE SET n = n + excluded.n"
+    )
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir()
+        self.shards = [
+            self._open(directory / f"shard-{n:04d}.db", "NORMAL", SHARD_DDL)
+            for n in range(self.SHARDS)
+        ]
+        self.journal = self._open(directory / "journal.db", "FULL", JOURNAL_DDL)
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _open(path: Path, synchronous: str, ddl: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA mmap_size = 268435456")
+        conn.execute("PRAGMA cache_size = -16000")
+        conn.executescript(ddl)
+        return conn
+
+    def commit(self, rnd: random.Random, writes: int) -> int:
+        now = time.time_ns() // 1000
+        legs: dict[int, list[tuple[Any, ...]]] = {}
+        for _ in range(writes):
+            a, b = pair(rnd)
+            for row in ((a, 1, b, 0, now // 1000, now, None), (b, 2, a, 0, now // 1000, now, None)):
+                legs.setdefault(shard_of(row[0], self.SHARDS), []).append(row)
+        with self.lock:
+            for shard, rows in legs.items():  # what resolving reads: rows and node states
+                self._keys(self.shards[shard], rows)
+                nodes = " OR ".join(["(node = ? AND atype = ?)"] * len(rows))
+                self.shards[shard].execute(self.NODES + nodes, [v for r in rows for v in r[:2]])
+            self.journal.execute("BEGIN IMMEDIATE")
+            for _ in range(writes):
+                self.journal.execute(
+                    "INSERT INTO jobs (body, created_at) VALUES (?, ?)", (b"j" * 48, now)
+                )
+            self.journal.execute("COMMIT")
+            for shard, rows in sorted(legs.items()):
+                conn = self.shards[shard]
+                conn.execute("BEGIN IMMEDIATE")
+                self._keys(conn, rows)
+                conn.executemany(self.EDGE, rows)
+                conn.executemany(self.COUNT, [(r[0], r[1], 0, 1) for r in rows])
+                conn.execute("COMMIT")
+        return writes
+
+    def _keys(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+        match = " OR ".join(["(id1 = ? AND atype = ? AND id2 = ?)"] * len(rows))
+        conn.execute(self.KEYS + match, [v for r in rows for v in r[:3]]).fetchall()
+
+    def close(self) -> None:
+        for conn in [*self.shards, self.journal]:
+            conn.close()
+
+
 def one_by_one(graph: assocdb.Graph) -> Callable[[random.Random], int]:
     def work(rnd: random.Random) -> int:
         a, b = pair(rnd)
@@ -147,6 +224,10 @@ def spread(values: list[float]) -> str:
 
 def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str, Any, Any]]:
     bare = Bare(directory / "bare.db")
+    own = OwnStatements(directory / "own")
+    preload = random.Random(0)
+    for _ in range(2000):  # as many rows as the graph's preloaded lists
+        own.commit(preload, 100)
     graph = assocdb.open(directory / "graph", shards=16)
     graph.define_assoc("follows", inverse="followed_by")
     with graph.batch() as batch:  # lists for the mixed load's reads
@@ -161,8 +242,10 @@ def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str,
     for _ in range(rounds):
         measure("bare1", 1, lambda rnd: bare.commit(rnd, 1))
         measure("one", 1, one_by_one(graph))
+        measure("own1", 1, lambda rnd: own.commit(rnd, 1))
         measure("bare100", 1, lambda rnd: bare.commit(rnd, 100))
         measure("batch", 1, in_batches(graph, 100))
+        measure("own100", 1, lambda rnd: own.commit(rnd, 100))
         measure("t8", 8, one_by_one(graph))
         measure("t64", 64, one_by_one(graph))
         r, w = mixed(graph, seconds)
@@ -172,16 +255,25 @@ def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str,
     per_batch = pipeline.writes / max(1, pipeline.batches)
     graph.close()
     bare.conn.close()
+    own.close()
     med = {name: statistics.median(values) for name, values in runs.items()}
     return [
         ("bare: 1 write per COMMIT (fsync), 1 writer", runs["bare1"], None),
         ("bare: 100 writes per COMMIT", runs["bare100"], None),
+        ("own statements bare: 1 write per batch", runs["own1"], med["own1"] / med["bare1"]),
+        (
+            "own statements bare: 100 writes per batch",
+            runs["own100"],
+            med["own100"] / med["bare100"],
+        ),
         ("assoc_add, 1 thread", runs["one"], med["one"] / med["bare1"]),
         ("assoc_add, 8 threads", runs["t8"], med["t8"] / med["bare100"]),
         ("assoc_add, 64 threads", runs["t64"], med["t64"] / med["bare100"]),
         ("Graph.batch() of 100, 1 thread", runs["batch"], med["batch"] / med["bare100"]),
         ("mixed 90/10, 8 threads: writes/s", runs["mixed_w"], None),
         ("mixed 90/10, 8 threads: reads/s", runs["mixed_r"], None),
+        ("assoc_add, 1 thread, vs own statements 1 per batch", [], med["one"] / med["own1"]),
+        ("Graph.batch() of 100 vs own statements 100 per batch", [], med["batch"] / med["own100"]),
         (f"(writes per pipeline batch, all rows: {per_batch:.1f})", [], None),
     ]
 
@@ -256,7 +348,7 @@ def main(args: list[str] | None = None) -> None:
     for label, values, ratio in rows:
         shown = spread(values) if values else ""
         print(f"{label:<52} {shown:>28} {'' if ratio is None else f'{ratio:.2f}x':>7}")
-    print("ratios: 1 thread vs bare 1 per COMMIT; threads and batches vs bare 100 per COMMIT")
+    print("ratios: 1 write vs bare 1 per COMMIT; threads and batches vs bare 100 per COMMIT")
 
 
 if __name__ == "__main__":
