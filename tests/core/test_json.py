@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from assocdb import DataTooLarge, InvalidRequest
+from assocdb.core import json
 from assocdb.core.json import decode, encode
 
 
@@ -40,3 +41,30 @@ def test_size_limit_counts_encoded_bytes() -> None:
     assert encode("x" * 8, 10, "data") == b'"xxxxxxxx"'
     with pytest.raises(DataTooLarge, match="11 bytes as JSON; the limit is 10"):
         encode("x" * 9, 10, "data")
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        (b'{"a": 1, "a": 2}', "a"),
+        (b'{"data": {"name": "x", "age": 3, "name": "y"}}', "name"),
+        (b'[{"ok": 1}, {"b": [{"c": 1, "c": 1}]}]', "c"),
+        ('{"é": 1, "\\u00e9": 2}'.encode(), "é"),  # the same key, spelled two ways
+    ],
+)
+def test_a_key_named_twice_in_one_object_is_refused(raw: bytes, key: str) -> None:
+    with pytest.raises(InvalidRequest, match=f"names the key {key!r} twice"):
+        json.refuse_duplicate_keys(raw, "the body")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a": 1, "b": {"a": 2}, "c": [{"a": 3}, {"a": 4}]}',  # one key in different objects
+        b"{not json",  # left to the decoder, which says what is wrong
+        b"[" * 5000 + b"]" * 5000,
+        b"",
+    ],
+)
+def test_unique_keys_and_what_is_not_json_pass(raw: bytes) -> None:
+    json.refuse_duplicate_keys(raw, "the body")

@@ -241,6 +241,37 @@ def test_a_body_declared_as_a_form_or_text_is_400_and_writes_nothing(
     }
 
 
+@pytest.mark.parametrize(
+    ("method", "body", "key"),
+    [
+        ("obj_add", b'{"otype":"user","data":{"name":"dup1","name":"dup2"}}', "name"),
+        ("assoc_add", b'{"id1":9101,"atype":"follows","id2":9102,"id2":9103}', "id2"),
+        (
+            "batch",
+            b'{"requests":[{"method":"assoc_add","args":{"id1":9101,"atype":"follows",'
+            b'"id2":9104,"data":{"w":1,"w":2}}}]}',
+            "w",
+        ),
+    ],
+)
+def test_a_write_naming_a_key_twice_is_400_and_writes_nothing(
+    server: Server, method: str, body: bytes, key: str
+) -> None:
+    # msgspec keeps the last of two values silently: the store would keep what
+    # the client may not have meant.
+    headers = {"authorization": f"Bearer {ADMIN}", "content-type": "application/json"}
+    answer = httpx.post(f"{server.url}/v1/{method}", content=body, headers=headers)
+    assert answer.status_code == 400, answer.text
+    assert f"names the key {key!r} twice" in answer.json()["error"]["message"]
+    client = Client(server.url, token=ADMIN)
+    try:
+        assert client.assoc_count(9101, "follows") == 0
+        assert client.index_query("user_by_name", ["dup1"]).items == []
+        assert client.index_query("user_by_name", ["dup2"]).items == []
+    finally:
+        client.close()
+
+
 # -- work and size bounds ------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ stored.
 
 from __future__ import annotations
 
+import json as _stdlib
 import math
 from typing import Any
 
@@ -51,6 +52,35 @@ def check(value: object, what: str) -> None:
 def decode(raw: bytes) -> Any:
     """The JSON value stored as `raw`."""
     return _decode(raw)
+
+
+def refuse_duplicate_keys(raw: bytes, what: str) -> None:
+    """InvalidRequest if an object in the JSON text `raw` names a key twice: which of
+    its values was meant is anyone's guess (RFC 8259 leaves it to the reader, and
+    msgspec, like most, silently keeps the last). Text that is not JSON, or nests
+    too deeply, passes: the decoder then says what is wrong with it."""
+    try:
+        _stdlib.loads(raw, object_pairs_hook=_unique_pairs)
+    except _Duplicate as exc:
+        raise InvalidRequest(
+            f"{what} names the key {exc.key!r} twice in one object; name each key once"
+        ) from None
+    except (ValueError, RecursionError):
+        return
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> None:
+    if len(pairs) > 1:
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Duplicate(key)
+            seen.add(key)
 
 
 def _check(value: object, where: str, depth: int) -> None:

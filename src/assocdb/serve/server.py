@@ -57,7 +57,7 @@ from ..core.errors import (
     Timeout,
     Unavailable,
 )
-from ..core.json import MAX_DEPTH
+from ..core.json import MAX_DEPTH, refuse_duplicate_keys
 from ..core.records import CacheConfig, Deferred
 from .auth import Tokens, is_loopback
 from .console.pages import Console
@@ -255,6 +255,8 @@ class _Server:
         return b"".join(chunks)
 
     def _run_one(self, method: Method, body: bytes) -> bytes:
+        if method.scope != "read":  # what is stored must be what the client meant
+            refuse_duplicate_keys(body, "the body")
         args = _decode(body, method.args)
         start = time.perf_counter()
         if method.name in _ENCODED:
@@ -283,6 +285,7 @@ class _Server:
         self._check_batch_size(len(items))
         if any(self._calls[type(item)][0] in BATCH_WRITES for item in items):
             self.tokens.authorize(header, "write")
+            refuse_duplicate_keys(body, "the batch")
             return self._run_writes([(self._calls[type(item)][0], item.args) for item in items])
         start = time.perf_counter()
         results: list[Any] = []
@@ -314,6 +317,7 @@ class _Server:
         self._check_batch_size(len(batch.requests))
         if any(item.method in BATCH_WRITES for item in batch.requests):
             self.tokens.authorize(header, "write")
+            refuse_duplicate_keys(body, "the batch")
             return self._run_writes([(item.method, item.args) for item in batch.requests])
         start = time.perf_counter()
         results: list[Any] = []
