@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from assocdb import Unavailable
 from assocdb.storage import writerlock
 from assocdb.storage.writerlock import WriterLock
 
@@ -117,4 +118,44 @@ def test_an_interrupted_wait_leaves_the_lock_to_other_threads(
     assert free == [True]
     with lock:
         assert not _free(tmp_path / ".writers.lock")
+    lock.close()
+
+
+def test_a_wait_for_a_stuck_holder_gives_up_with_unavailable(tmp_path: Path) -> None:
+    """A holder that stops (SIGSTOP, a debugger) would hang every other writer for
+    ever: with a timeout the wait ends with an error the caller can act on, and the
+    lock is taken once the holder lets it go."""
+    path = tmp_path / ".writers.lock"
+    holder = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    lock = WriterLock(path, timeout=0.05)
+    with pytest.raises(Unavailable, match=r"has held .* for over 0\.05 s"), lock:
+        pass
+    assert not lock._threads._is_owned()  # type: ignore[attr-defined]
+    fcntl.flock(holder, fcntl.LOCK_UN)
+    with lock:
+        assert not _free(path)
+    assert _free(path)
+    os.close(holder)
+    lock.close()
+
+
+def test_a_thread_waiting_behind_a_stuck_thread_gives_up_too(tmp_path: Path) -> None:
+    lock = WriterLock(tmp_path / ".writers.lock", timeout=0.05)
+    failed: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            with lock:
+                pass
+        except Unavailable as exc:
+            failed.append(exc)
+
+    with lock:  # held by this thread until the other has given up
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+    assert len(failed) == 1
+    with lock:
+        pass
     lock.close()

@@ -18,6 +18,7 @@ import assocdb
 from assocdb import Graph, WriteResult
 from assocdb.core.errors import Conflict, KeyTaken, Unavailable
 from assocdb.core.ids import shard_of
+from assocdb.storage import sqlite as sqlite_module
 from assocdb.storage.backend import map_driver_error
 from assocdb.writes import pipeline as pipeline_module
 from assocdb.writes.applier import NODE_JOB_PAGE, encode
@@ -888,6 +889,26 @@ def test_two_graphs_patching_one_object_keep_both_patches(
         obj = g.obj_get(7)
         assert obj is not None
         assert obj.data == {"name": "ada", "bio": "analyst", "city": "london"}
+
+
+def test_an_object_write_behind_a_stuck_process_is_refused_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process stopped while it holds the writer lock (SIGSTOP) made every other
+    process's object writes wait for ever; now they are refused (Unavailable) once
+    the wait is over, journal nothing, and go through once the holder goes on."""
+    monkeypatch.setattr(sqlite_module, "WRITER_LOCK_TIMEOUT", 0.05)
+    with open_graph(tmp_path / "g") as stuck, open_graph(tmp_path / "g") as g:
+        g.obj_add("user", {"name": "ada"}, id=7)
+        journaled = len(g.engine.journal.unfinished())
+        with stuck.engine.backend.exclusive_writes():
+            with pytest.raises(Unavailable, match=r"for over 0\.05 s"):
+                g.obj_update(7, {"city": "london"})
+            assert len(g.engine.journal.unfinished()) == journaled
+        g.obj_update(7, {"bio": "analyst"})
+        obj = g.obj_get(7)
+        assert obj is not None
+        assert obj.data == {"name": "ada", "bio": "analyst"}
 
 
 def test_two_graphs_taking_one_unique_key_refuse_one(

@@ -73,6 +73,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITH
 
 SETUP_LOCK = ".setup.lock"
 WRITER_LOCK = ".writers.lock"  # `storage.writerlock`
+#: How long an object write waits for another process's batch to let the writer lock
+#: go before it is refused (Unavailable): batches hold it for milliseconds.
+WRITER_LOCK_TIMEOUT = 30.0
 ROW_HASH = "assocdb_row_hash"  # the SQL function `_row_hash`, on every connection
 
 
@@ -141,7 +144,7 @@ class SQLiteBackend(SQLBackend):
         #: A graph on a read-only file system (a snapshot, a read-only mount) is
         #: read as it is; its writes fail.
         self.read_only = not _writable_dir(path)
-        self._writer_lock = WriterLock(path / WRITER_LOCK)
+        self._writer_lock = WriterLock(path / WRITER_LOCK, WRITER_LOCK_TIMEOUT)
 
     @classmethod
     def open(
