@@ -82,6 +82,87 @@ def test_writes_from_many_threads_share_the_shard_transactions(tmp_path: Path) -
     g.close()
 
 
+def test_writers_answered_together_write_again_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a batch that answered two writers, the pipeline gathers: the first of them
+    to write again waits for the other instead of going through alone, and their
+    writes make one batch (before, writers answered together came back one by one
+    and made batches of one and the rest in turn)."""
+    monkeypatch.setattr(pipeline_module, "GATHER_SECONDS", 3600.0)  # never the limit here
+    g = open_graph(tmp_path / "g")
+    release = threading.Event()
+    begins: list[int] = []
+
+    def hold_the_first_apply(shard: int, sql: str) -> None:
+        if sql.startswith("BEGIN"):
+            begins.append(shard)
+            if len(begins) == 1:
+                release.wait()
+
+    g.engine.backend.faults.append(hold_the_first_apply)
+    pipeline = g.engine.pipeline
+    again = {1: threading.Event(), 2: threading.Event()}
+    done = {1: threading.Event(), 2: threading.Event()}
+
+    answered: list[int] = []
+
+    def writer(n: int) -> None:
+        g.assoc_add(n, "follows", 7)
+        answered.append(n)
+        again[n].wait()
+        g.assoc_add(n, "follows", 8)
+        done[n].set()
+
+    first = threading.Thread(target=g.assoc_add, args=(100, "follows", 7))
+    first.start()
+    wait_until(lambda: len(begins) == 1)  # a lone write holds the pipeline…
+    writers = {n: threading.Thread(target=writer, args=(n,)) for n in (1, 2)}
+    for thread in writers.values():
+        thread.start()
+    wait_until(lambda: len(pipeline._inbox) == 2)  # …while two writers wait together
+    release.set()
+    first.join()
+    wait_until(lambda: len(answered) == 2)
+    again[1].set()
+    wait_until(lambda: len(pipeline._inbox) == 1, patience=10)  # waits for the other writer
+    assert not done[1].is_set()
+    again[2].set()
+    for thread in writers.values():
+        thread.join()
+    assert pipeline.batches == 3  # the lone write, both first writes, both second writes
+    assert g.assoc_count(8, "followed_by") == 2
+    g.close()
+
+
+def test_a_gather_gives_up_when_the_writers_do_not_come_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers answered together that write no more hold no one else up for longer
+    than the gathering window: a write after it goes through."""
+    monkeypatch.setattr(pipeline_module, "GATHER_SECONDS", 0.01)
+    g = open_graph(tmp_path / "g")
+    with g.batch() as b:  # (one writer: no gathering after it)
+        b.assoc_add(1, "follows", 2)
+    pipeline = g.engine.pipeline
+    threads = [threading.Thread(target=g.assoc_add, args=(n, "follows", 9)) for n in (3, 4)]
+    with pipeline._lock:  # both enter one batch of the pipeline's thread
+        pipeline._busy = True
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: len(pipeline._inbox) == 2)
+    with pipeline._lock:
+        pipeline._busy = False
+        pipeline._arrived.notify()
+    for thread in threads:
+        thread.join()
+    late = threading.Thread(target=g.assoc_add, args=(5, "follows", 9))
+    late.start()
+    wait_until(lambda: not late.is_alive())  # (were the window endless, it would wait)
+    assert g.assoc_count(9, "followed_by") == 3
+    g.close()
+
+
 def test_a_batch_keeps_the_order_of_writes_to_one_row(tmp_path: Path) -> None:
     g = open_graph(tmp_path / "g")
     with g.batch() as b:
