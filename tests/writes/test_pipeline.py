@@ -33,6 +33,22 @@ def open_graph(path: Path, shards: int = 4, **options: Any) -> assocdb.Graph:
     return g
 
 
+def hold_the_first_apply(g: Graph) -> tuple[threading.Event, list[int]]:
+    """Hold the graph's first shard transaction at its BEGIN until the event is set;
+    the list records the shard of every BEGIN."""
+    release = threading.Event()
+    begins: list[int] = []
+
+    def hold(shard: int, sql: str) -> None:
+        if sql.startswith("BEGIN"):
+            begins.append(shard)
+            if len(begins) == 1:
+                release.wait()
+
+    g.engine.backend.faults.append(hold)
+    return release, begins
+
+
 def test_a_batch_is_one_fsync_and_one_transaction_per_shard(tmp_path: Path) -> None:
     g = open_graph(tmp_path / "g")
     begins: list[int] = []
@@ -52,16 +68,7 @@ def test_a_batch_is_one_fsync_and_one_transaction_per_shard(tmp_path: Path) -> N
 
 def test_writes_from_many_threads_share_the_shard_transactions(tmp_path: Path) -> None:
     g = open_graph(tmp_path / "g")
-    release = threading.Event()
-    begins: list[int] = []
-
-    def hold_the_first_apply(shard: int, sql: str) -> None:
-        if sql.startswith("BEGIN"):
-            begins.append(shard)
-            if len(begins) == 1:
-                release.wait()
-
-    g.engine.backend.faults.append(hold_the_first_apply)
+    release, begins = hold_the_first_apply(g)
     pipeline, journal = g.engine.pipeline, g.engine.journal
     commits = journal.commits
     threads = [threading.Thread(target=g.assoc_add, args=(n, "follows", 7)) for n in range(1, 21)]
@@ -91,16 +98,7 @@ def test_writers_answered_together_write_again_together(
     and made batches of one and the rest in turn)."""
     monkeypatch.setattr(pipeline_module, "GATHER_SECONDS", 3600.0)  # never the limit here
     g = open_graph(tmp_path / "g")
-    release = threading.Event()
-    begins: list[int] = []
-
-    def hold_the_first_apply(shard: int, sql: str) -> None:
-        if sql.startswith("BEGIN"):
-            begins.append(shard)
-            if len(begins) == 1:
-                release.wait()
-
-    g.engine.backend.faults.append(hold_the_first_apply)
+    release, begins = hold_the_first_apply(g)
     pipeline = g.engine.pipeline
     again = {1: threading.Event(), 2: threading.Event()}
     done = {1: threading.Event(), 2: threading.Event()}
