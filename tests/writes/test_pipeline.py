@@ -992,6 +992,31 @@ def test_an_object_write_behind_a_stuck_process_is_refused_and_changes_nothing(
         assert obj.data == {"name": "ada", "bio": "analyst"}
 
 
+def test_edge_writes_batched_with_an_object_write_behind_a_stuck_process_go_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Edge writes do not take the writer lock: batched with an object write that
+    waits for it in vain (a stopped process holds it), only the object write is
+    refused; the edge writes are not refused with the lock's error."""
+    monkeypatch.setattr(sqlite_module, "WRITER_LOCK_TIMEOUT", 0.05)
+    with open_graph(tmp_path / "g") as stuck, open_graph(tmp_path / "g") as g:
+        g.obj_add("user", {"name": "ada"}, id=7)
+        with stuck.engine.backend.exclusive_writes():
+            with g.batch() as b:
+                edge = b.assoc_add(1, "follows", 2)
+                patch = b.obj_update(7, {"city": "london"})
+                other = b.assoc_add(3, "follows", 4)
+            with pytest.raises(Unavailable, match=r"for over 0\.05 s"):
+                patch.result()
+            assert edge.result().status == "applied"
+            assert other.result().status == "applied"
+        assert g.assoc_count(2, "followed_by") == 1
+        assert g.assoc_count(4, "followed_by") == 1
+        obj = g.obj_get(7)
+        assert obj is not None
+        assert obj.data == {"name": "ada"}
+
+
 def test_two_graphs_taking_one_unique_key_refuse_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
