@@ -114,25 +114,32 @@ def test_writers_answered_together_write_again_together(
         g.assoc_add(n, "follows", 8)
         done[n].set()
 
-    first = threading.Thread(target=g.assoc_add, args=(100, "follows", 7))
-    first.start()
-    wait_until(lambda: len(begins) == 1)  # a lone write holds the pipeline…
-    writers = {n: threading.Thread(target=writer, args=(n,)) for n in (1, 2)}
-    for thread in writers.values():
-        thread.start()
-    wait_until(lambda: len(pipeline._inbox) == 2)  # …while two writers wait together
-    release.set()
-    first.join()
-    wait_until(lambda: len(answered) == 2)
-    again[1].set()
-    wait_until(lambda: len(pipeline._inbox) == 1, patience=10)  # waits for the other writer
-    assert not done[1].is_set()
-    again[2].set()
-    for thread in writers.values():
-        thread.join()
-    assert pipeline.batches == 3  # the lone write, both first writes, both second writes
-    assert g.assoc_count(8, "followed_by") == 2
-    g.close()
+    # Daemons, and every event set on the way out: a failed assertion must fail the
+    # test, not leave a writer waiting for ever and the test process unable to exit.
+    first = threading.Thread(target=g.assoc_add, args=(100, "follows", 7), daemon=True)
+    writers = {n: threading.Thread(target=writer, args=(n,), daemon=True) for n in (1, 2)}
+    try:
+        first.start()
+        wait_until(lambda: len(begins) == 1)  # a lone write holds the pipeline…
+        for thread in writers.values():
+            thread.start()
+        wait_until(lambda: len(pipeline._inbox) == 2)  # …while two writers wait together
+        release.set()
+        first.join()
+        wait_until(lambda: len(answered) == 2)
+        again[1].set()
+        wait_until(lambda: len(pipeline._inbox) == 1, patience=10)  # waits for the other
+        assert not done[1].is_set()
+        again[2].set()
+        for thread in writers.values():
+            thread.join()
+        assert pipeline.batches == 3  # the lone write, both first writes, both second writes
+        assert g.assoc_count(8, "followed_by") == 2
+    finally:
+        release.set()
+        for event in again.values():
+            event.set()
+        g.close()
 
 
 def test_a_gather_gives_up_when_the_writers_do_not_come_back(
@@ -145,7 +152,9 @@ def test_a_gather_gives_up_when_the_writers_do_not_come_back(
     with g.batch() as b:  # (one writer: no gathering after it)
         b.assoc_add(1, "follows", 2)
     pipeline = g.engine.pipeline
-    threads = [threading.Thread(target=g.assoc_add, args=(n, "follows", 9)) for n in (3, 4)]
+    threads = [
+        threading.Thread(target=g.assoc_add, args=(n, "follows", 9), daemon=True) for n in (3, 4)
+    ]
     with pipeline._lock:  # both enter one batch of the pipeline's thread
         pipeline._busy = True
     for thread in threads:
@@ -156,7 +165,7 @@ def test_a_gather_gives_up_when_the_writers_do_not_come_back(
         pipeline._arrived.notify()
     for thread in threads:
         thread.join()
-    late = threading.Thread(target=g.assoc_add, args=(5, "follows", 9))
+    late = threading.Thread(target=g.assoc_add, args=(5, "follows", 9), daemon=True)
     late.start()
     wait_until(lambda: not late.is_alive())  # (were the window endless, it would wait)
     assert g.assoc_count(9, "followed_by") == 3
