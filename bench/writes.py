@@ -12,7 +12,8 @@ Every write is durable when acknowledged, on both sides:
 * a mixed load on 8 threads, 90% `assoc_range(limit=50)` / 10% `assoc_add`:
   reads/s and writes/s;
 * assocdb's own statements run bare (`OwnStatements`): per write batch, the
-  reads before journaling, the journal's INSERTs and fsynced COMMIT, and per
+  reads before journaling, the journal's INSERTs (and DELETEs of the jobs
+  fenced since the last batch) and fsynced COMMIT, and per
   touched shard BEGIN IMMEDIATE, the read of the written keys, the edges'
   upsert, the counts' upsert and COMMIT, on the same schema and pragmas,
   from one thread with no layer of assocdb in between: the floor that its
@@ -47,6 +48,7 @@ from typing import Any
 import assocdb
 from assocdb.core.ids import shard_of
 from assocdb.storage.sqlite import _DDL as SHARD_DDL
+from assocdb.writes.applier import FENCE_SECONDS
 from assocdb.writes.journal import _DDL as JOURNAL_DDL
 
 NODES = 1_000_000
@@ -125,6 +127,12 @@ class OwnStatements:
         ]
         self.journal = self._open(directory / "journal.db", "FULL", JOURNAL_DDL)
         self.lock = threading.Lock()
+        #: As assocdb's fences: jobs applied before one are deleted from the journal
+        #: with its next transaction (the shards' fsyncs are left out: not statements).
+        self.fence_seconds = FENCE_SECONDS
+        self._fenced_at = time.monotonic()
+        self._applied: list[int | None] = []
+        self._completed: list[int | None] = []
 
     @staticmethod
     def _open(path: Path, synchronous: str, ddl: str) -> sqlite3.Connection:
@@ -144,15 +152,30 @@ class OwnStatements:
             for row in ((a, 1, b, 0, now // 1000, now, None), (b, 2, a, 0, now // 1000, now, None)):
                 legs.setdefault(shard_of(row[0], self.SHARDS), []).append(row)
         with self.lock:
-            for shard, rows in legs.items():  # what resolving reads: rows and node states
-                self._keys(self.shards[shard], rows)
+            # What resolving reads: each write's forward row (`op.key`; not its
+            # inverse) and its two lists' node states, each on its node's shard.
+            for shard, rows in legs.items():
+                forward = [r for r in rows if r[1] == 1]
+                if forward:
+                    self._keys(self.shards[shard], forward)
                 nodes = " OR ".join(["(node = ? AND atype = ?)"] * len(rows))
                 self.shards[shard].execute(self.NODES + nodes, [v for r in rows for v in r[:2]])
+            if time.monotonic() - self._fenced_at >= self.fence_seconds:
+                self._fenced_at = time.monotonic()
+                self._completed += self._applied
+                self._applied = []
             self.journal.execute("BEGIN IMMEDIATE")
-            for _ in range(writes):
-                self.journal.execute(
-                    "INSERT INTO jobs (body, created_at) VALUES (?, ?)", (b"j" * 48, now)
+            if self._completed:  # `Journal._write_bookkeeping`
+                self.journal.executemany(
+                    "DELETE FROM jobs WHERE id = ?", [(j,) for j in self._completed]
                 )
+                self._completed = []
+            jobs = [
+                self.journal.execute(
+                    "INSERT INTO jobs (body, created_at) VALUES (?, ?)", (b"j" * 70, now)
+                ).lastrowid
+                for _ in range(writes)
+            ]
             self.journal.execute("COMMIT")
             for shard, rows in sorted(legs.items()):
                 conn = self.shards[shard]
@@ -161,6 +184,7 @@ class OwnStatements:
                 conn.executemany(self.EDGE, rows)
                 conn.executemany(self.COUNT, [(r[0], r[1], 0, 1) for r in rows])
                 conn.execute("COMMIT")
+            self._applied += jobs
         return writes
 
     def _keys(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import random
 import sqlite3
 from pathlib import Path
 
+from assocdb.core.ids import shard_of
 from bench.writes import OwnStatements
 
 
 def test_own_statements_store_both_legs_counted_and_journal_each_write(tmp_path: Path) -> None:
     own = OwnStatements(tmp_path / "own")
+    own.fence_seconds = math.inf  # (no job is completed and deleted here)
     assert own.commit(random.Random(1), 50) == 50
     assert own.commit(random.Random(2), 1) == 1
     own.close()
@@ -24,3 +27,35 @@ def test_own_statements_store_both_legs_counted_and_journal_each_write(tmp_path:
     jobs = journal.execute("SELECT count(*) FROM jobs").fetchone()[0]
     journal.close()
     assert (edges, counted, jobs) == (102, 102, 51)
+
+
+def test_own_statements_read_what_assocdb_reads_and_delete_completed_jobs(
+    tmp_path: Path,
+) -> None:
+    """Before journaling, assocdb reads each write's forward key only (`op.key`,
+    `Applier.read_current_many`), not its inverse; and every job it journals is
+    deleted again once its shards are fenced (`Journal._write_bookkeeping`, with the
+    next journal transaction). The floor runs the same statements, no more, no less."""
+    own = OwnStatements(tmp_path / "own")
+    own.fence_seconds = 0.0  # a fence before every batch: the earlier jobs are completed
+    statements: list[str] = []
+    for conn in [*own.shards, own.journal]:
+        conn.set_trace_callback(statements.append)
+    rnd = random.Random(3)
+    while True:  # a write whose two legs are on two shards
+        state = rnd.getstate()
+        a, b = rnd.randrange(1, 1_000_000), rnd.randrange(1, 1_000_000)
+        if shard_of(a, own.SHARDS) != shard_of(b, own.SHARDS):
+            break
+    rnd.setstate(state)
+    own.commit(rnd, 1)
+    before_journal = statements[: statements.index("BEGIN IMMEDIATE")]
+    edge_reads = [s for s in before_journal if "FROM edges" in s]
+    assert len(edge_reads) == 1
+    assert f"id1 = {a} AND atype = 1 AND id2 = {b}" in edge_reads[0]
+    own.commit(rnd, 1)
+    own.close()
+    journal = sqlite3.connect(tmp_path / "own" / "journal.db")
+    ids = [row[0] for row in journal.execute("SELECT id FROM jobs")]
+    journal.close()
+    assert ids == [2]  # the first job was completed and deleted with the second's commit

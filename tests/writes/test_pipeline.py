@@ -112,25 +112,32 @@ def test_writers_answered_together_write_again_together(
         g.assoc_add(n, "follows", 8)
         done[n].set()
 
-    first = threading.Thread(target=g.assoc_add, args=(100, "follows", 7))
-    first.start()
-    wait_until(lambda: len(begins) == 1)  # a lone write holds the pipeline…
-    writers = {n: threading.Thread(target=writer, args=(n,)) for n in (1, 2)}
-    for thread in writers.values():
-        thread.start()
-    wait_until(lambda: len(pipeline._inbox) == 2)  # …while two writers wait together
-    release.set()
-    first.join()
-    wait_until(lambda: len(answered) == 2)
-    again[1].set()
-    wait_until(lambda: len(pipeline._inbox) == 1, patience=10)  # waits for the other writer
-    assert not done[1].is_set()
-    again[2].set()
-    for thread in writers.values():
-        thread.join()
-    assert pipeline.batches == 3  # the lone write, both first writes, both second writes
-    assert g.assoc_count(8, "followed_by") == 2
-    g.close()
+    # Daemons, and every event set on the way out: a failed assertion must fail the
+    # test, not leave a writer waiting for ever and the test process unable to exit.
+    first = threading.Thread(target=g.assoc_add, args=(100, "follows", 7), daemon=True)
+    writers = {n: threading.Thread(target=writer, args=(n,), daemon=True) for n in (1, 2)}
+    try:
+        first.start()
+        wait_until(lambda: len(begins) == 1)  # a lone write holds the pipeline…
+        for thread in writers.values():
+            thread.start()
+        wait_until(lambda: len(pipeline._inbox) == 2)  # …while two writers wait together
+        release.set()
+        first.join()
+        wait_until(lambda: len(answered) == 2)
+        again[1].set()
+        wait_until(lambda: len(pipeline._inbox) == 1, patience=10)  # waits for the other
+        assert not done[1].is_set()
+        again[2].set()
+        for thread in writers.values():
+            thread.join()
+        assert pipeline.batches == 3  # the lone write, both first writes, both second writes
+        assert g.assoc_count(8, "followed_by") == 2
+    finally:
+        release.set()
+        for event in again.values():
+            event.set()
+        g.close()
 
 
 def test_a_gather_gives_up_when_the_writers_do_not_come_back(
@@ -143,7 +150,9 @@ def test_a_gather_gives_up_when_the_writers_do_not_come_back(
     with g.batch() as b:  # (one writer: no gathering after it)
         b.assoc_add(1, "follows", 2)
     pipeline = g.engine.pipeline
-    threads = [threading.Thread(target=g.assoc_add, args=(n, "follows", 9)) for n in (3, 4)]
+    threads = [
+        threading.Thread(target=g.assoc_add, args=(n, "follows", 9), daemon=True) for n in (3, 4)
+    ]
     with pipeline._lock:  # both enter one batch of the pipeline's thread
         pipeline._busy = True
     for thread in threads:
@@ -154,7 +163,7 @@ def test_a_gather_gives_up_when_the_writers_do_not_come_back(
         pipeline._arrived.notify()
     for thread in threads:
         thread.join()
-    late = threading.Thread(target=g.assoc_add, args=(5, "follows", 9))
+    late = threading.Thread(target=g.assoc_add, args=(5, "follows", 9), daemon=True)
     late.start()
     wait_until(lambda: not late.is_alive())  # (were the window endless, it would wait)
     assert g.assoc_count(9, "followed_by") == 3
@@ -988,6 +997,31 @@ def test_an_object_write_behind_a_stuck_process_is_refused_and_changes_nothing(
         obj = g.obj_get(7)
         assert obj is not None
         assert obj.data == {"name": "ada", "bio": "analyst"}
+
+
+def test_edge_writes_batched_with_an_object_write_behind_a_stuck_process_go_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Edge writes do not take the writer lock: batched with an object write that
+    waits for it in vain (a stopped process holds it), only the object write is
+    refused; the edge writes are not refused with the lock's error."""
+    monkeypatch.setattr(sqlite_module, "WRITER_LOCK_TIMEOUT", 0.05)
+    with open_graph(tmp_path / "g") as stuck, open_graph(tmp_path / "g") as g:
+        g.obj_add("user", {"name": "ada"}, id=7)
+        with stuck.engine.backend.exclusive_writes():
+            with g.batch() as b:
+                edge = b.assoc_add(1, "follows", 2)
+                patch = b.obj_update(7, {"city": "london"})
+                other = b.assoc_add(3, "follows", 4)
+            with pytest.raises(Unavailable, match=r"for over 0\.05 s"):
+                patch.result()
+            assert edge.result().status == "applied"
+            assert other.result().status == "applied"
+        assert g.assoc_count(2, "followed_by") == 1
+        assert g.assoc_count(4, "followed_by") == 1
+        obj = g.obj_get(7)
+        assert obj is not None
+        assert obj.data == {"name": "ada"}
 
 
 def test_two_graphs_taking_one_unique_key_refuse_one(

@@ -60,7 +60,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import ExitStack
 from typing import Literal
 
 import msgspec
@@ -252,8 +252,12 @@ class Pipeline:
         try:
             # No other process writes between the reads a round resolves against and
             # its apply, when that would lose part of a write (`applier.exclusive`).
-            locked = any(exclusive(entry.work) for entry in batch)
-            with self.applier.backend.exclusive_writes() if locked else nullcontext():
+            with ExitStack() as held:
+                if any(exclusive(entry.work) for entry in batch):
+                    try:
+                        held.enter_context(self.applier.backend.exclusive_writes())
+                    except Unavailable as exc:  # (its holder is stuck: nothing journaled)
+                        rest = self._refuse_exclusive(batch, exc)
                 while rest:
                     this_round, rest = _rounds(rest)
                     journaled = self._journal_round(this_round, bool(rest))
@@ -263,6 +267,18 @@ class Pipeline:
             log.exception("the write pipeline failed on a batch of %d writes", len(batch))
             for entry in batch:
                 entry.answer(exc)  # (those answered already keep their answer)
+
+    def _refuse_exclusive(self, batch: list[_Entry], exc: Unavailable) -> list[_Entry]:
+        """Answer the batch's writes that need the writer lock, which could not be
+        taken, with why; the others (edge writes) do not need it: they go on."""
+        log.warning("%s", exc)
+        rest = []
+        for entry in batch:
+            if exclusive(entry.work):
+                entry.answer(exc)
+            else:
+                rest.append(entry)
+        return rest
 
     def _journal_round(self, entries: list[_Entry], more: bool = False) -> _Journaled | None:
         """Resolve and journal one round: what is left to apply, if anything.
