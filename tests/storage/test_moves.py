@@ -457,6 +457,34 @@ def test_a_mover_whose_copy_is_cancelled_meanwhile_stops_at_its_next_save(graph:
     assert load(path).replicas[shard] == before
 
 
+def test_a_second_mover_of_one_copy_is_refused_while_the_first_runs(graph: Graph) -> None:
+    """Two `assocdb shards move` of the same copy (an operator who ran it twice): the
+    second is refused at once and changes nothing; before, both copied, verified and
+    moved the operation's phases on. Once the first is done, running it again is the
+    no-op it always was."""
+    _, _, path, shard = ready_to_move(graph)
+    source = load(path).replicas[shard][0].backend
+    refused: list[str] = []
+
+    def run_a_second_mover(progress: MoveProgress) -> None:
+        if not refused:
+            with pytest.raises(InvalidRequest, match="another process is making") as caught:
+                move_shard(path, shard, "db4", move=True, remove=source, settle=0)
+            refused.append(str(caught.value))
+
+    first = move_shard(path, shard, "db4", move=True, remove=source, settle=0, page=5,
+                       progress=run_a_second_mover)  # fmt: skip
+    assert refused
+    assert first.copied > 0
+    assert not first.already
+    after = [r.backend for r in load(path).replicas[shard]]
+    assert "db4" in after
+    assert source not in after
+    assert load(path).moves == []
+    again = move_shard(path, shard, "db4", move=True, remove=source, settle=0)
+    assert again.already
+
+
 def test_a_move_off_a_drained_backend_copies_from_another_replica_and_finishes(
     graph: Graph,
 ) -> None:

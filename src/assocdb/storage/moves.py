@@ -35,9 +35,12 @@ is as it was.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -136,16 +139,17 @@ def move_shard(
         started_now.append(record)
         return new
 
-    update(path, start)
-    record = started_now[-1]
-    if record is None:
-        return MoveResult(shard, target, remove, 0, 0, time.perf_counter() - started, True)
-    wait = _settle(smap) if settle is None else settle
-    mover = _Mover(path, record, rate, page, wait, progress)
-    try:
-        mover.run()
-    finally:
-        mover.backend.close()
+    with _one_mover(path, shard, target):
+        update(path, start)
+        record = started_now[-1]
+        if record is None:
+            return MoveResult(shard, target, remove, 0, 0, time.perf_counter() - started, True)
+        wait = _settle(smap) if settle is None else settle
+        mover = _Mover(path, record, rate, page, wait, progress)
+        try:
+            mover.run()
+        finally:
+            mover.backend.close()
     return MoveResult(
         shard,
         target,
@@ -155,6 +159,28 @@ def move_shard(
         time.perf_counter() - started,
         False,
     )
+
+
+@contextmanager
+def _one_mover(path: str | Path, shard: int, target: str) -> Iterator[None]:
+    """Be the one process making the copy of `shard` on `target`: an `flock` on a file
+    beside the map, held while the copy is made. A second mover of the same copy is
+    refused at once (before, both copied and verified, and both moved its phases on)."""
+    file = Path(path)
+    lock = file.with_name(f".{file.name}.move-{shard}-{target}.lock")
+    descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InvalidRequest(
+                f"another process is making the copy of shard {shard} on {target}: let it "
+                f"finish (running this command again afterwards does nothing more), or "
+                f"stop it first"
+            ) from None
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
 def drop_replica(
