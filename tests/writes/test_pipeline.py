@@ -18,10 +18,12 @@ import assocdb
 from assocdb import Graph, WriteResult
 from assocdb.core.errors import Conflict, KeyTaken, Unavailable
 from assocdb.core.ids import shard_of
+from assocdb.core.ops import ObjectWrite
 from assocdb.storage import sqlite as sqlite_module
 from assocdb.storage.backend import map_driver_error
 from assocdb.writes import pipeline as pipeline_module
 from assocdb.writes.applier import NODE_JOB_PAGE, encode
+from assocdb.writes.journal import Failure
 from tests.support.helpers import wait_until
 from tests.writes.test_journal import FailingConnection
 
@@ -1022,6 +1024,47 @@ def test_edge_writes_batched_with_an_object_write_behind_a_stuck_process_go_thro
         obj = g.obj_get(7)
         assert obj is not None
         assert obj.data == {"name": "ada"}
+
+
+def test_a_retry_round_waits_for_a_stuck_writer_lock_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind a stopped process holding the writer lock, a retrier's round of queued
+    object writes waited out the timeout for each of them (up to 100 times 30 s, the
+    edge retries and the fence held up behind them); now the round's first wait
+    that gives up fails the rest of its object writes at once, to be retried."""
+    monkeypatch.setattr(sqlite_module, "WRITER_LOCK_TIMEOUT", 0.05)
+    with open_graph(tmp_path / "g") as stuck, open_graph(tmp_path / "g") as g:
+        applier, journal = g.engine.applier, g.engine.journal
+        applier._stop.set()  # this process's retrier stops: the test runs its rounds
+        applier._wake.set()
+        applier._threads[0].join()
+        g.obj_add("user", {"name": "ada"}, id=7)
+        stamp = time.time_ns() // 1000
+        patches = [b'{"a":1}', b'{"b":2}', b'{"c":3}']
+        jobs = journal.append_many(
+            [encode(ObjectWrite(7, stamp + n, patch=p, rebase=True)) for n, p in enumerate(patches)]
+        )
+        for job in jobs:  # queued retries, due now
+            journal.fail([Failure(job, 0, "Unavailable", counts=False, next_at=0.0, bad=False)])
+        waits: list[bool] = []
+        backend = g.engine.backend
+        exclusive_writes = backend.exclusive_writes
+
+        def counted() -> Any:
+            waits.append(True)
+            return exclusive_writes()
+
+        monkeypatch.setattr(backend, "exclusive_writes", counted)
+        with stuck.engine.backend.exclusive_writes():
+            assert applier._retry_round() == 3
+        assert len(waits) == 1  # one wait for the round, not one per job
+        assert journal.counts()["error"] == 3  # all three still queued
+        assert journal.retry_now() == 3
+        assert applier._retry_round() == 3  # the lock is free: all three apply
+        obj = g.obj_get(7)
+        assert obj is not None
+        assert obj.data == {"name": "ada", "a": 1, "b": 2, "c": 3}
 
 
 def test_two_graphs_taking_one_unique_key_refuse_one(

@@ -411,8 +411,22 @@ class Applier:
         self.health.succeeded(shard)
         return result
 
-    def run(self, job: int, work: Work, done: int = 0, attempts: int = 0, retries: int = 0) -> bool:
-        """Apply what is left of `job`; True if it is now fully applied."""
+    def run(
+        self,
+        job: int,
+        work: Work,
+        done: int = 0,
+        attempts: int = 0,
+        retries: int = 0,
+        *,
+        lock_refused: list[Unavailable] | None = None,
+    ) -> bool:
+        """Apply what is left of `job`; True if it is now fully applied.
+
+        `lock_refused`, shared by the jobs of one round (a retrier's claim, a
+        background batch), holds the error of a wait for the writer lock that gave
+        up: the round's later jobs that need the lock fail at once with it instead
+        of each waiting out the timeout behind the same stuck holder."""
         start = time.perf_counter()
         if isinstance(work, (NodeJob, FanoutJob)):
             return self._run_node_job(job, work, attempts, retries)
@@ -422,9 +436,13 @@ class Applier:
             return self._run_rows(job, work, done, attempts, retries, start)
         with ExitStack() as held:
             if exclusive(work):
+                if lock_refused:
+                    return self._failed(job, done, attempts, retries, start, [lock_refused[0]])
                 try:
                     held.enter_context(self.backend.exclusive_writes())
                 except Unavailable as exc:  # an attempt like any other: retried
+                    if lock_refused is not None:
+                        lock_refused.append(exc)
                     return self._failed(job, done, attempts, retries, start, [exc])
             resolved = self._resolve(job, work)
             if isinstance(resolved, BaseException):
@@ -863,9 +881,10 @@ class Applier:
         rows = [(job, work) for job, work in items if isinstance(work, Rows)]
         if rows:
             self.run_batch(rows)
+        refused: list[Unavailable] = []
         for job, work in items:
             if not isinstance(work, Rows):
-                self.run(job, work)
+                self.run(job, work, lock_refused=refused)
         if self.unfenced() >= FENCE_JOBS:
             self.fence()
 
@@ -884,11 +903,17 @@ class Applier:
 
     def _retry_due(self) -> None:
         while not self._stop.is_set():
-            jobs = self.journal.claim_due(time.time(), 100, self.policy.claim_hold)
-            for job in jobs:
-                self.run(job.id, decode(job.body), job.done, job.attempts, job.retries + 1)
-            if len(jobs) < 100:
+            if self._retry_round() < 100:
                 return
+
+    def _retry_round(self) -> int:
+        """Claim up to 100 due jobs and run them; how many there were."""
+        jobs = self.journal.claim_due(time.time(), 100, self.policy.claim_hold)
+        refused: list[Unavailable] = []  # a round waits for a stuck writer lock once
+        for job in jobs:
+            work = decode(job.body)
+            self.run(job.id, work, job.done, job.attempts, job.retries + 1, lock_refused=refused)
+        return len(jobs)
 
     def _pause(self) -> float:
         due = self.journal.next_due()
