@@ -44,7 +44,7 @@ class WriterLock:
     def __enter__(self) -> None:
         deadline = time.monotonic() + self.timeout
         if not self._threads.acquire(timeout=-1 if self.timeout == math.inf else self.timeout):
-            raise self._stuck()
+            raise self._stuck("another thread of this process")
         if self._depth == 0:
             try:
                 if self._fd is None:
@@ -71,14 +71,14 @@ class WriterLock:
             except BlockingIOError:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise self._stuck() from None
+                    raise self._stuck("another writer of this graph (a stopped process?)") from None
                 time.sleep(min(pause, left))
                 pause = min(pause * 2, 0.001)
 
-    def _stuck(self) -> Unavailable:
+    def _stuck(self, holder: str) -> Unavailable:
         return Unavailable(
-            f"another writer has held {self.path} for over {self.timeout:g} s (a stopped "
-            "process writing this graph?); the write was not made: try again"
+            f"{holder} has held the writer lock {self.path} for over {self.timeout:g} s; "
+            "the write was not made: try again"
         )
 
     def __exit__(
