@@ -35,9 +35,7 @@ is as it was.
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -60,6 +58,7 @@ from .shardmap_config import (
     ShardMap,
     check_backend,
     load,
+    locked,
     update,
     with_moves,
     with_replica,
@@ -163,24 +162,19 @@ def move_shard(
 
 @contextmanager
 def _one_mover(path: str | Path, shard: int, target: str) -> Iterator[None]:
-    """Be the one process making the copy of `shard` on `target`: an `flock` on a file
-    beside the map, held while the copy is made. A second mover of the same copy is
-    refused at once (before, both copied and verified, and both moved its phases on)."""
-    file = Path(path)
-    lock = file.with_name(f".{file.name}.move-{shard}-{target}.lock")
-    descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    """Be the one process making the copy of `shard` on `target`: a lock beside the map
+    (`.NAME.move-SHARD-TARGET.lock`), held while the copy is made. A second mover of the
+    same copy is refused at once (before, both copied and verified, and both moved its
+    phases on)."""
     try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise InvalidRequest(
-                f"another process is making the copy of shard {shard} on {target}: let it "
-                f"finish (running this command again afterwards does nothing more), or "
-                f"stop it first"
-            ) from None
-        yield
-    finally:
-        os.close(descriptor)  # releases the lock
+        with locked(path, f"move-{shard}-{target}.lock", wait=False):
+            yield
+    except BlockingIOError:
+        raise InvalidRequest(
+            f"another process is making the copy of shard {shard} on {target}: let it "
+            f"finish (running this command again afterwards does nothing more), or "
+            f"stop it first"
+        ) from None
 
 
 def drop_replica(

@@ -477,14 +477,17 @@ def update(path: str | Path, change: Callable[[ShardMap], ShardMap]) -> ShardMap
 
 
 @contextmanager
-def locked(path: str | Path) -> Iterator[None]:
+def locked(path: str | Path, what: str = "lock", *, wait: bool = True) -> Iterator[None]:
     """Hold the map's lock: `flock` on a file beside it (`.NAME.lock`), taken by every
-    edit of the map, in any process. Not re-entrant: an edit never calls another."""
+    edit of the map, in any process. Not re-entrant: an edit never calls another.
+
+    Another `what` is another lock beside the map (`.NAME.WHAT`: a mover's, held
+    while it copies); without `wait`, a lock another holds raises BlockingIOError."""
     file = Path(path)
-    lock = file.with_name(f".{file.name}.lock")
+    lock = file.with_name(f".{file.name}.{what}")
     descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        fcntl.flock(descriptor, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         yield
     finally:
         os.close(descriptor)  # releases the lock

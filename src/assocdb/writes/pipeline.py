@@ -26,10 +26,11 @@ the first writer back found the pipeline empty and went through alone while
 the others queued behind it: 8 writers made batches of 1 and 7 in turn
 (4.5 on average) where they could make batches of 8, and a batch of one
 costs nearly as much as a batch of eight (each leg its own shard
-transaction, a journal fsync each). The stages do not overlap on purpose: a second thread applying
-batch N while batch N+1 is resolved and fsynced was measured slower (8
-writers: 1,400 against 2,100 writes/s; 64: 3,800 against 4,400): both
-threads need the GIL after every statement, and each waited for the other.
+transaction, a journal fsync each). The stages do not overlap on purpose: a
+second thread applying batch N while batch N+1 is resolved and fsynced was
+measured slower (8 writers: 1,400 against 2,100 writes/s; 64: 3,800
+against 4,400): both threads need the GIL after every statement, and each
+waited for the other.
 
 Order. An operation that reads a stored row (a re-add keeping the edge's
 time, an object patch, an edge into a list with a node state) must see
