@@ -128,7 +128,7 @@ def test_writers_answered_together_write_again_together(
         first.join()
         wait_until(lambda: len(answered) == 2)
         again[1].set()
-        wait_until(lambda: len(pipeline._inbox) == 1, patience=10)  # waits for the other
+        wait_until(lambda: len(pipeline._inbox) == 1)  # waits for the other writer
         assert not done[1].is_set()
         again[2].set()
         for thread in writers.values():
