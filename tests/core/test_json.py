@@ -68,3 +68,11 @@ def test_a_key_named_twice_in_one_object_is_refused(raw: bytes, key: str) -> Non
 )
 def test_unique_keys_and_what_is_not_json_pass(raw: bytes) -> None:
     json.refuse_duplicate_keys(raw, "the body")
+
+
+def test_many_stored_values_decode_in_one_parse_as_each_would_alone() -> None:
+    values = [None, "s", 7, -1.5, True, [1, {"a": None}], {"k": ["v"]}, "", "a,b]"]
+    raws = [None if v is None else encode(v, 1000, "data") for v in values]
+    raws.append(b"null")  # JSON null, stored
+    assert json.decode_all(raws) == [*values, None]
+    assert json.decode_all([]) == []

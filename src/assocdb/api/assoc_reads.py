@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any
 
-from ..cache.chunks import Entry
-from ..cache.tier1 import Cache, ListEntry
+from ..cache.chunks import Columns, Entry
+from ..cache.decoded import patched_range
+from ..cache.tier1 import Cache, ListEntry, kept
 from ..core import cursor as _cursor
 from ..core import json as _json
 from ..core.errors import InvalidRequest
@@ -22,6 +23,7 @@ from .engine import Engine
 # path (psycopg: about 6 µs of a 60 µs uncached read).
 _NORMAL = int(State.NORMAL)
 _SCALARS = (int, str, type(None))  # arguments a kept answer's tag may hold
+_STORED = {bytes, type(None)}  # the types of data read from a shard
 _INDEX = "index"  # the answer tag of a whole small list by id2 (assoc_get)
 #: What a kept encoded answer holds besides its JSON: its tuple, the bytes object, the
 #: longer tag (measured with tracemalloc; `Cache.keep` adds ANSWER_BYTES).
@@ -38,6 +40,8 @@ class AssocReads:
         self._backend = engine.backend
         self._cache = engine.cache
         self._shards = engine.shards
+        if self._cache is not None:
+            self._cache.patch_answer = self._patched
 
     def assoc_get(
         self,
@@ -176,9 +180,11 @@ class AssocReads:
         limit = _limit(limit, kind)
         if low > high:
             return []
-        rows = self.from_cache(id1, kind, lambda e: e.time_range(high, low, limit), limit)
-        if rows is None:
-            rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, high, low))
+        ask = lambda entry: entry.time_range(high, low, limit)  # noqa: E731
+        found = self._records_from_cache(id1, kind, ask, limit, None)
+        if found is not None:
+            return found
+        rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, high, low))
         return self._assocs(id1, kind, rows)
 
     def assoc_page(
@@ -235,13 +241,26 @@ class AssocReads:
         self, id1: int, kind: AssocType, pos: int, limit: int, keep: bool = True
     ) -> list[Assoc] | None:
         """assoc_range from the cache, built column-wise (the hot path of a cached read)."""
+        ask = lambda entry: entry.range(pos, limit)  # noqa: E731
+        return self._records_from_cache(id1, kind, ask, pos + limit, (pos, limit) if keep else None)
+
+    def _records_from_cache(
+        self,
+        id1: int,
+        kind: AssocType,
+        ask: Callable[[ListEntry], Columns | None],
+        need: int,
+        tag: tuple[int, int] | None,
+    ) -> list[Assoc] | None:
+        """The records of the cached columns `ask` gets from the list's entry (filled on
+        a miss), kept as the answer to `tag` if they may be shared; None: read the shard."""
         cache = self._cache
         key = (id1, kind.id)
-        if cache is None or not self._cache_may_answer(cache, key, pos + limit):
+        if cache is None or not self._cache_may_answer(cache, key, need):
             return None
         before = cache.answers(key)
         with cache.listed(key, *self._loaders(id1, kind)) as entry:
-            columns = None if entry is None else entry.range(pos, limit)
+            columns = None if entry is None else ask(entry)
             if columns is None:
                 return None
             id2s, times, stamps = columns
@@ -253,22 +272,32 @@ class AssocReads:
                 datas = _values(kept)
             if before is None:  # filled just now
                 before = cache.answers(key)
-        n = len(id2s)
-        found = list(
-            map(
-                Assoc,
-                repeat(id1, n),
-                repeat(kind.name),
-                id2s,
-                times,
-                repeat("normal"),
-                stamps,
-                datas,
-            )
-        )
-        if shareable and keep:
-            cache.keep(key, before, (pos, limit), tuple(found), n)
+        found = _column_records(id1, kind.name, id2s, times, stamps, datas)
+        if shareable and tag is not None:
+            cache.keep(key, before, tag, tuple(found), len(found))
         return found
+
+    def _patched(
+        self, key: tuple[int, int], tag: Any, answer: Any, entry: ListEntry, old: Any, new: Any
+    ) -> tuple[Assoc, ...] | None:
+        """`Cache.patch_answer`: a kept answer to the newest `limit` edges (tag
+        `(0, limit)`) brought up to date with a write to its list; the others (other
+        positions, pages, encoded JSON, the index) are dropped."""
+        if type(tag) is not tuple or len(tag) != 2 or tag[0] != 0:
+            return None
+        id1 = key[0]
+        name = answer[0].atype if answer else self._engine.schema.assoc_by_id(key[1]).name
+
+        def build(
+            id2s: list[int], times: list[int], stamps: list[int], datas: list[Any]
+        ) -> tuple[Assoc, ...] | None:
+            if not _shareable(datas):
+                return None
+            return tuple(_column_records(id1, name, id2s, times, stamps, datas))
+
+        visible = new[3] == _NORMAL and new[6] is not None  # a tombstone's data places it
+        data = kept(new[6]) if visible else None
+        return patched_range(answer, tag[1], old, new, data, entry, build)
 
     def _index_from_cache(self, id1: int, kind: AssocType, need: int) -> dict[int, ListRow] | None:
         """A whole small list as rows by id2 (kept decoded after the first read), or None."""
@@ -374,6 +403,22 @@ def _id_list(id2s: Iterable[int], most: int) -> list[int]:
     return wanted
 
 
+def _column_records(
+    id1: int,
+    name: str,
+    id2s: list[int],
+    times: list[int],
+    stamps: list[int],
+    datas: Iterable[Any],
+) -> list[Assoc]:
+    """Records of a list's visible edges given as columns, built in C (no Python call
+    per record)."""
+    n = len(id2s)
+    return list(
+        map(Assoc, repeat(id1, n), repeat(name), id2s, times, repeat("normal"), stamps, datas)
+    )
+
+
 def _data(raw: bytes | None) -> Any:
     return None if raw is None else _json.decode(raw)
 
@@ -398,10 +443,13 @@ def _shareable(datas: list[Any]) -> bool:
 def _values(datas: list[Any]) -> list[Any]:
     """The data values of rows whose data is JSON bytes, None, or already decoded
     (as the cache keeps strings and numbers: `cache.tier1.kept`)."""
-    if bytes in set(map(type, datas)):
-        decode = _json.decode
-        return [decode(d) if type(d) is bytes else d for d in datas]
-    return datas
+    kinds = set(map(type, datas))
+    if bytes not in kinds:
+        return datas
+    if kinds <= _STORED:  # as the shard stores them: all in one parse
+        return _json.decode_all(datas)
+    decode = _json.decode
+    return [decode(d) if type(d) is bytes else d for d in datas]
 
 
 def _list_key(row: ListRow) -> tuple[int, int]:

@@ -323,19 +323,6 @@ class PackedList:
             c, i = c + 1, 0
         return out
 
-    def iter_after(self, key: Key, inclusive: bool) -> Iterator[Entry]:
-        """Entries older than `key` (or equal, if inclusive), newest first, lazily."""
-        c, i = self._locate(key)
-        chunks = self._chunks
-        if not inclusive and c < len(chunks) and i < len(chunks[c]) and chunks[c].key(i) == key:
-            i += 1
-        while c < len(chunks):
-            chunk = chunks[c]
-            while i < len(chunk):
-                yield chunk.entry(i)
-                i += 1
-            c, i = c + 1, 0
-
     def __iter__(self) -> Iterator[Entry]:
         for chunk in self._chunks:
             for i in range(len(chunk)):

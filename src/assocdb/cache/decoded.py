@@ -7,13 +7,20 @@ so its entry keeps each answer the API built, immutable, in
 `ListEntry.answers`, keyed by the question; the next read of that question is
 a dict lookup and a list copy. Lists read rarely stay packed only.
 
+A write to a list does not throw its answers away: the answers to "the newest
+N edges" (the question almost every read of a hot list asks) are carried over
+to the entry's new dict, patched with the write's change (`patched_range`:
+one record built, a tuple copied), so the read after a write is still a dict
+lookup. Other answers (deeper positions, pages, encoded JSON) are dropped.
+
 What keeps this exact:
 
 * an answer is installed only if its entry has not changed since the reader
   took `entry.answers` before reading (`Cache.keep` checks, under the lock);
 * every change to an entry (a write applied, a refill, a drop) replaces its
   `answers` with a new dict (the old one is emptied, never used again), so a
-  reader holding the old one installs nothing;
+  reader holding the old one installs nothing; a write fills the new dict
+  with its patched answers under the cache's lock, before any reader sees it;
 * readers look answers up without the lock: a dict lookup is atomic and an
   installed answer never changes, so a read sees the list as it was before a
   write or after it, never a mix.
@@ -27,14 +34,18 @@ record, its three ints, a list slot), measured with tracemalloc by
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
+
+from ..core.merge import State
 
 SHARE = 0.25  # of CacheConfig.max_bytes, at most
 RECORD_BYTES = 200  # one decoded edge
 ANSWER_BYTES = 120  # one answer's own objects and its dict slot
+_NORMAL = int(State.NORMAL)
 #: An entry's answers until it is first asked for them (`Cache.answers`): shared, read-only,
 #: so that a list nobody reads twice pays no dict of its own.
 NO_ANSWERS: Mapping[Any, Any] = MappingProxyType({})
@@ -107,3 +118,73 @@ class Decoded:
         self._order = deque(
             item for item in self._order if item[0].answers is item[1] and item[2] in item[1]
         )
+
+
+class _Record(Protocol):
+    time: int
+    id2: int
+
+
+Build = Callable[[list[int], list[int], list[int], list[Any]], "tuple[Any, ...] | None"]
+
+
+def patched_range(
+    answer: tuple[_Record, ...],
+    limit: int,
+    old: Any,
+    new: Any,
+    data: Any,
+    entry: Any,
+    build: Build,
+) -> tuple[Any, ...] | None:
+    """A kept answer to "the newest `limit` edges" of a list (records ordered by
+    `(time, id2)` descending), brought up to date with one change of an edge of
+    the list (`old` and `new` rows, as `Changes` reports them), which has been
+    applied to `entry` already; or None: drop the answer, the next read builds it.
+
+    The answer is the first min(limit, n) visible edges of the list before the
+    change; so is what this returns, after it. `data` is the new edge's data as
+    the entry keeps it (`tier1.kept`). It removes the old edge if the
+    answer holds it, inserts the new one if it is visible and falls within the
+    answer, and fills a place left at the end from the entry's prefix (which
+    the change has reached already). Only the records changed are built
+    (`build(id2s, times, stamps, datas)`, None when they cannot be shared): a
+    write to a list read 10,000 at a time costs a tuple copy, not 10,000 records.
+    """
+    whole = len(answer) < limit  # the answer is the whole list
+    records = answer
+    id2 = new[2]
+    if old is not None and old[3] == _NORMAL:
+        i = _position(records, old[4], id2)
+        if i < len(records) and records[i].id2 == id2 and records[i].time == old[4]:
+            records = records[:i] + records[i + 1 :]
+        elif i < len(records) or whole:
+            return None  # it belongs in the answer, which lacks it: not this answer's list
+    if new[3] == _NORMAL:
+        i = _position(records, new[4], id2)
+        if i < len(records) or whole:
+            added = build([id2], [new[4]], [new[5]], [data])
+            if added is None:
+                return None
+            records = records[:i] + added + records[i:]
+    if len(records) > limit:
+        return records[:limit]
+    if len(records) < limit and not whole:
+        prefix = entry.prefix
+        if prefix is None or not (entry.complete or len(prefix) >= limit):
+            return None
+        id2s, times, stamps = prefix.columns(len(records), limit)
+        tail = build(id2s, times, stamps, list(map(entry.data.get, id2s)))
+        if tail is None:
+            return None
+        records += tail
+    return records
+
+
+def _position(records: tuple[_Record, ...], time: int, id2: int) -> int:
+    """Where `(time, id2)` is or would be among records ordered by (time, id2) descending."""
+    return bisect_left(records, (-time, -id2), key=_descending)
+
+
+def _descending(record: _Record) -> tuple[int, int]:
+    return (-record.time, -record.id2)

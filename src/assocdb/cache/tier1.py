@@ -54,9 +54,11 @@ import logging
 import sys
 import threading
 import time
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from operator import neg
 from typing import TYPE_CHECKING, Any
 
 from ..core import json as _json
@@ -177,19 +179,19 @@ class ListEntry:
             return None
         return prefix.columns(pos, pos + limit)
 
-    def time_range(self, high: int, low: int, limit: int) -> list[Entry] | None:
-        """Up to `limit` entries with low <= time <= high, if cached."""
+    def time_range(self, high: int, low: int, limit: int) -> Columns | None:
+        """Up to `limit` entries with low <= time <= high, newest first, if cached."""
         if self.empty():
-            return []
+            return _NO_COLUMNS
         prefix = self.prefix
         if prefix is None:
             return None
-        found: list[Entry] = []
-        for entry in prefix.iter_after((high, 2**63), True):
-            if entry[0] < low or len(found) == limit:
-                return found  # the prefix reaches past the range: it is all here
-            found.append(entry)
-        return found if self.complete or len(found) == limit else None
+        start = prefix.index((high, 2**63), True)  # the first with time <= high
+        id2s, times, stamps = prefix.columns(start, start + limit)
+        within = bisect_right(times, -low, key=neg)  # times descend: those >= low
+        if within < len(times):  # the prefix reaches past the range: it is all here
+            return id2s[:within], times[:within], stamps[:within]
+        return (id2s, times, stamps) if self.complete or len(times) == limit else None
 
     def scan(self, seek: Seek, n: int) -> list[Entry] | None:
         """A page scan (see `core.cursor`), if cached."""
@@ -292,6 +294,10 @@ class Cache:
         #: (None: the reader builds it); set by the API that reads objects. A write's
         #: new entry gets it at once, so the object's next read is a plain hit.
         self.obj_answer: Callable[[ObjRow | None], tuple[Any, int] | None] | None = None
+        #: A list's kept answer (`keep`) after a write changed the list: (key, tag, answer,
+        #: entry, old row, new row) -> the answer now, or None to drop it; set by the API
+        #: that reads lists. Without it, a write drops every answer its list kept.
+        self.patch_answer: Callable[..., tuple[Any, ...] | None] | None = None
         self.bytes = 0
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
 
@@ -666,9 +672,12 @@ class Cache:
                 self._stale(("prefix", key))
                 entry = self._lists.get(key)
                 if entry is not None:
+                    kept = list(entry.answers.items()) if self.patch_answer else []
                     self.bytes -= self.decoded.forget(entry) + entry.nbytes
                     self._apply_edge(entry, old, new)
                     self.bytes += entry.nbytes
+                    if kept:
+                        self._patch_answers(key, entry, kept, old, new)
             for row in changes.objects:
                 touched.append(("object", row.id))
                 self._stale(("object", row.id))
@@ -683,6 +692,24 @@ class Cache:
             self._evict()
         if self.tier2 is not None and touched:
             self.tier2.invalidate(list(dict.fromkeys(touched)))
+
+    def _patch_answers(
+        self, key: ListKey, entry: ListEntry, kept: list[tuple[Any, Any]], old: Any, new: Any
+    ) -> None:
+        """Give a written list's entry the answers it kept, brought up to date with the
+        change (`patch_answer`), in a new dict (readers holding the old one keep nothing).
+        Never fails the write: an answer that cannot be patched is dropped."""
+        answers: dict[Any, Any] = {}
+        entry.answers = answers
+        for tag, answer in kept:
+            try:
+                patched = self.patch_answer(key, tag, answer, entry, old, new)  # type: ignore[misc]
+            except Exception:  # dropped: the next read builds it (and meets what went wrong)
+                log.exception("patching the cached answer %r of list %s failed", tag, key)
+                continue
+            if patched is not None:
+                nbytes = ANSWER_BYTES + len(patched) * RECORD_BYTES
+                self.bytes += self.decoded.keep(entry, answers, tag, patched, nbytes)
 
     def _answer_obj(self, entry: ObjEntry) -> None:
         """Give a written object's new entry its answer (`obj_answer`), if that can be

@@ -54,6 +54,14 @@ def decode(raw: bytes) -> Any:
     return _decode(raw)
 
 
+def decode_all(raws: list[bytes | None]) -> list[Any]:
+    """The JSON values stored as `raws` (None: no value), decoded in one call: a
+    list of many rows' data costs one parse, not one Python call per row."""
+    joined = b",".join([b"null" if raw is None else raw for raw in raws])
+    values: list[Any] = _decode(b"[%b]" % joined)
+    return values
+
+
 def refuse_duplicate_keys(raw: bytes, what: str) -> None:
     """InvalidRequest if an object in the JSON text `raw` names a key twice: which of
     its values was meant is anyone's guess (RFC 8259 leaves it to the reader, and
