@@ -38,7 +38,8 @@ set bit a second chance); the hottest keys (`HotKeys`) are spared when they come
 eviction. A list of 100 edges costs ~23.6 bytes an edge (`bench/cache.py`).
 
 Hits take no lock. A list read again and again is answered from answers the
-API built before and the entry keeps (`cache.decoded`: one dict lookup); a
+API built before and the entry keeps (`cache.decoded`: one dict lookup; a
+write to the list patches its answers to the newest N, `patch_answer`); a
 count or an object is one dict lookup too. Everything a hit reads is either
 immutable or replaced whole by writers (answers, object entries), or a single
 int (a count). A hit only sets its entry's reference bit: it never changes a
