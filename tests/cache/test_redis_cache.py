@@ -17,6 +17,7 @@ from hypothesis import settings
 
 import assocdb
 from assocdb import CacheConfig, Client, Graph
+from assocdb.cache import redis_tier
 from tests.api.test_state_machine import GraphMachine
 from tests.http.test_server import make_graph
 from tests.support.helpers import wait_until
@@ -427,3 +428,37 @@ def hold_first_call(
 
     monkeypatch.setattr(owner, name, held)
     return begun, proceed
+
+
+@needs_redis
+@pytest.mark.parametrize("small_first", [True, False], ids=["small fills", "large fills"])
+def test_processes_with_different_prefixes_share_fills_without_reading_them_as_whole(
+    tmp_path: Path, small_first: bool
+) -> None:
+    """A fill stored by a process that caches 3 edges a list, read by one that caches
+    10: 4 rows of a list of 8 are its newest 4, not the whole list (and the other way
+    round, 11 rows are more than the small one needs)."""
+    small = assocdb.open(
+        tmp_path / "g", shards=2, cache=CacheConfig(prefix=3, admit_after=1, redis=REDIS)
+    )
+    small.define_assoc("likes")
+    small.engine.cache.flush()  # type: ignore[union-attr]  (Redis is shared by tests)
+    large = assocdb.open(tmp_path / "g", cache=CacheConfig(prefix=10, admit_after=1, redis=REDIS))
+    plain = assocdb.open(tmp_path / "g", cache=None)
+    with small, large, plain:
+        for m in range(1, 9):
+            small.assoc_add(1, "likes", m, time=m)
+        first, second = (small, large) if small_first else (large, small)
+        first.assoc_range(1, "likes", 0, 2)  # fills Redis
+        for limit in (2, 5, 10):
+            want = plain.assoc_range(1, "likes", 0, limit)
+            assert second.assoc_range(1, "likes", 0, limit) == want, limit
+            assert first.assoc_range(1, "likes", 0, limit) == want, limit
+
+
+def test_a_list_an_older_version_stored_is_not_taken_for_the_whole_list() -> None:
+    key = ("prefix", (1, 1))
+    rows = [(3, 30, 30_000, None), (2, 20, 20_000, b'"x"')]
+    assert redis_tier._decode(key, msgspec.msgpack.encode(rows)) == (rows, False)
+    assert redis_tier._decode(key, redis_tier._encode(key, (rows, True))) == (rows, True)
+    assert redis_tier._decode(key, redis_tier._encode(key, ([], False))) == ([], False)

@@ -20,7 +20,8 @@ What keeps this exact:
 * every change to an entry (a write applied, a refill, a drop) replaces its
   `answers` with a new dict (the old one is emptied, never used again), so a
   reader holding the old one installs nothing; a write fills the new dict
-  with its patched answers under the cache's lock, before any reader sees it;
+  with its patched answers under the cache's lock (a reader that looks there
+  first finds none yet, and builds its answer under that lock, after the write);
 * readers look answers up without the lock: a dict lookup is atomic and an
   installed answer never changes, so a read sees the list as it was before a
   write or after it, never a mix.

@@ -363,7 +363,11 @@ def _decode(key: TicketKey, raw: bytes) -> Any:
         return None if value[0] is None else ObjRow(*value[0])
     if key[0] == "counts":
         return dict(map(tuple, value))
-    return [tuple(row) for row in value]
+    if value and type(value[-1]) is bool:  # [rows, whole]
+        rows, whole = value
+    else:  # a list's rows as an older version stored them: not known to be whole
+        rows, whole = value, False
+    return [tuple(row) for row in rows], whole
 
 
 def _key(kind: str, k: Any) -> Any:

@@ -248,6 +248,13 @@ def kept(raw: bytes) -> Any:
     return raw if value is None else value
 
 
+def _newest(rows: Sequence[ListRow], cap: int) -> tuple[Sequence[ListRow], bool]:
+    """A prefix fill as it is installed and shared through tier 2: the newest `cap`
+    of the `cap + 1` rows read, and whether they are the whole list (which a process
+    caching more edges a list could not tell from their number)."""
+    return rows[:cap], len(rows) <= cap
+
+
 def _rows(columns: Columns) -> list[Entry]:
     id2s, times, stamps = columns
     return list(zip(times, id2s, stamps, strict=True))
@@ -428,7 +435,7 @@ class Cache:
             yield None
             return
         cap = self.config.prefix
-        self._fill(("prefix", key), lambda: load(cap + 1))
+        self._fill(("prefix", key), lambda: _newest(load(cap + 1), cap))
         if counts is not None:
             with self._lock:
                 entry = self._lists.get(key)
@@ -614,8 +621,9 @@ class Cache:
                 entry.counts = [value.get(s, 0) for s in range(4)]
             else:
                 cap = self.config.prefix
-                entry.complete = len(value) <= cap
-                rows = value[:cap]
+                rows, whole = value  # (tier 2's may come from a process with another cap)
+                entry.complete = whole and len(rows) <= cap
+                rows = rows[:cap]
                 entry.prefix = PackedList.from_rows(rows)
                 entry.data, entry.data_bytes = _NO_DATA, 0
                 for r in rows:
