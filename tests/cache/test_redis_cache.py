@@ -154,9 +154,7 @@ def test_two_app_servers_sharing_redis(tmp_path: Path) -> None:
             for n in range(2, 22):
                 a.assoc_add(1, "follows", n)
                 start = time.perf_counter()
-                while b.assoc_count(1, "follows") != n - 1:
-                    assert time.perf_counter() - start < 1.0, "not visible within a second"
-                    time.sleep(0.001)
+                wait_until(lambda n=n: b.assoc_count(1, "follows") == n - 1)  # type: ignore[misc]
                 lags.append(time.perf_counter() - start)
             assert b.assoc_count(1, "follows") == 20  # no write since: answered from the cache
         with Client(second.url, token=ADMIN) as admin:
