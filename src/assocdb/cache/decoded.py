@@ -167,9 +167,10 @@ def patched_range(
             added = build([id2], [new[4]], [new[5]], [data])
             if added is None:
                 return None
-            records = records[:i] + added + records[i:]
-    if len(records) > limit:
-        return records[:limit]
+            # One copy, not two: a full answer loses its last record to the new one.
+            records = (
+                records[:i] + added + records[i : limit - 1 if len(records) == limit else None]
+            )
     if len(records) < limit and not whole:
         prefix = entry.prefix
         if prefix is None or not (entry.complete or len(prefix) >= limit):
