@@ -9,9 +9,13 @@
    the Redis ratio compares wall times (a round trip waits, it does not compute);
 2. a miss: a page 100,000 deep of a 200,000-edge list with the default cache
    vs the cache off, and vs page 1 with the cache off;
-3. memory (tracemalloc): bytes per cached edge in packed entries over 10,000
+3. the newest 5,000 edges of that list read right after each write to it: the
+   write patches the list's kept answer (a dict lookup for the read), vs the
+   read with the cache off, and vs the answer dropped by the write and rebuilt
+   by the read (thread CPU µs, medians of 3 rounds of 200 writes);
+4. memory (tracemalloc): bytes per cached edge in packed entries over 10,000
    lists of 100 edges, and what the decoded answers cost per edge they hold;
-4. the hit rate on the LinkBench mix (preset tiny).
+5. the hit rate on the LinkBench mix (preset tiny).
 
 Run: `python -m bench cache` (Redis on 127.0.0.1:6379, or ASSOCDB_TEST_REDIS_URL).
 """
@@ -195,6 +199,61 @@ def miss(directory: Path) -> list[str]:
     ]
 
 
+def after_writes(directory: Path, limit: int = 5000, writes: int = 200) -> list[str]:
+    """The rows of part 3: the newest `limit` of a long list, read right after each
+    write to it (a new follower of the celebrity), with the cache patching the
+    list's kept answer; with the answer dropped by each write, rebuilt by the read
+    (as before writes patched answers); and with the cache off."""
+    cached = assocdb.open(directory, cache=CacheConfig(prefix=limit + 1, max_age=3600))
+    plain = assocdb.open(directory, cache=None)
+    cache = cached.engine.cache
+    assert cache is not None
+    patch = cache.patch_answer
+    follower = iter(range(CELEBRITY + 4 * DEEP, CELEBRITY + 5 * DEEP))
+
+    def read_after_write(g: assocdb.Graph) -> float:
+        """Thread CPU µs per read, each right after a write (through the cached graph,
+        which every graph here reads: they share the directory)."""
+        spent = 0.0
+        for _ in range(writes):
+            cached.assoc_add(next(follower), "follows", CELEBRITY)
+            cpu = time.thread_time()
+            g.assoc_range(CELEBRITY, "followed_by", 0, limit)
+            spent += time.thread_time() - cpu
+        return spent / writes * 1e6
+
+    def with_patches(on: bool) -> float:
+        cache.patch_answer = patch if on else None
+        cached.assoc_range(CELEBRITY, "followed_by", 0, limit)  # keeps the answer
+        return read_after_write(cached)
+
+    samples: dict[str, list[float]] = {"patched": [], "dropped": [], "uncached": []}
+    for _ in range(3):
+        samples["patched"].append(with_patches(True))
+        samples["dropped"].append(with_patches(False))
+        samples["uncached"].append(read_after_write(plain))
+    cached.close()
+    plain.close()
+    patched, dropped, uncached = (statistics.median(v) for v in samples.values())
+    what = f"range({limit}) after write"
+    return [
+        row(
+            f"{what} vs uncached, CPU µs",
+            f"{patched:.1f}",
+            f"{uncached:.1f}",
+            uncached / patched,
+            "fast",
+        ),
+        row(
+            f"{what} vs rebuilt, CPU µs",
+            f"{patched:.1f}",
+            f"{dropped:.1f}",
+            dropped / patched,
+            "reported",
+        ),
+    ]
+
+
 def packed_bytes_per_edge(lists: int = 10_000, per_list: int = 100) -> tuple[float, float]:
     """(tracemalloc, accounted) bytes per edge of packed entries, edges without data."""
     rows = [(id2, BASE + id2, (BASE + id2) * 1000 + 7, None) for id2 in range(per_list, 0, -1)]
@@ -203,7 +262,7 @@ def packed_bytes_per_edge(lists: int = 10_000, per_list: int = 100) -> tuple[flo
     cache = Cache(CacheConfig(max_bytes=1 << 40, max_age=3600))
     before = tracemalloc.get_traced_memory()[0]
     for id1 in range(1, lists + 1):
-        cache._install(("prefix", (id1 * 7919, 1)), rows)
+        cache._install(("prefix", (id1 * 7919, 1)), (rows, True))  # the whole list
     measured = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     return measured / (lists * per_list), cache.bytes / (lists * per_list)
@@ -257,6 +316,7 @@ def main() -> None:
         objects = load(directory / "graph")
         lines = hits(directory / "graph", objects)
         lines += miss(directory / "graph")
+        lines += after_writes(directory / "graph")
         decoded, decoded_accounted = decoded_bytes_per_edge(directory / "graph")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
