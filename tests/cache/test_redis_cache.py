@@ -452,6 +452,12 @@ def test_processes_with_different_prefixes_share_fills_without_reading_them_as_w
             want = plain.assoc_range(1, "likes", 0, limit)
             assert second.assoc_range(1, "likes", 0, limit) == want, limit
             assert first.assoc_range(1, "likes", 0, limit) == want, limit
+        # The process caching more read the shard rather than take the shorter fill,
+        # and holds the whole list: its reads of all 8 issue no SQL.
+        key = (1, large.engine.assoc_type("likes").id)
+        entry = large.engine.cache._lists[key]  # type: ignore[union-attr]
+        assert entry.complete
+        assert len(entry.prefix) == 8
 
 
 def test_a_list_an_older_version_stored_is_not_taken_for_the_whole_list() -> None:

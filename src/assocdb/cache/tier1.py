@@ -592,11 +592,18 @@ class Cache:
         if self.tier2 is None:
             return load()
         value, version, found = self.tier2.get(ticket_key)
-        if found:
+        if found and (ticket_key[0] != "prefix" or self._covers(value)):
             return value
         value = load()
         self.tier2.put(ticket_key, value, version)
         return value
+
+    def _covers(self, fill: tuple[Sequence[ListRow], bool]) -> bool:
+        """Whether a list's fill from tier 2 gives this process's whole prefix (a process
+        caching fewer edges a list stored it, else): if not, the shard is read, and
+        the longer fill stored for the others."""
+        rows, whole = fill
+        return whole or len(rows) >= self.config.prefix
 
     def _install(self, ticket_key: tuple[str, Any], value: Any) -> None:
         kind, key = ticket_key
