@@ -7,7 +7,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 import assocdb
 from assocdb import CacheConfig, Graph
 from assocdb.cache.tier1 import _DATA_SLOT, _Fill
+from tests.support.helpers import statements
 
 
 @pytest.fixture
@@ -26,17 +27,6 @@ def graph(tmp_path: Path) -> Iterator[Graph]:
     g.define_object("user")
     yield g
     g.close()
-
-
-def statements(g: Graph, read: Callable[[], object]) -> list[str]:
-    """The SQL a read issued."""
-    seen: list[str] = []
-    undo = g.trace(lambda shard, sql, seconds: seen.append(sql))
-    try:
-        read()
-    finally:
-        undo()
-    return seen
 
 
 def test_covered_reads_issue_no_sql(graph: Graph) -> None:

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 import assocdb
 from assocdb import CacheConfig, Graph
 from assocdb.api import objects as objects_api
+from tests.support.helpers import statements
 
 REDIS = os.environ.get("ASSOCDB_TEST_REDIS_URL")
 NO_REDIS = pytest.mark.skipif(not REDIS, reason="no ASSOCDB_TEST_REDIS_URL")
@@ -52,16 +53,6 @@ def graphs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Gra
     yield cached, plain
     plain.close()
     cached.close()
-
-
-def statements(g: Graph, read: Callable[[], object]) -> list[str]:
-    seen: list[str] = []
-    undo = g.trace(lambda shard, sql, seconds: seen.append(sql))
-    try:
-        read()
-    finally:
-        undo()
-    return seen
 
 
 def reads(plain: Graph, uid: int) -> dict[str, Read]:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import assocdb
 from assocdb import CacheConfig, Graph
+from tests.support.helpers import statements
 
 PREFIX = 12  # cached edges per list: some limits below reach past it
 LIMITS = (1, 5, 12, 20)
@@ -48,16 +49,6 @@ def apply(g: Graph, step: tuple[Any, ...]) -> None:
         g.assoc_add(1, "likes", id2, time=time, data=data)
     else:
         getattr(g, f"assoc_{step[0]}")(1, "likes", step[1])
-
-
-def statements(g: Graph, read: Any) -> list[str]:
-    seen: list[str] = []
-    undo = g.trace(lambda shard, sql, seconds: seen.append(sql))
-    try:
-        read()
-    finally:
-        undo()
-    return seen
 
 
 @settings(max_examples=60, deadline=None)

@@ -34,3 +34,14 @@ def wait_until(condition: Callable[[], bool], patience: float = 120.0) -> None:
     while not condition():
         assert time.monotonic() < give_up, "the condition never held"
         time.sleep(0.002)
+
+
+def statements(g: Graph, read: Callable[[], object]) -> list[str]:
+    """The SQL statements `read()` issued on `g`'s shards."""
+    seen: list[str] = []
+    undo = g.trace(lambda shard, sql, seconds: seen.append(sql))
+    try:
+        read()
+    finally:
+        undo()
+    return seen
