@@ -166,6 +166,9 @@ def assert_final(graph: Graph, load: Load, shard: int) -> None:
         assert graph.obj_get(1000 + n) is not None
         assert [o.id for o in graph.index_query("by_name", [f"u{n}"]).items] == [1000 + n]
     backend = cluster(graph)
+    # A member a loaded machine made time out is marked down, and probed until it is
+    # back: the checks below read every replica.
+    wait_until(lambda: all(member.up for member in backend.status()))
     assert graph.check_counts() == []
     assert verify_replicas(backend).differences == []
     for replica in backend.map.replicas[shard]:
