@@ -104,7 +104,10 @@ def docs_page() -> str:
     for name, method in METHODS.items():
         fields = []
         for field in msgspec.structs.fields(method.args):
-            default = "" if field.required else f" = {_default(field)!r}"
+            # as JSON (null, "out"), the language of the request body
+            default = (
+                "" if field.required else f" = {msgspec.json.encode(_default(field)).decode()}"
+            )
             fields.append(f"{field.name}{default}")
         rows.append(
             f"<tr><td><code>POST /v1/{name}</code></td><td>{method.scope}</td>"
