@@ -12,6 +12,8 @@ from .. import __version__
 from ..client.wire import METHODS, Batch, ErrorEnvelope, Method
 
 _REF = "#/components/schemas/{name}"
+#: The console's icon, named so that a browser does not ask for /favicon.ico.
+ICON = '<link rel="icon" href="/admin/static/favicon.svg" type="image/svg+xml">'
 
 
 @cache
@@ -114,7 +116,7 @@ def docs_page() -> str:
             f"<td><code>{html.escape(', '.join(fields))}</code></td></tr>"
         )
     return (
-        "<!doctype html><title>assocdb API</title><h1>assocdb API</h1>"
+        "<!doctype html><title>assocdb API</title>" + ICON + "<h1>assocdb API</h1>"
         "<p>Each method takes its arguments as a JSON object and answers "
         '<code>{"result": …}</code> or <code>{"error": {"code", "message", "details"}}</code>. '
         "<code>POST /v1/batch</code> runs many reads and writes (the writes together): "

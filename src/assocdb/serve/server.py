@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple, Union
 
 import anyio
@@ -63,7 +64,7 @@ from . import ids
 from .auth import Tokens, is_loopback
 from .console.pages import Console
 from .metrics import Metrics
-from .openapi import docs_page, openapi
+from .openapi import ICON, docs_page, openapi
 from .peers import Peers
 
 log = logging.getLogger("assocdb.server")
@@ -119,11 +120,13 @@ def create_app(
     tokens: Tokens | None = None,
     limits: Limits | None = None,
     session_key: bytes | None = None,
+    sessions_dir: Path | None = None,
 ) -> Starlette:
     """The ASGI app serving `graph`, with the operator's console under /admin (its
-    session cookies signed with `session_key`: one per server, shared by its workers)."""
+    session cookies signed with `session_key`, its logged-out sessions kept in
+    `sessions_dir`: both one per server, shared by its workers)."""
     server = _Server(graph, tokens or Tokens([]), limits or Limits(), Metrics(graph))
-    server.console = Console(graph, server.tokens, server.metrics, session_key)
+    server.console = Console(graph, server.tokens, server.metrics, session_key, sessions_dir)
     routes = [
         *server.console.routes(),
         Route("/v1/batch", server.route_batch, methods=["POST"]),
@@ -651,7 +654,7 @@ _LANDING = (
     "(and /openapi.json); the operator's console is at /admin\n"
 )
 _LANDING_HTML = (
-    "<!doctype html><title>assocdb</title><p>assocdb: the API is "
+    "<!doctype html><title>assocdb</title>" + ICON + "<p>assocdb: the API is "
     "<code>POST /v1/&lt;method&gt;</code> with a JSON body, described at "
     '<a href="/docs">/docs</a> (and <a href="/openapi.json">/openapi.json</a>); '
     'the operator\'s console is at <a href="/admin">/admin</a>.</p>'
@@ -794,11 +797,13 @@ def app_from_env() -> Front:
     inline = graph.engine.backend.local
     limits = Limits(config["max_body"], config["max_batch"], config["deadline"], inline)
     key = config.get("session_key")
+    sessions = config.get("sessions_dir")
     app = create_app(
         graph,
         Tokens.load(config.get("tokens_file")),
         limits,
         bytes.fromhex(key) if key else None,
+        Path(sessions) if sessions else None,
     )
     server: _Server = app.state.server
     server.peers = peers
