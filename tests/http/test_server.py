@@ -419,6 +419,7 @@ def test_docs_show_defaults_as_json(server: Server) -> None:
     assert "&#x27;out&#x27;" not in page
     assert "direction = &quot;out&quot;" in page
     assert "= null" in page
+    assert "X-Assocdb-Ids: string" in page  # what a JavaScript client needs to know
 
 
 def test_batch_limits(server: Server) -> None:

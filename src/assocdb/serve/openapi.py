@@ -12,6 +12,10 @@ from .. import __version__
 from ..client.wire import METHODS, Batch, ErrorEnvelope, Method
 
 _REF = "#/components/schemas/{name}"
+STRING_IDS = (
+    "Ids are 64-bit integers, beyond what JavaScript numbers hold exactly: send the "
+    "header X-Assocdb-Ids: string (or ?ids=string) to get and give every id as a string."
+)
 #: The console's icon, named so that a browser does not ask for /favicon.ico.
 ICON = '<link rel="icon" href="/admin/static/favicon.svg" type="image/svg+xml">'
 
@@ -83,7 +87,7 @@ def openapi(secured: bool) -> dict[str, Any]:
             "title": "assocdb",
             "version": __version__,
             "description": "A graph store for social products. Every method is "
-            "POST /v1/<method> with its arguments as a JSON object.",
+            "POST /v1/<method> with its arguments as a JSON object. " + STRING_IDS,
         },
         "paths": paths,
         "components": {"schemas": components},
@@ -121,7 +125,9 @@ def docs_page() -> str:
         '<code>{"result": …}</code> or <code>{"error": {"code", "message", "details"}}</code>. '
         "<code>POST /v1/batch</code> runs many reads and writes (the writes together): "
         '<code>{"requests": [{"method": "assoc_count", "args": {…}}, …]}</code>. '
-        'The machine-readable description is <a href="/openapi.json">/openapi.json</a>.</p>'
+        'The machine-readable description is <a href="/openapi.json">/openapi.json</a>. '
+        + html.escape(STRING_IDS)
+        + "</p>"
         "<table><tr><th>method</th><th>scope</th><th>arguments</th></tr>"
         + "".join(rows)
         + "</table>"
