@@ -19,8 +19,8 @@ $(RUN_STAMP): pyproject.toml
 
 $(STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev]'
-	$(BIN)/python -m pip install -q -e '.[mysqlclient]' \
-		|| echo "mysqlclient not built (needs libmariadb-dev and pkg-config): using PyMySQL"
+	@$(BIN)/python -m pip install -q -e '.[mysqlclient]' > $(VENV)/mysqlclient.log 2>&1 \
+		|| echo "mysqlclient not built (needs libmariadb-dev and pkg-config; see $(VENV)/mysqlclient.log): using PyMySQL"
 	touch $(STAMP)
 
 run: $(RUN_STAMP)  ## load ego-Facebook into ./data/demo, answer a few questions, serve it on :8080

@@ -8,12 +8,14 @@ import base64
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
 import assocdb
+from assocdb.core.ids import shard_of
 from assocdb.serve.auth import Tokens
 from assocdb.serve.console.session import Sessions
 from tests.support.http_server import ADMIN, READER, TOKENS, WRITER, Server
@@ -256,3 +258,97 @@ def test_a_forged_cookie_or_csrf_token_with_non_ascii_text_is_refused(server: Se
     cookie = b"assocdb_console=" + encoded + ".é".encode()
     answer = httpx.get(f"{server.url}/admin", headers={"cookie": cookie})
     assert answer.status_code == 401
+
+
+def test_logging_out_revokes_the_cookie_on_every_worker(tmp_path: Path) -> None:
+    directory = tmp_path / "graph"
+    assocdb.open(directory, shards=2).close()
+    running = Server(directory, True, "--workers", "2")
+    try:
+        with logged_in(running) as client:
+            copied = dict(client.cookies)  # what someone who saw the cookie keeps
+            done = client.post("/admin/logout", data={"csrf": csrf_of(client, "/admin")})
+            assert done.status_code == 303
+        for _ in range(8):  # whichever worker answers
+            with httpx.Client(base_url=running.url, cookies=copied) as thief:
+                answer = thief.get("/admin")
+                assert answer.status_code == 401
+                assert "logged out" in answer.text
+    finally:
+        running.stop()
+
+
+def test_a_first_visit_shows_the_form_without_an_error(server: Server) -> None:
+    first = httpx.get(server.url + "/admin")
+    assert first.status_code == 401
+    assert 'action="/admin/login"' in first.text
+    assert 'class="problem"' not in first.text
+    stale = httpx.get(server.url + "/admin", cookies={"assocdb_console": "not.a.cookie"})
+    assert 'class="problem"' in stale.text  # a cookie that failed says why
+    # a browser is sent to the form (a 401 would be an error in its console), and back
+    browser = {"accept": "text/html,application/xhtml+xml"}
+    sent = httpx.get(server.url + "/admin/queue?x=1", headers=browser)
+    assert sent.status_code == 303
+    assert sent.headers["location"] == "/admin/login?next=%2Fadmin%2Fqueue%3Fx%3D1"
+    form = httpx.get(server.url + sent.headers["location"], headers=browser)
+    assert form.status_code == 200
+    assert 'name="next" value="/admin/queue?x=1"' in form.text
+    back = httpx.post(server.url + "/admin/login", data={"token": ADMIN, "next": "/admin/queue"})
+    assert back.headers["location"] == "/admin/queue"
+    elsewhere = {"token": ADMIN, "next": "https://elsewhere.example/"}
+    assert httpx.post(server.url + "/admin/login", data=elsewhere).headers["location"] == "/admin"
+
+
+def test_a_token_without_the_scope_is_told_in_words(server: Server) -> None:
+    answer = httpx.get(server.url + "/admin", headers=bearer(WRITER))
+    assert answer.status_code == 403
+    assert "this token can read and write but not administer" in answer.text
+    api = httpx.post(server.url + "/v1/assoc_add", json={}, headers=bearer(READER))
+    assert api.json()["error"]["message"] == "this token can read but not write"
+
+
+def test_the_icon_is_named_and_served_without_a_token(server: Server) -> None:
+    page = httpx.get(server.url + "/admin", headers=bearer(ADMIN)).text
+    assert 'rel="icon" href="/admin/static/favicon.svg"' in page
+    assert 'rel="icon"' in httpx.get(server.url + "/docs").text
+    for path in ("/admin/static/favicon.svg", "/favicon.ico"):
+        icon = httpx.get(server.url + path)
+        assert icon.status_code == 200, path
+        assert icon.headers["content-type"] == "image/svg+xml"
+
+
+def test_lists_and_sets_say_what_each_id_is_and_when(server: Server) -> None:
+    with assocdb.Client(server.url, token=ADMIN) as g:
+        g.define_object("person")
+        ada = g.obj_add("person", {"name": "ada"})
+        bob = g.obj_add("person", {"username": "bob"})
+        g.assoc_add(ada, "follows", bob, time=1_764_340_526_123)
+        g.assoc_add(bob, "follows", ada, time=7)  # a position, not a time
+        g.assoc_add(ada, "follows", 424242, time=8)  # no object
+        shard = shard_of(ada, 2)
+        updated = g.obj_get(ada).updated_at  # type: ignore[union-attr]
+    listed = httpx.get(
+        server.url + f"/admin/explore/list?id={ada}&atype=follows", headers=bearer(ADMIN)
+    ).text
+    assert "person · bob" in listed
+    assert "2025-11-28 14:35:26.123 UTC" in listed
+    assert '<td class="what"></td>' in listed  # 424242
+    back = httpx.get(
+        server.url + f"/admin/explore/list?id={bob}&atype=follows", headers=bearer(ADMIN)
+    )
+    assert ">7</td>" in back.text
+    sets = httpx.get(
+        server.url
+        + f"/admin/explore/sets?a={ada}&a_type=follows&op=difference&b={bob}&b_type=follows",
+        headers=bearer(ADMIN),
+    ).text
+    assert "person · bob" in sets
+    explore = httpx.get(server.url + f"/admin/explore?id={ada}", headers=bearer(ADMIN)).text
+    assert f"shard {shard}</a> of 2" in explore
+    when = datetime.fromtimestamp(updated / 1e6, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    assert f">{when}." in explore
+
+
+def test_the_overview_names_the_engine_once(server: Server) -> None:
+    page = httpx.get(server.url + "/admin", headers=bearer(ADMIN)).text
+    assert '<small id="what">sqlite · 2 shards</small>' in page

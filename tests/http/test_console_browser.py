@@ -25,7 +25,7 @@ from assocdb.serve.auth import Tokens
 from assocdb.serve.server import create_app
 from assocdb.storage.shardmap import ShardMapBackend
 from assocdb.writes.applier import RetryPolicy
-from tests.support.browser import ThreadServer, chromium, require_browser
+from tests.support.browser import ThreadServer, chromium, require_browser, severe
 from tests.support.helpers import wait_until
 from tests.support.http_server import ADMIN, TOKENS
 from tests.support.shardmaps import write_map
@@ -295,3 +295,35 @@ def test_the_shards_page_shows_the_last_replica_verify(console: Console) -> None
     assert f"{report.rows:,} rows read: 0 differences, not repaired" in shown
     assert "None." in console.css("#moves").text  # no copy under way
     console.shot("shards-verify")
+
+
+def test_no_page_logs_a_severe_entry_and_logging_out_ends_the_session(
+    console: Console,
+) -> None:
+    star = star_of(console)
+    severe(console.driver)  # what the tests before said is theirs
+    pages = [
+        "/admin",
+        "/admin/shards",
+        "/admin/queue",
+        "/admin/hot",
+        "/admin/explore",
+        f"/admin/explore?id={star}",
+        f"/admin/explore/list?id={star}&atype=followed_by",
+        f"/admin/explore/sets?a={star}&a_type=follows&op=intersect&b={star}&b_type=followed_by",
+        "/docs",
+        "/",
+    ]
+    for path in pages:
+        console.open(path)
+        console.wait_for("body")
+        assert severe(console.driver) == [], path
+    console.open("/admin")
+    console.css("form.logout button").click()
+    console.wait_for("#token")
+    assert not console.all("#problem")  # nothing went wrong: no red box
+    console.open("/admin")
+    assert console.all("#token")  # the login form again
+    console.wait_for("body")
+    log_in(console)
+    assert severe(console.driver) == []

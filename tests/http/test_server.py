@@ -387,6 +387,41 @@ def test_wrong_http_methods_and_paths(server: Server) -> None:
     assert httpx.get(f"{server.url}/nowhere", headers=token).json()["error"]["code"] == "not_found"
 
 
+def test_wrong_turns_say_the_right_way(server: Server) -> None:
+    token = {"authorization": f"Bearer {READER}"}
+    message = httpx.get(f"{server.url}/v1/assoc_count", headers=token).json()["error"]["message"]
+    assert message.startswith("GET /v1/assoc_count: use POST, not GET")
+    assert "application/json" in message
+    healthz = httpx.post(f"{server.url}/healthz", headers=token)
+    assert "use GET, not POST" in healthz.json()["error"]["message"]
+    # what `curl -d '{...}'` sends: a form
+    form = {**token, "content-type": "application/x-www-form-urlencoded"}
+    body = b'{"id1": 1, "atype": "friend"}'
+    response = httpx.post(f"{server.url}/v1/assoc_count", content=body, headers=form)
+    assert response.status_code == 400
+    assert "send Content-Type: application/json" in response.json()["error"]["message"]
+
+
+def test_the_root_points_to_the_docs_and_the_console(server: Server) -> None:
+    text = httpx.get(server.url)
+    assert text.status_code == 200
+    assert "/docs" in text.text
+    assert "/admin" in text.text
+    assert text.text.count("\n") == 1
+    page = httpx.get(server.url, headers={"accept": "text/html"})
+    assert 'href="/docs"' in page.text
+    assert 'href="/admin"' in page.text
+
+
+def test_docs_show_defaults_as_json(server: Server) -> None:
+    page = httpx.get(f"{server.url}/docs").text
+    assert "None" not in page
+    assert "&#x27;out&#x27;" not in page
+    assert "direction = &quot;out&quot;" in page
+    assert "= null" in page
+    assert "X-Assocdb-Ids: string" in page  # what a JavaScript client needs to know
+
+
 def test_batch_limits(server: Server) -> None:
     reads = [{"method": "assoc_count", "args": {"id1": 1, "atype": "follows"}}] * 201
     response = raw(server, "batch", {"requests": reads})

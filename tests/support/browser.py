@@ -59,12 +59,19 @@ def chromium(profile: Path) -> Iterator[Any]:
     for flag in FLAGS:
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={profile}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # for severe()
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
     driver.set_page_load_timeout(30)
     try:
         yield driver
     finally:
         driver.quit()
+
+
+def severe(driver: Any) -> list[str]:
+    """The SEVERE entries of the browser's console since the last call (a failed
+    load, a script error, a refused resource), each as its message."""
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
 class ThreadServer:

@@ -510,6 +510,9 @@ def serve(
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         if cache_mb and not redis:  # the workers' cache invalidations (serve/peers.py)
             config["peers"] = os.path.join(metrics_dir, "invalidations")
+    # The console's logged-out sessions, seen by every worker (serve/console/session.py).
+    sessions_dir = tempfile.mkdtemp(prefix="assocdb-sessions-")
+    config["sessions_dir"] = sessions_dir
     os.environ["ASSOCDB_SERVE"] = msgspec.json.encode(config).decode()
     click.echo(
         f"serving {directory} on http://{host}:{port} (docs: /docs, console: /admin)", err=True
@@ -528,6 +531,7 @@ def serve(
             log_level="warning",
         )
     finally:
+        shutil.rmtree(sessions_dir, ignore_errors=True)
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
 

@@ -134,8 +134,20 @@ class Tokens:
         if found is None:
             raise Unauthenticated("unknown token")
         if scope is not None and scope not in found.scopes and "admin" not in found.scopes:
-            raise PermissionDenied(f"this token may not {scope}; it has {sorted(found.scopes)}")
+            raise PermissionDenied(
+                f"this token can {_can(found.scopes)} but not {_VERBS.get(scope, scope)}"
+            )
         return found.name
+
+
+#: A scope as what its holder may do.
+_VERBS = {"read": "read", "write": "write", "admin": "administer"}
+
+
+def _can(scopes: frozenset[str]) -> str:
+    """What a token's scopes allow, in words: "read and write"."""
+    verbs = [_VERBS.get(s, s) for s in sorted(scopes, key=list(_VERBS).index)]
+    return ", ".join(verbs[:-1]) + " and " + verbs[-1] if len(verbs) > 1 else verbs[0]
 
 
 def _token(name: object, secret: object, scopes: object) -> Token:

@@ -12,6 +12,12 @@ from .. import __version__
 from ..client.wire import METHODS, Batch, ErrorEnvelope, Method
 
 _REF = "#/components/schemas/{name}"
+STRING_IDS = (
+    "Ids are 64-bit integers, beyond what JavaScript numbers hold exactly: send the "
+    "header X-Assocdb-Ids: string (or ?ids=string) to get and give every id as a string."
+)
+#: The console's icon, named so that a browser does not ask for /favicon.ico.
+ICON = '<link rel="icon" href="/admin/static/favicon.svg" type="image/svg+xml">'
 
 
 @cache
@@ -81,7 +87,7 @@ def openapi(secured: bool) -> dict[str, Any]:
             "title": "assocdb",
             "version": __version__,
             "description": "A graph store for social products. Every method is "
-            "POST /v1/<method> with its arguments as a JSON object.",
+            "POST /v1/<method> with its arguments as a JSON object. " + STRING_IDS,
         },
         "paths": paths,
         "components": {"schemas": components},
@@ -104,19 +110,24 @@ def docs_page() -> str:
     for name, method in METHODS.items():
         fields = []
         for field in msgspec.structs.fields(method.args):
-            default = "" if field.required else f" = {_default(field)!r}"
+            # as JSON (null, "out"), the language of the request body
+            default = (
+                "" if field.required else f" = {msgspec.json.encode(_default(field)).decode()}"
+            )
             fields.append(f"{field.name}{default}")
         rows.append(
             f"<tr><td><code>POST /v1/{name}</code></td><td>{method.scope}</td>"
             f"<td><code>{html.escape(', '.join(fields))}</code></td></tr>"
         )
     return (
-        "<!doctype html><title>assocdb API</title><h1>assocdb API</h1>"
+        "<!doctype html><title>assocdb API</title>" + ICON + "<h1>assocdb API</h1>"
         "<p>Each method takes its arguments as a JSON object and answers "
         '<code>{"result": …}</code> or <code>{"error": {"code", "message", "details"}}</code>. '
         "<code>POST /v1/batch</code> runs many reads and writes (the writes together): "
         '<code>{"requests": [{"method": "assoc_count", "args": {…}}, …]}</code>. '
-        'The machine-readable description is <a href="/openapi.json">/openapi.json</a>.</p>'
+        'The machine-readable description is <a href="/openapi.json">/openapi.json</a>. '
+        + html.escape(STRING_IDS)
+        + "</p>"
         "<table><tr><th>method</th><th>scope</th><th>arguments</th></tr>"
         + "".join(rows)
         + "</table>"

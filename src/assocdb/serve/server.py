@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple, Union
 
 import anyio
@@ -59,10 +60,11 @@ from ..core.errors import (
 )
 from ..core.json import MAX_DEPTH, refuse_duplicate_keys
 from ..core.records import CacheConfig, Deferred
+from . import ids
 from .auth import Tokens, is_loopback
 from .console.pages import Console
 from .metrics import Metrics
-from .openapi import docs_page, openapi
+from .openapi import ICON, docs_page, openapi
 from .peers import Peers
 
 log = logging.getLogger("assocdb.server")
@@ -118,11 +120,13 @@ def create_app(
     tokens: Tokens | None = None,
     limits: Limits | None = None,
     session_key: bytes | None = None,
+    sessions_dir: Path | None = None,
 ) -> Starlette:
     """The ASGI app serving `graph`, with the operator's console under /admin (its
-    session cookies signed with `session_key`: one per server, shared by its workers)."""
+    session cookies signed with `session_key`, its logged-out sessions kept in
+    `sessions_dir`: both one per server, shared by its workers)."""
     server = _Server(graph, tokens or Tokens([]), limits or Limits(), Metrics(graph))
-    server.console = Console(graph, server.tokens, server.metrics, session_key)
+    server.console = Console(graph, server.tokens, server.metrics, session_key, sessions_dir)
     routes = [
         *server.console.routes(),
         Route("/v1/batch", server.route_batch, methods=["POST"]),
@@ -132,6 +136,7 @@ def create_app(
         Route("/metrics", server.route_metrics, methods=["GET"]),
         Route("/openapi.json", server.route_openapi, methods=["GET"]),
         Route("/docs", server.route_docs, methods=["GET"]),
+        Route("/", server.route_root, methods=["GET"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: server.http_error})
     app.state.server = server
@@ -194,6 +199,9 @@ class _Server:
             if self.peers is not None and self.graph.engine.cache is not None:
                 self.peers.poll(self.graph.engine.cache)
             body = await self._body(request)
+            strings = ids.wants_strings(request.headers, request.url.query)
+            if strings:
+                body = ids.parse_ids(body)
             if inline is True or (inline and inline(body)):
                 payload = run(body)
             else:
@@ -213,7 +221,7 @@ class _Server:
                 name, AssocdbError("internal error; the server log has the details"), start
             )
         self._observe(name, 200, start)
-        return Response(payload, media_type=JSON)
+        return Response(ids.format_ids(payload) if strings else payload, media_type=JSON)
 
     async def _in_thread(self, run: Callable[[bytes], bytes], body: bytes) -> bytes:
         """`run(body)` in a worker thread within the deadline (TimeoutError past it)."""
@@ -488,6 +496,12 @@ class _Server:
     async def route_docs(self, request: Request) -> Response:
         return HTMLResponse(docs_page())
 
+    async def route_root(self, request: Request) -> Response:
+        """One line that says where to go: a browser gets links, curl gets text."""
+        if "text/html" in request.headers.get("accept", ""):
+            return HTMLResponse(_LANDING_HTML)
+        return Response(_LANDING, media_type="text/plain; charset=utf-8")
+
     # -- answers -------------------------------------------------------------------------
 
     async def http_error(self, request: Request, exc: Exception) -> Response:
@@ -500,6 +514,15 @@ class _Server:
                 return self._error("unknown", denied)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
         message = f"{request.method} {request.url.path}: {exc.detail}"
+        allowed = ", ".join(
+            m for m in (exc.headers or {}).get("Allow", "").split(", ") if m and m != "HEAD"
+        )
+        if exc.status_code == 405 and allowed:
+            message = f"{request.method} {request.url.path}: use {allowed}, not {request.method}"
+            if request.url.path.startswith("/v1/"):
+                message += f", with a JSON body (Content-Type: {JSON}); see /docs"
+        elif exc.status_code == 404:
+            message += "; the API is POST /v1/<method> (see /docs), the console is /admin"
         body = _encode({"error": {"code": code, "message": message, "details": {}}})
         return Response(body, status_code=exc.status_code, media_type=JSON)
 
@@ -621,8 +644,21 @@ def _check_content_type(declared: str | None) -> None:
     media = declared.partition(";")[0].strip().lower()
     if media != JSON and not media.endswith("+json"):
         raise InvalidRequest(
-            f"the body must be JSON, sent with Content-Type: {JSON}; got {declared!r}"
+            f"the body must be JSON: send Content-Type: {JSON} "
+            f"(curl: -H 'Content-Type: {JSON}'); got Content-Type {declared!r}"
         )
+
+
+_LANDING = (
+    "assocdb: the API is POST /v1/<method> with a JSON body, described at /docs "
+    "(and /openapi.json); the operator's console is at /admin\n"
+)
+_LANDING_HTML = (
+    "<!doctype html><title>assocdb</title>" + ICON + "<p>assocdb: the API is "
+    "<code>POST /v1/&lt;method&gt;</code> with a JSON body, described at "
+    '<a href="/docs">/docs</a> (and <a href="/openapi.json">/openapi.json</a>); '
+    'the operator\'s console is at <a href="/admin">/admin</a>.</p>'
+)
 
 
 def _check_deadline(until: float) -> None:
@@ -651,16 +687,23 @@ def _convert(name: str, args: dict[str, Any]) -> Any:
     try:
         return msgspec.convert(args, METHODS[name].args)
     except msgspec.ValidationError as exc:
-        raise InvalidRequest(f"{name}: {exc}") from None
+        raise InvalidRequest(f"{name}: {exc}{_id_hint(exc)}") from None
     except RecursionError:
         raise InvalidRequest(f"{name}: {TOO_DEEP}") from None
+
+
+def _id_hint(exc: msgspec.ValidationError) -> str:
+    """A hint for an id sent as a string (by a JavaScript client, most likely)."""
+    if str(exc).startswith("Expected `int`, got `str`"):
+        return " (to send and receive ids as strings, add the header X-Assocdb-Ids: string)"
+    return ""
 
 
 def _decode(body: bytes, kind: Any) -> Any:
     try:
         return msgspec.json.decode(body or b"{}", type=kind)
     except msgspec.ValidationError as exc:
-        raise InvalidRequest(f"invalid arguments: {exc}") from None
+        raise InvalidRequest(f"invalid arguments: {exc}{_id_hint(exc)}") from None
     except msgspec.DecodeError as exc:
         raise InvalidRequest(f"the body is not valid JSON: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -754,11 +797,13 @@ def app_from_env() -> Front:
     inline = graph.engine.backend.local
     limits = Limits(config["max_body"], config["max_batch"], config["deadline"], inline)
     key = config.get("session_key")
+    sessions = config.get("sessions_dir")
     app = create_app(
         graph,
         Tokens.load(config.get("tokens_file")),
         limits,
         bytes.fromhex(key) if key else None,
+        Path(sessions) if sessions else None,
     )
     server: _Server = app.state.server
     server.peers = peers

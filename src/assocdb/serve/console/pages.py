@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
@@ -28,7 +30,8 @@ from ...api.graph import Graph
 from ...api.shard_admin import ShardAdmin
 from ...client.wire import status_of
 from ...core.errors import AssocdbError, InvalidRequest, PermissionDenied, Unauthenticated
-from ...core.records import STATE_NAMES
+from ...core.ids import shard_of
+from ...core.records import STATE_NAMES, Obj
 from ..auth import Tokens
 from ..metrics import Metrics
 from .live import Live, chart, span
@@ -49,18 +52,29 @@ HEADERS = {
         "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
 }
-STATIC = {"console.css": "text/css", "console.js": "text/javascript"}
+STATIC = {
+    "console.css": "text/css",
+    "console.js": "text/javascript",
+    "favicon.svg": "image/svg+xml",
+}
 
 
 class Console:
     """The /admin pages over one Graph."""
 
     def __init__(
-        self, graph: Graph, tokens: Tokens, metrics: Metrics, key: bytes | None = None
+        self,
+        graph: Graph,
+        tokens: Tokens,
+        metrics: Metrics,
+        key: bytes | None = None,
+        revoked: Path | None = None,
     ) -> None:
+        """`key` signs the session cookies and `revoked` holds logged-out sessions
+        (`session.Revoked`): both shared by the workers of one server."""
         self.graph = graph
         self.tokens = tokens
-        self.sessions = Sessions(tokens, key)
+        self.sessions = Sessions(tokens, key, revoked)
         self.live = Live(graph, metrics)
         self.shards = ShardAdmin(graph.engine)
         self.templates = jinja2.Environment(
@@ -70,6 +84,8 @@ class Console:
         )
         self.templates.filters["pretty"] = _pretty
         self.templates.filters["ago"] = _ago
+        self.templates.filters["utc_ms"] = _utc_ms
+        self.templates.filters["utc_us"] = _utc_us
         files = resources.files("assocdb.serve.console") / "static"
         self.static = {name: (files / name).read_bytes() for name in STATIC}
 
@@ -89,6 +105,8 @@ class Console:
             Route("/admin/explore/list", self.list_page, methods=["GET"]),
             Route("/admin/explore/sets", self.sets_page, methods=["GET"]),
             Route("/admin/static/{name}", self.static_file, methods=["GET"]),
+            # Asked for by browsers on every site, without credentials: never a 401.
+            Route("/favicon.ico", self.favicon, methods=["GET"]),
         ]
 
     def close(self) -> None:
@@ -192,6 +210,8 @@ class Console:
         node = _int(raw, "id")
         context["id"] = node
         context["obj"] = self.graph.obj_get(node)
+        context["shard"] = shard_of(node, self.graph.shards)
+        context["shards"] = self.graph.shards
         for atype in context["types"]:
             counts = {s: self.graph.assoc_count(node, atype, s) for s in STATE_NAMES}
             if any(counts.values()):
@@ -213,7 +233,9 @@ class Console:
         else:
             page = self.graph.select(node, atype, states=[state]).page(cursor, PAGE)
         here = {"id": node, "atype": atype, "state": state}
+        ids = [a.id2 for a in page.items] if state == "normal" else page.items
         return {
+            "names": self._names(ids),
             "title": f"{node} {atype} ({state})",
             "here": here,
             "count": self.graph.assoc_count(node, atype, state),
@@ -239,10 +261,20 @@ class Console:
             raise InvalidRequest("op must be intersect or difference")
         query = left.intersect(right) if form["op"] == "intersect" else left.difference(right)
         page = query.page(q.get("cursor") or None, PAGE)
-        context.update(page=page, count=query.count())
+        context.update(page=page, count=query.count(), names=self._names(page.items))
         context["next"] = _link("/admin/explore/sets", form, page.next_cursor)
         context["prev"] = _link("/admin/explore/sets", form, page.prev_cursor)
         return context
+
+    def _names(self, ids: list[int]) -> dict[int, str]:
+        """What each id is, for a list of ids: its object's type and name-like field
+        ("user · ada"); ids without an object are left out."""
+        names = {}
+        for id in ids:
+            obj = self.graph.obj_get(id)
+            if obj is not None:
+                names[id] = _describe(obj)
+        return names
 
     # -- actions ----------------------------------------------------------------------
 
@@ -316,7 +348,7 @@ class Console:
             cookie = self.sessions.login(form.get("token", ""))
         except AssocdbError as exc:
             return self._login_page(request, exc.message, status_of(exc))
-        response = RedirectResponse("/admin", 303, HEADERS)
+        response = RedirectResponse(_next(form.get("next")), 303, HEADERS)
         _set_cookie(response, cookie)
         return response
 
@@ -324,6 +356,7 @@ class Console:
         try:
             session, _ = self._who(request)
             self.sessions.check_csrf(session, (await _form(request)).get("csrf"))
+            self.sessions.logout(session)
         except AssocdbError as exc:
             return self._failure(request, exc)
         response = RedirectResponse("/admin/login", 303, HEADERS)
@@ -336,6 +369,12 @@ class Console:
             return Response(b"not found", 404, media_type="text/plain")
         headers = {**HEADERS, "cache-control": "max-age=300"}
         return Response(self.static[name], media_type=STATIC[name], headers=headers)
+
+    async def favicon(self, request: Request) -> Response:
+        headers = {**HEADERS, "cache-control": "max-age=86400"}
+        return Response(
+            self.static["favicon.svg"], media_type=STATIC["favicon.svg"], headers=headers
+        )
 
     # -- rendering --------------------------------------------------------------------
 
@@ -370,7 +409,15 @@ class Console:
         """The error as a page: the login form for a 401; the menu only for an admin."""
         status = status_of(exc)
         if isinstance(exc, Unauthenticated):
-            return self._login_page(request, exc.message, status)
+            # A first visit (no cookie, no token) has done nothing wrong: the form says
+            # what to do. A cookie or token that failed says why.
+            tried = COOKIE in request.cookies or "authorization" in request.headers
+            if not tried and "text/html" in request.headers.get("accept", ""):
+                # A browser's first visit: to the form, with a 303 (a 401 answer is an
+                # error in the browser's console); scripts get the 401 with the form.
+                here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                return RedirectResponse(f"/admin/login?{urlencode({'next': here})}", 303, HEADERS)
+            return self._login_page(request, exc.message if tried else None, status)
         csrf = self.sessions.csrf(session) if session is not None and session.nonce else ""
         page = self.templates.get_template("error.html").render(
             path=request.url.path,
@@ -384,7 +431,12 @@ class Console:
 
     def _login_page(self, request: Request, message: str | None, status: int) -> Response:
         page = self.templates.get_template("login.html").render(
-            path=request.url.path, title="Log in", message=message, csrf="", who=""
+            path=request.url.path,
+            title="Log in",
+            message=message,
+            csrf="",
+            who="",
+            next=_next(request.query_params.get("next")),
         )
         return HTMLResponse(page, status, headers=HEADERS)
 
@@ -434,6 +486,13 @@ def _int(text: str, what: str, low: int = 1) -> int:
     return value
 
 
+def _next(asked: str | None) -> str:
+    """Where to go after logging in: a console page, never another site."""
+    if asked and asked.startswith("/admin") and not asked.startswith("/admin/login"):
+        return asked
+    return "/admin"
+
+
 def _note(request: Request) -> str | None:
     return request.query_params.get("note")
 
@@ -444,6 +503,46 @@ def _link(path: str, params: dict[str, Any], cursor: str | None) -> str | None:
 
 def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+#: Fields that name an object, the first one present shown beside its id.
+NAME_FIELDS = ("name", "title", "username", "handle", "text")
+
+
+def _describe(obj: Obj) -> str:
+    """An object in a few words: its type, and its name if its data has one."""
+    for field in NAME_FIELDS:
+        value = obj.data.get(field)
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            text = str(value)
+            return f"{obj.otype} · {text[:60]}{'…' if len(text) > 60 else ''}"
+    return obj.otype
+
+
+def _utc(seconds: float, digits: int) -> str:
+    """A time as ISO 8601 UTC ("2026-11-28 14:35:26.123 UTC")."""
+    moment = datetime.fromtimestamp(seconds, UTC)
+    text = moment.strftime("%Y-%m-%d %H:%M:%S")
+    if digits:
+        text += f".{moment.microsecond:06d}"[: digits + 1]
+    return text + " UTC"
+
+
+#: An edge's time is a sort key, epoch ms by default but any integer a client gives:
+#: shown as a date only within these years (2000 to 2200), else as the number it is.
+_PLAUSIBLE_MS = (946_684_800_000, 7_258_118_400_000)
+
+
+def _utc_ms(ms: int) -> str:
+    """An edge's time (epoch ms, by default) as a UTC time, or the number if not one."""
+    if not _PLAUSIBLE_MS[0] <= ms < _PLAUSIBLE_MS[1]:
+        return str(ms)
+    return _utc(ms / 1000, 3)
+
+
+def _utc_us(us: int) -> str:
+    """An `updated_at` (µs since the epoch, a hybrid logical clock) as a UTC time."""
+    return _utc(us / 1_000_000, 6)
 
 
 def _ago(at: float) -> str:

@@ -14,6 +14,12 @@ nonce, so only a page the server rendered for this session knows it.
 The session key comes from the serve command (one per start, shared by its
 workers through their environment), or is made here for an app built in
 process; restarting the server logs everyone out.
+
+Logging out revokes the session on the server, not only in the browser: a
+copy of the cookie must not open the console for the rest of its 12 hours.
+A revoked session's nonce is an empty file in the serve command's sessions
+directory (shared by its workers: one `stat` per console request), or, for
+an app built in process without one, a set in memory.
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
 import secrets
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 from ...core.errors import PermissionDenied, Unauthenticated
@@ -40,9 +48,17 @@ class Session(NamedTuple):
 class Sessions:
     """Makes and checks session cookies and CSRF tokens under one key."""
 
-    def __init__(self, tokens: Tokens, key: bytes | None = None) -> None:
+    def __init__(
+        self, tokens: Tokens, key: bytes | None = None, revoked: Path | None = None
+    ) -> None:
         self._tokens = tokens
         self._key = key or secrets.token_bytes(32)
+        self._revoked = Revoked(revoked)
+
+    def logout(self, session: Session) -> None:
+        """Revoke the session: its cookie opens nothing from now on, on any worker."""
+        if session.nonce:
+            self._revoked.add(session.nonce)
 
     def login(self, secret: str) -> str:
         """The cookie value for an admin token (Unauthenticated or PermissionDenied if not)."""
@@ -73,6 +89,8 @@ class Sessions:
             raise Unauthenticated("the session has expired; log in again")
         if self._tokens.enabled and not self._still_configured(name, fingerprint):
             raise Unauthenticated("the session's token is no longer configured; log in again")
+        if nonce in self._revoked:
+            raise Unauthenticated("this session was logged out; log in again")
         return Session(name, nonce)
 
     def csrf(self, session: Session) -> str:
@@ -96,6 +114,42 @@ class Sessions:
 
     def _sign(self, text: str) -> str:
         return _b64(hmac.new(self._key, text.encode(), hashlib.sha256).digest())
+
+
+class Revoked:
+    """The nonces of logged-out sessions: files in `directory`, or a set in memory."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self._directory = directory
+        self._memory: set[str] = set()
+
+    def add(self, nonce: str) -> None:
+        if self._directory is None:
+            self._memory.add(nonce)
+            return
+        self._forget_expired()
+        (self._directory / _file_name(nonce)).touch()
+
+    def __contains__(self, nonce: str) -> bool:
+        if self._directory is None:
+            return nonce in self._memory
+        return (self._directory / _file_name(nonce)).exists()
+
+    def _forget_expired(self) -> None:
+        """Drop revocations older than any cookie could be (the cookie has expired)."""
+        assert self._directory is not None
+        oldest = time.time() - MAX_AGE - 60
+        for entry in os.scandir(self._directory):
+            try:
+                if entry.stat().st_mtime < oldest:
+                    os.unlink(entry.path)
+            except FileNotFoundError:  # another worker dropped it first
+                pass
+
+
+def _file_name(nonce: str) -> str:
+    """The nonce as a file name (it is signed, so ours, and url-safe base64: still, no '/')."""
+    return "s-" + _b64(nonce.encode())
 
 
 def _same(offered: str, expected: str) -> bool:
