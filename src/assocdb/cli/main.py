@@ -608,7 +608,7 @@ def queue_errors(directory: str, limit: int) -> None:
     Example: assocdb queue errors data/graph --limit 20
     """
     with assocdb.open(directory, create=False) as g:
-        _print_jobs(g.queue_jobs("error", limit=limit), g, "in the error queue")
+        _print_jobs(g.queue_jobs("error", limit=limit), g, "no jobs in the error queue")
 
 
 @queue.command("bad")
@@ -628,7 +628,7 @@ def queue_bad(directory: str, limit: int, show: int | None) -> None:
     """
     with assocdb.open(directory, create=False) as g:
         if show is None:
-            _print_jobs(g.queue_jobs("bad", limit=limit), g, "bad")
+            _print_jobs(g.queue_jobs("bad", limit=limit), g, "no bad jobs")
             return
         job = g.queue_job(show)
         if job is None:
@@ -992,13 +992,15 @@ def _set_down(shard_map: str, backend: str, down: bool) -> None:
     click.echo(f"{backend} is marked {'down' if down else 'up'} in {shard_map}")
 
 
-def _print_jobs(jobs: list[assocdb.JobInfo], g: assocdb.Graph, which: str) -> None:
+def _print_jobs(jobs: list[assocdb.JobInfo], g: assocdb.Graph, none: str) -> None:
+    """The jobs, or `none` and what else the journal holds (so an empty list does not
+    read as an empty queue when `queue stats` counts jobs new or running)."""
     if not jobs:
         stats = g.queue_stats()
         others = f"{stats.new} new, {stats.running} running"
         if stats.new or stats.running:
             others += ": see `assocdb queue stats`"
-        click.echo(f"no jobs {which} ({others})")
+        click.echo(f"{none} ({others})")
         return
     click.echo(f"{'id':>8} {'attempts':>8} {'retries':>8}  error")
     for job in jobs:

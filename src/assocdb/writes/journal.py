@@ -85,6 +85,7 @@ CREATE TABLE IF NOT EXISTS loads (
 );
 """
 STALE_NEW = 30.0  # seconds after which a `new` job of a live owner is presumed orphaned
+OWNER_CHECK = 0.2  # seconds between claim_due's looks for owners that died
 _COLUMNS = "id, state, body, done, attempts, retries, next_at, created_at, error"
 #: Added after the first release: a journal written before has no such columns
 #: until a writable open adds them (`_add_claim_columns`).
@@ -158,6 +159,7 @@ class Journal:
         except sqlite3.Error as exc:
             raise map_driver_error(exc, f"journal {self.path}") from exc
         self._closed = False
+        self._next_owner_check = 0.0  # (monotonic) when claim_due looks for dead owners next
         self._owners = Owners(self.path, enabled=not self.read_only)
         #: This process's (this journal object's) name on the jobs it works on.
         self.owner = self._owners.owner
@@ -412,7 +414,9 @@ class Journal:
         one twice is harmless; those of no owner (released, or dead) at once.
         """
         with self._transaction():
-            self._release_dead()
+            if time.monotonic() >= self._next_owner_check:  # a few times a second at most
+                self._next_owner_check = time.monotonic() + OWNER_CHECK
+                self._release_dead()
             jobs = self._select(
                 f"(state IN ({ERROR}, {RUNNING}) AND next_at <= ?) "
                 f"OR (state = {NEW} AND (created_at < ? OR claimed_by IS NULL) AND next_at <= ?) "
