@@ -159,6 +159,7 @@ class Journal:
         except sqlite3.Error as exc:
             raise map_driver_error(exc, f"journal {self.path}") from exc
         self._closed = False
+        self._pid = os.getpid()
         self._next_owner_check = 0.0  # (monotonic) when claim_due looks for dead owners next
         self._owners = Owners(self.path, enabled=not self.read_only)
         #: This process's (this journal object's) name on the jobs it works on.
@@ -550,8 +551,8 @@ class Journal:
         """The process exits without closing the journal: release its claims if the
         journal is free within a moment (a background thread may be mid-transaction;
         then the dropped owner lock tells other processes all the same)."""
-        if self._closed or not self._io.acquire(timeout=1.0):
-            return
+        if self._closed or os.getpid() != self._pid or not self._io.acquire(timeout=1.0):
+            return  # (a forked child exiting: its parent still works on the claims)
         try:
             with suppress(AssocdbError, sqlite3.Error):
                 self.flush()
