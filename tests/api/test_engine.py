@@ -55,7 +55,7 @@ PUBLIC = {
     *("obj_add", "obj_get", "obj_update", "obj_delete"),
     *("assoc_add", "assoc_delete", "assoc_archive", "assoc_negate", "assoc_change_type"),
     *("batch", "bulk_load", "assoc_get", "assoc_count", "assoc_contains", "assoc_edge"),
-    *("assoc_range", "assoc_time_range", "assoc_page", "assoc_pages"),
+    *("assoc_range", "assoc_time_range", "assoc_page", "assoc_pages", "assoc_iter"),
     *("node_archive", "node_unarchive", "node_negate", "node_remove", "node_state"),
     "select",
     *("define_timeline", "timeline_config", "post", "post_delete"),

@@ -357,3 +357,19 @@ def test_the_checker_finds_and_repairs_hanging_edges(follows: Graph) -> None:
     assert g.check_inverses() == []
     assert [a.id2 for a in g.assoc_range(9, "followed_by")] == [1]
     assert g.check_counts() == []
+
+
+def test_unarchive_of_a_node_never_archived_keeps_removed_edges_removed(follows: Graph) -> None:
+    """Issue 35's reading of FlockFixRegressionSpec: unarchive restores archived edges,
+    never removed ones (a removed follow does not come back with a restored account)."""
+    g = follows
+    for id2 in range(100, 110):
+        g.assoc_add(1, "follows", id2, time=1_000 + id2)
+    for id2 in range(101, 110, 2):
+        g.assoc_delete(1, "follows", id2)
+    g.assoc_archive(1, "follows", 100)
+    g.node_unarchive(1, "follows", direction="both")
+    assert g.drain(timeout=10)
+    assert [a.id2 for a in g.assoc_range(1, "follows")] == [108, 106, 104, 102, 100]
+    assert g.assoc_count(1, "follows", "removed") == 5
+    assert [a.id2 for a in g.assoc_range(101, "followed_by")] == []

@@ -399,3 +399,31 @@ def test_bulk_load_stops_at_a_bad_edge_after_whole_rounds(
 def test_bulk_load_takes_an_iterable_of_edges(graph: Graph, edges: object) -> None:
     with pytest.raises(InvalidRequest, match="edges must be an iterable"):
         graph.bulk_load(edges)  # type: ignore[arg-type]
+
+
+def test_every_edge_of_a_list_by_iterating(graph: Graph) -> None:
+    """assoc_iter/assoc_pages walk the cursors and end after the last edge (issue 35
+    item 8: a loop that passed the last page's next_cursor=None back read page 1 again)."""
+    for id2 in range(1, 8):
+        graph.assoc_add(100, "follows", id2, time=id2)
+    assert [a.id2 for a in graph.assoc_iter(100, "follows", limit=3)] == [7, 6, 5, 4, 3, 2, 1]
+    assert [len(p.items) for p in graph.assoc_pages(100, "follows", limit=3)] == [3, 3, 1]
+    assert list(graph.assoc_iter(200, "follows")) == []
+
+
+def test_the_documented_paging_loop_ends(graph: Graph) -> None:
+    """The hand-written cursor loop of docs/api.md, run as written, reads each edge once."""
+    text = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
+    loop = text.split("A loop over\n  `assoc_page` by hand", 1)[1].split("```python\n", 1)[1]
+    code = "\n".join(line.removeprefix("  ") for line in loop.split("```", 1)[0].splitlines())
+    bob = 1
+    for fan in range(2, 252):
+        graph.assoc_add(fan, "follows", bob, time=fan)
+    seen: list[int] = []
+
+    def handle(items: list[Assoc]) -> None:
+        seen.extend(a.id2 for a in items)
+        assert len(seen) <= 250, "the loop read a page twice"
+
+    exec(code, {"g": graph, "bob": bob, "handle": handle})
+    assert seen == list(range(251, 1, -1))

@@ -60,7 +60,8 @@ def test_queue_commands(tmp_path: Path) -> None:
     job_id = bad.output.splitlines()[1].split()[0]
     shown = runner.invoke(main, ["queue", "bad", directory, "--show", job_id])
     assert '"kind": "rows"' in shown.output
-    assert runner.invoke(main, ["queue", "errors", directory]).output.strip() == "no jobs"
+    errors = runner.invoke(main, ["queue", "errors", directory]).output.strip()
+    assert errors == "no jobs in the error queue (0 new, 0 running)"
     assert runner.invoke(main, ["queue", "reinject", directory]).exit_code == 2  # nothing named
     reinjected = runner.invoke(main, ["queue", "reinject", directory, job_id])
     assert "reinjected 1 jobs" in reinjected.output

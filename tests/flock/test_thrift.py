@@ -203,6 +203,43 @@ def test_archive_and_unarchive_concurrently(flock: Flock, rest: Client, base: in
     assert [flock.count(followers(flock, o)) for o in (bob, carl, darcy)] == [1, 1, 1]
 
 
+def test_unarchive_restores_archived_edges_in_order(flock: Flock, rest: Client, base: int) -> None:
+    """FlockFixRegressionSpec, "in order and still in order after unarchive": edges to
+    0..9 at rising positions, the even ones added and the odd ones archived one by one;
+    unarchiving the node (never archived) brings back all ten in position order. Edges
+    removed one by one stay removed (FlockDB never revives a removed edge)."""
+    alice = base + 1
+    friends = [base + 100 + i for i in range(10)]
+    gone = [base + 200 + i for i in range(3)]
+    for i, other in enumerate(friends):
+        op = ADD if i % 2 == 0 else ARCHIVE
+        flock.execute(op, flock.term(alice, ids=[other]), 1_000 + 10 * i)
+        rest.assoc_add(alice + CLIENT, "follows", other + CLIENT, time=1_000 + 10 * i)
+        if op == ARCHIVE:
+            rest.assoc_archive(alice + CLIENT, "follows", other + CLIENT)
+    for i, other in enumerate(gone):  # between the others
+        add(flock, alice, other, position=1_005 + 20 * i)
+        flock.execute(REMOVE, flock.term(alice, ids=[other]))
+        rest.assoc_add(alice + CLIENT, "follows", other + CLIENT, time=1_005 + 20 * i)
+        rest.assoc_delete(alice + CLIENT, "follows", other + CLIENT)
+    newest_first = friends[::-1]
+    for o in (0, CLIENT):
+        assert flock.everything(followings(flock, alice + o), 100) == [
+            f + o for f in newest_first[1::2]
+        ]
+    flock.execute(ADD, flock.term(alice))  # FlockDB's Unarchive job
+    rest.node_unarchive(alice + CLIENT, "follows")
+    for o in (0, CLIENT):
+        wait_until(lambda o=o: flock.count(followings(flock, alice + o)) == 10)
+        wait_until(lambda o=o: rest.assoc_count(alice + o, "follows") == 10)
+        assert flock.everything(followings(flock, alice + o), 100) == [f + o for f in newest_first]
+        assert [a.id2 for a in rest.assoc_range(alice + o, "follows")] == [
+            f + o for f in newest_first
+        ]
+        assert rest.assoc_count(alice + o, "follows", "removed") == 3
+        assert not any(flock.c.contains(alice + o, FOLLOWS, g + o) for g in gone)
+
+
 def test_toggle_polarity(flock: Flock, rest: Client, base: int) -> None:
     alice = base + 1
     for other in (base + 2, base + 3, base + 4):

@@ -99,6 +99,7 @@ def test_every_method_through_the_client(client: Client) -> None:
     assert page.items[0].id2 == 300
     assert [a.id2 for a in g.assoc_page(100, "follows", page.next_cursor, limit=1).items] == [200]
     assert [p.items[0].id2 for p in g.assoc_pages(100, "follows", limit=1)] == [300, 200]
+    assert [a.id2 for a in g.assoc_iter(100, "follows", limit=1)] == [300, 200]
     g.assoc_archive(100, "follows", 300)
     assert g.assoc_count(100, "follows", "archived") == 1
     g.assoc_negate(100, "follows", 300)

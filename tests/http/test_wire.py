@@ -55,6 +55,7 @@ WIRE_FIELDS = {
 #: Graph methods with no wire method of their own, and why.
 LOCAL = {
     "assoc_pages": "a loop over assoc_page",
+    "assoc_iter": "a loop over assoc_page",
     "select": "builds a Query locally (sent as a TermSpec by query_page/query_count)",
     "load_schema": "reads a local file, then sends define_* calls",
     "close": "closes what this process holds",

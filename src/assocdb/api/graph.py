@@ -7,7 +7,7 @@ schema and write path. Each concern is a service built on it, in its module:
 * `assoc_writes.py`  AssocWrites: assoc_add, assoc_delete, assoc_archive, assoc_negate,
                      assoc_change_type, bulk_load
 * `assoc_reads.py`   AssocReads: assoc_get, assoc_count, assoc_contains, assoc_edge,
-                     assoc_range, assoc_time_range, assoc_page, assoc_pages
+                     assoc_range, assoc_time_range, assoc_page, assoc_pages, assoc_iter
 * `nodes.py`         Nodes: node_archive, node_unarchive, node_negate, node_remove, node_state
 * `queries.py`       Queries: select, and runs the queries (set arithmetic: `core/query.py`)
 * `timelines.py`     Timelines (over AssocReads): define_timeline, timeline_config, post,
@@ -38,7 +38,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from ..core.clock import HybridClock
-from ..core.pagers import pages
+from ..core.pagers import items, pages
 from ..core.query import Query
 from ..core.records import (
     Assoc,
@@ -372,6 +372,15 @@ class Graph:
         ...     notify(page.items)
         """
         return pages(lambda cursor: self.assoc_page(id1, atype, cursor, limit))
+
+    def assoc_iter(self, id1: int, atype: str, limit: int = 500) -> Iterator[Assoc]:
+        """Every association of the list, newest first, read `limit` at a time
+        (`assoc_pages`); it ends after the last one.
+
+        >>> for follow in g.assoc_iter(celebrity, "followed_by"):
+        ...     notify(follow.id2)
+        """
+        return items(lambda cursor: self.assoc_page(id1, atype, cursor, limit))
 
     # -- node states ------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from ..core.merge import EdgeTuple, ObjRow, user_data
 from ..core.ops import Rows
 from ..core.records import STATE_NAMES, JobInfo, JobState, QueueStats
 from ..writes.applier import Work, decode
-from ..writes.journal import Job
+from ..writes.journal import Holder, Job
 from .engine import Engine
 
 MAX_DRAIN = 86_400.0  # seconds: a day is longer than any drain should take
@@ -52,6 +52,7 @@ class QueueAdmin:
             apply_p50_ms=round(stats.percentile(0.50) * 1000, 3),
             apply_p99_ms=round(stats.percentile(0.99) * 1000, 3),
             down_shards=self._applier.health.down(),
+            held=[_info(job, holder) for job, holder in self._journal.held()],
         )
 
     def queue_jobs(
@@ -106,7 +107,7 @@ def check_drain_timeout(timeout: object) -> None:
         )
 
 
-def _info(job: Job) -> JobInfo:
+def _info(job: Job, holder: Holder | None = None) -> JobInfo:
     return JobInfo(
         job.id,
         job.state,
@@ -116,7 +117,14 @@ def _info(job: Job) -> JobInfo:
         job.created_at,
         job.error,
         describe(decode(job.body)),
+        held_by=None if holder is None else _held_by(holder),
+        held_since=None if holder is None else job.claimed_at,
     )
+
+
+def _held_by(holder: Holder) -> str:
+    """Who works on a job, for people: "pid 4242 on web-1", "(exited)" if it died."""
+    return f"pid {holder.pid} on {holder.host}" + ("" if holder.alive else " (exited)")
 
 
 def describe(work: Work) -> dict[str, Any]:

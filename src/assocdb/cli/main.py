@@ -578,8 +578,23 @@ def queue_stats(directory: str) -> None:
     Example: assocdb queue stats data/graph
     """
     with assocdb.open(directory, create=False) as g:
-        for field, value in msgspec.structs.asdict(g.queue_stats()).items():
-            click.echo(f"{field:<16} {value}")
+        stats = g.queue_stats()
+        for field, value in msgspec.structs.asdict(stats).items():
+            if field != "held":
+                click.echo(f"{field:<16} {value}")
+        for job in stats.held:
+            click.echo(f"{'held':<16} {_held(job)}")
+
+
+def _held(job: assocdb.JobInfo) -> str:
+    """One held job: "job 3 (running NodeJob) by pid 4242 on web-1 since 14:03:07 UTC (12 s)"."""
+    since = job.held_since or job.created_at
+    at = time.strftime("%H:%M:%S UTC", time.gmtime(since))
+    kind = job.operation.get("kind", "job")
+    return (
+        f"job {job.id} ({job.state} {kind}) by {job.held_by} "
+        f"since {at} ({max(0.0, time.time() - since):.0f} s)"
+    )
 
 
 @queue.command("errors")
@@ -597,7 +612,7 @@ def queue_errors(directory: str, limit: int) -> None:
     Example: assocdb queue errors data/graph --limit 20
     """
     with assocdb.open(directory, create=False) as g:
-        _print_jobs(g.queue_jobs("error", limit=limit))
+        _print_jobs(g.queue_jobs("error", limit=limit), g, "no jobs in the error queue")
 
 
 @queue.command("bad")
@@ -617,7 +632,7 @@ def queue_bad(directory: str, limit: int, show: int | None) -> None:
     """
     with assocdb.open(directory, create=False) as g:
         if show is None:
-            _print_jobs(g.queue_jobs("bad", limit=limit))
+            _print_jobs(g.queue_jobs("bad", limit=limit), g, "no bad jobs")
             return
         job = g.queue_job(show)
         if job is None:
@@ -628,14 +643,34 @@ def queue_bad(directory: str, limit: int, show: int | None) -> None:
 @queue.command("retry")
 @click.argument("directory", type=GRAPH)
 def queue_retry(directory: str) -> None:
-    """Retry every job in the error queue now, then wait for the queue to drain.
+    """Retry every job in the error queue now, and every job of a process that exited
+    while working on it (a running job too), then wait up to 30 s for the queue to drain.
+    Jobs another live process works on are left to it, and listed.
 
     Example: assocdb queue retry data/graph
     """
     with assocdb.open(directory, create=False) as g:
         click.echo(f"retrying {g.queue_retry()} jobs")
-        drained = g.drain(timeout=30)
-        click.echo("the queue is empty" if drained else f"still queued: {g.queue_stats().depth}")
+        give_up = time.monotonic() + 30
+        while not g.drain(timeout=0.25):
+            stats = g.queue_stats()
+            elsewhere = [job for job in stats.held if _elsewhere(job)]
+            if len(elsewhere) == stats.depth or time.monotonic() > give_up:
+                click.echo(f"still queued: {stats.depth}")
+                for job in stats.held:
+                    click.echo(f"  {_held(job)}")
+                return
+        click.echo("the queue is empty")
+
+
+def _elsewhere(job: assocdb.JobInfo) -> bool:
+    """Whether another live process works on the job (it goes on there)."""
+    held_by = job.held_by or ""
+    return (
+        bool(held_by)
+        and not held_by.startswith(f"pid {os.getpid()} ")
+        and "(exited)" not in held_by
+    )
 
 
 @queue.command("reinject")
@@ -961,9 +996,15 @@ def _set_down(shard_map: str, backend: str, down: bool) -> None:
     click.echo(f"{backend} is marked {'down' if down else 'up'} in {shard_map}")
 
 
-def _print_jobs(jobs: list[assocdb.JobInfo]) -> None:
+def _print_jobs(jobs: list[assocdb.JobInfo], g: assocdb.Graph, none: str) -> None:
+    """The jobs, or `none` and what else the journal holds (so an empty list does not
+    read as an empty queue when `queue stats` counts jobs new or running)."""
     if not jobs:
-        click.echo("no jobs")
+        stats = g.queue_stats()
+        others = f"{stats.new} new, {stats.running} running"
+        if stats.new or stats.running:
+            others += ": see `assocdb queue stats`"
+        click.echo(f"{none} ({others})")
         return
     click.echo(f"{'id':>8} {'attempts':>8} {'retries':>8}  error")
     for job in jobs:

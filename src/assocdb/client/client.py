@@ -26,7 +26,7 @@ import msgspec
 from ..core.errors import AssocdbError, InvalidRequest, Timeout, Unavailable
 from ..core.extras import needs
 from ..core.json import check as check_json
-from ..core.pagers import pages
+from ..core.pagers import items, pages
 from ..core.query import Query, Term
 from ..core.records import (
     Assoc,
@@ -447,6 +447,15 @@ class Client:
         ...     notify(page.items)
         """
         return pages(lambda cursor: self.assoc_page(id1, atype, cursor, limit))
+
+    def assoc_iter(self, id1: int, atype: str, limit: int = 500) -> Iterator[Assoc]:
+        """Every association of the list, newest first, read `limit` at a time
+        (`assoc_pages`); it ends after the last one.
+
+        >>> for follow in g.assoc_iter(celebrity, "followed_by"):
+        ...     notify(follow.id2)
+        """
+        return items(lambda cursor: self.assoc_page(id1, atype, cursor, limit))
 
     # -- set arithmetic -------------------------------------------------------------------------
 

@@ -71,12 +71,30 @@ class WriteResult(msgspec.Struct, frozen=True):
     updated_at: int
 
 
+class JobInfo(msgspec.Struct, frozen=True):
+    """One journaled job, for inspection: its state, history and operation."""
+
+    id: int
+    state: Literal["new", "error", "bad", "running"]
+    attempts: int
+    retries: int
+    next_at: float
+    created_at: float
+    error: str | None
+    operation: dict[str, Any]
+    #: Who works on the job now ("pid 4242 on web-1", "… (exited)" once that process
+    #: is gone: the next retry takes the job at once), and since when (epoch seconds).
+    held_by: str | None = None
+    held_since: float | None = None
+
+
 class QueueStats(msgspec.Struct, frozen=True):
     """The write journal at a glance (what `assocdb queue stats` prints).
 
     `depth` counts jobs not yet fully applied (`new`, `errors` and long
     `running` jobs such as archiving a node's edges); the counters after
-    `running` are this process's since it opened the graph.
+    `running` are this process's since it opened the graph. `held` lists the
+    running and error-queue jobs a process works on now, with who and since when.
     """
 
     depth: int
@@ -90,19 +108,7 @@ class QueueStats(msgspec.Struct, frozen=True):
     apply_p50_ms: float
     apply_p99_ms: float
     down_shards: list[int]
-
-
-class JobInfo(msgspec.Struct, frozen=True):
-    """One journaled job, for inspection: its state, history and operation."""
-
-    id: int
-    state: Literal["new", "error", "bad", "running"]
-    attempts: int
-    retries: int
-    next_at: float
-    created_at: float
-    error: str | None
-    operation: dict[str, Any]
+    held: list[JobInfo] = msgspec.field(default_factory=list)
 
 
 class Count(msgspec.Struct, frozen=True):

@@ -9,9 +9,9 @@ operation (FlockDB's Multi job): the node state is written at once and the
 node's edges move in the background; Add undoes an archive or negate
 (`node_unarchive`).
 
-`position` is the time of a new edge (default: now, in ms, as FlockDB's
-clients send it); an edge that is already live keeps its time, as FlockDB
-keeps a position. `execute_at` (seconds) stamps the writes' `updated_at`,
+`position` is the time of a new edge, added, archived or negated (default:
+now, in ms, as FlockDB's clients send it); an edge that is already live
+keeps its time, as FlockDB keeps a position. `execute_at` (seconds) stamps the writes' `updated_at`,
 so an older operation that arrives late loses. Priority High and Medium
 are applied before the call returns; Low is answered once journaled
 (`sync=False`) and applied in the background. Every operation is checked
@@ -115,8 +115,9 @@ class Executor:
                 writes.append((msgspec.structs.replace(add, new_time=position), stamp))
             elif state == State.REMOVED:
                 writes.append(self._writes.delete_op(id1, kind.name, id2, updated_at))
-            else:
-                writes.append(self._writes.state_op(id1, kind.name, id2, state, updated_at))
+            else:  # archived or negative: a new edge takes the position too (FlockDB's Single)
+                edge, stamp = self._writes.state_op(id1, kind.name, id2, state, updated_at)
+                writes.append((msgspec.structs.replace(edge, new_time=position), stamp))
         return writes
 
     def _node_operation(

@@ -95,7 +95,8 @@ class RetryPolicy(msgspec.Struct, frozen=True):
     down_after: int = 3
     down_for: float = 0.25
     down_max: float = 10.0
-    claim_hold: float = 60.0  # how long a claimed job is kept from other retriers
+    claim_hold: float = 60.0  # how long a claimed job is kept from other retriers (while
+    # its process lives: a dead one's claims are taken at once, `writes/owners.py`)
 
     def delay(self, retries: int, rnd: random.Random) -> float:
         backoff: float = min(self.cap, self.base * 2.0 ** min(retries, 30))

@@ -20,8 +20,18 @@ processes that use the same graph directory. A job is in one of three states:
   error for a person to inspect and re-inject.
 * `running`: a long job (moving all edges of a node) that works a page at a
   time; its body records how far it got, and the retrier continues it. While
-  a thread walks on, the job is held from retriers (as a claimed job is): if
-  that process dies, it comes due after the hold.
+  a thread walks on, the job is held from retriers, as a claimed job is.
+
+Claims: a process that works on a job (a retrier's claim, a long job walking
+on, a job it appended and applies now) writes its *owner* token on the job's
+row (`claimed_by`: host, pid and a random part, so a reused pid is another
+owner) and pushes `next_at` on by the hold. Each journal holds an exclusive
+flock on its own file `<journal>.owners/<owner>.lock` for as long as it is
+open; the kernel drops the lock when the process dies, however it dies
+(SIGKILL included). A claim whose owner's lock is free (or gone) is stale and
+is taken at once, not after the hold; a process that closes the journal or
+exits without closing it (atexit) releases its claims first. Owners on
+another host cannot be checked from here: their claims wait out the hold.
 
 Group commit: appending threads queue their jobs; the first becomes the
 leader and commits everything queued, in one transaction and one fsync,
@@ -32,6 +42,7 @@ periodic flush): losing them in a crash only means replaying an applied job.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sqlite3
 import threading
@@ -46,6 +57,7 @@ import msgspec
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.records import JobState
 from ..storage.backend import map_driver_error
+from .owners import Owners, parse_owner
 
 NEW, ERROR, BAD, RUNNING = 0, 1, 2, 3
 STATE_NAMES = {NEW: "new", ERROR: "error", BAD: "bad", RUNNING: "running"}
@@ -60,7 +72,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     retries INTEGER NOT NULL DEFAULT 0,
     next_at REAL NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
-    error TEXT
+    error TEXT,
+    claimed_by TEXT,
+    claimed_at REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, next_at);
 CREATE TABLE IF NOT EXISTS loads (
@@ -70,8 +84,12 @@ CREATE TABLE IF NOT EXISTS loads (
     started_at REAL NOT NULL
 );
 """
-STALE_NEW = 30.0  # seconds after which a `new` job is presumed orphaned
+STALE_NEW = 30.0  # seconds after which a `new` job of a live owner is presumed orphaned
+OWNER_CHECK = 0.2  # seconds between claim_due's looks for owners that died
 _COLUMNS = "id, state, body, done, attempts, retries, next_at, created_at, error"
+#: Added after the first release: a journal written before has no such columns
+#: until a writable open adds them (`_add_claim_columns`).
+_CLAIM_COLUMNS = ("claimed_by", "claimed_at")
 
 
 class Job(msgspec.Struct, frozen=True):
@@ -86,6 +104,21 @@ class Job(msgspec.Struct, frozen=True):
     next_at: float
     created_at: float
     error: str | None
+    claimed_by: str | None = None  # the owner working on it now (see the module's doc)
+    claimed_at: float | None = None
+
+
+class Holder(NamedTuple):
+    """Who works on a job now: an owner token, read for people."""
+
+    host: str
+    pid: int
+    alive: bool  # False: the owner died; the next claim takes the job at once
+
+    @classmethod
+    def of(cls, owner: str, alive: bool) -> Holder:
+        host, pid, _ = parse_owner(owner)
+        return cls(host, pid, alive)
 
 
 class Failure(NamedTuple):
@@ -122,8 +155,16 @@ class Journal:
                 self._conn = _read_only_connection(self.path)
             else:
                 self._conn = _open_writable(self.path)
+            self._columns = _columns(self._conn)
         except sqlite3.Error as exc:
             raise map_driver_error(exc, f"journal {self.path}") from exc
+        self._closed = False
+        self._pid = os.getpid()
+        self._next_owner_check = 0.0  # (monotonic) when claim_due looks for dead owners next
+        self._owners = Owners(self.path, enabled=not self.read_only)
+        #: This process's (this journal object's) name on the jobs it works on.
+        self.owner = self._owners.owner
+        atexit.register(self._at_exit)
         self._io = threading.RLock()  # one statement or transaction at a time
         self._cond = threading.Condition()
         self._queue: list[_Waiter] = []
@@ -182,7 +223,9 @@ class Journal:
                 insert = self._conn.execute
                 for waiter in batch:
                     cursor = insert(
-                        "INSERT INTO jobs (body, created_at) VALUES (?, ?)", (waiter.body, now)
+                        "INSERT INTO jobs (body, created_at, claimed_by, claimed_at) "
+                        "VALUES (?, ?, ?, ?)",
+                        (waiter.body, now, self.owner, now),
                     )
                     ids.append(cursor.lastrowid)  # type: ignore[arg-type]
                 self._write_bookkeeping(*taken)
@@ -297,7 +340,7 @@ class Journal:
         if failed:
             self._conn.executemany(
                 "UPDATE jobs SET state = ?, done = ?, error = ?, attempts = attempts + ?, "
-                "retries = retries + 1, next_at = ? WHERE id = ?",
+                "retries = retries + 1, next_at = ?, claimed_by = NULL WHERE id = ?",
                 [
                     (BAD if f.bad else ERROR, f.done, f.error, int(f.counts), f.next_at, f.job)
                     for f in failed
@@ -347,11 +390,14 @@ class Journal:
         """Record how far a long job got; it continues in the background (state running):
         due now, or after `hold` seconds while this process walks on (as `claim_due`
         holds a claimed job: no retrier takes it meanwhile, unless this process dies)."""
-        next_at = time.time() + hold if hold else 0.0
+        now = time.time()
+        owner = self.owner if hold else None
         with self._transaction():
             self._conn.execute(
-                f"UPDATE jobs SET body = ?, state = {RUNNING}, next_at = ?, done = ? WHERE id = ?",
-                (body, next_at, _pack(0), job),
+                f"UPDATE jobs SET body = ?, state = {RUNNING}, next_at = ?, done = ?, "
+                "claimed_by = ?, claimed_at = CASE WHEN claimed_by IS ? THEN claimed_at "
+                "ELSE ? END WHERE id = ?",
+                (body, now + hold if hold else 0.0, _pack(0), owner, owner, now, job),
             )
 
     def unfinished(self, after: int = 0, limit: int = 1000) -> list[Job]:
@@ -361,22 +407,65 @@ class Journal:
     def claim_due(self, now: float, limit: int, hold: float) -> list[Job]:
         """Take error-queue jobs due by `now`, pushing their next_at `hold` seconds on.
 
-        The push keeps other processes' retriers off a job while this one works
-        on it; if this process dies, the job comes due again. `new` jobs older
-        than STALE_NEW seconds are taken too: their process most likely died
-        (applying one takes milliseconds), and applying one twice is harmless.
+        The push (and this journal's owner on the row) keeps other processes'
+        retriers off a job while this one works on it. Jobs whose owner died
+        are due at once, whatever their next_at (`release_dead`). `new` jobs
+        of a live owner older than STALE_NEW seconds are taken too: that owner
+        most likely lost them (applying one takes milliseconds), and applying
+        one twice is harmless; those of no owner (released, or dead) at once.
         """
         with self._transaction():
+            if time.monotonic() >= self._next_owner_check:  # a few times a second at most
+                self._next_owner_check = time.monotonic() + OWNER_CHECK
+                self._release_dead()
             jobs = self._select(
                 f"(state IN ({ERROR}, {RUNNING}) AND next_at <= ?) "
-                f"OR (state = {NEW} AND created_at < ? AND next_at <= ?) ORDER BY id LIMIT ?",
+                f"OR (state = {NEW} AND (created_at < ? OR claimed_by IS NULL) AND next_at <= ?) "
+                "ORDER BY id LIMIT ?",
                 (now, now - STALE_NEW, now, limit),
             )
             if jobs:
                 self._conn.executemany(
-                    "UPDATE jobs SET next_at = ? WHERE id = ?", [(now + hold, j.id) for j in jobs]
+                    "UPDATE jobs SET next_at = ?, claimed_by = ?, claimed_at = ? WHERE id = ?",
+                    [(now + hold, self.owner, now, j.id) for j in jobs],
                 )
         return jobs
+
+    def release_dead(self) -> int:
+        """Make the jobs of owners that died due now; how many there were."""
+        if self.read_only:
+            return 0
+        with self._transaction():
+            return self._release_dead()
+
+    def _release_dead(self) -> int:
+        """(In a transaction.) Release the claims of every owner whose lock is free."""
+        rows = self._conn.execute(
+            "SELECT DISTINCT claimed_by FROM jobs WHERE claimed_by IS NOT NULL AND claimed_by != ?",
+            (self.owner,),
+        ).fetchall()
+        released = 0
+        for (owner,) in rows:
+            if not self._owners.alive(owner):
+                released += self._release(owner)
+        return released
+
+    def _release(self, owner: str) -> int:
+        """(In a transaction.) `owner`'s jobs: due now, held by no one."""
+        return self._conn.execute(
+            "UPDATE jobs SET next_at = 0, claimed_by = NULL WHERE claimed_by = ?", (owner,)
+        ).rowcount
+
+    def held(self) -> list[tuple[Job, Holder]]:
+        """The running and error-queue jobs an owner works on now, with who it is."""
+        jobs = self._select(
+            f"claimed_by IS NOT NULL AND state IN ({ERROR}, {RUNNING}) ORDER BY id LIMIT 100", ()
+        )
+        return [
+            (job, Holder.of(job.claimed_by, self._owners.alive(job.claimed_by)))
+            for job in jobs
+            if job.claimed_by is not None
+        ]
 
     def next_due(self) -> float | None:
         """When the earliest error-queue job comes due, if any."""
@@ -406,7 +495,7 @@ class Journal:
     def _select(self, where: str, params: tuple[object, ...]) -> list[Job]:
         with self._statements():
             rows = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM jobs WHERE {where}", params
+                f"SELECT {self._columns} FROM jobs WHERE {where}", params
             ).fetchall()
         return [
             Job(r[0], STATE_NAMES[r[1]], r[2], _unpack(r[3]), *r[4:])  # type: ignore[arg-type]
@@ -424,15 +513,53 @@ class Journal:
             return sum(self._conn.execute(sql + " AND id = ?", (j,)).rowcount for j in jobs)
 
     def retry_now(self) -> int:
-        """Make every error-queue job due now."""
+        """Make every error-queue job due now, and every job whose owner died (a
+        running job included); how many, counting those this journal's retrier works
+        on already. Jobs another live process works on are left to it."""
         with self._transaction():
-            return self._conn.execute(f"UPDATE jobs SET next_at = 0 WHERE state = {ERROR}").rowcount
+            dead = self._release_dead()
+            waiting = self._conn.execute(
+                f"UPDATE jobs SET next_at = 0 WHERE state = {ERROR} AND next_at > 0 "
+                "AND claimed_by IS NULL"
+            ).rowcount
+            (mine,) = self._conn.execute(
+                f"SELECT COUNT(*) FROM jobs WHERE claimed_by = ? AND state IN ({ERROR}, {RUNNING})",
+                (self.owner,),
+            ).fetchone()
+            return dead + waiting + int(mine)
+
+    def release(self) -> None:
+        """Give up this journal's claims: its jobs are due now for any other process."""
+        if self.read_only:
+            return
+        with self._transaction():
+            self._release(self.owner)
 
     def close(self) -> None:
+        atexit.unregister(self._at_exit)
+        if self._closed:
+            return
+        self._closed = True
         with suppress(Unavailable):  # bookkeeping only: the jobs replay on the next open
             self.flush()
+            self.release()
         with self._io:
             self._conn.close()
+        self._owners.close()
+
+    def _at_exit(self) -> None:
+        """The process exits without closing the journal: release its claims if the
+        journal is free within a moment (a background thread may be mid-transaction;
+        then the dropped owner lock tells other processes all the same)."""
+        if self._closed or os.getpid() != self._pid or not self._io.acquire(timeout=1.0):
+            return  # (a forked child exiting: its parent still works on the claims)
+        try:
+            with suppress(AssocdbError, sqlite3.Error):
+                self.flush()
+                self.release()
+        finally:
+            self._io.release()
+        self._owners.close()
 
 
 def _open_writable(path: Path, patience: float = 10.0) -> sqlite3.Connection:
@@ -446,12 +573,27 @@ def _open_writable(path: Path, patience: float = 10.0) -> sqlite3.Connection:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             conn.executescript(_DDL)
+            _add_claim_columns(conn)
             return conn
         except sqlite3.OperationalError as exc:
             conn.close()
             if "locked" not in str(exc) or time.monotonic() > give_up:
                 raise
             time.sleep(0.005)
+
+
+def _columns(conn: sqlite3.Connection) -> str:
+    """The SELECT list of a job; a journal from before claims reads none."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
+    return ", ".join([_COLUMNS, *(c if c in have else "NULL" for c in _CLAIM_COLUMNS)])
+
+
+def _add_claim_columns(conn: sqlite3.Connection) -> None:
+    """Add the claim columns to a journal written before them."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
+    for column, kind in zip(_CLAIM_COLUMNS, ("TEXT", "REAL"), strict=True):
+        if column not in have:
+            conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
 
 
 def _writable(path: Path) -> bool:
