@@ -243,3 +243,31 @@ def test_export_into_a_pipe_closed_early_stops_quietly(tmp_path: Path) -> None:
     with export.stderr:
         assert export.stderr.read() == b""
     assert export.wait() == 1
+
+
+@pytest.mark.parametrize("command", ["serve", "serve-thrift"])
+def test_serve_on_a_missing_directory_refuses_and_creates_nothing(
+    tmp_path: Path, command: str
+) -> None:
+    # `assocdb serve nodir11` (a typo) created an empty graph and served it. A process,
+    # not CliRunner: were the graph served, its first line says so (and it is stopped).
+    pytest.importorskip("thriftpy2" if command == "serve-thrift" else "uvicorn")
+    typo = tmp_path / "nodir11"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    served = subprocess.Popen(
+        [sys.executable, "-m", "assocdb", command, str(typo), "--port", "0"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert served.stderr is not None
+    with served.stderr:
+        first = served.stderr.readline()
+        if first.startswith("serving"):
+            served.terminate()
+        rest = served.stderr.read()
+    assert served.wait() == 1
+    assert first == f"Error: no graph at {typo} (create one with `assocdb init {typo}`)\n"
+    assert rest == ""
+    assert not typo.exists()

@@ -485,7 +485,6 @@ def serve(
     assocdb.CacheConfig(
         max_bytes=cache_mb << 20, max_age=cache_max_age, prefix=cache_prefix, redis=redis
     )
-    assocdb.open(directory).close()  # create it, replay what a crash left, fail early if broken
     config = {
         "path": directory,
         "sync": not background,
@@ -504,6 +503,9 @@ def serve(
         "session_key": secrets.token_hex(32),
     }
     port = _check_port(host, port)  # a busy port fails here, before anything is said
+    # Replay what a crash left, and fail early if broken or missing: never create a
+    # graph here (a typo served an empty one); `assocdb init` creates.
+    assocdb.open(directory, create=False).close()
     metrics_dir = None
     if workers > 1:
         metrics_dir = tempfile.mkdtemp(prefix="assocdb-metrics-")
