@@ -271,3 +271,32 @@ def test_serve_on_a_missing_directory_refuses_and_creates_nothing(
     assert first == f"Error: no graph at {typo} (create one with `assocdb init {typo}`)\n"
     assert rest == ""
     assert not typo.exists()
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_import_reads_a_pipe_as_a_stream(graph_dir: Path, compressed: bool) -> None:
+    # `assocdb import DIR <(zcat edges.gz)` said "Error: Illegal seek".
+    import threading
+
+    lines = b"# from a pipe\n3 follows 4\n3 follows 5\n6 follows 3\n"
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(gzip.compress(lines) if compressed else lines)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        source = f"/dev/fd/{read_end}"
+        if compressed:  # (a .gz name is how gzip input is told apart)
+            os.symlink(source, graph_dir.parent / "edges.gz")
+            source = str(graph_dir.parent / "edges.gz")
+        result = run("import", str(graph_dir), source)
+    finally:
+        feeder.join()
+        os.close(read_end)
+    assert result.exit_code == 0, result.output
+    assert result.output == "imported 3 edges\n"
+    with assocdb.open(graph_dir) as g:
+        assert g.assoc_count(3, "follows") == 2

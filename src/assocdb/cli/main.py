@@ -7,6 +7,7 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 import sys
 import time
 import zlib
@@ -191,17 +192,19 @@ def import_(directory: str, source: str, atype: str | None, id_offset: int) -> N
     names the line. Fix it and run the same import again (what is stored does
     not change). An import stopped by a crash or Ctrl-C resumes where it
     stopped when run again on the unchanged file (the journal records how far
-    it got).
+    it got); standard input and pipes cannot be read again: import them whole.
 
     Example: assocdb import data/graph soc-Slashdot0902.txt --type follows --id-offset 1
     """
     with assocdb.open(directory, create=False) as g, _Source(source) as src:
         edges = src.edges(atype, id_offset)
+        # A stream (standard input, a pipe) has no size to measure against and cannot be
+        # read again to resume: its load goes unnamed.
+        name = None if src.size is None else src.load_name(atype, id_offset)
         try:
-            if src.size is None:  # standard input: no size to measure against
+            if name is None or src.size is None:
                 count = g.bulk_load(edges)
             else:
-                name = src.load_name(atype, id_offset)
                 stored = dict(g.engine.journal.loads()).get(name)
                 if stored:
                     click.echo(f"resuming: the first {stored:,} edges are stored")
@@ -217,7 +220,22 @@ def import_(directory: str, source: str, atype: str | None, id_offset: int) -> N
             if not message.startswith("line "):
                 message = f"line {src.line}: {message.split(': ', 1)[-1]}"
             raise click.ClickException(in_cli_terms(message)) from None
+        except KeyboardInterrupt:  # Ctrl-C: what is stored, and how to go on
+            raise click.ClickException(_import_interrupted(g, source, name)) from None
         click.echo(f"imported {count:,} edges")
+
+
+def _import_interrupted(g: assocdb.Graph, source: str, name: str | None) -> str:
+    if name is None:
+        return (
+            f"interrupted: some edges of {source} may be stored; a stream cannot resume: "
+            "import all of it again (what is stored does not change)"
+        )
+    stored = dict(g.engine.journal.loads()).get(name, 0)
+    return (
+        f"interrupted: the first {stored:,} edges of {source} are stored; "
+        "run the same command again to resume"
+    )
 
 
 def _skipped(line: str) -> bool:
@@ -232,7 +250,10 @@ class _Source:
     def __init__(self, source: str) -> None:
         self._source = source
         self._raw: Any = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
-        self.size = None if source == "-" else os.path.getsize(source)
+        # Only a regular file is measured (and read again to resume); a pipe, `<(...)`
+        # or a FIFO, cannot seek: it is read as a stream (its `tell` was "Illegal seek").
+        info = None if source == "-" else os.fstat(self._raw.fileno())
+        self.size = info.st_size if info is not None and stat.S_ISREG(info.st_mode) else None
         self._stream: Any = (
             gzip.GzipFile(fileobj=self._raw) if source.endswith(".gz") else self._raw
         )
