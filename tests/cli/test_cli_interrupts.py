@@ -1,4 +1,4 @@
-"""Ctrl-C during `assocdb import`: one `Error:` line that says what is
+"""Ctrl-C during `assocdb import` and `assocdb demo`: one `Error:` line that says what is
 stored and how to go on, and a next run that finishes the work."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,78 @@ from click.testing import CliRunner
 import assocdb
 from assocdb.api import assoc_writes
 from assocdb.cli import main as cli
+from assocdb.cli.datasets import EGO_FACEBOOK_FRIENDSHIPS, EGO_FACEBOOK_PEOPLE, ego_facebook
 from assocdb.cli.main import main
-from tests.cli.test_cli_errors import one_error_line, run
+from tests.cli.test_cli_errors import one_error_line, run, snapshot
+
+
+def _friend_rows(directory: Path) -> int:
+    """Every stored friendship row, each direction counted (what a whole demo has twice)."""
+    with assocdb.open(directory, create=False) as g:
+        return sum(g.assoc_count(n, "friend") for n in range(1, EGO_FACEBOOK_PEOPLE + 1))
+
+
+def _stopped_after(edges: int) -> Iterator[tuple[int, int]]:
+    """ego-Facebook's first `edges` friendships, then Ctrl-C (as it arrives mid-load)."""
+    for n, pair in enumerate(ego_facebook()):
+        if n == edges:
+            raise KeyboardInterrupt
+        yield pair
+
+
+def test_a_demo_stopped_mid_load_is_finished_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A half-loaded demo graph was taken for a whole one: wrong answers, hanging edges.
+    directory = tmp_path / "demo"
+    monkeypatch.setattr(assoc_writes, "BULK_BATCH", 20_000)  # rounds stored before the stop
+    monkeypatch.setattr(cli, "ego_facebook", lambda: _stopped_after(50_000))
+    message = one_error_line(run("demo", str(directory)))
+    assert message == (
+        "Error: interrupted: the load is not finished, so the demo has no answers yet; "
+        f"run `assocdb demo {directory}` again to finish it"
+    )
+    assert 0 < _friend_rows(directory) < 2 * EGO_FACEBOOK_FRIENDSHIPS
+    monkeypatch.undo()
+    again = run("demo", str(directory))
+    assert again.exit_code == 0, again.output
+    assert again.output.startswith("loaded 88,234 friendships")
+    assert "person 1 has 347 friends" in again.output
+    assert "16 mutual friends of 1 and 2" in again.output
+    assert _friend_rows(directory) == 2 * EGO_FACEBOOK_FRIENDSHIPS
+    checked = CliRunner().invoke(main, ["check", str(directory)])
+    assert checked.stdout.startswith("found 0 wrong counts and 0 hanging edges"), checked.stdout
+    third = run("demo", str(directory))
+    assert "loaded" not in third.output
+    assert "person 1 has 347 friends" in third.output
+
+
+def test_the_demo_refuses_a_graph_it_did_not_load(tmp_path: Path) -> None:
+    directory = tmp_path / "mine"
+    with assocdb.open(directory, shards=2) as g:
+        g.define_assoc("follows", inverse="followed_by")
+        g.assoc_add(1, "follows", 2, time=5)
+    before = snapshot(directory)
+    message = one_error_line(run("demo", str(directory)))
+    assert message == (
+        f"Error: {directory} holds a graph that `assocdb demo` did not load: give the demo "
+        "a directory of its own (assocdb demo data/demo)"
+    )
+    assert snapshot(directory) == before
+
+
+def test_a_whole_demo_graph_from_before_the_demo_marked_its_graphs_is_taken(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "demo"
+    with assocdb.open(directory) as g:  # what `assocdb demo` did before it marked its graphs
+        g.define_assoc("friend", symmetric=True)
+        base = 1_600_000_000_000
+        g.bulk_load((a, "friend", b, base + n) for n, (a, b) in enumerate(ego_facebook()))
+    result = run("demo", str(directory))
+    assert result.exit_code == 0, result.output
+    assert "loaded" not in result.output
+    assert "16 mutual friends of 1 and 2" in result.output
 
 
 def test_an_import_stopped_mid_file_says_how_much_is_stored_and_resumes(

@@ -26,7 +26,7 @@ from ..storage import shardmap_config
 from ..storage.moves import cancel_move, drop_replica, move_shard
 from ..storage.registry import open_shardmap
 from ..storage.replica_verify import verify_replicas
-from .datasets import ego_facebook
+from .datasets import EGO_FACEBOOK_FRIENDSHIPS, EGO_FACEBOOK_PEOPLE, ego_facebook
 from .flock import serve_thrift
 from .graph import GRAPH, NEW_GRAPH
 from .index import index
@@ -100,25 +100,71 @@ def demo(directory: str) -> None:
     """Load the ego-Facebook friendship graph into DIRECTORY and ask it questions.
 
     Person n of the SNAP file is id n + 1. Friendships get times in file order,
-    so "newest first" means "latest in the file first".
+    so "newest first" means "latest in the file first". A load stopped by Ctrl-C
+    or a crash is finished by the next run; a graph the demo did not load is
+    refused, never written to.
 
     Example: assocdb demo data/demo
     """
     with assocdb.open(directory) as g:
-        g.define_assoc("friend", symmetric=True)
-        if g.assoc_count(1, "friend") == 0:
-            started = time.perf_counter()
-            base = 1_600_000_000_000
-            edges = ((a, "friend", b, base + n) for n, (a, b) in enumerate(ego_facebook()))
-            loaded = g.bulk_load(edges)
-            seconds = time.perf_counter() - started
-            click.echo(f"loaded {loaded:,} friendships (both directions) in {seconds:.2f} s")
+        _load_demo(g, directory)
         person, other = 1, 2
         click.echo(f"person {person} has {g.assoc_count(person, 'friend')} friends")
         page = g.assoc_page(person, "friend", limit=10)
         click.echo(f"their 10 newest friends: {[a.id2 for a in page.items]}")
         mutual = mutual_friends(g, person, other)
         click.echo(f"{len(mutual)} mutual friends of {person} and {other}: {mutual[:20]}")
+
+
+#: The demo's mark in a graph's meta: "loading" once it owns the graph, "loaded" once the
+#: whole file is stored. A graph without it is someone else's, unless it is empty.
+_DEMO_KEY, _LOADING, _LOADED = "demo", b"loading", b"loaded"
+_DEMO_LOAD = "demo ego-Facebook"  # the load's name in the journal (a rerun resumes it)
+
+
+def _load_demo(g: assocdb.Graph, directory: str) -> None:
+    """Load ego-Facebook into `g` unless a complete load is marked there; refuse a graph
+    that is not the demo's (ClickException)."""
+    backend = g.engine.backend
+    mark = backend.get_meta(_DEMO_KEY)
+    if mark is None and _is_old_demo(g):
+        backend.swap_meta(_DEMO_KEY, None, _LOADED)
+        mark = _LOADED
+    if mark is None:
+        if g.schema.assoc_types or g.schema.object_types:
+            raise click.ClickException(
+                f"{directory} holds a graph that `assocdb demo` did not load: give the demo "
+                "a directory of its own (assocdb demo data/demo)"
+            )
+        backend.swap_meta(_DEMO_KEY, None, _LOADING)
+    g.define_assoc("friend", symmetric=True)
+    if mark == _LOADED:
+        return
+    started = time.perf_counter()
+    base = 1_600_000_000_000
+    edges = ((a, "friend", b, base + n) for n, (a, b) in enumerate(ego_facebook()))
+    try:
+        g.bulk_load(edges, name=_DEMO_LOAD)
+    except KeyboardInterrupt:
+        raise click.ClickException(
+            f"interrupted: the load is not finished, so the demo has no answers yet; "
+            f"run `assocdb demo {directory}` again to finish it"
+        ) from None
+    backend.swap_meta(_DEMO_KEY, _LOADING, _LOADED)
+    seconds = time.perf_counter() - started
+    click.echo(
+        f"loaded {EGO_FACEBOOK_FRIENDSHIPS:,} friendships (both directions) in {seconds:.2f} s"
+    )
+
+
+def _is_old_demo(g: assocdb.Graph) -> bool:
+    """A whole demo graph loaded before the demo marked its graphs: the one type `friend`,
+    and every friendship stored both ways."""
+    kinds = g.schema.assoc_types
+    if g.schema.object_types or [(k.name, k.symmetric) for k in kinds] != [("friend", True)]:
+        return False
+    people = range(1, EGO_FACEBOOK_PEOPLE + 1)
+    return sum(g.assoc_count(n, "friend") for n in people) == 2 * EGO_FACEBOOK_FRIENDSHIPS
 
 
 @main.command()
