@@ -300,3 +300,28 @@ def test_import_reads_a_pipe_as_a_stream(graph_dir: Path, compressed: bool) -> N
     assert result.output == "imported 3 edges\n"
     with assocdb.open(graph_dir) as g:
         assert g.assoc_count(3, "follows") == 2
+
+
+def test_check_prints_its_summary_first_then_the_first_problems(tmp_path: Path) -> None:
+    # 43k hanging edges scrolled by before the summary.
+    import sqlite3
+
+    directory = tmp_path / "g"
+    with assocdb.open(directory, shards=2) as g:
+        g.define_assoc("follows", inverse="followed_by")
+        for n in range(2, 32):
+            g.assoc_add(1, "follows", n, time=n)
+    for shard in directory.glob("shard-*.db"):  # the inverse rows are lost
+        with sqlite3.connect(shard) as db:
+            db.execute("DELETE FROM edges WHERE id1 != 1")
+    found = CliRunner().invoke(main, ["check", str(directory)])
+    assert found.exit_code == 1
+    lines = found.stdout.splitlines()
+    assert lines[0] == "found 30 wrong counts and 30 hanging edges"
+    assert len(lines) == 1 + 20 + 1
+    assert lines[-1] == "… and 40 more (--all lists every one)"
+    every = CliRunner().invoke(main, ["check", str(directory), "--all"]).stdout.splitlines()
+    assert every[0] == lines[0]
+    assert every[1:21] == lines[1:21]
+    assert len(every) == 1 + 60
+    assert sum(line.startswith("hanging edge 1 -") for line in every) == 30

@@ -373,13 +373,19 @@ def export(directory: str, all_states: bool) -> None:
                 after = page[-1][:3]
 
 
+#: Problems `check` lists without --all (the summary comes first, with every number).
+CHECK_SHOWN = 20
+
+
 @main.command()
 @click.argument("directory", type=GRAPH)
 @click.option("--repair", is_flag=True, help="Fix what is found.")
-def check(directory: str, repair: bool) -> None:
+@click.option("--all", "everything", is_flag=True, help="List every problem found.")
+def check(directory: str, repair: bool, everything: bool) -> None:
     """Check counts against edge rows, and every edge against its inverse.
 
-    Exits 1 if something was wrong (and, with --repair, fixes it).
+    Prints a summary, then the first 20 problems (--all: every one). Exits 1
+    if something was wrong (and, with --repair, fixes it).
 
     Example: assocdb check data/graph --repair
     """
@@ -389,18 +395,26 @@ def check(directory: str, repair: bool) -> None:
             counts = [m for shard in shards for m in g.engine.backend.recount(shard, repair)]
         click.echo("inverse edges: every edge against its mirror…", err=True)
         hanging = g.check_inverses(repair=repair)
-    for m in counts:
-        where = f"shard {m.shard}: ({m.id1}, type {m.atype}, state {m.state})"
-        click.echo(f"count {where}: {m.stored} stored, {m.actual} rows")
-    for h in hanging:
-        problem = "missing" if h.mirror is None else "different"
-        click.echo(
-            f"hanging edge {h.edge.id1} -{h.edge.atype}-> {h.edge.id2}: its mirror is {problem}"
-        )
     verb = "repaired" if repair else "found"
-    click.echo(f"{verb} {len(counts)} wrong counts and {len(hanging)} hanging edges")
+    click.echo(f"{verb} {len(counts):,} wrong counts and {len(hanging):,} hanging edges")
+    problems = [_count_problem(m) for m in counts] + [_hanging_problem(h) for h in hanging]
+    shown = problems if everything else problems[:CHECK_SHOWN]
+    for problem in shown:
+        click.echo(problem)
+    if len(problems) > len(shown):
+        click.echo(f"… and {len(problems) - len(shown):,} more (--all lists every one)")
     if counts or hanging:
         sys.exit(1)
+
+
+def _count_problem(m: assocdb.CountMismatch) -> str:
+    where = f"shard {m.shard}: ({m.id1}, type {m.atype}, state {m.state})"
+    return f"count {where}: {m.stored} stored, {m.actual} rows"
+
+
+def _hanging_problem(h: assocdb.HangingEdge) -> str:
+    problem = "missing" if h.mirror is None else "different"
+    return f"hanging edge {h.edge.id1} -{h.edge.atype}-> {h.edge.id2}: its mirror is {problem}"
 
 
 def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
