@@ -99,8 +99,9 @@ def test_import_skips_comments_and_blank_lines_and_takes_crlf(
 
 def test_init_mistakes(graph_dir: Path, tmp_path: Path) -> None:
     before = snapshot(graph_dir)
-    assert "holds a graph with 2 shards, not 4" in one_error_line(
-        run("init", str(graph_dir), "--shards", "4")
+    assert one_error_line(run("init", str(graph_dir), "--shards", "4")) == (
+        f"Error: {graph_dir} holds a graph with 2 shards, not 4; the shard count is fixed "
+        f"when a graph is created: run `assocdb init {graph_dir} --shards 2`"
     )
     assert snapshot(graph_dir) == before
     not_toml = tmp_path / "schema.toml"
@@ -325,3 +326,16 @@ def test_check_prints_its_summary_first_then_the_first_problems(tmp_path: Path) 
     assert every[1:21] == lines[1:21]
     assert len(every) == 1 + 60
     assert sum(line.startswith("hanging edge 1 -") for line in every) == 30
+
+
+def test_init_on_a_shard_map_of_another_shard_count_says_which_to_give(tmp_path: Path) -> None:
+    from tests.support.shardmaps import write_map
+
+    path = write_map(tmp_path)  # 6 shards; init's default is 16
+    assert one_error_line(run("init", str(path))) == (
+        f"Error: {path} places 6 shards, not 16; the map fixes the shard count: "
+        f"run `assocdb init {path} --shards 6`"
+    )
+    advised = run("init", str(path), "--shards", "6")
+    assert advised.exit_code == 0, advised.output
+    assert advised.output == f"{path}: 6 shards, 0 association types\n"

@@ -178,7 +178,15 @@ def init(directory: str, shards: int, schema_file: str | None) -> None:
     """
     if schema_file is not None:  # a bad file fails before anything is created
         Schema().apply_toml(read_schema_file(schema_file))
-    with assocdb.open(directory, shards=shards, schema=schema_file) as g:
+    try:
+        g = assocdb.open(directory, shards=shards, schema=schema_file)
+    except assocdb.InvalidRequest as exc:
+        if "shards" not in exc.details:  # not a graph or map with another shard count
+            raise
+        advice = f": run `assocdb init {directory} --shards {exc.details['shards']}`"
+        message = exc.message.replace(" (omit shards= to open it)", advice)
+        raise click.ClickException(message) from None
+    with g:
         click.echo(f"{directory}: {g.shards} shards, {len(g.schema.assoc_types)} association types")
 
 
