@@ -339,3 +339,18 @@ def test_init_on_a_shard_map_of_another_shard_count_says_which_to_give(tmp_path:
     advised = run("init", str(path), "--shards", "6")
     assert advised.exit_code == 0, advised.output
     assert advised.output == f"{path}: 6 shards, 0 association types\n"
+
+
+def test_a_negative_number_taken_for_an_option_says_to_put_dashes_before_it(
+    graph_dir: Path,
+) -> None:
+    # `assocdb timeline home DIR -1` said only "No such option '-1'".
+    taken = run("timeline", "home", str(graph_dir), "-1")
+    assert taken.exit_code == 2
+    assert taken.output.splitlines()[-1] == (
+        "Error: No such option '-1'. To give the number as an argument, put -- before it: "
+        "main timeline home … -- -1"
+    )
+    one_error_line(run("timeline", "user", str(graph_dir), "--", "-1"))  # the command answers
+    unknown = run("timeline", "home", str(graph_dir), "--nope")
+    assert "put -- before it" not in unknown.output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -55,6 +56,15 @@ class _Commands(click.Group):
             raise click.ClickException(_os_error(exc)) from None
         except MissingExtra as exc:  # e.g. serve without the server extra: what to install
             raise click.ClickException(str(exc)) from None
+        except click.NoSuchOption as exc:
+            if not re.fullmatch(r"-\d[\d_.]*", exc.option_name) or exc.ctx is None:
+                raise
+            # `timeline home DIR -1`: click takes a negative number for an option.
+            raise click.UsageError(
+                f"No such option '{exc.option_name}'. To give the number as an argument, "
+                f"put -- before it: {exc.ctx.command_path} … -- {exc.option_name}",
+                exc.ctx,
+            ) from None
 
 
 #: The library's advice in Python terms, and what a command line user does instead.
