@@ -184,3 +184,26 @@ def test_ctrl_c_during_an_import_from_a_pipe_is_one_line_from_the_importer_only(
     assert importer.returncode == 1
     checked = CliRunner().invoke(main, ["check", str(directory)])
     assert checked.exit_code == 0, checked.output  # whole rounds: no edge without its mirror
+
+
+def test_an_import_from_standard_input_stopped_says_to_import_it_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "g"
+    with assocdb.open(directory, shards=2) as g:
+        g.define_assoc("follows", inverse="followed_by")
+    edge = cli._edge
+
+    def stopped(line: str, number: int, atype: str | None) -> object:
+        if number == 3:
+            raise KeyboardInterrupt  # Ctrl-C while line 3 is read
+        return edge(line, number, atype)
+
+    monkeypatch.setattr(cli, "_edge", stopped)
+    result = CliRunner().invoke(
+        main, ["import", str(directory), "-", "--type", "follows"], input="1 2\n2 3\n3 4\n"
+    )
+    assert one_error_line(result) == (
+        "Error: interrupted: some edges of standard input may be stored; a stream cannot "
+        "resume: import all of it again (what is stored does not change)"
+    )

@@ -291,8 +291,9 @@ def import_(directory: str, source: str, atype: str | None, id_offset: int) -> N
 
 def _import_interrupted(g: assocdb.Graph, source: str, name: str | None) -> str:
     if name is None:
+        stream = "standard input" if source == "-" else source
         return (
-            f"interrupted: some edges of {source} may be stored; a stream cannot resume: "
+            f"interrupted: some edges of {stream} may be stored; a stream cannot resume: "
             "import all of it again (what is stored does not change)"
         )
     stored = dict(g.engine.journal.loads()).get(name, 0)
