@@ -54,7 +54,9 @@ def test_a_demo_stopped_mid_load_is_finished_by_the_next_run(
     monkeypatch.undo()
     again = run("demo", str(directory))
     assert again.exit_code == 0, again.output
-    assert again.output.startswith("loaded 88,234 friendships")
+    assert again.output.startswith(
+        "finishing the load an earlier run did not finish\nloaded 88,234 friendships"
+    )
     assert "person 1 has 347 friends" in again.output
     assert "16 mutual friends of 1 and 2" in again.output
     assert _friend_rows(directory) == 2 * EGO_FACEBOOK_FRIENDSHIPS

@@ -150,6 +150,8 @@ def _load_demo(g: assocdb.Graph, directory: str) -> None:
     g.define_assoc("friend", symmetric=True)
     if mark == _LOADED:
         return
+    if mark == _LOADING:
+        click.echo("finishing the load an earlier run did not finish")
     started = time.perf_counter()
     base = 1_600_000_000_000
     edges = ((a, "friend", b, base + n) for n, (a, b) in enumerate(ego_facebook()))
