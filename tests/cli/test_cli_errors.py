@@ -99,8 +99,9 @@ def test_import_skips_comments_and_blank_lines_and_takes_crlf(
 
 def test_init_mistakes(graph_dir: Path, tmp_path: Path) -> None:
     before = snapshot(graph_dir)
-    assert "holds a graph with 2 shards, not 4" in one_error_line(
-        run("init", str(graph_dir), "--shards", "4")
+    assert one_error_line(run("init", str(graph_dir), "--shards", "4")) == (
+        f"Error: {graph_dir} holds a graph with 2 shards, not 4; the shard count is fixed "
+        f"when a graph is created: run `assocdb init {graph_dir} --shards 2`"
     )
     assert snapshot(graph_dir) == before
     not_toml = tmp_path / "schema.toml"
@@ -243,3 +244,113 @@ def test_export_into_a_pipe_closed_early_stops_quietly(tmp_path: Path) -> None:
     with export.stderr:
         assert export.stderr.read() == b""
     assert export.wait() == 1
+
+
+@pytest.mark.parametrize("command", ["serve", "serve-thrift"])
+def test_serve_on_a_missing_directory_refuses_and_creates_nothing(
+    tmp_path: Path, command: str
+) -> None:
+    # `assocdb serve nodir11` (a typo) created an empty graph and served it. A process,
+    # not CliRunner: were the graph served, its first line says so (and it is stopped).
+    pytest.importorskip("thriftpy2" if command == "serve-thrift" else "uvicorn")
+    typo = tmp_path / "nodir11"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    served = subprocess.Popen(
+        [sys.executable, "-m", "assocdb", command, str(typo), "--port", "0"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert served.stderr is not None
+    with served.stderr:
+        first = served.stderr.readline()
+        if first.startswith("serving"):
+            served.terminate()
+        rest = served.stderr.read()
+    assert served.wait() == 1
+    assert first == f"Error: no graph at {typo} (create one with `assocdb init {typo}`)\n"
+    assert rest == ""
+    assert not typo.exists()
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_import_reads_a_pipe_as_a_stream(graph_dir: Path, compressed: bool) -> None:
+    # `assocdb import DIR <(zcat edges.gz)` said "Error: Illegal seek".
+    import threading
+
+    lines = b"# from a pipe\n3 follows 4\n3 follows 5\n6 follows 3\n"
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(gzip.compress(lines) if compressed else lines)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        source = f"/dev/fd/{read_end}"
+        if compressed:  # (a .gz name is how gzip input is told apart)
+            os.symlink(source, graph_dir.parent / "edges.gz")
+            source = str(graph_dir.parent / "edges.gz")
+        result = run("import", str(graph_dir), source)
+    finally:
+        feeder.join()
+        os.close(read_end)
+    assert result.exit_code == 0, result.output
+    assert result.output == "imported 3 edges\n"
+    with assocdb.open(graph_dir) as g:
+        assert g.assoc_count(3, "follows") == 2
+
+
+def test_check_prints_its_summary_first_then_the_first_problems(tmp_path: Path) -> None:
+    # 43k hanging edges scrolled by before the summary.
+    import sqlite3
+
+    directory = tmp_path / "g"
+    with assocdb.open(directory, shards=2) as g:
+        g.define_assoc("follows", inverse="followed_by")
+        for n in range(2, 32):
+            g.assoc_add(1, "follows", n, time=n)
+    for shard in directory.glob("shard-*.db"):  # the inverse rows are lost
+        with sqlite3.connect(shard) as db:
+            db.execute("DELETE FROM edges WHERE id1 != 1")
+    found = CliRunner().invoke(main, ["check", str(directory)])
+    assert found.exit_code == 1
+    lines = found.stdout.splitlines()
+    assert lines[0] == "found 30 wrong counts and 30 hanging edges"
+    assert len(lines) == 1 + 20 + 1
+    assert lines[-1] == "… and 40 more (--all lists every one)"
+    every = CliRunner().invoke(main, ["check", str(directory), "--all"]).stdout.splitlines()
+    assert every[0] == lines[0]
+    assert every[1:21] == lines[1:21]
+    assert len(every) == 1 + 60
+    assert sum(line.startswith("hanging edge 1 -") for line in every) == 30
+
+
+def test_init_on_a_shard_map_of_another_shard_count_says_which_to_give(tmp_path: Path) -> None:
+    from tests.support.shardmaps import write_map
+
+    path = write_map(tmp_path)  # 6 shards; init's default is 16
+    assert one_error_line(run("init", str(path))) == (
+        f"Error: {path} places 6 shards, not 16; the map fixes the shard count: "
+        f"run `assocdb init {path} --shards 6`"
+    )
+    advised = run("init", str(path), "--shards", "6")
+    assert advised.exit_code == 0, advised.output
+    assert advised.output == f"{path}: 6 shards, 0 association types\n"
+
+
+def test_a_negative_number_taken_for_an_option_says_to_put_dashes_before_it(
+    graph_dir: Path,
+) -> None:
+    # `assocdb timeline home DIR -1` said only "No such option '-1'".
+    taken = run("timeline", "home", str(graph_dir), "-1")
+    assert taken.exit_code == 2
+    assert taken.output.splitlines()[-1] == (
+        "Error: No such option '-1'. To give the number as an argument, put -- before it: "
+        "main timeline home … -- -1"
+    )
+    one_error_line(run("timeline", "user", str(graph_dir), "--", "-1"))  # the command answers
+    unknown = run("timeline", "home", str(graph_dir), "--nope")
+    assert "put -- before it" not in unknown.output

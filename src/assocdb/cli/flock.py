@@ -98,7 +98,7 @@ def serve_thrift(
     table = parse_table(graphs) if graphs else None
     cache = None if no_cache or not cache_mb else CacheConfig(max_bytes=cache_mb << 20, redis=redis)
     port = _shareable_port(host, port)
-    graph = open_graph(directory, cache=cache)
+    graph = open_graph(directory, cache=cache, create=False)  # `assocdb init` creates
     try:
         mapping = GraphTable(graph, table)
         server = make_server(

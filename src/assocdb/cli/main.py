@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import secrets
 import shutil
 import socket
+import stat
 import sys
 import time
 import zlib
@@ -25,7 +27,7 @@ from ..storage import shardmap_config
 from ..storage.moves import cancel_move, drop_replica, move_shard
 from ..storage.registry import open_shardmap
 from ..storage.replica_verify import verify_replicas
-from .datasets import ego_facebook
+from .datasets import EGO_FACEBOOK_FRIENDSHIPS, EGO_FACEBOOK_PEOPLE, ego_facebook
 from .flock import serve_thrift
 from .graph import GRAPH, NEW_GRAPH
 from .index import index
@@ -54,6 +56,15 @@ class _Commands(click.Group):
             raise click.ClickException(_os_error(exc)) from None
         except MissingExtra as exc:  # e.g. serve without the server extra: what to install
             raise click.ClickException(str(exc)) from None
+        except click.NoSuchOption as exc:
+            if not re.fullmatch(r"-\d[\d_.]*", exc.option_name) or exc.ctx is None:
+                raise
+            # `timeline home DIR -1`: click takes a negative number for an option.
+            raise click.UsageError(
+                f"No such option '{exc.option_name}'. To give the number as an argument, "
+                f"put -- before it: {exc.ctx.command_path} … -- {exc.option_name}",
+                exc.ctx,
+            ) from None
 
 
 #: The library's advice in Python terms, and what a command line user does instead.
@@ -99,25 +110,73 @@ def demo(directory: str) -> None:
     """Load the ego-Facebook friendship graph into DIRECTORY and ask it questions.
 
     Person n of the SNAP file is id n + 1. Friendships get times in file order,
-    so "newest first" means "latest in the file first".
+    so "newest first" means "latest in the file first". A load stopped by Ctrl-C
+    or a crash is finished by the next run; a graph the demo did not load is
+    refused, never written to.
 
     Example: assocdb demo data/demo
     """
     with assocdb.open(directory) as g:
-        g.define_assoc("friend", symmetric=True)
-        if g.assoc_count(1, "friend") == 0:
-            started = time.perf_counter()
-            base = 1_600_000_000_000
-            edges = ((a, "friend", b, base + n) for n, (a, b) in enumerate(ego_facebook()))
-            loaded = g.bulk_load(edges)
-            seconds = time.perf_counter() - started
-            click.echo(f"loaded {loaded:,} friendships (both directions) in {seconds:.2f} s")
+        _load_demo(g, directory)
         person, other = 1, 2
         click.echo(f"person {person} has {g.assoc_count(person, 'friend')} friends")
         page = g.assoc_page(person, "friend", limit=10)
         click.echo(f"their 10 newest friends: {[a.id2 for a in page.items]}")
         mutual = mutual_friends(g, person, other)
         click.echo(f"{len(mutual)} mutual friends of {person} and {other}: {mutual[:20]}")
+
+
+#: The demo's mark in a graph's meta: "loading" once it owns the graph, "loaded" once the
+#: whole file is stored. A graph without it is someone else's, unless it is empty.
+_DEMO_KEY, _LOADING, _LOADED = "demo", b"loading", b"loaded"
+_DEMO_LOAD = "demo ego-Facebook"  # the load's name in the journal (a rerun resumes it)
+
+
+def _load_demo(g: assocdb.Graph, directory: str) -> None:
+    """Load ego-Facebook into `g` unless a complete load is marked there; refuse a graph
+    that is not the demo's (ClickException)."""
+    backend = g.engine.backend
+    mark = backend.get_meta(_DEMO_KEY)
+    if mark is None and _is_old_demo(g):
+        backend.swap_meta(_DEMO_KEY, None, _LOADED)
+        mark = _LOADED
+    if mark is None:
+        if g.schema.assoc_types or g.schema.object_types:
+            raise click.ClickException(
+                f"{directory} holds a graph that `assocdb demo` did not load: give the demo "
+                "a directory of its own (assocdb demo data/demo)"
+            )
+        backend.swap_meta(_DEMO_KEY, None, _LOADING)
+    g.define_assoc("friend", symmetric=True)
+    if mark == _LOADED:
+        return
+    if mark == _LOADING:
+        click.echo("finishing the load an earlier run did not finish")
+    started = time.perf_counter()
+    base = 1_600_000_000_000
+    edges = ((a, "friend", b, base + n) for n, (a, b) in enumerate(ego_facebook()))
+    try:
+        g.bulk_load(edges, name=_DEMO_LOAD)
+    except KeyboardInterrupt:
+        raise click.ClickException(
+            f"interrupted: the load is not finished, so the demo has no answers yet; "
+            f"run `assocdb demo {directory}` again to finish it"
+        ) from None
+    backend.swap_meta(_DEMO_KEY, _LOADING, _LOADED)
+    seconds = time.perf_counter() - started
+    click.echo(
+        f"loaded {EGO_FACEBOOK_FRIENDSHIPS:,} friendships (both directions) in {seconds:.2f} s"
+    )
+
+
+def _is_old_demo(g: assocdb.Graph) -> bool:
+    """A whole demo graph loaded before the demo marked its graphs: the one type `friend`,
+    and every friendship stored both ways."""
+    kinds = g.schema.assoc_types
+    if g.schema.object_types or [(k.name, k.symmetric) for k in kinds] != [("friend", True)]:
+        return False
+    people = range(1, EGO_FACEBOOK_PEOPLE + 1)
+    return sum(g.assoc_count(n, "friend") for n in people) == 2 * EGO_FACEBOOK_FRIENDSHIPS
 
 
 @main.command()
@@ -131,7 +190,15 @@ def init(directory: str, shards: int, schema_file: str | None) -> None:
     """
     if schema_file is not None:  # a bad file fails before anything is created
         Schema().apply_toml(read_schema_file(schema_file))
-    with assocdb.open(directory, shards=shards, schema=schema_file) as g:
+    try:
+        g = assocdb.open(directory, shards=shards, schema=schema_file)
+    except assocdb.InvalidRequest as exc:
+        if "shards" not in exc.details:  # not a graph or map with another shard count
+            raise
+        advice = f": run `assocdb init {directory} --shards {exc.details['shards']}`"
+        message = exc.message.replace(" (omit shards= to open it)", advice)
+        raise click.ClickException(message) from None
+    with g:
         click.echo(f"{directory}: {g.shards} shards, {len(g.schema.assoc_types)} association types")
 
 
@@ -191,17 +258,19 @@ def import_(directory: str, source: str, atype: str | None, id_offset: int) -> N
     names the line. Fix it and run the same import again (what is stored does
     not change). An import stopped by a crash or Ctrl-C resumes where it
     stopped when run again on the unchanged file (the journal records how far
-    it got).
+    it got); standard input and pipes cannot be read again: import them whole.
 
     Example: assocdb import data/graph soc-Slashdot0902.txt --type follows --id-offset 1
     """
     with assocdb.open(directory, create=False) as g, _Source(source) as src:
         edges = src.edges(atype, id_offset)
+        # A stream (standard input, a pipe) has no size to measure against and cannot be
+        # read again to resume: its load goes unnamed.
+        name = None if src.size is None else src.load_name(atype, id_offset)
         try:
-            if src.size is None:  # standard input: no size to measure against
+            if name is None or src.size is None:
                 count = g.bulk_load(edges)
             else:
-                name = src.load_name(atype, id_offset)
                 stored = dict(g.engine.journal.loads()).get(name)
                 if stored:
                     click.echo(f"resuming: the first {stored:,} edges are stored")
@@ -217,7 +286,23 @@ def import_(directory: str, source: str, atype: str | None, id_offset: int) -> N
             if not message.startswith("line "):
                 message = f"line {src.line}: {message.split(': ', 1)[-1]}"
             raise click.ClickException(in_cli_terms(message)) from None
+        except KeyboardInterrupt:  # Ctrl-C: what is stored, and how to go on
+            raise click.ClickException(_import_interrupted(g, source, name)) from None
         click.echo(f"imported {count:,} edges")
+
+
+def _import_interrupted(g: assocdb.Graph, source: str, name: str | None) -> str:
+    if name is None:
+        stream = "standard input" if source == "-" else source
+        return (
+            f"interrupted: some edges of {stream} may be stored; a stream cannot resume: "
+            "import all of it again (what is stored does not change)"
+        )
+    stored = dict(g.engine.journal.loads()).get(name, 0)
+    return (
+        f"interrupted: the first {stored:,} edges of {source} are stored; "
+        "run the same command again to resume"
+    )
 
 
 def _skipped(line: str) -> bool:
@@ -232,7 +317,10 @@ class _Source:
     def __init__(self, source: str) -> None:
         self._source = source
         self._raw: Any = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
-        self.size = None if source == "-" else os.path.getsize(source)
+        # Only a regular file is measured (and read again to resume); a pipe, `<(...)`
+        # or a FIFO, cannot seek: it is read as a stream (its `tell` was "Illegal seek").
+        info = None if source == "-" else os.fstat(self._raw.fileno())
+        self.size = info.st_size if info is not None and stat.S_ISREG(info.st_mode) else None
         self._stream: Any = (
             gzip.GzipFile(fileobj=self._raw) if source.endswith(".gz") else self._raw
         )
@@ -306,13 +394,19 @@ def export(directory: str, all_states: bool) -> None:
                 after = page[-1][:3]
 
 
+#: Problems `check` lists without --all (the summary comes first, with every number).
+CHECK_SHOWN = 20
+
+
 @main.command()
 @click.argument("directory", type=GRAPH)
 @click.option("--repair", is_flag=True, help="Fix what is found.")
-def check(directory: str, repair: bool) -> None:
+@click.option("--all", "everything", is_flag=True, help="List every problem found.")
+def check(directory: str, repair: bool, everything: bool) -> None:
     """Check counts against edge rows, and every edge against its inverse.
 
-    Exits 1 if something was wrong (and, with --repair, fixes it).
+    Prints a summary, then the first 20 problems (--all: every one). Exits 1
+    if something was wrong (and, with --repair, fixes it).
 
     Example: assocdb check data/graph --repair
     """
@@ -322,18 +416,26 @@ def check(directory: str, repair: bool) -> None:
             counts = [m for shard in shards for m in g.engine.backend.recount(shard, repair)]
         click.echo("inverse edges: every edge against its mirror…", err=True)
         hanging = g.check_inverses(repair=repair)
-    for m in counts:
-        where = f"shard {m.shard}: ({m.id1}, type {m.atype}, state {m.state})"
-        click.echo(f"count {where}: {m.stored} stored, {m.actual} rows")
-    for h in hanging:
-        problem = "missing" if h.mirror is None else "different"
-        click.echo(
-            f"hanging edge {h.edge.id1} -{h.edge.atype}-> {h.edge.id2}: its mirror is {problem}"
-        )
     verb = "repaired" if repair else "found"
-    click.echo(f"{verb} {len(counts)} wrong counts and {len(hanging)} hanging edges")
+    click.echo(f"{verb} {len(counts):,} wrong counts and {len(hanging):,} hanging edges")
+    problems = [_count_problem(m) for m in counts] + [_hanging_problem(h) for h in hanging]
+    shown = problems if everything else problems[:CHECK_SHOWN]
+    for problem in shown:
+        click.echo(problem)
+    if len(problems) > len(shown):
+        click.echo(f"… and {len(problems) - len(shown):,} more (--all lists every one)")
     if counts or hanging:
         sys.exit(1)
+
+
+def _count_problem(m: assocdb.CountMismatch) -> str:
+    where = f"shard {m.shard}: ({m.id1}, type {m.atype}, state {m.state})"
+    return f"count {where}: {m.stored} stored, {m.actual} rows"
+
+
+def _hanging_problem(h: assocdb.HangingEdge) -> str:
+    problem = "missing" if h.mirror is None else "different"
+    return f"hanging edge {h.edge.id1} -{h.edge.atype}-> {h.edge.id2}: its mirror is {problem}"
 
 
 def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
@@ -485,7 +587,6 @@ def serve(
     assocdb.CacheConfig(
         max_bytes=cache_mb << 20, max_age=cache_max_age, prefix=cache_prefix, redis=redis
     )
-    assocdb.open(directory).close()  # create it, replay what a crash left, fail early if broken
     config = {
         "path": directory,
         "sync": not background,
@@ -504,6 +605,9 @@ def serve(
         "session_key": secrets.token_hex(32),
     }
     port = _check_port(host, port)  # a busy port fails here, before anything is said
+    # Replay what a crash left, and fail early if broken or missing: never create a
+    # graph here (a typo served an empty one); `assocdb init` creates.
+    assocdb.open(directory, create=False).close()
     metrics_dir = None
     if workers > 1:
         metrics_dir = tempfile.mkdtemp(prefix="assocdb-metrics-")

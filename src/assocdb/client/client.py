@@ -136,6 +136,7 @@ class Client:
             isinstance(u, str) and u.startswith(("http://", "https://")) for u in chosen
         ):
             raise InvalidRequest(f"urls must be one or more http(s) URLs, got {urls!r}")
+        _check_token(token)
         self._urls = [u.rstrip("/") for u in chosen]
         self._down_until = [0.0] * len(self._urls)
         self._next = 0
@@ -761,3 +762,19 @@ def _ids(ids: Iterable[int]) -> list[int]:
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
         raise InvalidRequest(f"ids must be a list of ids, got {type(ids).__name__}")
     return list(ids)
+
+
+def _check_token(token: object) -> None:
+    """InvalidRequest for a token no server could take (httpx refused it at the first
+    request, as `Unavailable`, which reads as "the server is down")."""
+    if token is None:
+        return
+    if not isinstance(token, str):
+        raise InvalidRequest(f"token must be a string, got {type(token).__name__}")
+    if not token.strip():
+        raise InvalidRequest(
+            "token is empty: give the server's token (is the variable you read it from "
+            "set?), or token=None for a server without tokens"
+        )
+    if not (token.isascii() and token.isprintable()) or token != token.strip():
+        raise InvalidRequest("token must be printable ASCII without surrounding spaces")

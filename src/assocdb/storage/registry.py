@@ -132,5 +132,9 @@ def open_shardmap(path: str | Path, shards: int | None = None) -> ShardMapBacken
     """The replicated backend the shard map file `path` describes."""
     smap = load(path)
     if shards is not None and shards != smap.shards:
-        raise InvalidRequest(f"{path} places {smap.shards} shards, not {shards}")
+        raise InvalidRequest(
+            f"{path} places {smap.shards} shards, not {shards}; the map fixes the shard "
+            "count (omit shards= to open it)",
+            shards=smap.shards,
+        )
     return ShardMapBackend(smap, open_backend, source=path)

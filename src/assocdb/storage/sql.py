@@ -1056,7 +1056,8 @@ def open_graph(
         if shards is not None and shards != stored:
             raise InvalidRequest(
                 f"{where} holds a graph with {stored} shards, not {shards}; the shard "
-                f"count is fixed when a graph is created (omit shards= to open it)"
+                f"count is fixed when a graph is created (omit shards= to open it)",
+                shards=stored,
             )
         return make(stored, False)
     if not create:

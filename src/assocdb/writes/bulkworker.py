@@ -21,9 +21,13 @@ def _serve(spec: dict[str, Any]) -> None:
     """A worker: apply each round read from stdin, answer with its errors on stdout."""
     backend = open_backend(spec)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
-    while header := source.read(HEADER.size):
+    while len(header := source.read(HEADER.size)) == HEADER.size:
+        size = HEADER.unpack(header)[0]
+        body = source.read(size)
+        if len(body) < size:  # the caller stopped mid-round (Ctrl-C): nothing to apply
+            break
         errors = []
-        for shard, rows in _round.decode(source.read(HEADER.unpack(header)[0])):
+        for shard, rows in _round.decode(body):
             try:
                 backend.bulk_merge(shard, rows)
             except AssocdbError as exc:

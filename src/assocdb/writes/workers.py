@@ -53,12 +53,16 @@ class ShardWriter:
         # In the environment, not argv: a MySQL spec holds the password, and a
         # command line is visible to every user of the machine.
         env = {**os.environ, SPEC_VARIABLE: msgspec.json.encode(self._backend.spec()).decode()}
+        # A session of their own: a terminal's Ctrl-C (SIGINT to its foreground process
+        # group) reaches the caller only, which stops the load; each worker finishes its
+        # round and exits at the end of its input, instead of printing a traceback.
         self._workers = [
             subprocess.Popen(
                 [sys.executable, "-m", "assocdb.writes.bulkworker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
+                start_new_session=True,
             )
             for _ in range(workers)
         ]
