@@ -2,6 +2,7 @@
 plain SQLite written by hand and, when `kuzu` is importable, Kùzu, in one run.
 
     python -m bench reads [--edges N | --snap FILE] [--runs R] [--calls C] [--no-kuzu]
+                          [--cache-prefix N] [--cache-max-age S]
 
 The graph is `bench.bulk.slashdot_like` (the shape of SNAP soc-Slashdot0902:
 82,168 nodes, 948,464 edges) or the real file (`--snap`), loaded as `follows`
@@ -33,6 +34,10 @@ of p50 to the hand-written store's p50 in the same run, the cache's hit rate
 for the cached column, then bulk-load edges/s and bytes on disk after the
 load, and the cache's accounted bytes per cached edge at the end. Answers are
 checked to agree across stores on the first calls of every run.
+
+`--cache-prefix` and `--cache-max-age` change the cached column's
+`CacheConfig` (how many edges a miss fills; how long an entry lives), to
+see what each costs on this traffic.
 """
 
 from __future__ import annotations
@@ -51,7 +56,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 import assocdb
+from assocdb.core.records import CacheConfig
 
 from .bulk import EDGES, NODES, edges_of, read_snap, slashdot_like
 
@@ -112,9 +120,9 @@ class Store:
 
 
 class Assocdb(Store):
-    def __init__(self, name: str, where: Path, cache: bool) -> None:
+    def __init__(self, name: str, where: Path, cache: CacheConfig | None) -> None:
         self.name = name
-        self.g = assocdb.open(where) if cache else assocdb.open(where, cache=None)
+        self.g = assocdb.open(where, cache=cache)
 
     def newest(self, a: int) -> list[int]:
         return [e.id2 for e in self.g.assoc_range(a, "follows", 0, 50)]
@@ -522,6 +530,18 @@ def report(
     )
 
 
+def cache_config(prefix: int | None, max_age: float | None) -> tuple[CacheConfig, str]:
+    """The cached column's config and its label ("default cache" when unchanged)."""
+    config, changed = CacheConfig(), []
+    if prefix is not None:
+        config = msgspec.structs.replace(config, prefix=prefix)
+        changed.append(f"prefix {prefix}")
+    if max_age is not None:
+        config = msgspec.structs.replace(config, max_age=max_age)
+        changed.append(f"max_age {max_age:g}")
+    return config, ("cache " + ", ".join(changed)) if changed else "default cache"
+
+
 def main(args: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench reads")
     parser.add_argument("--edges", type=int, default=EDGES)
@@ -530,6 +550,8 @@ def main(args: list[str]) -> None:
     parser.add_argument("--calls", type=int, default=2000, help="calls per point read per run")
     parser.add_argument("--no-kuzu", action="store_true", help="leave Kùzu out")
     parser.add_argument("--seed", type=int, default=43)
+    parser.add_argument("--cache-prefix", type=int, help="edges a list's fill keeps")
+    parser.add_argument("--cache-max-age", type=float, help="seconds a cached entry lives")
     options = parser.parse_args(args)
     if options.snap:
         pairs = read_snap(options.snap)
@@ -543,11 +565,12 @@ def main(args: list[str]) -> None:
     stores: list[Store] = []
     try:
         loads, where = load_all(root, pairs, kuzu)
-        cached = Assocdb("assocdb, default cache", where["assocdb"], cache=True)
+        config, label = cache_config(options.cache_prefix, options.cache_max_age)
+        cached = Assocdb(f"assocdb, {label}", where["assocdb"], config)
         stores = [
             Hand(where["hand"]),
             cached,
-            Assocdb("assocdb, cache off", where["assocdb"], False),
+            Assocdb("assocdb, cache off", where["assocdb"], None),
         ]
         if kuzu:
             stores.append(Kuzu(where["kuzu"]))

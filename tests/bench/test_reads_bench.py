@@ -22,3 +22,11 @@ def test_reads_bench_prints_every_row(capsys: pytest.CaptureFixture[str]) -> Non
     for store in ("SQLite by hand", "assocdb, default cache", "assocdb, cache off"):
         assert store in header
     assert "hits " in table  # the cached column's hit rate
+
+
+def test_reads_bench_cache_options_name_the_cached_column(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    options = ["--edges", "1000", "--runs", "1", "--calls", "10", "--no-kuzu"]
+    reads.main([*options, "--cache-prefix", "60", "--cache-max-age", "3600"])
+    assert "assocdb, cache prefix 60, max_age 3600" in capsys.readouterr().out
