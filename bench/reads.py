@@ -482,7 +482,7 @@ def report(
     loads: dict[str, tuple[float, int]],
     cached: Assocdb,
 ) -> None:
-    width = 31
+    width = max(31, 2 + max(map(len, names)))
     print(f"\n{'p50 (p99) [spread of p50]':<38}" + "".join(f"{n:>{width}}" for n in names))
     for op in OPS:
         line = f"{op:<38}"
