@@ -9,6 +9,8 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench http                       (needs wrk)
     python -m bench thrift [--seconds S]       (FlockDB's Thrift interface vs the HTTP API)
     python -m bench cache                      (needs Redis)
+    python -m bench reads [--edges N] [--snap FILE] [--runs R] [--calls C] [--no-kuzu]
+                          (cache on/off vs SQLite by hand [vs Kùzu], popularity-weighted)
     python -m bench linkbench [options]        (--help for them)
     python -m bench mysql                      (needs MariaDB/MySQL)
     python -m bench postgres                   (needs PostgreSQL)
@@ -37,6 +39,7 @@ from . import (
     journal,
     mysql,
     postgres,
+    reads,
     thrift,
     timelines,
     verify,
@@ -54,6 +57,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "http": (http.main, []),
     "thrift": (thrift.main, ["--seconds", "1"]),
     "cache": (lambda args: cache.main(), []),
+    "reads": (reads.main, ["--edges", "20000", "--runs", "2", "--calls", "200", "--no-kuzu"]),
     "linkbench": (linkbench.main, ["--preset", "tiny"]),
     "mysql": (lambda args: mysql.main(), []),
     "postgres": (lambda args: postgres.main(), []),
