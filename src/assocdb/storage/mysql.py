@@ -299,6 +299,20 @@ class MySQLBackend(SQLBackend):
             session.broken = True
             log.debug("rollback failed on shard %d", shard, exc_info=True)
 
+    # -- reclaiming a copy the map no longer names (`storage.reclaim`) ----------------------
+
+    def empty_shard(self, shard: int) -> None:
+        """Empty every table of the shard's schema on this server but its id counter
+        (`seq`): the rows of a copy the map no longer names. The schema and its tables
+        stay, so the shard can be placed here again later."""
+        sql = self._q(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", shard
+        )
+        names = [str(r[0]) for r in self._query(shard, sql, (self._schemas[shard].strip("`"),))]
+        statements = [f"TRUNCATE TABLE {{s}}.`{name}`" for name in sorted(names) if name != "seq"]
+        if statements:
+            self._ddl(shard, *statements)
+
     # -- bulk rows: the driver's per-value work is the cost ---------------------------------
 
     def _exported(self, table: str) -> tuple[str, Callable[[list[Any]], list[tuple[Any, ...]]]]:
