@@ -80,12 +80,14 @@ def reclaim(path: str | Path, *, drop: bool = False, settle: float | None = None
     file = Path(path)
     cluster = open_shardmap(file)
     try:
-        # Under the map's lock: no move can start on a copy between the check and the drop.
-        with locked(file):
+        # Rows are counted without the map's lock (that may take a while on big copies);
+        # the decision to drop is checked again under it, with the map as it is then.
+        copies, skipped = _old_copies(cluster, load(file))
+        with locked(file):  # no move can start on a copy between the check and the drop
             smap = load(file)
+            copies = [c for c in copies if not named(smap, c.shard, c.backend)]
             wait = settle_of(smap) if settle is None else settle
             waiting = max(0.0, wait - (time.time() - os.stat(file).st_mtime))
-            copies, skipped = _old_copies(cluster, smap)
             if drop and copies and waiting > 0:
                 raise InvalidRequest(
                     f"{file} changed {wait - waiting:.1f} s ago; a process may still use a "
