@@ -57,8 +57,8 @@ def test_an_old_copy_is_listed_then_emptied_and_named_copies_never(
     assert not any(named(smap, c.shard, c.backend) for c in found.copies)
     assert not found.dropped
     assert rows_of(g, old, shard) > 0  # a dry run changes nothing
-    with pytest.raises(InvalidRequest, match="changed"):  # the map changed just now
-        reclaim(path, drop=True)
+    with pytest.raises(InvalidRequest, match="changed"):  # less than an hour ago
+        reclaim(path, drop=True, settle=3600)
     assert rows_of(g, old, shard) > 0
     done = reclaim(path, drop=True, settle=0)
     assert done.dropped
