@@ -55,12 +55,13 @@ def assert_whole(graph: Graph) -> None:
     assert verify_replicas(backend).differences == []
 
 
-def test_a_plan_runs_to_the_end_and_evens_out_the_servers(graph: Graph) -> None:
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_a_plan_runs_to_the_end_and_evens_out_the_servers(graph: Graph, parallel: int) -> None:
     path = new_server(graph)
     chosen = make_plan(path, "db4")
     assert len(chosen.steps) >= 2
     assert chosen.seconds(0) > 0
-    finished = rebalance(path, chosen, settle=0)
+    finished = rebalance(path, chosen, settle=0, parallel=parallel)
     assert finished.remaining == []
     assert not plan_file(path).exists()
     after = load(path)

@@ -158,12 +158,21 @@ class _Run:
             for step in todo:
                 self._one(step)
         else:
+            # A shard's own moves run in turn (one copy of a shard at a time); shards at once.
+            by_shard: dict[int, list[Step]] = {}
+            for step in todo:
+                by_shard.setdefault(step.shard, []).append(step)
             with ThreadPoolExecutor(parallel, thread_name_prefix="assocdb-rebalance") as pool:
-                for future in [pool.submit(self._one, step) for step in todo]:
+                tasks = [pool.submit(self._in_turn, steps) for steps in by_shard.values()]
+                for future in tasks:
                     future.result()
         with locked(self.path), contextlib.suppress(FileNotFoundError):
             plan_file(self.path).unlink()
         return self.plan
+
+    def _in_turn(self, steps: list[Step]) -> None:
+        for step in steps:
+            self._one(step)
 
     def _one(self, step: Step) -> None:
         started = time.perf_counter()
