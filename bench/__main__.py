@@ -19,8 +19,10 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench failover [reads]           (default 2,000 per phase)
     python -m bench verify [--rows N] [--mysql URL,URL]   (replica verify: checksums vs every row)
     python -m bench failover --mysql [--outage 30]   (own MariaDB servers, SIGSTOP/SIGKILL)
-    python -m bench grow [--rate 150] [--steady 20]  (own MariaDB servers: a 4th joins, shards move;
-                                                     --rate 0: unthrottled)
+    python -m bench grow [--edges 200000] [--urls URL,URL]  (a shard copy vs a bare copy of its
+                                                     rows on two MariaDB servers: rows/s, ratio)
+    python -m bench grow --drill [--rate 150] [--steady 20]  (own MariaDB servers: a 4th joins,
+                                                     shards move; --rate 0: unthrottled)
 """
 
 from __future__ import annotations
@@ -69,10 +71,17 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
 
 
 def _grow(args: list[str]) -> None:
-    from . import grow_mysql
-
+    drill = "--drill" in args
+    args = [arg for arg in args if arg != "--drill"]
     options = dict(zip(args[::2], args[1::2], strict=False))
-    grow_mysql.main(float(options.get("--rate", 150)), float(options.get("--steady", 20)))
+    if drill:
+        from . import grow_mysql
+
+        grow_mysql.main(float(options.get("--rate", 150)), float(options.get("--steady", 20)))
+        return
+    from . import grow_copy
+
+    grow_copy.main(int(options.get("--edges", 200_000)), options.get("--urls", ""))
 
 
 #: Drills that start servers of their own: run only when named.

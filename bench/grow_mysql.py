@@ -14,7 +14,7 @@ reads, read p50/p99/max, writes and how many were queued; then the move's
 throughput, that every acknowledged write is readable, and a final
 `shards verify` of every shard (goal: 0 differences).
 
-Run: `python -m bench grow [--rate 150] [--steady 20]`.
+Run: `python -m bench grow --drill [--rate 150] [--steady 20]`.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from ..storage.replica_verify import verify_replicas
 from .datasets import EGO_FACEBOOK_FRIENDSHIPS, EGO_FACEBOOK_PEOPLE, ego_facebook
 from .flock import serve_thrift
 from .graph import GRAPH, NEW_GRAPH
+from .grow import shards_rebalance, shards_reclaim
 from .index import index
 from .params import Seconds
 
@@ -1232,3 +1233,5 @@ def mutual_friends(g: assocdb.Graph, a: int, b: int) -> list[int]:
 
 main.add_command(index)
 main.add_command(serve_thrift)
+shards.add_command(shards_reclaim)
+shards.add_command(shards_rebalance)

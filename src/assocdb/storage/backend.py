@@ -102,6 +102,10 @@ class Backend(Protocol):
         """`apply` for a bulk load's many edges (same rule, counts, one transaction),
         tuned for size; return how many rows changed (the caller forgets the cache)."""
 
+    def copy_edges(self, shard: int, after: EdgeKey | None, edges: Sequence[EdgeTuple]) -> int:
+        """`bulk_merge` for a page of a shard copy: edges in key order that follow key
+        `after` (None: the first page); return how many rows changed."""
+
     def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
         """The rows of one association list range, in the seek's direction."""
 

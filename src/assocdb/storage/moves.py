@@ -11,15 +11,15 @@ while the graph is in use, in phases the map file records (`MoveRecord`):
    `settle` seconds (every process has reloaded, writes begun before are done).
 2. **copying**: the shard's rows (edges, node states, objects, home timelines,
    index entries; the id counter and, for shard 0, the graph's settings) are
-   streamed from a healthy replica in keyset pages and written to the copy
-   with the merge rule (`bulk_merge`, `apply`, `index_apply`, `merge_timelines`),
-   the same rule every write uses. A row a live write put on the copy
-   meanwhile is newer than the copied one, so the copy never overwrites it: the
-   copy commutes with live writes, whatever their order. Counts are not copied:
-   every row the merge stores adds its own count delta, so the copy's counts
-   follow from its rows. The position (table, last key) is saved in the map
-   at most once a second, so a crash repeats at most a second of pages, which
-   changes nothing.
+   read from a healthy replica in key order, in large keyset pages, and
+   written to the copy with the merge rule, the same rule every write uses,
+   in multi-row statements while the next page is read (`storage.copier`). A
+   row a live write put on the copy meanwhile is newer than the copied one,
+   so the copy never overwrites it: the copy commutes with live writes,
+   whatever their order. Counts are not copied: every row the merge stores
+   adds its own count delta, so the copy's counts follow from its rows. The
+   position (table, last key) is saved in the map at most once a second, so
+   a crash repeats at most a second of pages, which changes nothing.
 3. **verifying**: `replica_verify` compares every replica of the shard and
    repairs what differs (the merge rule again), until a pass finds nothing.
 4. **live**: the copy gets its read weight; for a move the old copy gets weight
@@ -44,11 +44,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ..core.compress import unpack
 from ..core.errors import InvalidRequest, Unavailable
-from ..core.merge import EdgeTuple, NodeRow, ObjRow
-from ..core.scans import IndexEntry
-from ..core.timeline_list import unpack as unpack_timeline
+from . import copier
 from .backend import Backend
 from .registry import open_shardmap
 from .replica_verify import tables_of, timeline_cap, verify_replicas
@@ -65,11 +62,10 @@ from .shardmap_config import (
     with_weight,
     without_replica,
 )
-from .sql import TABLE_KEYS
 
 log = logging.getLogger("assocdb.moves")
 
-PAGE = 1000
+PAGE = copier.PAGE
 SAVE_EVERY = 1.0  # seconds between saves of the copy's position
 VERIFY_PASSES = 5
 #: The tables copied, in order (counts follow from the edges; index tables are added).
@@ -433,21 +429,19 @@ class _Mover:
         self._started = time.perf_counter()
         self._base = self.copied  # rows copied by the runs before this one
         self._report("copying", total)
-        run_copied = 0
+        throttle = copier.Throttle(self.rate)
+
+        def done(page: copier.Page) -> None:
+            self.copied += len(page.rows)
+            self._maybe_save(page.table, page.last)
+            self._report("copying", total)
+
         for table in tables[start:]:
-            width = len(TABLE_KEYS.get(table, ("ikey", "id")))
-            while True:
-                rows = self._read_page(table, after)
-                if rows:
-                    _write(target, shard, table, rows, cap)
-                    after = list(rows[-1][:width])
-                    self.copied += len(rows)
-                    run_copied += len(rows)
-                    self._maybe_save(table, after)
-                    self._report("copying", total)
-                    self._throttle(run_copied)
-                if len(rows) < self.page:
-                    break
+            copier.run(
+                copier.pages(self._read_page, table, after, self.page, throttle),
+                lambda page: copier.write_page(target, shard, page, cap),
+                done,
+            )
             after = None
             self._save(table=table, after="", copied=self.copied)
         self._copy_counter(target)
@@ -475,13 +469,13 @@ class _Mover:
         config = self.backend.map.backends.get(name)
         return config is None or config.down
 
-    def _read_page(self, table: str, after: Any) -> list[tuple[Any, ...]]:
+    def _read_page(self, table: str, after: Any, size: int) -> list[tuple[Any, ...]]:
         shard = self.record.shard
         try:
-            return self._source().export_table(shard, table, after, self.page)
+            return self._source().export_table(shard, table, after, size)
         except Unavailable:  # another replica, once
             self._from = None
-            return self._source().export_table(shard, table, after, self.page)
+            return self._source().export_table(shard, table, after, size)
 
     def _copy_counter(self, target: Backend) -> None:
         """Raise the copy's id counter to the source's (it may become the primary)."""
@@ -499,12 +493,6 @@ class _Mover:
             value = self.backend.get_meta(key)  # a newer swap copied meanwhile fails ours
             if value is not None and held != value:
                 target.swap_meta(key, held, value)
-
-    def _throttle(self, run_copied: int) -> None:
-        if self.rate:
-            ahead = run_copied / self.rate - (time.perf_counter() - self._started)
-            if ahead > 0:
-                time.sleep(ahead)
 
     def _report(self, phase: str, total: int) -> None:
         if self.progress is not None:
@@ -593,23 +581,3 @@ class _Mover:
         update(self.path, change)
         self.record = record
         self._saved = time.monotonic()
-
-
-def _write(target: Backend, shard: int, table: str, rows: list[tuple[Any, ...]], cap: int) -> None:
-    """Rows of `table` from a replica, written to the copy under the merge rule."""
-    if table == "edges":
-        edges: list[EdgeTuple] = [(r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows]
-        target.bulk_merge(shard, edges)
-    elif table == "node_states":
-        target.apply(shard, (), (), [NodeRow(r[0], r[1], r[2], r[3]) for r in rows])
-    elif table == "objects":
-        objects = [ObjRow(r[0], r[1], r[2], r[3], r[4], unpack(bytes(r[5]))) for r in rows]
-        target.apply(shard, (), objects)
-    elif table == "timelines":
-        target.merge_timelines(shard, {r[0]: unpack_timeline(r[1]) for r in rows}, cap)
-    else:
-        index = int(table.removeprefix("index_"))
-        entries: list[IndexEntry] = [
-            (index, bytes(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows
-        ]
-        target.index_apply(shard, entries)

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ..core.errors import AssocdbError, Unavailable
+from ..core.merge import EdgeTuple
 from .backend import map_driver_error
 from .mysqlpool import Pool, Settings, connect_args, driver, errno_of, parse_url
 from .serverurl import server_spec
@@ -77,6 +78,42 @@ _SHARD_DDL = [
 _META_DDL = """CREATE TABLE IF NOT EXISTS {s}.meta (
     name VARCHAR(191) NOT NULL PRIMARY KEY, value MEDIUMBLOB NOT NULL
 ) ENGINE=InnoDB"""
+
+
+_EDGE_TEXT = (
+    "CONCAT_WS(',', id1, atype, id2, state, time, updated_at, "
+    "IF(data IS NULL, 'N', CONCAT('x', HEX(data))))"
+)
+_STATEMENT_BYTES = 1 << 20  # literal rows per statement, well under max_allowed_packet
+
+
+def _edges_from_text(rows: list[Any]) -> list[tuple[Any, ...]]:
+    """Edges read as `_EDGE_TEXT`, as plain tuples."""
+    edges: list[tuple[Any, ...]] = []
+    for (text,) in rows:
+        id1, atype, id2, state, time_, updated_at, data = text.split(",")
+        blob = None if data == "N" else bytes.fromhex(data[1:])
+        edges.append(
+            (int(id1), int(atype), int(id2), int(state), int(time_), int(updated_at), blob)
+        )
+    return edges
+
+
+def _literal_chunks(rows: Sequence[EdgeTuple]) -> Iterator[str]:
+    """Edges as `(1,2,3,0,5,6,X'..')` lists of about `_STATEMENT_BYTES` each."""
+    chunk: list[str] = []
+    size = 0
+    for row in rows:
+        data = row[6]
+        blob = "NULL" if data is None else f"X'{bytes(data).hex()}'"
+        text = "(%d,%d,%d,%d,%d,%d,%s)" % (*row[:6], blob)  # noqa: UP031 (%d: ints only)
+        chunk.append(text)
+        size += len(text)
+        if size >= _STATEMENT_BYTES:
+            yield ",".join(chunk)
+            chunk, size = [], 0
+    if chunk:
+        yield ",".join(chunk)
 
 
 class MySQLDialect:
@@ -261,6 +298,41 @@ class MySQLBackend(SQLBackend):
         except Exception:
             session.broken = True
             log.debug("rollback failed on shard %d", shard, exc_info=True)
+
+    # -- reclaiming a copy the map no longer names (`storage.reclaim`) ----------------------
+
+    def empty_shard(self, shard: int) -> None:
+        """Empty every table of the shard's schema on this server but its id counter
+        (`seq`): the rows of a copy the map no longer names. The schema and its tables
+        stay, so the shard can be placed here again later."""
+        sql = self._q(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", shard
+        )
+        names = [str(r[0]) for r in self._query(shard, sql, (self._schemas[shard].strip("`"),))]
+        statements = [f"TRUNCATE TABLE {{s}}.`{name}`" for name in sorted(names) if name != "seq"]
+        if statements:
+            self._ddl(shard, *statements)
+
+    # -- bulk rows: the driver's per-value work is the cost ---------------------------------
+
+    def _exported(self, table: str) -> tuple[str, Callable[[list[Any]], list[tuple[Any, ...]]]]:
+        # PyMySQL parses each column of each row in Python: an edge read as one text
+        # column is read several times faster (a shard copy and a verify read every edge).
+        if table != "edges":
+            return super()._exported(table)
+        return _EDGE_TEXT, _edges_from_text
+
+    def _bulk_store(
+        self, session: Session, shard: int, changed: Sequence[tuple[EdgeTuple | None, EdgeTuple]]
+    ) -> None:
+        """Edges as literal multi-row statements: integers and hex blobs written out
+        here, not escaped value by value by the driver (several times faster)."""
+        rows = sorted([new for _, new in changed])
+        prefix = self._q(self._upsert_edge, shard)
+        head, _, tail = prefix.partition(" VALUES ")
+        tail = tail.partition(")")[2]  # " ON DUPLICATE KEY UPDATE ..."
+        for values in _literal_chunks(rows):
+            self._run(session, shard, f"{head} VALUES {values}{tail}")
 
     def spec(self) -> dict[str, Any]:
         return server_spec("mysql", "mysql", self.settings, self.shards)

@@ -446,6 +446,9 @@ class ShardMapBackend:
         # Through `apply`: replicas that miss the write are noted the same way.
         return len(self.apply(shard, edges, ()).edges)
 
+    def copy_edges(self, shard: int, after: EdgeKey | None, edges: Sequence[EdgeTuple]) -> int:
+        return self.bulk_merge(shard, edges)  # (a copy is made on a member, not the map)
+
     def _write_all(
         self, shard: int, fn: Callable[[Backend], T]
     ) -> tuple[list[tuple[_Member, T]], list[tuple[_Member, Unavailable]]]:

@@ -282,7 +282,8 @@ class SQLBackend(ABC):
             except Exception:  # a broken tracer must not break a write that succeeded
                 log.exception("tracer %r failed", tracer)
         if seconds > SLOW_SECONDS and not many:  # a bulk executemany is meant to be long
-            log.warning("slow statement on shard %d (%.3f s): %s", shard, seconds, sql)
+            shown = sql if len(sql) <= 500 else f"{sql[:500]}… ({len(sql):,} characters)"
+            log.warning("slow statement on shard %d (%.3f s): %s", shard, seconds, shown)
 
     def _in_transaction(self, shard: int, body: Callable[[Session], T], slow: bool = False) -> T:
         """`body(session)` in one write transaction; run again if the engine aborted it to
@@ -445,6 +446,39 @@ class SQLBackend(ABC):
             return len(changed)
 
         return self._in_transaction(shard, body, slow=True)
+
+    def copy_edges(self, shard: int, after: EdgeKey | None, edges: Sequence[EdgeTuple]) -> int:
+        """Merge a page of another replica's edges, in (id1, atype, id2) order, that
+        follows key `after` (None: the table's start): `bulk_merge` for a shard copy.
+        The stored rows of the page's whole key range are read in one range scan (and
+        locked: a live write in the range waits for the commit, and one committed
+        before is merged against), so a newer row is never overwritten and the count
+        deltas are exact. Returns how many rows changed."""
+        if not edges:
+            return 0
+        last = (edges[-1][0], edges[-1][1], edges[-1][2])
+
+        def body(session: Session) -> int:
+            current = {row[:3]: row for row in self._edges_between(session, shard, after, last)}
+            changed, deltas = merge_edges(current, edges)
+            self._bulk_store(session, shard, changed)
+            self._store(session, shard, self._add_count, sorted((*k, n) for k, n in deltas.items()))
+            return len(changed)
+
+        return self._in_transaction(shard, body, slow=True)
+
+    def _edges_between(
+        self, session: Session, shard: int, after: EdgeKey | None, last: EdgeKey
+    ) -> list[EdgeTuple]:
+        """The stored edges with keys in (`after`, `last`], locked."""
+        rv, key = self.dialect.row_values, TABLE_KEYS["edges"]
+        where = [_past(key, "<", True, rv)]
+        params = _past_params(last, rv)
+        if after is not None:
+            where.insert(0, _past(key, ">", False, rv))
+            params = [*_past_params(after, rv), *params]
+        sql = f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key} WHERE {' AND '.join(where)}"
+        return self._select(session, shard, sql, params)
 
     def _bulk_store(
         self, session: Session, shard: int, changed: Sequence[tuple[EdgeTuple | None, EdgeTuple]]
@@ -736,8 +770,8 @@ class SQLBackend(ABC):
             rows = self._query(0, self._q(sql, -1), [*params, limit])
             return [(str(k), bytes(v)) for k, v in rows]
         key = table_key(table)
-        columns = TABLE_COLUMNS.get(table, ENTRY_COLUMNS)
-        sql = f"SELECT {', '.join(columns)} FROM {{s}}.{table}"
+        columns, decode = self._exported(table)
+        sql = f"SELECT {columns} FROM {{s}}.{table}"
         params = []
         if after is not None:
             sql += " WHERE " + _past(key, ">", False, self.dialect.row_values)
@@ -748,7 +782,13 @@ class SQLBackend(ABC):
         rows = self._unless_missing(
             lambda: self._query(shard, query, [*params, limit], slow=True), list
         )
-        return [tuple(map(_plain, row)) for row in rows]
+        return decode(rows)
+
+    def _exported(self, table: str) -> tuple[str, Callable[[list[Any]], list[tuple[Any, ...]]]]:
+        """What `export_table` selects from `table`, and how it turns the driver's rows
+        into plain tuples (an engine may have its driver read fewer, wider columns)."""
+        columns = TABLE_COLUMNS.get(table, ENTRY_COLUMNS)
+        return ", ".join(columns), _plain_rows
 
     def count_rows(self, shard: int, table: str) -> int:
         table_key(table)  # a known table, not any name
@@ -1186,6 +1226,10 @@ def _chunks(ids: Sequence[K], size: int = _IN_CHUNK) -> Iterator[Sequence[K]]:
 def marks(n: int) -> str:
     """`n` parameter marks, comma-separated (`?,?,?`)."""
     return ",".join("?" * n)
+
+
+def _plain_rows(rows: list[Any]) -> list[tuple[Any, ...]]:
+    return [tuple(map(_plain, row)) for row in rows]
 
 
 def _plain(value: Any) -> Any:

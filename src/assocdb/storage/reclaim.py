@@ -1,0 +1,133 @@
+"""Reclaim old copies: the rows a move (or drop-replica) left behind on a server.
+
+A move ends with the old copy out of the replica set, its rows where they were
+(`storage.moves`). On a MySQL/MariaDB backend a shard's copy is the schema
+`NAME_s{n}` of the backend's graph NAME, made for every shard when the backend
+joined the map, so the schemas alone say nothing; the map does. A copy is
+*old* when it holds rows and
+
+* the map does not place the shard on that backend, and no move the map
+  records (pending or in progress) names the backend as the shard's target or
+  source — checked under the map's lock, held while the copy is emptied, so no
+  move can start on it meanwhile;
+* the map has not changed for `settle` seconds: the copy left the map no later
+  than the file's last change, and every process using the map takes a change
+  within a reload interval (`ShardMapBackend` reloads the file by content every
+  second) and finishes a statement begun before within its query timeout. This
+  is the same wait the movers use before they trust every process switched
+  (twice the reload interval + the slowest query timeout); there is no per-process
+  acknowledgement, so a process that cannot read the map file is not covered.
+
+Only the backends the map names are looked at, each opened as the map opens
+it (its graph name and shard count, which its meta schema must confirm), so a
+schema of another graph is never a candidate. Reclaiming empties the copy's
+tables (TRUNCATE, which frees the space) and keeps the schema and the shard's
+id counter, so the shard can be placed there again later.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from ..core.errors import InvalidRequest, Unavailable
+from .mysql import MySQLBackend
+from .registry import open_shardmap
+from .shardmap import RELOAD_EVERY, ShardMapBackend
+from .shardmap_config import ShardMap, load, locked
+from .sql import TABLE_KEYS
+
+
+class OldCopy(NamedTuple):
+    """A copy of `shard` on `backend` that the map no longer names."""
+
+    backend: str
+    shard: int
+    schema: str
+    rows: int
+
+
+class Reclaim(NamedTuple):
+    copies: list[OldCopy]  # the old copies found
+    skipped: list[str]  # backends not looked at, and why
+    waiting: float  # seconds until the map has been unchanged long enough (0: it has)
+    dropped: bool  # whether the copies were emptied
+
+
+def named(smap: ShardMap, shard: int, backend: str) -> bool:
+    """Whether the map names `backend`'s copy of `shard`: placed there, or a recorded move
+    copies it there or from there."""
+    if backend in [r.backend for r in smap.replicas[shard]]:
+        return True
+    return any(m.shard == shard and backend in (m.target, m.source) for m in smap.moves)
+
+
+def settle_of(smap: ShardMap) -> float:
+    """How long every process is given to take a change of the map (see `storage.moves`)."""
+    return 2 * RELOAD_EVERY + max(c.query_timeout for c in smap.backends.values())
+
+
+def reclaim(path: str | Path, *, drop: bool = False, settle: float | None = None) -> Reclaim:
+    """The copies on the map's backends that the map no longer names and that hold rows;
+    with `drop`, empty them — only once the map has been unchanged for `settle` seconds
+    (default: `settle_of`), else InvalidRequest saying how long to wait.
+
+        reclaim("cluster.toml")              # a dry run: what would be emptied
+        reclaim("cluster.toml", drop=True)
+    """
+    file = Path(path)
+    cluster = open_shardmap(file)
+    try:
+        # Rows are counted without the map's lock (that may take a while on big copies);
+        # the decision to drop is checked again under it, with the map as it is then.
+        copies, skipped = _old_copies(cluster, load(file))
+        with locked(file):  # no move can start on a copy between the check and the drop
+            smap = load(file)
+            copies = [c for c in copies if not named(smap, c.shard, c.backend)]
+            wait = settle_of(smap) if settle is None else settle
+            waiting = max(0.0, wait - (time.time() - os.stat(file).st_mtime))
+            if drop and copies and waiting > 0:
+                raise InvalidRequest(
+                    f"{file} changed {wait - waiting:.1f} s ago; a process may still use a "
+                    f"copy it named until {wait:.1f} s have passed: run again in "
+                    f"{waiting:.1f} s"
+                )
+            if drop:
+                for copy in copies:
+                    member = cluster.member(copy.backend)
+                    assert isinstance(member, MySQLBackend)
+                    member.empty_shard(copy.shard)
+            return Reclaim(copies, skipped, waiting, drop and bool(copies))
+    finally:
+        cluster.close()
+
+
+def _old_copies(cluster: ShardMapBackend, smap: ShardMap) -> tuple[list[OldCopy], list[str]]:
+    copies: list[OldCopy] = []
+    skipped: list[str] = []
+    for name in smap.backends:
+        if smap.backends[name].down:
+            skipped.append(f"{name}: marked down (drained)")
+            continue
+        try:
+            member = cluster.member(name)
+        except Unavailable as exc:
+            skipped.append(f"{name}: does not answer ({exc})")
+            continue
+        if not isinstance(member, MySQLBackend):
+            skipped.append(f"{name}: not a MySQL/MariaDB server (its copies are left alone)")
+            continue
+        shards = member.get_meta("shards")
+        if shards is None or int(shards) != smap.shards:
+            skipped.append(f"{name}: its graph does not say {smap.shards} shards")
+            continue
+        for shard in range(smap.shards):
+            if named(smap, shard, name):
+                continue
+            rows = sum(member.count_rows(shard, table) for table in TABLE_KEYS)
+            if rows:
+                schema = f"{member.settings.name}_s{shard}"
+                copies.append(OldCopy(name, shard, schema, rows))
+    return copies, skipped
