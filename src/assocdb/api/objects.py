@@ -164,10 +164,7 @@ class Objects:
         raise failure
 
     def _otype_name(self, otype: int) -> str:
-        try:
-            return self._engine.schema.object_by_id(otype).name
-        except KeyError:
-            return self._engine.reload_schema().object_by_id(otype).name
+        return self._engine.named(lambda schema: schema.object_by_id(otype)).name
 
 
 class _Nested:
