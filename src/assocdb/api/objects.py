@@ -195,10 +195,21 @@ class _IdBlocks:
         with self._lock:
             seq, end = self._blocks.get(shard, (0, 0))
             if seq >= end:
-                seq = self._backend.allocate(shard, self.BLOCK)
+                seq = self._reserve(shard)
                 end = seq + self.BLOCK
             self._blocks[shard] = (seq + 1, end)
         return allocated_id(seq, shard, self._backend.shards)
+
+    def _reserve(self, shard: int) -> int:
+        """The first number of a new block. A reservation is durable before it is used
+        (`Backend.allocate`); should one be taken back anyway (a disk that lied about
+        a sync, a shard restored from an older copy), the block's first id, the first
+        one handed out, is stored: that block is skipped. One keyed read per block."""
+        while True:
+            seq = self._backend.allocate(shard, self.BLOCK)
+            first = allocated_id(seq, shard, self._backend.shards)
+            if not self._backend.objects(shard, [first]):
+                return seq
 
 
 def _kept_bytes(data: dict[str, Any]) -> int:
