@@ -626,7 +626,8 @@ class Applier:
         a power loss may take back a transaction a crash would not. So a job stays
         in the journal, where a replay finds it, until the shards it wrote are
         synced (`Backend.make_durable`): one fsync per shard for every job applied
-        since the last fence, run by the retrier a few times a second and when
+        since the last fence, run by the retrier once the oldest of them has
+        waited FENCE_SECONDS (the first one wakes it) and by the pipeline when
         many jobs wait. Losing the fence only costs the redundant replay of
         applied jobs.
         """
