@@ -644,7 +644,8 @@ class Applier:
                 with self._fence_lock:
                     self._unfenced[:0] = jobs
                     self._unfenced_shards |= shards
-                    self._unfenced_since = since
+                    waiting = [t for t in (since, self._unfenced_since) if t is not None]
+                    self._unfenced_since = min(waiting, default=time.monotonic())
                 raise
             self.journal.complete(jobs)
 
