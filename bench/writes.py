@@ -216,6 +216,22 @@ def in_batches(graph: assocdb.Graph, size: int) -> Callable[[random.Random], int
     return work
 
 
+def objects_in_batches(
+    graph: assocdb.Graph, size: int, given: bool
+) -> Callable[[random.Random], int]:
+    """obj_add in batches of `size`: ids allocated by the graph (a reserved block of 64
+    ids, synced, per 64 objects of a shard), or `given` (no reservation)."""
+
+    def work(rnd: random.Random) -> int:
+        with graph.batch() as batch:
+            for _ in range(size):
+                id = rnd.randrange(1, 2**62) if given else None
+                batch.obj_add("user", {"n": 1}, id=id)
+        return size
+
+    return work
+
+
 def mixed(graph: assocdb.Graph, seconds: float) -> tuple[float, float]:
     """Reads/s and writes/s of 8 threads doing 90% assoc_range(50), 10% assoc_add."""
     reads, writes = [0] * 8, [0] * 8
@@ -254,6 +270,7 @@ def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str,
         own.commit(preload, 100)
     graph = assocdb.open(directory / "graph", shards=16)
     graph.define_assoc("follows", inverse="followed_by")
+    graph.define_object("user")
     with graph.batch() as batch:  # lists for the mixed load's reads
         for a in range(1, 2001):
             for b in random.Random(a).sample(range(1, NODES), 100):
@@ -272,6 +289,8 @@ def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str,
         measure("own100", 1, lambda rnd: own.commit(rnd, 100))
         measure("t8", 8, one_by_one(graph))
         measure("t64", 64, one_by_one(graph))
+        measure("objects", 1, objects_in_batches(graph, 100, given=False))
+        measure("objects_given", 1, objects_in_batches(graph, 100, given=True))
         r, w = mixed(graph, seconds)
         runs.setdefault("mixed_r", []).append(r)
         runs.setdefault("mixed_w", []).append(w)
@@ -294,6 +313,12 @@ def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str,
         ("assoc_add, 8 threads", runs["t8"], med["t8"] / med["bare100"]),
         ("assoc_add, 64 threads", runs["t64"], med["t64"] / med["bare100"]),
         ("Graph.batch() of 100, 1 thread", runs["batch"], med["batch"] / med["bare100"]),
+        (
+            "obj_add, batch() of 100, ids allocated vs given",
+            runs["objects"],
+            med["objects"] / med["objects_given"],
+        ),
+        ("obj_add, batch() of 100, ids given", runs["objects_given"], None),
         ("mixed 90/10, 8 threads: writes/s", runs["mixed_w"], None),
         ("mixed 90/10, 8 threads: reads/s", runs["mixed_r"], None),
         ("assoc_add, 1 thread, vs own statements 1 per batch", [], med["one"] / med["own1"]),

@@ -10,6 +10,8 @@ every name it had.
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -32,9 +34,11 @@ from assocdb.api import (
 )
 from assocdb.api.engine import Engine
 from assocdb.client.wire import METHODS
+from assocdb.core.errors import UnknownType
 from assocdb.core.ids import shard_of
 from assocdb.storage.sqlite import SQLiteBackend
 from assocdb.writes.journal import Journal
+from tests.support.stores import Stores
 
 SERVICES = [
     admin.Admin,
@@ -137,3 +141,63 @@ def test_services_stand_alone() -> None:
         assert state == [], f"{service.__name__} keeps state in class attributes: {state}"
     assert Engine.__mro__ == (Engine, object)
     assert Graph.__mro__ == (Graph, object)  # composed, not mixed in
+
+
+def test_a_name_defined_through_another_graph_is_never_refused(stores: Stores) -> None:
+    """Two processes (here two Graphs) on one graph: a name one of them defined is
+    resolved by the other even right after it last re-read the schema, for every
+    kind of name (a process re-reads before refusing one, every time)."""
+    where, journal = stores.location("g")
+    one = stores.open(at=(where, journal), shards=2)
+    two = stores.open(at=(where, journal.with_name("other-" + journal.name)))
+    with pytest.raises(UnknownType):  # the other process re-reads the schema now
+        two.assoc_add(1, "follows", 2)
+    one.define_assoc("follows", inverse="followed_by")
+    assert two.assoc_add(1, "follows", 2).status == "applied"
+    one.define_object("user")
+    uid = two.obj_add("user", {"k": 1})
+    one.define_index("by_k", "user", ["k"])
+    assert [o.id for o in two.index_query("by_k", eq=[1]).items] in ([uid], [])
+    assert two.timeline_config() is None  # and keeps that answer a while
+    one.define_timeline("follows", mode="write")
+    assert two.post(1, 77).status == "applied"
+    assert [i.item for i in one.user_timeline(1).items] == [77]
+
+
+def test_a_type_defined_by_another_process_is_never_refused(tmp_path: Path) -> None:
+    """The same across processes: the child refuses an unknown type (and re-reads the
+    schema doing so), the parent defines it, and the child's next write of it applies."""
+    where = tmp_path / "g"
+    assocdb.open(where, shards=2).close()
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(where)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    try:
+        assert child.stdout.readline().strip() == "refused"
+        with assocdb.open(where) as g:
+            g.define_assoc("follows", inverse="followed_by")
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            assert child.stdout.readline().strip() == "applied"
+    finally:
+        child.stdin.close()
+        assert child.wait(timeout=60) == 0
+        child.stdout.close()
+
+
+_CHILD = """
+import sys
+import assocdb
+with assocdb.open(sys.argv[1]) as g:
+    try:
+        g.assoc_add(1, "follows", 2)
+    except assocdb.UnknownType:
+        print("refused", flush=True)
+    sys.stdin.readline()
+    print(g.assoc_add(1, "follows", 2).status, flush=True)
+"""

@@ -28,12 +28,13 @@ def test_a_new_wal_has_its_name_synced_once(
     directory = tmp_path / "g"
     for _ in range(2):  # a graph opened again writes a new WAL
         backend = SQLiteBackend.open(directory, shards=2)
-        backend.apply(0, [(1, 1, 2, 0, 5, 5000, None)], [])
+        # Shard 1: shard 0 holds the settings, made durable as the graph is created.
+        backend.apply(1, [(1, 1, 2, 0, 5, 5000, None)], [])
         synced.clear()
-        backend.make_durable([0])
-        assert synced == [str(directory / "shard-0000.db-wal"), str(directory)]
+        backend.make_durable([1])
+        assert synced == [str(directory / "shard-0001.db-wal"), str(directory)]
         synced.clear()
-        backend.apply(0, [(1, 1, 3, 0, 6, 6000, None)], [])
-        backend.make_durable([0])  # the same WAL: its name is on the disk already
-        assert synced == [str(directory / "shard-0000.db-wal")]
+        backend.apply(1, [(1, 1, 3, 0, 6, 6000, None)], [])
+        backend.make_durable([1])  # the same WAL: its name is on the disk already
+        assert synced == [str(directory / "shard-0001.db-wal")]
         backend.close()

@@ -162,9 +162,13 @@ class AssocWrites:
             BULK_BATCH,
         )
 
+        touched: set[int] = set()  # an unnamed load's shards, made durable at its end
+
         def written(edges: int, shards: Iterable[int]) -> None:
             """A round is applied: made durable, then recorded as stored."""
-            if name is not None:
+            if name is None:
+                touched.update(shards)
+            else:
                 backend.make_durable(sorted(shards))
                 journal.load_progress(name, edges)
 
@@ -180,6 +184,8 @@ class AssocWrites:
             writer.wait()
             if in_flight is not None:
                 written(*in_flight)
+            # No journal holds the rows: a load returns once they survive a power loss.
+            backend.make_durable(sorted(touched))
         finally:
             writer.close()
             self._engine.forget()  # rows were written around the cache

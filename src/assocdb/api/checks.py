@@ -95,10 +95,7 @@ class Checks:
 
     def _inverse_type(self, atype: int) -> int | None:
         engine = self._engine
-        try:
-            return engine.inverse_id(engine.schema.assoc_by_id(atype))
-        except KeyError:
-            return engine.inverse_id(engine.reload_schema().assoc_by_id(atype))
+        return engine.inverse_id(engine.named(lambda schema: schema.assoc_by_id(atype)))
 
     def _repair(self, row: EdgeRow, mirror: EdgeRow | None, other: int) -> None:
         best: EdgeTuple = row
@@ -108,11 +105,14 @@ class Checks:
                 best = flipped
         state, time, updated_at, data = best[3:]
         rows = Rows(edges=[best, (row[2], other, row[0], state, time, updated_at, data)])
+        shards = []
         for leg in legs(rows, self._shards):
             self._backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
+            shards.append(leg.shard)
+        self._backend.make_durable(sorted(set(shards)))  # no journal holds a repair
 
     def _assoc(self, row: EdgeRow) -> Assoc:
-        name = self._engine.schema.assoc_by_id(row[1]).name
+        name = self._engine.named(lambda schema: schema.assoc_by_id(row[1])).name
         raw = user_data(row)
         data = None if raw is None else msgspec.json.decode(raw)
         return Assoc(row[0], name, row[2], row[4], STATE_NAMES[row[3]], row[5], data)

@@ -226,6 +226,8 @@ class Cleaner:
             by_shard.setdefault(shard, []).append((index, key, id, updated_at, version, state))
         for shard, some in sorted(by_shard.items()):
             self._backend.index_apply(shard, some)
+        # Durable before the progress recorded after them: no journal holds entries.
+        self._backend.make_durable(sorted(by_shard))
 
     def _still_defined(self, index: IndexDef) -> bool:
         self._engine.refresh_indexes()

@@ -1,8 +1,8 @@
 """Engine: what every service of a Graph shares, and the seam to what is below.
 
 It owns the backend, the cache, the clock, the journal and its applier, the
-schema (cached, re-read when an unknown type shows up, changed by
-compare-and-swap) and the write path:
+schema (cached, re-read whenever a name or id is not in the copy: `named`,
+changed by compare-and-swap) and the write path:
 
     validate → stamp `updated_at` → operation → resolve against the current
     row → append to the journal (durable) → apply its legs → answer
@@ -39,11 +39,11 @@ import logging
 import time as _time
 import uuid
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ..cache.tier1 import Cache
 from ..core.clock import HybridClock
-from ..core.errors import AssocdbError, UnknownType
+from ..core.errors import AssocdbError, NotFound, UnknownType
 from ..core.merge import ObjRow
 from ..core.ops import NodeJob, Operation, Rows
 from ..core.records import CacheConfig, WriteResult
@@ -60,6 +60,7 @@ log = logging.getLogger("assocdb")
 
 _SCHEMA_KEY = "schema"
 _SCHEMA_RELOAD_SECONDS = 1.0
+T = TypeVar("T")
 
 #: `entries(stored row or None, rows, owner) -> rows`: the rows with the secondary
 #: index entries their object rows imply (the Indexes service's `entries`), the unique
@@ -100,7 +101,6 @@ class Engine:
         self.applier = Applier(backend, journal, retry, cache=self.cache)
         self.applier.observe = self.clock.observe
         self.pipeline = Pipeline(self.applier, sync=sync, now=self.clock.now)
-        self._schema_read_at = float("-inf")  # the first unknown type always re-reads
         self._indexes_read_at = _time.monotonic()
         self._entries: IndexEntries | None = None
         self._started = False
@@ -195,36 +195,28 @@ class Engine:
         self.schema = self.read_schema()
         return self.schema
 
-    def assoc_type(self, name: object) -> AssocType:
+    def named(self, lookup: Callable[[Schema], T]) -> T:
+        """`lookup(schema)`: a type, index or type id looked up in the schema. A name or
+        id this process does not know (UnknownType, NotFound, KeyError) may have been
+        defined by another process: the schema is re-read (one keyed read) before
+        the lookup's refusal is believed, every time, so no write or read is
+        refused for a definition acknowledged elsewhere."""
         try:
-            return self.schema.assoc_type(name)
-        except UnknownType:
-            if not self._refresh_schema():
-                raise
-        # Another process may have defined it: ask the schema re-read (outside the
-        # handler, so a second miss is one error, not one "during handling of" another).
-        return self.schema.assoc_type(name)
+            return lookup(self.schema)
+        except (UnknownType, NotFound, KeyError):
+            pass
+        # Outside the handler, so a second miss is one error, not one "during handling of".
+        return lookup(self.reload_schema())
+
+    def assoc_type(self, name: object) -> AssocType:
+        return self.named(lambda schema: schema.assoc_type(name))
 
     def object_type(self, name: object) -> ObjectType:
-        try:
-            return self.schema.object_type(name)
-        except UnknownType:
-            if not self._refresh_schema():
-                raise
-        return self.schema.object_type(name)
+        return self.named(lambda schema: schema.object_type(name))
 
     def inverse_id(self, kind: AssocType) -> int | None:
         inverse = self.schema.inverse(kind)
         return None if inverse is None else inverse.id
-
-    def _refresh_schema(self) -> bool:
-        """Re-read the schema (another process may have defined a type), at most once a second."""
-        now = _time.monotonic()
-        if now - self._schema_read_at < _SCHEMA_RELOAD_SECONDS:
-            return False
-        self._schema_read_at = now
-        self.reload_schema()
-        return True
 
     def refresh_indexes(self) -> None:
         """Re-read the schema once a second, so indexes defined (or dropped) by another

@@ -29,7 +29,7 @@ from ..core import json as _json
 from ..core import keys as _keys
 from ..core.cursor import decode_after, encode_after
 from ..core.entities import Routed, key_of, maintenance, shard_for_value
-from ..core.errors import InvalidRequest, KeyTaken, NotFound
+from ..core.errors import InvalidRequest, KeyTaken
 from ..core.ids import shard_of
 from ..core.merge import ObjRow, State
 from ..core.ops import Rows
@@ -124,12 +124,10 @@ class Indexes:
     # -- for the engine and the cleaner ----------------------------------------------
 
     def index(self, name: object) -> IndexDef:
-        """The index named so (NotFound if none), after a re-read if the copy is a second old."""
-        self._engine.refresh_indexes()  # another process may have built or dropped it
-        try:
-            return self._engine.schema.index(name)
-        except NotFound:
-            return self._engine.reload_schema().index(name)
+        """The index named so (NotFound if none, after a re-read), as stored at most a
+        second ago (another process may have built or dropped it)."""
+        self._engine.refresh_indexes()
+        return self._engine.named(lambda schema: schema.index(name))
 
     def entries(self, old: ObjRow | None, rows: Rows, owner: Hashable) -> Rows:
         """`rows` with the secondary index entries its object rows imply (`core.entities`).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
+import time
 from typing import Any
 
 import msgspec
@@ -164,10 +165,7 @@ class Objects:
         raise failure
 
     def _otype_name(self, otype: int) -> str:
-        try:
-            return self._engine.schema.object_by_id(otype).name
-        except KeyError:
-            return self._engine.reload_schema().object_by_id(otype).name
+        return self._engine.named(lambda schema: schema.object_by_id(otype)).name
 
 
 class _Nested:
@@ -185,23 +183,62 @@ class _Nested:
 
 
 class _IdBlocks:
-    """Hands out allocated ids per shard, reserving sequence numbers 64 at a time."""
+    """Hands out allocated ids per shard from reserved blocks of sequence numbers.
+
+    A reservation is one synced shard transaction (`Backend.allocate`, a few ms on
+    a busy disk, while every obj_add of the process waits), so a block that runs
+    out within GROW_SECONDS makes the next one twice as large (up to MAX_BLOCK),
+    and one that lasts past SHRINK_SECONDS makes it smaller again: a steady stream
+    of objects syncs a reservation per shard every few seconds at most, and a
+    process that adds a few objects leaves at most BLOCK numbers unused (ids are
+    plentiful: 2^63 / shards per shard)."""
 
     BLOCK = 64
+    MAX_BLOCK = 16384
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
-        self._blocks: dict[int, tuple[int, int]] = {}  # shard -> (next seq, end)
+        #: shard -> (next seq, end, the block's size, when it was reserved)
+        self._blocks: dict[int, tuple[int, int, int, float]] = {}
         self._lock = threading.Lock()
 
     def take(self, shard: int) -> int:
         with self._lock:
-            seq, end = self._blocks.get(shard, (0, 0))
+            seq, end, size, at = self._blocks.get(shard, (0, 0, 0, float("-inf")))
             if seq >= end:
-                seq = self._backend.allocate(shard, self.BLOCK)
-                end = seq + self.BLOCK
-            self._blocks[shard] = (seq + 1, end)
+                now = time.monotonic()
+                size = block_size(size, now - at, self.BLOCK, self.MAX_BLOCK)
+                seq, at = self._reserve(shard, size), now
+                end = seq + size
+            self._blocks[shard] = (seq + 1, end, size, at)
         return allocated_id(seq, shard, self._backend.shards)
+
+    def _reserve(self, shard: int, size: int) -> int:
+        """The first number of a new block. A reservation is durable before it is used
+        (`Backend.allocate`); should one be taken back anyway (a disk that lied about
+        a sync, a shard restored from an older copy), the block's first id, the first
+        one handed out, is stored: that block is skipped. One keyed read per block."""
+        while True:
+            seq = self._backend.allocate(shard, size)
+            first = allocated_id(seq, shard, self._backend.shards)
+            if not self._backend.objects(shard, [first]):
+                return seq
+
+
+GROW_SECONDS = 10.0  # a block used up faster than this: the next one is twice as large
+SHRINK_SECONDS = 600.0  # a block that lasted longer: the next one is half as large
+
+
+def block_size(previous: int, lasted: float, smallest: int, largest: int) -> int:
+    """The size of a shard's next id block, given the last one's size and how many
+    seconds it lasted (`smallest` for the first)."""
+    if previous < smallest:
+        return smallest
+    if lasted < GROW_SECONDS:
+        return min(largest, previous * 2)
+    if lasted > SHRINK_SECONDS:
+        return max(smallest, previous // 2)
+    return previous
 
 
 def _kept_bytes(data: dict[str, Any]) -> int:

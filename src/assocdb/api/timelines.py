@@ -119,9 +119,10 @@ class Timelines:
         self._timeline_cache = (_time.monotonic(), config)
         return config
 
-    def timeline_config(self) -> TimelineConfig | None:
+    def timeline_config(self, fresh: bool = False) -> TimelineConfig | None:
+        """The config, as read at most `_CONFIG_SECONDS` ago (`fresh`: read now)."""
         read_at, config = self._timeline_cache
-        if _time.monotonic() - read_at < _CONFIG_SECONDS:
+        if not fresh and _time.monotonic() - read_at < _CONFIG_SECONDS:
             return config
         raw = self._backend.get_meta(_CONFIG_KEY)
         config = None if raw is None else msgspec.json.decode(raw, type=TimelineConfig)
@@ -231,6 +232,8 @@ class Timelines:
 
     def _config(self) -> TimelineConfig:
         config = self.timeline_config()
+        if config is None:  # another process may have set timelines up since: read again
+            config = self.timeline_config(fresh=True)
         if config is None:
             raise InvalidRequest(
                 "timelines are not set up for this graph; call "

@@ -225,13 +225,15 @@ class Backend(Protocol):
         """Remove the index's table on the shard (if there is one)."""
 
     def allocate(self, shard: int, n: int) -> int:
-        """Reserve `n` id sequence numbers on the shard; return the first."""
+        """Reserve `n` id sequence numbers on the shard; return the first, once the
+        reservation is durable (no power loss hands the numbers out again)."""
 
     def get_meta(self, key: str) -> bytes | None:
         """A graph-wide setting (kept on shard 0)."""
 
     def swap_meta(self, key: str, expected: bytes | None, value: bytes) -> bool:
-        """Set a graph-wide setting if it still equals `expected`."""
+        """Set a graph-wide setting if it still equals `expected`; True once the new
+        value is durable (it survives a power loss), False if it did not equal."""
 
     def timelines(self, shard: int, owners: Sequence[int]) -> dict[int, bytes]:
         """The stored home-timeline blobs of these owners (absent owners are left out)."""

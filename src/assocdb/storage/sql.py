@@ -338,7 +338,15 @@ class SQLBackend(ABC):
             for statement in statements:
                 self._run(session, shard, self._q(statement, shard))
 
-        self._in_transaction(shard, body, slow=True)
+        self._durably(shard, body, slow=True)
+
+    def _durably(self, shard: int, body: Callable[[Session], T], slow: bool = False) -> T:
+        """`_in_transaction`, returning once the commit is durable: for what no journal
+        job covers (settings, the schema, id reservations, tables), whose loss in a
+        power cut would take back something already acknowledged."""
+        result = self._in_transaction(shard, body, slow)
+        self.make_durable([shard])
+        return result
 
     def _unless_missing(self, run: Callable[[], T], missing: Callable[[], T]) -> T:
         """`run()`, or `missing()` if a table `run` uses does not exist."""
@@ -560,7 +568,8 @@ class SQLBackend(ABC):
 
     def make_durable(self, shards: Sequence[int]) -> None:  # noqa: B027 (a default)
         """Nothing to do on a database server: a commit waits for its log on disk
-        (InnoDB's innodb_flush_log_at_trx_commit=1, the default). SQLite overrides it."""
+        (InnoDB's innodb_flush_log_at_trx_commit=1 and PostgreSQL's synchronous_commit=on,
+        both the defaults). SQLite overrides it."""
 
     def allocate(self, shard: int, n: int) -> int:
         def body(session: Session) -> int:
@@ -568,7 +577,9 @@ class SQLBackend(ABC):
             sql = self._q("SELECT value FROM {s}.seq WHERE name = 'objects'", shard)
             return int(self._run(session, shard, sql)[0][0])
 
-        return self._in_transaction(shard, body) - n + 1
+        # Durable before any id of the block is handed out: replay restores the
+        # objects, not the counter, and a counter taken back would hand an id out again.
+        return self._durably(shard, body) - n + 1
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -1019,7 +1030,7 @@ class SQLBackend(ABC):
             self._run(session, 0, self._q(self._upsert_meta, -1), (key, value))
             return True
 
-        return self._in_transaction(0, body)
+        return self._durably(0, body)
 
     def recount(
         self, shard: int, repair: bool, id1s: Sequence[int] | None = None
@@ -1060,6 +1071,8 @@ class SQLBackend(ABC):
                 self._store(session, shard, self._set_count, fixes)
             return wrong
 
+        if repair:  # a repair acknowledged is a repair kept
+            return self._durably(shard, body, slow=True)
         return self._in_transaction(shard, body, slow=True)
 
 

@@ -16,7 +16,10 @@ Tables per shard (`_DDL`):
 * `seq` (the shard's id allocator) and `meta` (graph-wide settings, shard 0).
 
 Durability: WAL with synchronous=NORMAL: a committed transaction survives a
-process crash; the journal (group-committed with full fsync) covers power loss.
+process crash; `make_durable` (an fsync of the WAL) makes it survive a power
+loss. Journaled writes are covered by the journal until the fence syncs their
+shards; settings, id reservations and DDL are synced before they return
+(`SQLBackend._durably`).
 
 Every method is `sql.SQLBackend`'s; this module holds SQLite's dialect and
 its connections. Each thread gets its own connection per shard (SQLite
@@ -164,6 +167,7 @@ class SQLiteBackend(SQLBackend):
         def make(count: int, new: bool) -> SQLiteBackend:
             if new:
                 root.mkdir(parents=True, exist_ok=True)
+                _sync_directory(root.parent)  # the graph's own name, on the disk
             return cls(root, count, busy_timeout)
 
         backend = open_graph(str(root), shards, _stored_shards(root), create, make)

@@ -315,6 +315,8 @@ class Applier:
         self._busy_lock = threading.Lock()
         self._unfenced: list[int] = []
         self._unfenced_shards: set[int] = set()
+        #: When the oldest applied job still waiting for a fence was applied (monotonic).
+        self._unfenced_since: float | None = None
         self._fence_lock = threading.Lock()
         self._fencing = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None  # applies a batch's shards at once
@@ -609,8 +611,13 @@ class Applier:
         the journal forgets them once their shards' transactions are durable (`fence`)."""
         self.pending.discard_many(jobs)
         with self._fence_lock:
+            first = self._unfenced_since is None
+            if first:
+                self._unfenced_since = time.monotonic()
             self._unfenced.extend(jobs)
             self._unfenced_shards.update(shards)
+        if first:  # the retrier may be sleeping longer than a fence may wait: wake it
+            self._wake.set()
 
     def fence(self) -> None:
         """Make the shard transactions of applied jobs durable, then let the journal
@@ -620,7 +627,8 @@ class Applier:
         a power loss may take back a transaction a crash would not. So a job stays
         in the journal, where a replay finds it, until the shards it wrote are
         synced (`Backend.make_durable`): one fsync per shard for every job applied
-        since the last fence, run by the retrier a few times a second and when
+        since the last fence, run by the retrier once the oldest of them has
+        waited FENCE_SECONDS (the first one wakes it) and by the pipeline when
         many jobs wait. Losing the fence only costs the redundant replay of
         applied jobs.
         """
@@ -628,6 +636,7 @@ class Applier:
             with self._fence_lock:
                 jobs, self._unfenced = self._unfenced, []
                 shards, self._unfenced_shards = self._unfenced_shards, set()
+                since, self._unfenced_since = self._unfenced_since, None
             if not jobs and not shards:
                 return
             try:
@@ -636,6 +645,8 @@ class Applier:
                 with self._fence_lock:
                     self._unfenced[:0] = jobs
                     self._unfenced_shards |= shards
+                    waiting = [t for t in (since, self._unfenced_since) if t is not None]
+                    self._unfenced_since = min(waiting, default=time.monotonic())
                 raise
             self.journal.complete(jobs)
 
@@ -893,7 +904,8 @@ class Applier:
         while not self._stop.is_set():
             try:
                 self._retry_due()
-                self.fence()
+                if self._fence_wait() == 0.0:
+                    self.fence()
                 self.journal.flush()
                 pause = self._pause()
             except Exception:
@@ -917,9 +929,20 @@ class Applier:
         return len(jobs)
 
     def _pause(self) -> float:
+        """How long the retrier may sleep: until the next due retry or the next fence
+        (a write that leaves the first job waiting for a fence wakes it to ask again)."""
         due = self.journal.next_due()
         pause = 1.0 if due is None else max(0.005, min(1.0, due - time.time()))
-        return min(pause, FENCE_SECONDS) if self._unfenced else pause
+        fence = self._fence_wait()
+        return pause if fence is None else max(0.005, min(pause, fence))
+
+    def _fence_wait(self) -> float | None:
+        """Seconds until the oldest unfenced job has waited FENCE_SECONDS (0.0: it has);
+        None when no job waits for a fence."""
+        since = self._unfenced_since
+        if since is None:
+            return None
+        return max(0.0, since + FENCE_SECONDS - time.monotonic())
 
     def stop(self, drain: float = 5.0) -> None:
         """Stop the threads, first giving queued background applies `drain` seconds."""

@@ -1,0 +1,38 @@
+"""The applier's fence (`Applier.fence`): when applied jobs are made durable."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import assocdb
+from assocdb.writes.applier import FENCE_SECONDS
+from tests.support.helpers import wait_until
+
+
+class _Waits(threading.Event):
+    """The retrier's wake-up event, recording how long each of its sleeps may last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pauses: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.pauses.append(timeout)
+        return super().wait(timeout)
+
+
+def test_a_write_wakes_the_fence_of_an_idle_retrier(tmp_path: Path) -> None:
+    """An idle retrier sleeps up to a second; the first write applied after a fence
+    wakes it, and it sleeps no more than FENCE_SECONDS before fencing that write."""
+    with assocdb.open(tmp_path / "g", shards=2) as g:
+        g.define_assoc("follows")
+        applier = g.engine.applier
+        waits = applier._wake = _Waits()  # the retrier's next sleep is recorded
+        wait_until(lambda: waits.pauses[-1:] == [1.0])  # idle: asleep on the new event
+        asleep = len(waits.pauses)
+        assert g.assoc_add(1, "follows", 2).status == "applied"
+        wait_until(lambda: applier.unfenced() == 0)
+        woken = waits.pauses[asleep]  # the sleep after the write woke the retrier
+        assert woken is not None
+        assert woken <= FENCE_SECONDS
