@@ -30,8 +30,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, suppress
 from typing import Any, TypeVar
 
-import msgspec
-
 from ..cache.tier1 import Cache
 from ..core.errors import AssocdbError, Unavailable
 from ..core.ids import shard_of
@@ -52,194 +50,40 @@ from ..core.ops import (
     resolve,
 )
 from ..storage.backend import Backend
-from .claims import Claims
 from .fanout import Deliveries, FanoutJob, fanout_page
+from .health import RetryPolicy, ShardHealth
 from .journal import Failure, Journal
 from .nodejob import node_job_page
+from .pending import Pending
+from .work import Work, decode, encode
+
+__all__ = [
+    "FENCE_JOBS",
+    "FENCE_SECONDS",
+    "NODE_JOB_PAGE",
+    "Applier",
+    "ApplyStats",
+    "Pending",
+    "RetryPolicy",
+    "ShardHealth",
+    "Work",
+    "decode",
+    "encode",
+    "exclusive",
+    "reads_of",
+    "replay",
+    "restamped",
+]
 
 log = logging.getLogger("assocdb.journal")
 T = TypeVar("T")
 
-Work = Rows | EdgeWrite | TypeChange | ObjectWrite | NodeJob | FanoutJob | Deliveries
 NODE_JOB_PAGE = 2000  # edges moved per page of a NodeJob
 NODE_JOB_PAGES = 10  # pages per turn before a NodeJob yields to other work
 ASYNC_BATCH = 1000  # queued jobs a background thread applies together
 FENCE_SECONDS = 0.2  # how long applied jobs wait for their shards' fsync, at most…
 FENCE_JOBS = 5000  # …or until this many wait
 SHARD_THREADS = 8  # shards of a batch applied at once on database servers (the pool's size)
-_encoder = msgspec.msgpack.Encoder()
-_decoder: msgspec.msgpack.Decoder[Work] = msgspec.msgpack.Decoder(Work)
-
-
-def encode(work: Work) -> bytes:
-    return _encoder.encode(work)
-
-
-def decode(body: bytes) -> Work:
-    return _decoder.decode(body)
-
-
-class RetryPolicy(msgspec.Struct, frozen=True):
-    """How failed writes are retried.
-
-    The error queue backs off `base * 2**retries` seconds, up to `cap`, with
-    jitter; a job that fails `max_attempts` times for reasons other than
-    availability becomes a bad job. A shard with `down_after` availability
-    failures in a row is marked down for `down_for` seconds, doubling up to
-    `down_max` while it keeps failing.
-    """
-
-    base: float = 0.05
-    cap: float = 30.0
-    max_attempts: int = 8
-    down_after: int = 3
-    down_for: float = 0.25
-    down_max: float = 10.0
-    claim_hold: float = 60.0  # how long a claimed job is kept from other retriers (while
-    # its process lives: a dead one's claims are taken at once, `writes/owners.py`)
-
-    def delay(self, retries: int, rnd: random.Random) -> float:
-        backoff: float = min(self.cap, self.base * 2.0 ** min(retries, 30))
-        return backoff * rnd.uniform(0.5, 1.0)
-
-
-class ShardHealth:
-    """A circuit breaker per shard: down after `threshold` availability failures in a row."""
-
-    def __init__(
-        self, threshold: int = 3, cooldown: float = 0.25, max_cooldown: float = 10.0
-    ) -> None:
-        self.threshold = threshold
-        self.cooldown = cooldown
-        self.max_cooldown = max_cooldown
-        self._failures: dict[int, int] = {}
-        self._down_until: dict[int, float] = {}
-        self._lock = threading.Lock()
-
-    def check(self, shard: int) -> None:
-        """Raise Unavailable at once while the shard cools down.
-
-        When the cool-down ends, one caller is let through as a probe and the
-        others keep failing fast until the probe reports back.
-        """
-        if shard not in self._down_until:
-            return
-        with self._lock:
-            until = self._down_until.get(shard)
-            if until is None:
-                return
-            now = time.monotonic()
-            if now < until:
-                raise Unavailable(f"shard {shard} is marked down; retrying in the background")
-            self._down_until[shard] = now + self.cooldown  # this caller probes
-
-    def failed(self, shard: int) -> None:
-        with self._lock:
-            n = self._failures[shard] = self._failures.get(shard, 0) + 1
-            if n >= self.threshold:
-                pause = min(self.max_cooldown, self.cooldown * 2.0 ** min(n - self.threshold, 30))
-                self._down_until[shard] = time.monotonic() + pause
-
-    def succeeded(self, shard: int) -> None:
-        if shard in self._failures:
-            with self._lock:
-                self._failures.pop(shard, None)
-                self._down_until.pop(shard, None)
-
-    def down(self) -> list[int]:
-        now = time.monotonic()
-        return sorted(s for s, until in self._down_until.items() if until > now)
-
-
-class Pending:
-    """The stored rows (and node states of lists) that this process's journaled, not
-    yet applied jobs will write.
-
-    A write that depends on the stored row (a re-add keeping the edge's time,
-    an object patch) is resolved only once every earlier job that writes the
-    same row has been applied; otherwise it would be resolved against a state
-    that an earlier, still queued write is about to change. (Jobs of other
-    processes sharing the journal are not tracked: across processes, a queued
-    write is seen once it is applied.) The unique index entries they will
-    write are in `claims`, released with them.
-    """
-
-    def __init__(self) -> None:
-        self.claims = Claims()
-        self._jobs: dict[Key, set[int]] = {}
-        self._keys: dict[int, list[Key]] = {}
-        #: The pending jobs journaled unresolved (operations): how they change their
-        #: rows, and which unique keys they take or free, is known once resolved.
-        self._unresolved: set[int] = set()
-        self._lock = threading.Lock()
-
-    def add(self, job: int, keys: list[Key], unresolved: bool = False) -> None:
-        self.add_many([job], [keys], [unresolved])
-
-    def add_many(
-        self,
-        jobs: Sequence[int],
-        keys: Sequence[list[Key]],
-        unresolved: Sequence[bool] | None = None,
-    ) -> None:
-        with self._lock:
-            for job, its_keys in zip(jobs, keys, strict=True):
-                self._keys[job] = its_keys
-                for key in its_keys:
-                    self._jobs.setdefault(key, set()).add(job)
-            if unresolved is not None:
-                self._unresolved.update(j for j, no in zip(jobs, unresolved, strict=True) if no)
-
-    def resolved(self, job: int) -> None:
-        """The pending job `job` is resolved (its unique keys are claimed)."""
-        if self._unresolved:
-            with self._lock:
-                self._unresolved.discard(job)
-
-    def unresolved(self, key: Key) -> bool:
-        """Whether a pending job journaled unresolved writes `key`."""
-        if not self._unresolved:
-            return False
-        with self._lock:
-            return any(job in self._unresolved for job in self._jobs.get(key, ()))
-
-    def discard(self, job: int, *, keep_claims: bool = False) -> None:
-        self.discard_many([job], keep_claims=keep_claims)
-
-    def discard_many(self, jobs: Sequence[int], *, keep_claims: bool = False) -> None:
-        """Later writes of these jobs' rows need not wait for them; their unique index
-        claims are released too, unless `keep_claims` (their entries are not stored)."""
-        with self._lock:
-            for job in jobs:
-                self._unresolved.discard(job)
-                for key in self._keys.pop(job, ()):
-                    waiting = self._jobs.get(key)
-                    if waiting is not None:
-                        waiting.discard(job)
-                        if not waiting:
-                            del self._jobs[key]
-        if not keep_claims:
-            self.claims.release(jobs)
-
-    def which_blocked(self, keys: Sequence[list[Key]]) -> list[bool]:
-        """For each list of keys: whether a pending job writes one of them."""
-        if not self._jobs:
-            return [False] * len(keys)
-        with self._lock:
-            jobs = self._jobs
-            return [any(key in jobs for key in its_keys) for its_keys in keys]
-
-    def blocked(self, keys: list[Key], before: int | None = None) -> bool:
-        """True if a pending job (older than job `before`, if given) writes one of `keys`."""
-        with self._lock:
-            for key in keys:
-                for job in self._jobs.get(key, ()):
-                    if before is None or job < before:
-                        return True
-        return False
-
-    def __len__(self) -> int:
-        return len(self._keys)
 
 
 class _Wanted:
