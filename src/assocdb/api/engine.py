@@ -41,7 +41,7 @@ import uuid
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from ..cache.tier1 import Cache
+from ..cache.tier1 import Cache, Tier2
 from ..core.clock import HybridClock
 from ..core.errors import AssocdbError, NotFound, UnknownType
 from ..core.merge import ObjRow
@@ -55,6 +55,7 @@ from ..writes.applier import Applier, RetryPolicy, encode, replay
 from ..writes.fanout import FanoutJob
 from ..writes.journal import Journal
 from ..writes.pipeline import Pipeline
+from .kept import KeptAnswers
 
 log = logging.getLogger("assocdb")
 
@@ -88,9 +89,13 @@ class Engine:
         retry: RetryPolicy | None = None,
         clock: HybridClock | None = None,
         cache: CacheConfig | None = None,
+        tier2: Tier2 | None = None,
     ) -> None:
         self.backend = backend
-        self.cache = None if cache is None else Cache(cache, self._graph_id())
+        self.cache = None
+        if cache is not None:
+            answers = KeptAnswers(lambda: self.schema)
+            self.cache = Cache(cache, self._graph_id(), answers=answers, tier2=tier2)
         if self.cache is not None:
             backend.forget_hooks.append(self.cache.forget)
         self.shards = backend.shards
@@ -98,8 +103,14 @@ class Engine:
         self.schema = self.read_schema()
         self.journal = journal
         self.sync = sync
-        self.applier = Applier(backend, journal, retry, cache=self.cache)
-        self.applier.observe = self.clock.observe
+        self.applier = Applier(
+            backend,
+            journal,
+            retry,
+            cache=self.cache,
+            observe=self.clock.observe,
+            entries=self.index_entries,
+        )
         self.pipeline = Pipeline(self.applier, sync=sync, now=self.clock.now)
         self._indexes_read_at = _time.monotonic()
         self._entries: IndexEntries | None = None
@@ -112,7 +123,13 @@ class Engine:
         if self._started:
             raise RuntimeError("set the index entries before start(): a replay needs them")
         self._entries = entries
-        self.applier.entries = entries
+
+    def index_entries(self, stored: ObjRow | None, rows: Rows, owner: Hashable) -> Rows:
+        """The rows with the secondary index entries their object rows imply (the
+        applier's `entries`): as they are until `set_index_entries`."""
+        if self._entries is None:
+            return rows
+        return self._entries(stored, rows, owner)
 
     def start(self) -> None:
         """Replay what a crash left in the journal and start applying in the background."""

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from ..cache.tier1 import Tier2
 from ..core.clock import HybridClock
 from ..core.pagers import items, pages
 from ..core.query import Query
@@ -105,8 +106,11 @@ class Graph:
         retry: RetryPolicy | None = None,
         clock: HybridClock | None = None,
         cache: CacheConfig | None = None,
+        tier2: Tier2 | None = None,
     ) -> None:
-        engine = Engine(backend, journal, sync=sync, retry=retry, clock=clock, cache=cache)
+        engine = Engine(
+            backend, journal, sync=sync, retry=retry, clock=clock, cache=cache, tier2=tier2
+        )
         #: The backend, cache, journal, applier, clock and schema every service shares.
         self.engine = engine
         self._admin = Admin(engine)

@@ -60,7 +60,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from operator import neg
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..core import json as _json
 from ..core.cursor import Seek
@@ -73,9 +73,6 @@ from ..core.timeline_list import merge_blob
 from .chunks import Columns, Entry, PackedList
 from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, SHARE, Decoded
 from .hotkeys import HotKeys
-
-if TYPE_CHECKING:
-    from .redis_tier import RedisTier
 
 log = logging.getLogger(__name__)
 _NORMAL = State.NORMAL
@@ -260,6 +257,34 @@ def _rows(columns: Columns) -> list[Entry]:
     return list(zip(times, id2s, stamps, strict=True))
 
 
+class Answers(Protocol):
+    """What the API that reads builds for the cache to keep (`Cache(answers=…)`)."""
+
+    def obj_answer(self, row: ObjRow | None) -> tuple[Any, int] | None:
+        """What hits of an object entry holding `row` answer from, and its bytes; None:
+        the reader builds it."""
+
+    def patch_answer(
+        self, key: ListKey, tag: Any, answer: Any, entry: ListEntry, old: Any, new: Any
+    ) -> tuple[Any, ...] | None:
+        """A list's kept answer after a write changed the list, or None to drop it."""
+
+
+class Tier2(Protocol):
+    """The tier shared between processes (Redis, `redis_tier`), or one that only
+    carries invalidations (the server's workers' ring)."""
+
+    hits: int
+    misses: int
+    failures: int
+
+    def get(self, key: tuple[str, Any]) -> tuple[Any, Any, bool]: ...
+    def put(self, key: tuple[str, Any], value: Any, version: Any) -> None: ...
+    def invalidate(self, keys: Sequence[tuple[str, Any]]) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+
 class _Fill:
     """One fill in flight: held until it is installed, so concurrent misses can wait."""
 
@@ -278,10 +303,19 @@ class _Fill:
 class Cache:
     """Tier 1. Thread-safe; the Graph consults it before the backend."""
 
-    def __init__(self, config: CacheConfig | None = None, graph_id: str = "graph") -> None:
+    def __init__(
+        self,
+        config: CacheConfig | None = None,
+        graph_id: str = "graph",
+        *,
+        answers: Answers | None = None,
+        tier2: Tier2 | None = None,
+    ) -> None:
+        """`answers` builds what hits answer from (the API that reads, `Answers`);
+        `tier2` is the shared tier (default: Redis, if `config.redis` names one)."""
         self.config = config or CacheConfig()
-        self.tier2: RedisTier | None = None
-        if self.config.redis is not None:
+        self.tier2: Tier2 | None = tier2
+        if tier2 is None and self.config.redis is not None:
             from .redis_tier import RedisTier
 
             self.tier2 = RedisTier(self.config.redis, graph_id, self.config.redis_ttl, self._remote)
@@ -299,13 +333,17 @@ class Cache:
         self.hot = HotKeys()
         self.decoded = Decoded(int(self.config.max_bytes * SHARE))
         #: What an object entry's hits answer from, built from its row, and its bytes
-        #: (None: the reader builds it); set by the API that reads objects. A write's
-        #: new entry gets it at once, so the object's next read is a plain hit.
-        self.obj_answer: Callable[[ObjRow | None], tuple[Any, int] | None] | None = None
+        #: (None: the reader builds it), from `answers`. A write's new entry gets it at
+        #: once, so the object's next read is a plain hit.
+        self.obj_answer: Callable[[ObjRow | None], tuple[Any, int] | None] | None = (
+            None if answers is None else answers.obj_answer
+        )
         #: A list's kept answer (`keep`) after a write changed the list: (key, tag, answer,
-        #: entry, old row, new row) -> the answer now, or None to drop it; set by the API
-        #: that reads lists. Without it, a write drops every answer its list kept.
-        self.patch_answer: Callable[..., tuple[Any, ...] | None] | None = None
+        #: entry, old row, new row) -> the answer now, or None to drop it, from `answers`.
+        #: Without it, a write drops every answer its list kept.
+        self.patch_answer: Callable[..., tuple[Any, ...] | None] | None = (
+            None if answers is None else answers.patch_answer
+        )
         self.bytes = 0
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
 

@@ -121,12 +121,16 @@ def create_app(
     limits: Limits | None = None,
     session_key: bytes | None = None,
     sessions_dir: Path | None = None,
+    peers: Peers | None = None,
 ) -> Starlette:
     """The ASGI app serving `graph`, with the operator's console under /admin (its
     session cookies signed with `session_key`, its logged-out sessions kept in
-    `sessions_dir`: both one per server, shared by its workers)."""
-    server = _Server(graph, tokens or Tokens([]), limits or Limits(), Metrics(graph))
-    server.console = Console(graph, server.tokens, server.metrics, session_key, sessions_dir)
+    `sessions_dir`: both one per server, shared by its workers), polling `peers`
+    (the workers' cache invalidations) before each request."""
+    tokens = tokens or Tokens([])
+    metrics = Metrics(graph)
+    console = Console(graph, tokens, metrics, session_key, sessions_dir)
+    server = _Server(graph, tokens, limits or Limits(), metrics, console, peers)
     routes = [
         *server.console.routes(),
         Route("/v1/batch", server.route_batch, methods=["POST"]),
@@ -144,13 +148,21 @@ def create_app(
 
 
 class _Server:
-    def __init__(self, graph: Graph, tokens: Tokens, limits: Limits, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        tokens: Tokens,
+        limits: Limits,
+        metrics: Metrics,
+        console: Console,
+        peers: Peers | None = None,
+    ) -> None:
         self.graph = graph
         self.tokens = tokens
         self.limits = limits
         self.metrics = metrics
-        self.peers: Peers | None = None  # cache invalidations between workers, if any
-        self.console: Console | None = None  # the /admin pages
+        self.peers = peers  # cache invalidations between workers, if any
+        self.console = console  # the /admin pages
         self.overdue = Overdue()
         self._calls = {item: (name, self._call_of(name)) for name, item in _BATCH_ITEMS.items()}
 
@@ -787,11 +799,9 @@ def app_from_env() -> Front:
             prefix=config["cache_prefix"],
             redis=config["redis"],
         )
-    graph = open_graph(config["path"], sync=config["sync"], cache=cache)
-    peers = None
-    if config.get("peers") and graph.engine.cache is not None:
-        peers = Peers(config["peers"])
-        graph.engine.cache.tier2 = peers  # type: ignore[assignment]  # tier 2's interface
+    # The workers' ring of invalidations takes tier 2's place in the cache.
+    peers = Peers(config["peers"]) if config.get("peers") and cache is not None else None
+    graph = open_graph(config["path"], sync=config["sync"], cache=cache, tier2=peers)
     if config.get("cleaner"):
         graph.start_cleaner()
     inline = graph.engine.backend.local
@@ -804,15 +814,14 @@ def app_from_env() -> Front:
         limits,
         bytes.fromhex(key) if key else None,
         Path(sessions) if sessions else None,
+        peers,
     )
     server: _Server = app.state.server
-    server.peers = peers
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        if server.console is not None:
-            server.console.close()
+        server.console.close()
         server.metrics.close()
         await anyio.to_thread.run_sync(graph.close)
 

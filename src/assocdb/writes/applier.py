@@ -89,6 +89,9 @@ class Applier:
         policy: RetryPolicy | None = None,
         health: ShardHealth | None = None,
         cache: Cache | None = None,
+        *,
+        observe: Callable[[int], None] | None = None,
+        entries: Callable[[Any, Rows, Hashable], Rows] | None = None,
     ) -> None:
         self.backend = backend
         self.cache = cache
@@ -100,11 +103,11 @@ class Applier:
         self.pending = Pending()
         #: Adds the secondary index entries of a resolved object write (`core.entities`):
         #: `entries(stored row, rows, owner) -> rows`, its unique ones claimed for `owner`
-        #: (`Claims`). Set by the Graph, which knows the indexes.
-        self.entries: Callable[[Any, Rows, Hashable], Rows] | None = None
+        #: (`Claims`). The engine's, which the Graph tells the indexes.
+        self.entries = entries
         #: Told every stamp a resolution raised (`ObjectWrite.rebase`), so that this
         #: process stamps its later writes above it: the Graph's clock.
-        self.observe: Callable[[int], None] | None = None
+        self.observe = observe
         self._shards = backend.shards
         self.shards = ShardWriter(backend, self.health, cache)
         self.current = CurrentRows(backend, self.shards)
