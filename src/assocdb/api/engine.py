@@ -50,7 +50,7 @@ from ..core.records import CacheConfig, WriteResult
 from ..core.schema import AssocType, ObjectType, Schema
 from ..storage.backend import Backend
 from ..storage.replica_verify import last_run
-from ..storage.shardmap import MemberStatus, ShardMapBackend
+from ..storage.shardmap import MemberStatus
 from ..writes.applier import Applier, RetryPolicy, encode, replay
 from ..writes.fanout import FanoutJob
 from ..writes.journal import Journal
@@ -172,8 +172,8 @@ class Engine:
 
     def replica_health(self) -> ReplicaHealth | None:
         """The members of a shard map and its read failovers; None for a plain backend."""
-        backend = self.backend
-        if not isinstance(backend, ShardMapBackend):
+        backend = self.backend.replicated()
+        if backend is None:
             return None
         try:
             verified = last_run(backend)

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ..cache.tier1 import Tier2
 from ..core.clock import HybridClock
@@ -84,6 +84,14 @@ from .queue_admin import QueueAdmin
 from .timelines import Timelines
 
 
+class Services(NamedTuple):
+    """The services of a Graph that outer floors call directly (`Graph.services`)."""
+
+    reads: AssocReads  # `encoded`: a list read kept encoded with the cache's answers
+    writes: AssocWrites  # `add_op`, `delete_op`, `state_op`; `bulk_load` in parts
+    queries: Queries  # `edges`, `rows`: a query's rows as FlockDB's select pages them
+
+
 class Graph:
     """A graph of objects and associations. Thread-safe; open one per process.
 
@@ -94,7 +102,8 @@ class Graph:
 
     `g.engine` (an `Engine`) is the seam for tools built on the library: the
     CLI, the server and its metrics reach the backend as `g.engine.backend`
-    and a shard map's replica health as `g.engine.replica_health()`.
+    and a shard map's replica health as `g.engine.replica_health()`;
+    `g.services` holds the services they call beyond these methods.
     """
 
     def __init__(
@@ -124,6 +133,9 @@ class Graph:
         self._cleaner = Cleaner(engine, self._indexes)
         self._queue = QueueAdmin(engine)
         self._checks = Checks(engine)
+        #: The services tools built on the library call beyond Graph's methods: the
+        #: server's encoded list reads and partial bulk loads, FlockDB's writes and select.
+        self.services = Services(self._reads, self._writes, self._queries)
         engine.set_index_entries(self._indexes.entries)
         # Last: the replay of jobs a crash left, and the applier's threads, see
         # every service wired.

@@ -288,7 +288,9 @@ class _Server:
 
     def _encoded(self, name: str, args: Any) -> _Encoded:
         """A list read's answer, kept encoded with the list's cached answers."""
-        return _Encoded(*self.graph._reads.encoded(name, _encode, *msgspec.structs.astuple(args)))
+        return _Encoded(
+            *self.graph.services.reads.encoded(name, _encode, *msgspec.structs.astuple(args))
+        )
 
     def _run_batch(self, body: bytes, header: str | None = None, until: float = math.inf) -> bytes:
         """The batch's answer: decoded in one call when every item is well formed (else
@@ -441,7 +443,7 @@ class _Server:
         if name == "bulk_load":
             edges = [tuple(edge) for edge in args.edges]
             # A named load comes in parts, one per request (`Client.bulk_load`).
-            return graph._writes.bulk_load(
+            return graph.services.writes.bulk_load(
                 edges, workers=1, name=args.name, first=args.first, last=args.last
             )
         # Long calls get half the request's deadline: the answer (drained or

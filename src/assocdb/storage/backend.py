@@ -37,13 +37,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
 from ..core.timeline_list import Entry as TimelineEntry
+
+if TYPE_CHECKING:
+    from .shardmap import ShardMapBackend
 
 #: Cache keys to forget: ("counts"|"prefix", (id1, atype)) or ("object", id).
 ForgetHook = Callable[[list[tuple[str, Any]]], None]
@@ -78,6 +81,10 @@ class Backend(Protocol):
     def fresh_reads(self) -> AbstractContextManager[None]:
         """Within: this thread's reads see every write this process made (a replica
         that missed one is not read); the applier resolves writes this way."""
+
+    def replicated(self) -> ShardMapBackend | None:
+        """The shard map that places these shards on replica sets (its members, moves and
+        verify), or None: one copy of each shard. What the API asks instead of a kind."""
 
     def exclusive_writes(self) -> AbstractContextManager[None]:
         """Held from reading the rows a write resolves against to applying it: no other

@@ -372,6 +372,9 @@ class ShardMapBackend:
             return self._weighted(fresh)
         return self._weighted(fresh) + self._weighted(stale)
 
+    def replicated(self) -> ShardMapBackend:
+        return self
+
     def exclusive_writes(self) -> AbstractContextManager[None]:
         return nullcontext()  # several databases: see docs/architecture.md
 

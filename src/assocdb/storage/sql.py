@@ -211,6 +211,9 @@ class SQLBackend(ABC):
     def fresh_reads(self) -> AbstractContextManager[None]:
         return nullcontext()  # one copy of each row: every read is fresh
 
+    def replicated(self) -> None:
+        return None  # one copy of each shard
+
     def exclusive_writes(self) -> AbstractContextManager[None]:
         return nullcontext()  # a database server's graph: see docs/architecture.md
 
