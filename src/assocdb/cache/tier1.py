@@ -63,6 +63,7 @@ from operator import neg
 from typing import Any, Protocol
 
 from ..core import json as _json
+from ..core.cachekeys import COUNTS, HOME, LIST, OBJECT, PREFIX, CacheKey
 from ..core.cursor import Seek
 from ..core.errors import AssocdbError
 from ..core.merge import Changes, ObjRow, State
@@ -278,9 +279,9 @@ class Tier2(Protocol):
     misses: int
     failures: int
 
-    def get(self, key: tuple[str, Any]) -> tuple[Any, Any, bool]: ...
-    def put(self, key: tuple[str, Any], value: Any, version: Any) -> None: ...
-    def invalidate(self, keys: Sequence[tuple[str, Any]]) -> None: ...
+    def get(self, key: CacheKey) -> tuple[Any, Any, bool]: ...
+    def put(self, key: CacheKey, value: Any, version: Any) -> None: ...
+    def invalidate(self, keys: Sequence[CacheKey]) -> None: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
 
@@ -326,9 +327,9 @@ class Cache:
         self._objects: dict[int, ObjEntry] = {}  # evicted by CLOCK too
         self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
         self._home_bytes = 0
-        self._fills: dict[tuple[str, Any], _Fill] = {}
-        self._writing: dict[tuple[str, Any], int] = {}  # ticket keys a write is changing
-        self._doorkeeper: dict[tuple[str, Any], int] = {}  # recent misses of uncached keys
+        self._fills: dict[CacheKey, _Fill] = {}
+        self._writing: dict[CacheKey, int] = {}  # ticket keys a write is changing
+        self._doorkeeper: dict[CacheKey, int] = {}  # recent misses of uncached keys
         self._lock = threading.RLock()
         self.hot = HotKeys()
         self.decoded = Decoded(int(self.config.max_bytes * SHARE))
@@ -351,7 +352,7 @@ class Cache:
 
     def counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
         """The list's counts per state number (filled on a miss)."""
-        self.hot.seen(("list", *key))
+        self.hot.seen((LIST, *key))
         entry = self._lists.get(key)
         if entry is not None and entry.counts is not None and self._touch(key, entry):
             return list(entry.counts)
@@ -360,11 +361,11 @@ class Cache:
             if entry is not None and entry.counts is not None:
                 self.hits += 1
                 return list(entry.counts)
-            admitted = self._admit(("counts", key))
+            admitted = self._admit((COUNTS, key))
         if not admitted:
             loaded = load()
             return [loaded.get(s, 0) for s in range(4)]
-        loaded = self._fill(("counts", key), load)
+        loaded = self._fill((COUNTS, key), load)
         if loaded is _WAITED:
             return self.counts(key, load)
         return [loaded.get(s, 0) for s in range(4)]
@@ -380,7 +381,7 @@ class Cache:
         entry = self._lists.get(key)
         if entry is None or entry.counts is None or not self._touch(key, entry):
             return None
-        self.hot.seen(("list", *key))
+        self.hot.seen((LIST, *key))
         return entry.counts[state]
 
     def answer(self, key: ListKey, tag: Any) -> Any:
@@ -391,7 +392,7 @@ class Cache:
         found = entry.answers.get(tag)
         if found is None or not self._touch(key, entry):
             return None
-        self.hot.seen(("list", *key))
+        self.hot.seen((LIST, *key))
         return found
 
     def reaches_past(self, key: ListKey, boundary: tuple[int, ...]) -> bool:
@@ -461,19 +462,19 @@ class Cache:
 
         None when it could not be cached (a write raced the fill): read the shard.
         """
-        self.hot.seen(("list", *key))
+        self.hot.seen((LIST, *key))
         with self._lock:
             entry = self._fresh_list(key)
             if entry is not None and (entry.prefix is not None or entry.empty()):
                 self.hits += 1
                 yield entry
                 return
-            admitted = self._admit(("prefix", key))
+            admitted = self._admit((PREFIX, key))
         if not admitted:  # read once so far: the caller reads just what it needs
             yield None
             return
         cap = self.config.prefix
-        self._fill(("prefix", key), lambda: _newest(load(cap + 1), cap))
+        self._fill((PREFIX, key), lambda: _newest(load(cap + 1), cap))
         if counts is not None:
             with self._lock:
                 entry = self._lists.get(key)
@@ -481,7 +482,7 @@ class Cache:
                 lacking = room and entry is not None and entry.counts is None
             if lacking:
                 try:
-                    self._fill(("counts", key), counts)
+                    self._fill((COUNTS, key), counts)
                 except AssocdbError:  # the list read still has its prefix; a count read retries
                     log.debug("filling the counts of %s with its prefix failed", key, exc_info=True)
         with self._lock:
@@ -499,7 +500,7 @@ class Cache:
         hot = self.hot
         hot.skip -= 1  # `HotKeys.seen`, without a call per hit
         if hot.skip <= 0:
-            hot.count(("object", id))
+            hot.count((OBJECT, id))
         return found
 
     def entry_of(self, id: int, row: ObjRow | None) -> ObjEntry | None:
@@ -523,7 +524,7 @@ class Cache:
         found = self.cached_obj(id)
         if found is not None:
             return found.row
-        self.hot.seen(("object", id))
+        self.hot.seen((OBJECT, id))
         with self._lock:
             found = self._objects.get(id)
             if found is not None and time.monotonic() - found.born < self.config.max_age:
@@ -531,18 +532,18 @@ class Cache:
                 self.hits += 1
                 return found.row
             if found is not None:  # aged out while in use
-                self._readmit(("object", id))
-            admitted = self._admit(("object", id))
+                self._readmit((OBJECT, id))
+            admitted = self._admit((OBJECT, id))
         if not admitted:
             return load()
-        row = self._fill(("object", id), load)
+        row = self._fill((OBJECT, id), load)
         if row is _WAITED:
             return self.obj(id, load)
         return row  # type: ignore[no-any-return]
 
     def home(self, owner: int, load: Callable[[], bytes]) -> bytes:
         """The owner's packed home timeline (b"" if none), filled on a miss."""
-        self.hot.seen(("home", owner))
+        self.hot.seen((HOME, owner))
         with self._lock:
             found = self._homes.get(owner)
             if found is not None and time.monotonic() - found[1] < self.config.max_age:
@@ -551,18 +552,18 @@ class Cache:
                 return found[0]
             if found is not None:  # aged out
                 self._drop_home(owner)
-                self._readmit(("home", owner))
-            admitted = self._admit(("home", owner))
+                self._readmit((HOME, owner))
+            admitted = self._admit((HOME, owner))
         if not admitted:
             return load()
-        blob = self._fill(("home", owner), load)
+        blob = self._fill((HOME, owner), load)
         if blob is _WAITED:
             return self.home(owner, load)
         return blob  # type: ignore[no-any-return]
 
     # -- fills --------------------------------------------------------------------------
 
-    def _admit(self, ticket_key: tuple[str, Any]) -> bool:
+    def _admit(self, ticket_key: CacheKey) -> bool:
         """Whether a miss of this key should fill the cache (call with the lock held).
 
         While the cache has room, every miss fills. Once it is nearly full, a key
@@ -581,12 +582,12 @@ class Cache:
             del doorkeeper[next(iter(doorkeeper))]  # forget the oldest
         return False
 
-    def _readmit(self, ticket_key: tuple[str, Any]) -> None:
+    def _readmit(self, ticket_key: CacheKey) -> None:
         """An invalidated entry was in use: its next miss fills it again."""
         if self.config.admit_after > 1:
             self._doorkeeper[ticket_key] = self.config.admit_after - 1
 
-    def _fill(self, ticket_key: tuple[str, Any], load: Callable[[], Any]) -> Any:
+    def _fill(self, ticket_key: CacheKey, load: Callable[[], Any]) -> Any:
         """Load on a miss and install the result, unless a write made it stale.
 
         A concurrent miss of the same key waits for this load instead of
@@ -625,12 +626,12 @@ class Cache:
             ticket.done.release()  # whatever happened, no waiter waits for ever
         return value
 
-    def _load(self, ticket_key: tuple[str, Any], load: Callable[[], Any]) -> Any:
+    def _load(self, ticket_key: CacheKey, load: Callable[[], Any]) -> Any:
         """From tier 2 if it has the key, else from the shard (offered to tier 2)."""
         if self.tier2 is None:
             return load()
         value, version, found = self.tier2.get(ticket_key)
-        if found and (ticket_key[0] != "prefix" or self._covers(value)):
+        if found and (ticket_key[0] != PREFIX or self._covers(value)):
             return value
         value = load()
         self.tier2.put(ticket_key, value, version)
@@ -643,14 +644,14 @@ class Cache:
         rows, whole = fill
         return whole or len(rows) >= self.config.prefix
 
-    def _install(self, ticket_key: tuple[str, Any], value: Any) -> None:
+    def _install(self, ticket_key: CacheKey, value: Any) -> None:
         kind, key = ticket_key
-        if kind == "home":
+        if kind == HOME:
             self._drop_home(key)
             self._homes[key] = (value, time.monotonic())
             self._home_bytes += _home_bytes(value)
             self.bytes += _home_bytes(value)
-        elif kind == "object":
+        elif kind == OBJECT:
             replaced = self._objects.pop(key, None)  # an aged entry, refilled
             if replaced is not None:
                 self.bytes -= replaced.nbytes
@@ -662,7 +663,7 @@ class Cache:
                 entry = self._lists[key] = ListEntry()
                 self.bytes += entry.nbytes
             self.bytes -= self.decoded.forget(entry) + entry.nbytes
-            if kind == "counts":
+            if kind == COUNTS:
                 entry.counts = [value.get(s, 0) for s in range(4)]
             else:
                 cap = self.config.prefix
@@ -684,8 +685,8 @@ class Cache:
             return None
         if time.monotonic() - entry.born >= self.config.max_age:
             self._drop_list(key)
-            self._readmit(("counts", key))
-            self._readmit(("prefix", key))
+            self._readmit((COUNTS, key))
+            self._readmit((PREFIX, key))
             return None
         if read:
             entry.used = True
@@ -693,8 +694,8 @@ class Cache:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def writing(self, tickets: Sequence[tuple[str, Any]]) -> None:
-        """A write of these entries ("counts"/"prefix", (id1, atype)) or ("object", id)
+    def writing(self, tickets: Sequence[CacheKey]) -> None:
+        """A write of these entries (COUNTS/PREFIX, (id1, atype)) or (OBJECT, id)
         begins: from now until `written`, no fill of them is installed (a fill could
         read the shard after the write's commit and before its `apply`, which would
         then apply the write twice)."""
@@ -704,7 +705,7 @@ class Cache:
                 writing[ticket_key] = writing.get(ticket_key, 0) + 1
                 self._stale(ticket_key)
 
-    def written(self, tickets: Sequence[tuple[str, Any]]) -> None:
+    def written(self, tickets: Sequence[CacheKey]) -> None:
         """The write `writing` announced is applied here (or failed)."""
         with self._lock:
             writing = self._writing
@@ -717,13 +718,13 @@ class Cache:
 
     def apply(self, changes: Changes) -> None:
         """Bring cached entries up to date with what a leg changed (and tell tier 2)."""
-        touched: list[tuple[str, Any]] = []
+        touched: list[CacheKey] = []
         with self._lock:
             for old, new in changes.edges:
                 key = (new[0], new[1])
-                touched += [("counts", key), ("prefix", key)]
-                self._stale(("counts", key))
-                self._stale(("prefix", key))
+                touched += [(COUNTS, key), (PREFIX, key)]
+                self._stale((COUNTS, key))
+                self._stale((PREFIX, key))
                 entry = self._lists.get(key)
                 if entry is not None:
                     kept = list(entry.answers.items()) if self.patch_answer else []
@@ -733,8 +734,8 @@ class Cache:
                     if kept:
                         self._patch_answers(key, entry, kept, old, new)
             for row in changes.objects:
-                touched.append(("object", row.id))
-                self._stale(("object", row.id))
+                touched.append((OBJECT, row.id))
+                self._stale((OBJECT, row.id))
                 found = self._objects.get(row.id)
                 if found is not None:  # replaced, not changed: see ObjEntry
                     self.bytes -= found.nbytes
@@ -781,10 +782,10 @@ class Cache:
     def deliver(self, writes: Mapping[int, Sequence[TimelineEntry]], cap: int) -> None:
         """Bring cached home timelines up to date with a merged leg of deliveries (and
         tell tier 2): the same merge the shard did, so the blobs stay equal."""
-        touched: list[tuple[str, Any]] = []
+        touched: list[CacheKey] = []
         with self._lock:
             for owner, entries in writes.items():
-                key = ("home", owner)
+                key = (HOME, owner)
                 touched.append(key)
                 self._stale(key)
                 found = self._homes.get(owner)
@@ -824,14 +825,14 @@ class Cache:
         if not entry.complete and len(prefix) == 0:
             entry.prefix = None  # an empty prefix of a longer list tells nothing
 
-    def _stale(self, ticket_key: tuple[str, Any]) -> None:
+    def _stale(self, ticket_key: CacheKey) -> None:
         ongoing = self._fills.get(ticket_key)
         if ongoing is not None:
             ongoing.stale = True
 
-    def invalidate(self, keys: Sequence[tuple[str, Any]] | None = None) -> None:
-        """Forget these entries ("counts"/"prefix", (id1, atype)), ("object", id) or
-        ("home", owner), or all."""
+    def invalidate(self, keys: Sequence[CacheKey] | None = None) -> None:
+        """Forget these entries (COUNTS/PREFIX, (id1, atype)), (OBJECT, id) or
+        (HOME, owner), or all."""
         with self._lock:
             if keys is None:
                 for fill in self._fills.values():
@@ -843,24 +844,24 @@ class Cache:
                 self.bytes = self._home_bytes = 0
                 return
             for kind, key in keys:
-                if kind == "home":
+                if kind == HOME:
                     self._stale((kind, key))
                     if self._drop_home(key):
                         self._readmit((kind, key))
-                elif kind == "object":
+                elif kind == OBJECT:
                     self._stale((kind, key))
                     found = self._objects.pop(key, None)
                     if found is not None:
                         self.bytes -= found.nbytes
                         self._readmit((kind, key))
                 else:
-                    self._stale(("counts", key))
-                    self._stale(("prefix", key))
+                    self._stale((COUNTS, key))
+                    self._stale((PREFIX, key))
                     if self._drop_list(key):
-                        self._readmit(("counts", key))
-                        self._readmit(("prefix", key))
+                        self._readmit((COUNTS, key))
+                        self._readmit((PREFIX, key))
 
-    def forget(self, keys: list[tuple[str, Any]]) -> None:
+    def forget(self, keys: list[CacheKey]) -> None:
         """Forget these entries here, in tier 2 and in every process (rows changed
         in a way no change set describes: a write that reached only some replicas)."""
         self.invalidate(keys)
@@ -873,7 +874,7 @@ class Cache:
         if self.tier2 is not None:
             self.tier2.flush()
 
-    def _remote(self, keys: list[tuple[str, Any]] | None) -> None:
+    def _remote(self, keys: list[CacheKey] | None) -> None:
         """Invalidations from other processes, delivered by tier 2."""
         self.invalidate(keys)
 
@@ -907,7 +908,7 @@ class Cache:
                 self._home_bytes * 2 >= self.bytes or not (self._lists or self._objects)
             ):  # home timelines hold half the memory or more
                 owner = next(iter(self._homes))
-                if spared < 8 and self.hot.is_hot(("home", owner)):
+                if spared < 8 and self.hot.is_hot((HOME, owner)):
                     self._homes.move_to_end(owner)
                     spared += 1
                     continue
@@ -916,7 +917,7 @@ class Cache:
                 lists = self._lists
                 key = next(iter(lists))  # the oldest; hits never change the dict
                 entry = lists[key]
-                if entry.used or (spared < 8 and self.hot.is_hot(("list", *key))):
+                if entry.used or (spared < 8 and self.hot.is_hot((LIST, *key))):
                     spared += not entry.used  # the hottest lists stay longer
                     entry.used = False  # a second chance
                     del lists[key]
@@ -936,14 +937,14 @@ class Cache:
             self.evictions += 1
 
     def holds(self, key: tuple[Any, ...]) -> bool:
-        """Whether tier 1 holds the hot key `key` now: `("list", id1, atype)`,
-        `("object", id)` or `("home", owner)` (the console's hot keys page)."""
+        """Whether tier 1 holds the hot key `key` now: `(LIST, id1, atype)`,
+        `(OBJECT, id)` or `(HOME, owner)` (the console's hot keys page)."""
         kind, rest = key[0], key[1:]
-        if kind == "list":
+        if kind == LIST:
             return rest in self._lists
-        if kind == "object":
+        if kind == OBJECT:
             return rest[0] in self._objects
-        return kind == "home" and rest[0] in self._homes
+        return kind == HOME and rest[0] in self._homes
 
     def stats(self) -> CacheStats:
         with self._lock:

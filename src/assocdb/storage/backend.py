@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core.cachekeys import CacheKey
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ..core.records import CountMismatch
@@ -48,8 +49,8 @@ from ..core.timeline_list import Entry as TimelineEntry
 if TYPE_CHECKING:
     from .shardmap import ShardMapBackend
 
-#: Cache keys to forget: ("counts"|"prefix", (id1, atype)) or ("object", id).
-ForgetHook = Callable[[list[tuple[str, Any]]], None]
+#: Cache keys to forget: (COUNTS|PREFIX, (id1, atype)) or (OBJECT, id).
+ForgetHook = Callable[[list[CacheKey]], None]
 
 
 #: URL schemes of the engines that run as servers, and the backend kind each opens.

@@ -57,6 +57,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
+from ..core.cachekeys import COUNTS, OBJECT, PREFIX, CacheKey
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.merge import NO_CHANGES, Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ..core.records import CountMismatch
@@ -522,13 +523,13 @@ class ShardMapBackend:
                         del self._behind[(member.name, shard)]
 
     def _forget(self, answers: list[Changes]) -> None:
-        keys: dict[tuple[str, Any], None] = {}
+        keys: dict[CacheKey, None] = {}
         for changes in answers:
             for _, new in changes.edges:
-                keys[("counts", (new[0], new[1]))] = None
-                keys[("prefix", (new[0], new[1]))] = None
+                keys[(COUNTS, (new[0], new[1]))] = None
+                keys[(PREFIX, (new[0], new[1]))] = None
             for row in changes.objects:
-                keys[("object", row[0])] = None
+                keys[(OBJECT, row[0])] = None
         if keys:
             for hook in self.forget_hooks:
                 hook(list(keys))

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
 from ..cache.tier1 import Cache
+from ..core.cachekeys import COUNTS, OBJECT, PREFIX, CacheKey
 from ..core.errors import Unavailable
 from ..core.ops import Leg
 from ..storage.backend import Backend
@@ -139,10 +140,10 @@ def landed_somewhere(error: BaseException) -> bool:
     return isinstance(error, Unavailable) and bool(error.details.get("partial"))
 
 
-def _tickets(leg: Leg) -> list[tuple[str, Any]]:
+def _tickets(leg: Leg) -> list[CacheKey]:
     """The cache entries a leg's rows change (`Cache.writing`)."""
     lists = dict.fromkeys((edge[0], edge[1]) for edge in leg.edges)
-    tickets: list[tuple[str, Any]] = [("counts", key) for key in lists]
-    tickets += [("prefix", key) for key in lists]
-    tickets += [("object", obj[0]) for obj in leg.objects]
+    tickets: list[CacheKey] = [(COUNTS, key) for key in lists]
+    tickets += [(PREFIX, key) for key in lists]
+    tickets += [(OBJECT, obj[0]) for obj in leg.objects]
     return tickets
