@@ -90,12 +90,15 @@ class Engine:
         clock: HybridClock | None = None,
         cache: CacheConfig | None = None,
         tier2: Tier2 | None = None,
+        cache_clock: Callable[[], float] = _time.monotonic,
     ) -> None:
         self.backend = backend
         self.cache = None
         if cache is not None:
             answers = KeptAnswers(lambda: self.schema)
-            self.cache = Cache(cache, self._graph_id(), answers=answers, tier2=tier2)
+            self.cache = Cache(
+                cache, self._graph_id(), answers=answers, tier2=tier2, clock=cache_clock
+            )
         if self.cache is not None:
             backend.forget_hooks.append(self.cache.forget)
         self.shards = backend.shards

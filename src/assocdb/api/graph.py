@@ -32,6 +32,7 @@ here, and the work in the services.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -116,9 +117,17 @@ class Graph:
         clock: HybridClock | None = None,
         cache: CacheConfig | None = None,
         tier2: Tier2 | None = None,
+        cache_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         engine = Engine(
-            backend, journal, sync=sync, retry=retry, clock=clock, cache=cache, tier2=tier2
+            backend,
+            journal,
+            sync=sync,
+            retry=retry,
+            clock=clock,
+            cache=cache,
+            tier2=tier2,
+            cache_clock=cache_clock,
         )
         #: The backend, cache, journal, applier, clock and schema every service shares.
         self.engine = engine

@@ -129,13 +129,13 @@ class ListEntry:
         "used",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, born: float) -> None:
         self.counts: list[int] | None = None  # per state number
         self.prefix: PackedList | None = None
         self.complete = False
         self.data = _NO_DATA  # id2 -> `kept(data)` of the prefix's edges with data
         self.data_bytes = 0  # what `data` holds, kept up to date by set_data/drop_data
-        self.born = time.monotonic()
+        self.born = born  # the cache's clock (`Cache.clock`) when it was made
         self.answers: Mapping[Any, Any] = NO_ANSWERS  # prebuilt answers (cache.decoded)
         self.answer_bytes = 0
         self.used = False  # read since eviction last passed it (CLOCK's reference bit)
@@ -311,10 +311,13 @@ class Cache:
         *,
         answers: Answers | None = None,
         tier2: Tier2 | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`answers` builds what hits answer from (the API that reads, `Answers`);
-        `tier2` is the shared tier (default: Redis, if `config.redis` names one)."""
+        `tier2` is the shared tier (default: Redis, if `config.redis` names one);
+        `clock` says the time in seconds, which entries' ages (`max_age`) count in."""
         self.config = config or CacheConfig()
+        self.clock = clock
         self.tier2: Tier2 | None = tier2
         if tier2 is None and self.config.redis is not None:
             from .redis_tier import RedisTier
@@ -442,7 +445,7 @@ class Cache:
 
     def _touch(self, key: ListKey, entry: ListEntry) -> bool:
         """Whether a hit on this entry is fresh; if so, count it and mark it used."""
-        if time.monotonic() - entry.born >= self.config.max_age:
+        if self.clock() - entry.born >= self.config.max_age:
             return False
         entry.used = True
         self.hits += 1
@@ -493,7 +496,7 @@ class Cache:
         """The object's entry if it is cached and fresh (a hit: counted, no lock), else
         None: then read through `obj`."""
         found = self._objects.get(id)
-        if found is None or time.monotonic() - found.born >= self.config.max_age:
+        if found is None or self.clock() - found.born >= self.config.max_age:
             return None
         found.used = True
         self.hits += 1
@@ -527,7 +530,7 @@ class Cache:
         self.hot.seen((OBJECT, id))
         with self._lock:
             found = self._objects.get(id)
-            if found is not None and time.monotonic() - found.born < self.config.max_age:
+            if found is not None and self.clock() - found.born < self.config.max_age:
                 found.used = True
                 self.hits += 1
                 return found.row
@@ -546,7 +549,7 @@ class Cache:
         self.hot.seen((HOME, owner))
         with self._lock:
             found = self._homes.get(owner)
-            if found is not None and time.monotonic() - found[1] < self.config.max_age:
+            if found is not None and self.clock() - found[1] < self.config.max_age:
                 self._homes.move_to_end(owner)
                 self.hits += 1
                 return found[0]
@@ -648,19 +651,19 @@ class Cache:
         kind, key = ticket_key
         if kind == HOME:
             self._drop_home(key)
-            self._homes[key] = (value, time.monotonic())
+            self._homes[key] = (value, self.clock())
             self._home_bytes += _home_bytes(value)
             self.bytes += _home_bytes(value)
         elif kind == OBJECT:
             replaced = self._objects.pop(key, None)  # an aged entry, refilled
             if replaced is not None:
                 self.bytes -= replaced.nbytes
-            self._objects[key] = ObjEntry(value, time.monotonic())
+            self._objects[key] = ObjEntry(value, self.clock())
             self.bytes += _object_bytes(value)
         else:
             entry = self._fresh_list(key, read=False)  # a fill is not a read of the entry
             if entry is None:
-                entry = self._lists[key] = ListEntry()
+                entry = self._lists[key] = ListEntry(self.clock())
                 self.bytes += entry.nbytes
             self.bytes -= self.decoded.forget(entry) + entry.nbytes
             if kind == COUNTS:
@@ -683,7 +686,7 @@ class Cache:
         entry = self._lists.get(key)
         if entry is None:
             return None
-        if time.monotonic() - entry.born >= self.config.max_age:
+        if self.clock() - entry.born >= self.config.max_age:
             self._drop_list(key)
             self._readmit((COUNTS, key))
             self._readmit((PREFIX, key))
