@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any
 
-from ..cache.chunks import Columns, Entry
+from ..cache.chunks import Columns, ListItem
 from ..cache.tier1 import Cache, ListEntry
 from ..core import cursor as _cursor
 from ..core import json as _json
@@ -314,7 +314,7 @@ class AssocReads:
         self,
         id1: int,
         kind: AssocType,
-        ask: Callable[[ListEntry], list[Entry] | None],
+        ask: Callable[[ListEntry], list[ListItem] | None],
         need: int,
     ) -> list[ListRow] | None:
         """The rows the cache has for a read (filling it on a miss), or None: read the shard.

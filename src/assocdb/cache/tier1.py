@@ -69,9 +69,8 @@ from ..core.errors import AssocdbError
 from ..core.merge import Changes, ObjRow, State
 from ..core.records import CacheConfig, CacheStats
 from ..core.scans import ListRow
-from ..core.timeline_list import Entry as TimelineEntry
-from ..core.timeline_list import merge_blob
-from .chunks import Columns, Entry, PackedList
+from ..core.timeline_list import TimelineEntry, merge_blob
+from .chunks import Columns, ListItem, PackedList
 from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, SHARE, Decoded
 from .hotkeys import HotKeys
 
@@ -192,7 +191,7 @@ class ListEntry:
             return id2s[:within], times[:within], stamps[:within]
         return (id2s, times, stamps) if self.complete or len(times) == limit else None
 
-    def scan(self, seek: Seek, n: int) -> list[Entry] | None:
+    def scan(self, seek: Seek, n: int) -> list[ListItem] | None:
         """A page scan (see `core.cursor`), if cached."""
         if self.empty():
             return []
@@ -211,7 +210,7 @@ class ListEntry:
             return prefix.before(key, seek.inclusive, n)
         return None
 
-    def get(self, id2s: Sequence[int]) -> list[Entry] | None:
+    def get(self, id2s: Sequence[int]) -> list[ListItem] | None:
         """The visible entries of these id2s, if the whole (small) list is cached."""
         if self.empty():
             return []
@@ -221,7 +220,7 @@ class ListEntry:
         wanted = set(id2s)
         return [entry for entry in _rows(prefix.columns(0, len(prefix))) if entry[1] in wanted]
 
-    def whole(self) -> list[Entry] | None:
+    def whole(self) -> list[ListItem] | None:
         """Every visible entry, if the whole (small) list is cached."""
         if self.empty():
             return []
@@ -253,7 +252,7 @@ def _newest(rows: Sequence[ListRow], cap: int) -> tuple[Sequence[ListRow], bool]
     return rows[:cap], len(rows) <= cap
 
 
-def _rows(columns: Columns) -> list[Entry]:
+def _rows(columns: Columns) -> list[ListItem]:
     id2s, times, stamps = columns
     return list(zip(times, id2s, stamps, strict=True))
 

@@ -44,7 +44,7 @@ from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
-from ..core.timeline_list import Entry as TimelineEntry
+from ..core.timeline_list import TimelineEntry
 
 if TYPE_CHECKING:
     from .shardmap import ShardMapBackend

@@ -62,7 +62,7 @@ from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.merge import NO_CHANGES, Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
-from ..core.timeline_list import Entry as TimelineEntry
+from ..core.timeline_list import TimelineEntry
 from .backend import Backend, ForgetHook
 from .detector import Health
 from .shardmap_config import ShardMap, from_dict, load, shown

@@ -70,8 +70,7 @@ from ..core.merge import (
 )
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
-from ..core.timeline_list import Entry as TimelineEntry
-from ..core.timeline_list import merge_blob
+from ..core.timeline_list import TimelineEntry, merge_blob
 from .backend import ForgetHook, map_driver_error
 
 log = logging.getLogger("assocdb.sql")

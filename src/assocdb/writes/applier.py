@@ -33,11 +33,11 @@ from ..core.errors import AssocdbError, Unavailable
 from ..core.ids import shard_of
 from ..core.ops import (
     EdgeWrite,
-    Key,
     Leg,
     NodeJob,
     ObjectWrite,
     Operation,
+    RowKey,
     Rows,
     Stored,
     TypeChange,
@@ -445,7 +445,7 @@ def exclusive(work: object) -> bool:
     return isinstance(work, (ObjectWrite, TypeChange))
 
 
-def reads_of(op: Operation) -> list[Key]:
+def reads_of(op: Operation) -> list[RowKey]:
     """The stored rows resolving `op` reads, as `Pending` knows them: its keys and the
     lists whose node states it reads."""
     return [*op.keys, *op.node_lists]

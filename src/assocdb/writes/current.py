@@ -8,7 +8,7 @@ from typing import Any
 from ..core.errors import AssocdbError
 from ..core.ids import shard_of
 from ..core.merge import EdgeKey, NodeRow
-from ..core.ops import Key, ListKey, ObjectWrite, Operation, Stored
+from ..core.ops import ListKey, ObjectWrite, Operation, RowKey, Stored
 from ..storage.backend import Backend
 from .shards import ShardWriter
 
@@ -50,7 +50,7 @@ class CurrentRows:
         """
         n = self.backend.shards
         wanted: dict[int, _Wanted] = {}
-        needs: list[tuple[Key | None, list[ListKey], list[int]]] = []  # per op
+        needs: list[tuple[RowKey | None, list[ListKey], list[int]]] = []  # per op
         for op in ops:
             lists = op.node_lists
             touched = []
@@ -61,7 +61,7 @@ class CurrentRows:
                 if want is None:
                     want = wanted[shard] = _Wanted()
                 want.lists.add((node, atype))
-            key: Key | None = None
+            key: RowKey | None = None
             if op.needs_row:
                 if isinstance(op, ObjectWrite):
                     key, shard = (op.id,), shard_of(op.id, n)
@@ -72,7 +72,7 @@ class CurrentRows:
                     wanted.setdefault(shard, _Wanted()).edges.add(op.key)
                 touched.append(shard)
             needs.append((key, lists, touched))
-        rows: dict[Key, Any] = {}
+        rows: dict[RowKey, Any] = {}
         states: dict[ListKey, NodeRow] = {}
         failed: dict[int, AssocdbError] = {}
         with self.backend.fresh_reads():
@@ -95,7 +95,7 @@ class CurrentRows:
         return answers
 
     def _read_wanted(
-        self, shard: int, wanted: _Wanted, rows: dict[Key, Any], states: dict[ListKey, NodeRow]
+        self, shard: int, wanted: _Wanted, rows: dict[RowKey, Any], states: dict[ListKey, NodeRow]
     ) -> None:
         backend = self.backend
         if wanted.edges:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from ..core.ops import Key
+from ..core.ops import RowKey
 from .claims import Claims
 
 
@@ -24,20 +24,20 @@ class Pending:
 
     def __init__(self) -> None:
         self.claims = Claims()
-        self._jobs: dict[Key, set[int]] = {}
-        self._keys: dict[int, list[Key]] = {}
+        self._jobs: dict[RowKey, set[int]] = {}
+        self._keys: dict[int, list[RowKey]] = {}
         #: The pending jobs journaled unresolved (operations): how they change their
         #: rows, and which unique keys they take or free, is known once resolved.
         self._unresolved: set[int] = set()
         self._lock = threading.Lock()
 
-    def add(self, job: int, keys: list[Key], unresolved: bool = False) -> None:
+    def add(self, job: int, keys: list[RowKey], unresolved: bool = False) -> None:
         self.add_many([job], [keys], [unresolved])
 
     def add_many(
         self,
         jobs: Sequence[int],
-        keys: Sequence[list[Key]],
+        keys: Sequence[list[RowKey]],
         unresolved: Sequence[bool] | None = None,
     ) -> None:
         with self._lock:
@@ -54,7 +54,7 @@ class Pending:
             with self._lock:
                 self._unresolved.discard(job)
 
-    def unresolved(self, key: Key) -> bool:
+    def unresolved(self, key: RowKey) -> bool:
         """Whether a pending job journaled unresolved writes `key`."""
         if not self._unresolved:
             return False
@@ -79,7 +79,7 @@ class Pending:
         if not keep_claims:
             self.claims.release(jobs)
 
-    def which_blocked(self, keys: Sequence[list[Key]]) -> list[bool]:
+    def which_blocked(self, keys: Sequence[list[RowKey]]) -> list[bool]:
         """For each list of keys: whether a pending job writes one of them."""
         if not self._jobs:
             return [False] * len(keys)
@@ -87,7 +87,7 @@ class Pending:
             jobs = self._jobs
             return [any(key in jobs for key in its_keys) for its_keys in keys]
 
-    def blocked(self, keys: list[Key], before: int | None = None) -> bool:
+    def blocked(self, keys: list[RowKey], before: int | None = None) -> bool:
         """True if a pending job (older than job `before`, if given) writes one of `keys`."""
         with self._lock:
             for key in keys:
