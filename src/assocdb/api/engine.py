@@ -10,7 +10,7 @@ changed by compare-and-swap) and the write path:
 An operation that depends on the stored row is resolved when it enters only
 if nothing earlier for that row is still queued in this process and the
 shard answers; otherwise it is journaled as it is and resolved by the
-applier in journal order (see `writes.applier.Pending`).
+applier in journal order (see `writes.pending.Pending`).
 
 `submit` is that path, through the write pipeline (`writes.pipeline`):
 writes that enter at the same time, from any thread, share one journal

@@ -38,7 +38,7 @@ every earlier write of that row. Within a batch, one that reads a row an
 earlier write of the batch writes waits for the next *round* of the batch,
 and so does everything after it. Earlier batches are applied before a batch
 is resolved; a row whose journaled write is still unapplied (it is in the
-error queue, or a background apply) is *pending* (`applier.Pending`), and an
+error queue, or a background apply) is *pending* (`writes.pending.Pending`), and an
 operation reading it is journaled unresolved: the applier resolves it in
 journal order, as before.
 
