@@ -56,7 +56,7 @@ from ..core.timeline_list import TimelineEntry
 from ..core.timeline_list import unpack as unpack_timeline
 from .backend import Backend
 from .shardmap import ShardMapBackend
-from .sql import TABLE_KEYS
+from .sqltext import TABLE_KEYS
 
 PAGE = 1000  # rows per keyset page read from each replica
 SPAN = 10_000  # rows per range summed up on each replica
