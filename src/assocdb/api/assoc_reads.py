@@ -7,7 +7,8 @@ from itertools import repeat
 from typing import Any
 
 from ..cache.chunks import Columns, ListItem
-from ..cache.tier1 import Cache, ListEntry
+from ..cache.entries import ListEntry
+from ..cache.tier1 import Cache
 from ..core import cursor as _cursor
 from ..core import json as _json
 from ..core.errors import InvalidRequest

@@ -41,7 +41,8 @@ import uuid
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from ..cache.tier1 import Cache, Tier2
+from ..cache.entries import Tier2
+from ..cache.tier1 import Cache
 from ..core.clock import HybridClock
 from ..core.errors import AssocdbError, NotFound, UnknownType
 from ..core.merge import ObjRow

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
-from ..cache.tier1 import Tier2
+from ..cache.entries import Tier2
 from ..core.clock import HybridClock
 from ..core.pagers import items, pages
 from ..core.query import Query

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from ..cache.decoded import patched_range
-from ..cache.tier1 import ListEntry, kept
+from ..cache.entries import ListEntry, kept
 from ..core import json as _json
 from ..core.merge import ObjRow, State
 from ..core.records import Assoc, Obj

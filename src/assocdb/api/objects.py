@@ -7,7 +7,8 @@ import threading
 import time
 from typing import Any
 
-from ..cache.tier1 import Cache, ObjEntry
+from ..cache.entries import ObjEntry
+from ..cache.tier1 import Cache
 from ..core import json as _json
 from ..core.errors import InvalidRequest, Unavailable
 from ..core.ids import allocated_id, check_id, shard_of

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..cache.tier1 import Tier2
+from ..cache.entries import Tier2
 from ..core.errors import InvalidRequest
 from ..core.records import CacheConfig
 from ..core.schema import Schema, read_schema_file
