@@ -162,3 +162,15 @@ def test_graph_is_composed_not_inherited() -> None:
     graph = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Graph")
     assert graph.bases == []
     assert graph.keywords == []
+
+
+MAX_LINES = 800  # STYLE.md point 3: a module past this wants splitting along its concerns
+
+
+def test_no_module_is_over_800_lines() -> None:
+    long = {
+        str(path.relative_to(PACKAGE)): n
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
