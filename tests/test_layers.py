@@ -8,6 +8,8 @@ inside functions count too: a lazy import is still a dependency.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,3 +131,46 @@ def test_a_forbidden_import_is_seen(tmp_path: Path, module: str, line: str) -> N
     found = [v for v in violations(copy) if v not in before]
     assert len(found) == 1
     assert found[0].startswith(f"{module}:")
+
+
+def test_importing_the_client_loads_no_engine_module() -> None:
+    """`import assocdb.client` (a process talking to a server) loads `core` and the
+    client, nothing of the engine: the package root offers `Graph` and `open` lazily."""
+    probe = (
+        "import sys, assocdb.client, assocdb\n"
+        "assocdb.Client, assocdb.AssocdbError, assocdb.Page\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('assocdb'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = done.stdout.split()
+    assert "assocdb.client.client" in loaded
+    engine = ("assocdb.api", "assocdb.storage", "assocdb.writes", "assocdb.cache")
+    assert [m for m in loaded if m.startswith(engine)] == []
+
+
+def test_the_engine_names_still_load_from_the_root() -> None:
+    import assocdb
+    from assocdb.api.graph import Graph
+
+    assert assocdb.Graph is Graph
+    assert "open" in dir(assocdb)
+
+
+def test_graph_is_composed_not_inherited() -> None:
+    """`Graph` holds its services; it has no base classes (STYLE.md, point 12)."""
+    tree = ast.parse((PACKAGE / "api" / "graph.py").read_text())
+    graph = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Graph")
+    assert graph.bases == []
+    assert graph.keywords == []
+
+
+MAX_LINES = 800  # STYLE.md point 3: a module past this wants splitting along its concerns
+
+
+def test_no_module_is_over_800_lines() -> None:
+    long = {
+        str(path.relative_to(PACKAGE)): n
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}

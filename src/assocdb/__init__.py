@@ -9,13 +9,18 @@ directory, with no server.
 >>> g.define_assoc("follows", inverse="followed_by")
 >>> g.assoc_add(1, "follows", 2)
 >>> g.assoc_page(2, "followed_by").items
+
+The engine (`Graph`, `open`, `RetryPolicy`) and the client (`Client`, `Batch`)
+are loaded on first use (PEP 562 `__getattr__`, as httpx does), so that
+`import assocdb.client` loads no engine module: only the errors, records and
+schema types of `core/` are imported here.
 """
 
 from __future__ import annotations
 
-from .api.graph import Graph
-from .api.open import open_graph as open
-from .client.client import Batch, Client
+import importlib as _importlib
+import typing as _typing
+
 from .core.errors import (
     AssocdbError,
     Conflict,
@@ -53,7 +58,12 @@ from .core.records import (
     WriteResult,
 )
 from .core.schema import AssocType, ObjectType, Schema
-from .writes.applier import RetryPolicy
+
+if _typing.TYPE_CHECKING:
+    from .api.graph import Graph
+    from .api.open import open_graph as open
+    from .client.client import Batch, Client
+    from .writes.health import RetryPolicy
 
 __version__ = "0.1.0"
 
@@ -99,3 +109,25 @@ __all__ = [
     "WriteResult",
     "open",
 ]
+
+#: The names loaded on first use: name → (module, attribute).
+_LAZY = {
+    "Batch": (".client.client", "Batch"),
+    "Client": (".client.client", "Client"),
+    "Graph": (".api.graph", "Graph"),
+    "RetryPolicy": (".writes.health", "RetryPolicy"),
+    "open": (".api.open", "open_graph"),
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = getattr(_importlib.import_module(module, __name__), attribute)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -6,7 +6,6 @@ import contextlib
 import random
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,8 @@ import pytest
 import assocdb
 from assocdb import CacheConfig, Graph
 from assocdb.cache.tier1 import _DATA_SLOT, _Fill
+from assocdb.storage.registry import open_location
+from assocdb.writes.journal import Journal
 from tests.support.helpers import statements
 
 
@@ -254,14 +255,32 @@ def test_memory_is_bounded(tmp_path: Path) -> None:
     g.close()
 
 
+class FakeClock:
+    """The cache's clock (`Graph(cache_clock=…)`): seconds pass when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def clocked(path: Path, config: CacheConfig, clock: FakeClock) -> Graph:
+    """`assocdb.open(path, shards=2, cache=config)`, its cache on `clock`."""
+    backend, journal = open_location(path, 2, 2.0, True, None)
+    return Graph(backend, Journal(journal), cache=config, cache_clock=clock)
+
+
 def test_other_processes_writes_show_within_max_age(tmp_path: Path) -> None:
-    ours = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_age=0.3, admit_after=1))
+    clock = FakeClock()
+    ours = clocked(tmp_path / "g", CacheConfig(max_age=0.3, admit_after=1), clock)
     ours.define_assoc("likes")
     theirs = assocdb.open(tmp_path / "g", cache=None)
     assert ours.assoc_count(1, "likes") == 0
     theirs.assoc_add(1, "likes", 2)
+    clock.now += 0.2
     assert ours.assoc_count(1, "likes") == 0  # cached, for now
-    time.sleep(0.35)
+    clock.now += 0.2  # older than max_age: read again
     assert ours.assoc_count(1, "likes") == 1
     ours.close()
     theirs.close()
@@ -377,13 +396,14 @@ def test_the_cache_counts_its_bytes_exactly_through_writes(tmp_path: Path) -> No
 
 
 def test_refilling_an_aged_object_does_not_count_it_twice(tmp_path: Path) -> None:
-    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_age=0.05, admit_after=1))
+    clock = FakeClock()
+    g = clocked(tmp_path / "g", CacheConfig(max_age=0.05, admit_after=1), clock)
     g.define_object("user")
     ids = [g.obj_add("user", {"bio": "x" * 200}) for _ in range(5)]
     for _ in range(3):
         for obj_id in ids:
             assert g.obj_get(obj_id) is not None
-        time.sleep(0.1)  # every entry ages out; the next reads refill them
+        clock.now += 0.1  # every entry ages out; the next reads refill them
     cache = g.engine.cache
     assert cache is not None
     assert cache.bytes == sum(e.nbytes for e in cache._lists.values()) + sum(

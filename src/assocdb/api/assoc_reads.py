@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any
 
-from ..cache.chunks import Columns, Entry
-from ..cache.decoded import patched_range
-from ..cache.tier1 import Cache, ListEntry, kept
+from ..cache.chunks import Columns, ListItem
+from ..cache.entries import ListEntry
+from ..cache.tier1 import Cache
 from ..core import cursor as _cursor
 from ..core import json as _json
 from ..core.errors import InvalidRequest
@@ -18,6 +18,7 @@ from ..core.records import STATE_NAMES, Assoc, Page, StateName
 from ..core.scans import EdgeScan, ListRow, normal_assocs
 from ..core.schema import AssocType
 from .engine import Engine
+from .kept import column_records, shareable_data
 
 # A plain int, not the IntEnum member: a driver adapts an int subclass on a slower
 # path (psycopg: about 6 µs of a 60 µs uncached read).
@@ -40,8 +41,6 @@ class AssocReads:
         self._backend = engine.backend
         self._cache = engine.cache
         self._shards = engine.shards
-        if self._cache is not None:
-            self._cache.patch_answer = self._patched
 
     def assoc_get(
         self,
@@ -227,7 +226,7 @@ class AssocReads:
             and cache is not None
             and cached
             and tag[2] == limit
-            and _shareable([r[3] for r in rows])
+            and shareable_data([r[3] for r in rows])
         ):
             answer = (tuple(page.items), next_cursor, prev_cursor)
             cache.keep(key, before, tag, answer, len(rows))
@@ -268,36 +267,14 @@ class AssocReads:
             shareable = True
             if entry.data:  # type: ignore[union-attr]
                 kept = list(map(entry.data.get, id2s))  # type: ignore[union-attr]
-                shareable = _shareable(kept)
+                shareable = shareable_data(kept)
                 datas = _values(kept)
             if before is None:  # filled just now
                 before = cache.answers(key)
-        found = _column_records(id1, kind.name, id2s, times, stamps, datas)
+        found = column_records(id1, kind.name, id2s, times, stamps, datas)
         if shareable and tag is not None:
             cache.keep(key, before, tag, tuple(found), len(found))
         return found
-
-    def _patched(
-        self, key: tuple[int, int], tag: Any, answer: Any, entry: ListEntry, old: Any, new: Any
-    ) -> tuple[Assoc, ...] | None:
-        """`Cache.patch_answer`: a kept answer to the newest `limit` edges (tag
-        `(0, limit)`) brought up to date with a write to its list; the others (other
-        positions, pages, encoded JSON, the index) are dropped."""
-        if type(tag) is not tuple or len(tag) != 2 or tag[0] != 0:
-            return None
-        id1 = key[0]
-        name = answer[0].atype if answer else self._engine.schema.assoc_by_id(key[1]).name
-
-        def build(
-            id2s: list[int], times: list[int], stamps: list[int], datas: list[Any]
-        ) -> tuple[Assoc, ...] | None:
-            if not _shareable(datas):
-                return None
-            return tuple(_column_records(id1, name, id2s, times, stamps, datas))
-
-        visible = new[3] == _NORMAL and new[6] is not None  # a tombstone's data places it
-        data = kept(new[6]) if visible else None
-        return patched_range(answer, tag[1], old, new, data, entry, build)
 
     def _index_from_cache(self, id1: int, kind: AssocType, need: int) -> dict[int, ListRow] | None:
         """A whole small list as rows by id2 (kept decoded after the first read), or None."""
@@ -338,7 +315,7 @@ class AssocReads:
         self,
         id1: int,
         kind: AssocType,
-        ask: Callable[[ListEntry], list[Entry] | None],
+        ask: Callable[[ListEntry], list[ListItem] | None],
         need: int,
     ) -> list[ListRow] | None:
         """The rows the cache has for a read (filling it on a miss), or None: read the shard.
@@ -403,22 +380,6 @@ def _id_list(id2s: Iterable[int], most: int) -> list[int]:
     return wanted
 
 
-def _column_records(
-    id1: int,
-    name: str,
-    id2s: list[int],
-    times: list[int],
-    stamps: list[int],
-    datas: Iterable[Any],
-) -> list[Assoc]:
-    """Records of a list's visible edges given as columns, built in C (no Python call
-    per record)."""
-    n = len(id2s)
-    return list(
-        map(Assoc, repeat(id1, n), repeat(name), id2s, times, repeat("normal"), stamps, datas)
-    )
-
-
 def _data(raw: bytes | None) -> Any:
     return None if raw is None else _json.decode(raw)
 
@@ -432,12 +393,6 @@ def _encoded(
     answer: list[Assoc] | Page[Assoc], encode: Callable[[Any], bytes]
 ) -> tuple[bytes, int]:
     return encode(answer), len(answer) if isinstance(answer, list) else len(answer.items)
-
-
-def _shareable(datas: list[Any]) -> bool:
-    """Whether records with these (kept) data values may be shared between reads:
-    arrays and objects, kept as JSON bytes, are decoded afresh for each reader."""
-    return bytes not in set(map(type, datas))
 
 
 def _values(datas: list[Any]) -> list[Any]:

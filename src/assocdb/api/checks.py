@@ -20,7 +20,6 @@ from ..core.merge import EdgeRow, EdgeTuple, edge_rank, user_data
 from ..core.ops import Rows, legs
 from ..core.records import STATE_NAMES, Assoc, CountMismatch, HangingEdge, VerifyReport
 from ..storage.replica_verify import verify_replicas
-from ..storage.shardmap import ShardMapBackend
 from .engine import Engine
 
 _PAGE = 1000
@@ -63,8 +62,8 @@ class Checks:
     def verify_replicas(
         self, shards: Sequence[int] | None = None, *, repair: bool = False
     ) -> VerifyReport:
-        backend = self._backend
-        if not isinstance(backend, ShardMapBackend):
+        backend = self._backend.replicated()
+        if backend is None:
             raise InvalidRequest("this graph keeps one copy of each shard: no replicas to verify")
         for shard in shards or ():
             if not 0 <= shard < self._shards:

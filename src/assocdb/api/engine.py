@@ -10,7 +10,7 @@ changed by compare-and-swap) and the write path:
 An operation that depends on the stored row is resolved when it enters only
 if nothing earlier for that row is still queued in this process and the
 shard answers; otherwise it is journaled as it is and resolved by the
-applier in journal order (see `writes.applier.Pending`).
+applier in journal order (see `writes.pending.Pending`).
 
 `submit` is that path, through the write pipeline (`writes.pipeline`):
 writes that enter at the same time, from any thread, share one journal
@@ -41,6 +41,7 @@ import uuid
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from ..cache.entries import Tier2
 from ..cache.tier1 import Cache
 from ..core.clock import HybridClock
 from ..core.errors import AssocdbError, NotFound, UnknownType
@@ -50,11 +51,12 @@ from ..core.records import CacheConfig, WriteResult
 from ..core.schema import AssocType, ObjectType, Schema
 from ..storage.backend import Backend
 from ..storage.replica_verify import last_run
-from ..storage.shardmap import MemberStatus, ShardMapBackend
+from ..storage.shardmap import MemberStatus
 from ..writes.applier import Applier, RetryPolicy, encode, replay
 from ..writes.fanout import FanoutJob
 from ..writes.journal import Journal
 from ..writes.pipeline import Pipeline
+from .kept import KeptAnswers
 
 log = logging.getLogger("assocdb")
 
@@ -88,9 +90,16 @@ class Engine:
         retry: RetryPolicy | None = None,
         clock: HybridClock | None = None,
         cache: CacheConfig | None = None,
+        tier2: Tier2 | None = None,
+        cache_clock: Callable[[], float] = _time.monotonic,
     ) -> None:
         self.backend = backend
-        self.cache = None if cache is None else Cache(cache, self._graph_id())
+        self.cache = None
+        if cache is not None:
+            answers = KeptAnswers(lambda: self.schema)
+            self.cache = Cache(
+                cache, self._graph_id(), answers=answers, tier2=tier2, clock=cache_clock
+            )
         if self.cache is not None:
             backend.forget_hooks.append(self.cache.forget)
         self.shards = backend.shards
@@ -98,8 +107,14 @@ class Engine:
         self.schema = self.read_schema()
         self.journal = journal
         self.sync = sync
-        self.applier = Applier(backend, journal, retry, cache=self.cache)
-        self.applier.observe = self.clock.observe
+        self.applier = Applier(
+            backend,
+            journal,
+            retry,
+            cache=self.cache,
+            observe=self.clock.observe,
+            entries=self.index_entries,
+        )
         self.pipeline = Pipeline(self.applier, sync=sync, now=self.clock.now)
         self._indexes_read_at = _time.monotonic()
         self._entries: IndexEntries | None = None
@@ -112,7 +127,13 @@ class Engine:
         if self._started:
             raise RuntimeError("set the index entries before start(): a replay needs them")
         self._entries = entries
-        self.applier.entries = entries
+
+    def index_entries(self, stored: ObjRow | None, rows: Rows, owner: Hashable) -> Rows:
+        """The rows with the secondary index entries their object rows imply (the
+        applier's `entries`): as they are until `set_index_entries`."""
+        if self._entries is None:
+            return rows
+        return self._entries(stored, rows, owner)
 
     def start(self) -> None:
         """Replay what a crash left in the journal and start applying in the background."""
@@ -155,8 +176,8 @@ class Engine:
 
     def replica_health(self) -> ReplicaHealth | None:
         """The members of a shard map and its read failovers; None for a plain backend."""
-        backend = self.backend
-        if not isinstance(backend, ShardMapBackend):
+        backend = self.backend.replicated()
+        if backend is None:
             return None
         try:
             verified = last_run(backend)

@@ -32,11 +32,13 @@ here, and the work in the services.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
+from ..cache.entries import Tier2
 from ..core.clock import HybridClock
 from ..core.pagers import items, pages
 from ..core.query import Query
@@ -83,6 +85,14 @@ from .queue_admin import QueueAdmin
 from .timelines import Timelines
 
 
+class Services(NamedTuple):
+    """The services of a Graph that outer floors call directly (`Graph.services`)."""
+
+    reads: AssocReads  # `encoded`: a list read kept encoded with the cache's answers
+    writes: AssocWrites  # `add_op`, `delete_op`, `state_op`; `bulk_load` in parts
+    queries: Queries  # `edges`, `rows`: a query's rows as FlockDB's select pages them
+
+
 class Graph:
     """A graph of objects and associations. Thread-safe; open one per process.
 
@@ -93,7 +103,8 @@ class Graph:
 
     `g.engine` (an `Engine`) is the seam for tools built on the library: the
     CLI, the server and its metrics reach the backend as `g.engine.backend`
-    and a shard map's replica health as `g.engine.replica_health()`.
+    and a shard map's replica health as `g.engine.replica_health()`;
+    `g.services` holds the services they call beyond these methods.
     """
 
     def __init__(
@@ -105,8 +116,19 @@ class Graph:
         retry: RetryPolicy | None = None,
         clock: HybridClock | None = None,
         cache: CacheConfig | None = None,
+        tier2: Tier2 | None = None,
+        cache_clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        engine = Engine(backend, journal, sync=sync, retry=retry, clock=clock, cache=cache)
+        engine = Engine(
+            backend,
+            journal,
+            sync=sync,
+            retry=retry,
+            clock=clock,
+            cache=cache,
+            tier2=tier2,
+            cache_clock=cache_clock,
+        )
         #: The backend, cache, journal, applier, clock and schema every service shares.
         self.engine = engine
         self._admin = Admin(engine)
@@ -120,6 +142,9 @@ class Graph:
         self._cleaner = Cleaner(engine, self._indexes)
         self._queue = QueueAdmin(engine)
         self._checks = Checks(engine)
+        #: The services tools built on the library call beyond Graph's methods: the
+        #: server's encoded list reads and partial bulk loads, FlockDB's writes and select.
+        self.services = Services(self._reads, self._writes, self._queries)
         engine.set_index_entries(self._indexes.entries)
         # Last: the replay of jobs a crash left, and the applier's threads, see
         # every service wired.

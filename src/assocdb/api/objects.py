@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import random
-import sys
 import threading
 import time
 from typing import Any
 
-import msgspec
-
-from ..cache.tier1 import Cache, ObjEntry
+from ..cache.entries import ObjEntry
+from ..cache.tier1 import Cache
 from ..core import json as _json
 from ..core.errors import InvalidRequest, Unavailable
 from ..core.ids import allocated_id, check_id, shard_of
@@ -19,11 +17,9 @@ from ..core.ops import MAX_OBJECT_DATA, ObjectWrite, Rows
 from ..core.records import Obj, WriteResult
 from ..storage.backend import Backend
 from .engine import Engine
+from .kept import GONE, object_answer
 
 _REMOVED = State.REMOVED
-_GONE = object()  # kept on an entry that says "no such object" (or a tombstone)
-_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
-_KEPT_BYTES = 200  # a kept Obj (or a _Nested, its Obj and an empty dict)
 
 
 class Objects:
@@ -35,8 +31,6 @@ class Objects:
         self._cache = engine.cache
         self._shards = engine.shards
         self._ids = _IdBlocks(engine.backend)
-        if self._cache is not None:
-            self._cache.obj_answer = lambda row: self._answer(row, reload=False)
 
     def obj_add(
         self,
@@ -93,7 +87,7 @@ class Objects:
             kept = self._keep(cache, id, entry)
         if type(kept) is Obj:  # flat data: a copy of its dict is the caller's own
             return Obj(kept.id, kept.otype, kept.data.copy(), kept.version, kept.updated_at)
-        return None if kept is _GONE else kept.fresh()
+        return None if kept is GONE else kept.fresh()
 
     def obj_update(
         self, id: int, data: dict[str, Any], *, updated_at: int | None = None
@@ -129,27 +123,16 @@ class Objects:
 
     def _keep(self, cache: Cache, id: int, entry: ObjEntry) -> object:
         """What the entry's hits answer from (`_answer`), kept on it."""
-        kept, nbytes = self._answer(entry.row)  # type: ignore[misc]  # (reloads: never None)
+        kept, nbytes = self._answer(entry.row)
         cache.keep_obj(id, entry, kept, nbytes)
         return kept
 
-    def _answer(self, row: ObjRow | None, reload: bool = True) -> tuple[object, int] | None:
-        """What hits of an entry holding `row` answer from, and its bytes: _GONE, the
-        object itself if its data is flat (every value immutable; the cache's own, never
-        handed out), else a _Nested. None if the type is not in the schema as this
-        process knows it and `reload` is False (a write's apply does no I/O for it)."""
+    def _answer(self, row: ObjRow | None) -> tuple[object, int]:
+        """What hits of an entry holding `row` answer from, and its bytes (`api.kept`;
+        re-reads the schema for a type this process has not seen)."""
         if row is None or row.state == _REMOVED:
-            return _GONE, 0
-        if not reload:
-            try:
-                self._engine.schema.object_by_id(row.otype)
-            except KeyError:
-                return None
-        obj = self._obj(row)
-        assert obj is not None
-        if _IMMUTABLE.issuperset(map(type, obj.data.values())):
-            return obj, _kept_bytes(obj.data)
-        return _Nested(obj, row.data), _KEPT_BYTES
+            return GONE, 0
+        return object_answer(row, self._otype_name(row.otype))
 
     def _allocate(self, shard: int | None) -> int:
         if shard is not None:
@@ -166,20 +149,6 @@ class Objects:
 
     def _otype_name(self, otype: int) -> str:
         return self._engine.named(lambda schema: schema.object_by_id(otype)).name
-
-
-class _Nested:
-    """A kept object whose data holds lists or dicts: each caller gets it decoded anew
-    from its JSON (the cheapest deep copy), so no caller can change what another reads."""
-
-    __slots__ = ("raw", "template")
-
-    def __init__(self, obj: Obj, raw: bytes) -> None:
-        self.template = msgspec.structs.replace(obj, data={})  # no decoded data kept
-        self.raw = raw
-
-    def fresh(self) -> Obj:
-        return msgspec.structs.replace(self.template, data=_json.decode(self.raw))
 
 
 class _IdBlocks:
@@ -239,13 +208,6 @@ def block_size(previous: int, lasted: float, smallest: int, largest: int) -> int
     if lasted > SHRINK_SECONDS:
         return max(smallest, previous // 2)
     return previous
-
-
-def _kept_bytes(data: dict[str, Any]) -> int:
-    """What a kept object with this flat data costs: the template and its tuple, the dict,
-    its keys and values (an overestimate: equal keys may be shared)."""
-    size = sys.getsizeof
-    return _KEPT_BYTES + size(data) + sum(map(size, data)) + sum(map(size, data.values()))
 
 
 def _object_data(data: object) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..cache.entries import Tier2
 from ..core.errors import InvalidRequest
 from ..core.records import CacheConfig
 from ..core.schema import Schema, read_schema_file
@@ -26,6 +27,7 @@ def open_graph(
     retry: RetryPolicy | None = None,
     cache: CacheConfig | None = DEFAULT_CACHE,
     create: bool = True,
+    tier2: Tier2 | None = None,
 ) -> Graph:
     """Open the graph stored in directory `path` (or at a MySQL URL), creating it if needed.
 
@@ -46,6 +48,9 @@ def open_graph(
     * `cache` sizes the in-process cache (None turns it off). Writes of this
       process are always read back; other processes' writes show within the
       cache's `max_age` (10 s by default).
+    * `tier2` is the cache's tier shared with other processes, in place of the
+      Redis tier `cache.redis` names (`assocdb serve` passes its workers' ring of
+      invalidations).
 
     A `mysql://user:password@host:port/NAME` URL (options: `?shards=16&
     connect_timeout=1&query_timeout=2&pool_size=8`) keeps the graph NAME in
@@ -72,7 +77,7 @@ def open_graph(
     if schema is not None:  # a missing or bad file fails before anything is created
         Schema().apply_toml(read_schema_file(schema))
     backend, journal_file = open_location(path, shards, timeout, create, journal)
-    graph = Graph(backend, Journal(journal_file), sync=sync, retry=retry, cache=cache)
+    graph = Graph(backend, Journal(journal_file), sync=sync, retry=retry, cache=cache, tier2=tier2)
     if schema is not None:
         graph.load_schema(schema)
     return graph

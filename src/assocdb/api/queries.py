@@ -28,7 +28,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from ..cache.tier1 import SMALL_LIST
+from ..cache.entries import SMALL_LIST
 from ..core import cursor as _cursor
 from ..core.errors import InvalidRequest
 from ..core.ids import shard_of

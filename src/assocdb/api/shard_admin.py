@@ -95,15 +95,9 @@ class ShardAdmin:
         self._engine = engine
 
     def view(self) -> ShardView:
-        backend = self._engine.backend
-        if not isinstance(backend, ShardMapBackend):
-            spec = backend.spec()
-            where = str(spec.get("path") or spec.get("url") or "")
-            if "url" in spec:
-                where = shardmap_config.shown(where)
-            rows = [ShardRow(s, []) for s in range(backend.shards)]
-            kind = str(spec.get("kind", "?"))
-            return ShardView(backend.shards, kind, where, None, [], rows, [kind])
+        backend = self._engine.backend.replicated()
+        if backend is None:
+            return self._plain_view()
         states = {m.name: _state(m.up, m.drained) for m in backend.status()}
         members = [
             MemberRow(
@@ -140,6 +134,17 @@ class ShardAdmin:
             _last_verify(backend),
         )
 
+    def _plain_view(self) -> ShardView:
+        """One copy of each shard, on one backend."""
+        backend = self._engine.backend
+        spec = backend.spec()
+        where = str(spec.get("path") or spec.get("url") or "")
+        if "url" in spec:
+            where = shardmap_config.shown(where)
+        rows = [ShardRow(s, []) for s in range(backend.shards)]
+        kind = str(spec.get("kind", "?"))
+        return ShardView(backend.shards, kind, where, None, [], rows, [kind])
+
     def mark(self, name: str, down: bool) -> None:
         """Drain member `name` (down) or give it back (up), in the map file and here."""
         self._change(lambda smap: shardmap_config.with_down(smap, name, down))
@@ -158,8 +163,8 @@ class ShardAdmin:
     def _change(
         self, change: Callable[[shardmap_config.ShardMap], shardmap_config.ShardMap]
     ) -> None:
-        backend = self._engine.backend
-        if not isinstance(backend, ShardMapBackend):
+        backend = self._engine.backend.replicated()
+        if backend is None:
             raise InvalidRequest("this graph has no shard map: its shards cannot be changed")
         if backend.source is None:
             raise InvalidRequest("this shard map was not opened from a file: nothing to change")

@@ -33,7 +33,7 @@ from ..core import cursor as _cursor
 from ..core.cursor import Seek
 from ..core.ids import shard_of
 from ..core.scans import ListRow
-from ..core.timeline_list import Entry, visible
+from ..core.timeline_list import TimelineEntry, visible
 
 #: (time, item, author): a timeline row, ordered by (time, item).
 Row = tuple[int, int, int]
@@ -68,7 +68,7 @@ def author_rows(scan: ScanPosts, authors: Sequence[int], seek: Seek, n: int) -> 
 
 
 def home_rows(
-    entries: Sequence[Entry], followed: Callable[[set[int]], set[int]], seek: Seek, n: int
+    entries: Sequence[TimelineEntry], followed: Callable[[set[int]], set[int]], seek: Seek, n: int
 ) -> list[Row]:
     """The first `n` live entries of a home list past `seek` whose authors are still followed.
 
@@ -77,7 +77,7 @@ def home_rows(
     """
     known: dict[int, bool] = {}
     out: list[Row] = []
-    live: Iterator[Entry] = visible(entries, seek)
+    live: Iterator[TimelineEntry] = visible(entries, seek)
     while len(out) < n:
         batch = list(itertools.islice(live, n))  # usually all pass: one lookup
         if not batch:

@@ -32,9 +32,9 @@ _WIDTHS = (("h", -(2**15), 2**15 - 1), ("i", -(2**31), 2**31 - 1), ("q", -(2**63
 _BASE = 2**61 // 1000  # |time| up to which an offset is `updated_at - time * 1000`
 _ZERO = (0,)
 
-Key = tuple[int, int]  # (time, id2)
+SortKey = tuple[int, int]  # (time, id2)
 Columns = tuple[list[int], list[int], list[int]]  # (id2s, times, updated_ats)
-Entry = tuple[int, int, int]  # (time, id2, updated_at)
+ListItem = tuple[int, int, int]  # (time, id2, updated_at)
 
 
 def _typecode(low: int, high: int) -> str:
@@ -57,15 +57,15 @@ class _Chunk:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def key(self, i: int) -> Key:
+    def key(self, i: int) -> SortKey:
         return (self.keys[2 * i], self.keys[2 * i + 1])
 
-    def entry(self, i: int) -> Entry:
+    def entry(self, i: int) -> ListItem:
         time = self.keys[2 * i]
         base = time * 1000 if -_BASE <= time <= _BASE else _base(time)  # inline: a hot path
         return (time, self.keys[2 * i + 1], self.offsets[i] + base)
 
-    def position(self, key: Key) -> int:
+    def position(self, key: SortKey) -> int:
         """Index of the first entry whose key is <= `key` (the list is descending)."""
         lo, hi = 0, len(self)
         while lo < hi:
@@ -76,7 +76,7 @@ class _Chunk:
                 hi = mid
         return lo
 
-    def insert(self, i: int, entry: Entry) -> None:
+    def insert(self, i: int, entry: ListItem) -> None:
         time, id2, updated_at = entry
         offset = updated_at - _base(time)
         offsets = self.offsets
@@ -113,7 +113,7 @@ class PackedList:
 
     __slots__ = ("_chunks", "_firsts", "_length")
 
-    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+    def __init__(self, entries: Iterable[ListItem] = ()) -> None:
         ordered = entries if isinstance(entries, list) else list(entries)
         self._fill(*(list(map(itemgetter(n), ordered)) for n in (1, 0, 2)))
 
@@ -132,7 +132,7 @@ class PackedList:
             for i in range(0, len(times), CHUNK)
         )
         self._length = len(times)
-        self._firsts: list[Key] | tuple[()] = ()
+        self._firsts: list[SortKey] | tuple[()] = ()
         self._reindex()
 
     def __len__(self) -> int:
@@ -144,7 +144,7 @@ class PackedList:
         chunks = self._chunks
         self._firsts = [(-c.keys[0], -c.keys[1]) for c in chunks] if len(chunks) > 1 else ()
 
-    def _locate(self, key: Key) -> tuple[int, int]:
+    def _locate(self, key: SortKey) -> tuple[int, int]:
         """(chunk, index) of the first entry whose key is <= `key`."""
         if not self._chunks:
             return 0, 0
@@ -155,14 +155,14 @@ class PackedList:
             return c + 1, 0
         return c, i
 
-    def find(self, key: Key) -> Entry | None:
+    def find(self, key: SortKey) -> ListItem | None:
         """The entry with exactly this key, if present."""
         c, i = self._locate(key)
         if c < len(self._chunks) and i < len(self._chunks[c]) and self._chunks[c].key(i) == key:
             return self._chunks[c].entry(i)
         return None
 
-    def insert(self, entry: Entry) -> None:
+    def insert(self, entry: ListItem) -> None:
         """Add an entry (its key must not be present)."""
         key = (entry[0], entry[1])
         if not self._chunks:
@@ -182,7 +182,7 @@ class PackedList:
         self._length += 1
         self._reindex()
 
-    def remove(self, key: Key) -> bool:
+    def remove(self, key: SortKey) -> bool:
         """Remove the entry with this key; False if there was none."""
         c, i = self._locate(key)
         if c >= len(self._chunks) or i >= len(self._chunks[c]) or self._chunks[c].key(i) != key:
@@ -194,7 +194,7 @@ class PackedList:
         self._reindex()
         return True
 
-    def pop_last(self) -> Entry:
+    def pop_last(self) -> ListItem:
         """Remove and return the oldest entry."""
         chunk = self._chunks[-1]
         entry = chunk.entry(len(chunk) - 1)
@@ -205,14 +205,14 @@ class PackedList:
         self._reindex()
         return entry
 
-    def last(self) -> Key | None:
+    def last(self) -> SortKey | None:
         """The oldest key, if any."""
         if not self._chunks:
             return None
         chunk = self._chunks[-1]
         return chunk.key(len(chunk) - 1)
 
-    def floor(self) -> Key | None:
+    def floor(self) -> SortKey | None:
         """The oldest key, read without the lock: it may be torn or stale while a
         write changes the list, so use it only to skip the prefix (see `Cache.reaches_past`)."""
         try:
@@ -248,7 +248,7 @@ class PackedList:
                 break
         return id2s, times, stamps
 
-    def index(self, key: Key, inclusive: bool) -> int:
+    def index(self, key: SortKey, inclusive: bool) -> int:
         """The position of the first entry older than `key` (or equal, if inclusive)."""
         c, i = self._locate(key)
         chunks = self._chunks
@@ -256,9 +256,9 @@ class PackedList:
             i += 1
         return sum(len(chunk) for chunk in chunks[:c]) + i
 
-    def slice(self, start: int, stop: int) -> list[Entry]:
+    def slice(self, start: int, stop: int) -> list[ListItem]:
         """Entries start..stop-1 (newest first)."""
-        out: list[Entry] = []
+        out: list[ListItem] = []
         skip = start
         for chunk in self._chunks:
             n = len(chunk)
@@ -272,7 +272,7 @@ class PackedList:
             skip = 0
         return out
 
-    def after(self, key: Key, inclusive: bool, limit: int) -> list[Entry]:
+    def after(self, key: SortKey, inclusive: bool, limit: int) -> list[ListItem]:
         """Up to `limit` entries older than `key` (or equal, if inclusive), newest first."""
         c, i = self._locate(key)
         if (
@@ -284,7 +284,7 @@ class PackedList:
             i += 1
         return self._from(c, i, limit)
 
-    def before(self, key: Key, inclusive: bool, limit: int) -> list[Entry]:
+    def before(self, key: SortKey, inclusive: bool, limit: int) -> list[ListItem]:
         """Up to `limit` entries newer than `key` (or equal), nearest first (ascending)."""
         c, i = self._locate(key)
         if (
@@ -294,7 +294,7 @@ class PackedList:
             and self._chunks[c].key(i) == key
         ):
             c, i = self._step(c, i, +1)
-        out: list[Entry] = []
+        out: list[ListItem] = []
         while len(out) < limit:
             c, i = self._step(c, i, -1)
             if c < 0:
@@ -313,8 +313,8 @@ class PackedList:
             return -1, 0
         return c - 1, len(self._chunks[c - 1]) - 1
 
-    def _from(self, c: int, i: int, limit: int) -> list[Entry]:
-        out: list[Entry] = []
+    def _from(self, c: int, i: int, limit: int) -> list[ListItem]:
+        out: list[ListItem] = []
         while c < len(self._chunks) and len(out) < limit:
             chunk = self._chunks[c]
             while i < len(chunk) and len(out) < limit:
@@ -323,7 +323,7 @@ class PackedList:
             c, i = c + 1, 0
         return out
 
-    def __iter__(self) -> Iterator[Entry]:
+    def __iter__(self) -> Iterator[ListItem]:
         for chunk in self._chunks:
             for i in range(len(chunk)):
                 yield chunk.entry(i)

@@ -38,13 +38,12 @@ from typing import Any
 
 import msgspec
 
+from ..core.cachekeys import COUNTS, HOME, OBJECT, CacheKey
 from ..core.extras import needs
 from ..core.merge import ObjRow
 
 log = logging.getLogger("assocdb.redis")
 
-#: ("counts" | "prefix", (id1, atype)), ("object", id) or ("home", owner)
-TicketKey = tuple[str, Any]
 
 _CAS = """
 local seen = (redis.call('GET', KEYS[3]) or '') .. '/' .. (redis.call('GET', KEYS[2]) or '')
@@ -66,7 +65,7 @@ class RedisTier:
         url: str,
         graph_id: str,
         ttl: float,
-        on_invalidate: Callable[[list[TicketKey] | None], None],
+        on_invalidate: Callable[[list[CacheKey] | None], None],
     ) -> None:
         with needs("redis", "assocdb's Redis cache tier (CacheConfig.redis)"):
             import redis
@@ -89,7 +88,7 @@ class RedisTier:
         # Invalidations Redis has not had yet, each with the number of the keep that
         # kept it last: a send forgets only what it sent (a key kept again during
         # the send, by a newer write, may have changed after the send reached Redis).
-        self._unsent: dict[TicketKey, int] = {}
+        self._unsent: dict[CacheKey, int] = {}
         self._unsent_all = 0  # too many of them: forget the whole graph's keys (keep's number)
         self._keeps = 0
         self._unsent_lock = threading.Lock()
@@ -120,7 +119,7 @@ class RedisTier:
 
     # -- reads and fills ----------------------------------------------------------------
 
-    def get(self, key: TicketKey) -> tuple[Any, bytes | None, bool]:
+    def get(self, key: CacheKey) -> tuple[Any, bytes | None, bool]:
         """(value or None, the key's version, found) — one round trip. The version (the
         graph's epoch and the key's own) is what `put` of a fill read after this takes."""
         if not self._up():
@@ -142,7 +141,7 @@ class RedisTier:
         self.hits += 1
         return _decode(key, raw), version, True
 
-    def put(self, key: TicketKey, value: Any, version: bytes | None) -> None:
+    def put(self, key: CacheKey, value: Any, version: bytes | None) -> None:
         """Offer a shard fill, stored only if no write invalidated the key since `version`."""
         if not self._up():
             return
@@ -157,7 +156,7 @@ class RedisTier:
 
     # -- writes -----------------------------------------------------------------------
 
-    def invalidate(self, keys: Sequence[TicketKey]) -> None:
+    def invalidate(self, keys: Sequence[CacheKey]) -> None:
         """Bump the keys' versions, drop their values and tell every other process
         (now, or as soon as Redis answers again)."""
         if not keys:
@@ -182,7 +181,7 @@ class RedisTier:
             self._keep_unsent([], everything=True)
             self._failed(exc)
 
-    def _send_invalidations(self, keys: Sequence[TicketKey]) -> None:
+    def _send_invalidations(self, keys: Sequence[CacheKey]) -> None:
         pipe = self._redis.pipeline(transaction=False)
         for key in keys:
             name = self._name(key)
@@ -207,7 +206,7 @@ class RedisTier:
             self._redis.unlink(*names)
         self._redis.publish(self._channel, msgspec.msgpack.encode([self._origin, "*"]))
 
-    def _keep_unsent(self, keys: Sequence[TicketKey], everything: bool) -> None:
+    def _keep_unsent(self, keys: Sequence[CacheKey], everything: bool) -> None:
         with self._unsent_lock:
             self._keeps += 1
             self._unsent.update(dict.fromkeys(keys, self._keeps))
@@ -331,11 +330,11 @@ class RedisTier:
             )
         self._down_until = time.monotonic() + _PAUSE
 
-    def _name(self, key: TicketKey) -> str:
+    def _name(self, key: CacheKey) -> str:
         kind, k = key
-        if kind == "object":
+        if kind == OBJECT:
             return f"{self._prefix}o:{k}"
-        if kind == "home":
+        if kind == HOME:
             return f"{self._prefix}h:{k}"
         return f"{self._prefix}{kind[0]}:{k[0]}:{k[1]}"
 
@@ -345,23 +344,23 @@ class RedisTier:
         self._redis.close()
 
 
-def _encode(key: TicketKey, value: Any) -> bytes:
-    if key[0] == "object":
+def _encode(key: CacheKey, value: Any) -> bytes:
+    if key[0] == OBJECT:
         return msgspec.msgpack.encode([value])  # [None] is a cached "no such object"
-    if key[0] == "counts":
+    if key[0] == COUNTS:
         return msgspec.msgpack.encode(sorted(value.items()))
-    if key[0] == "home":
+    if key[0] == HOME:
         return bytes(value)  # the packed blob as it is
     return msgspec.msgpack.encode(value)
 
 
-def _decode(key: TicketKey, raw: bytes) -> Any:
-    if key[0] == "home":
+def _decode(key: CacheKey, raw: bytes) -> Any:
+    if key[0] == HOME:
         return raw
     value = msgspec.msgpack.decode(raw)
-    if key[0] == "object":
+    if key[0] == OBJECT:
         return None if value[0] is None else ObjRow(*value[0])
-    if key[0] == "counts":
+    if key[0] == COUNTS:
         return dict(map(tuple, value))
     if value and type(value[-1]) is bool:  # [rows, whole]
         rows, whole = value
@@ -373,7 +372,7 @@ def _decode(key: TicketKey, raw: bytes) -> Any:
 def _key(kind: str, k: Any) -> Any:
     """A ticket key's key as published (msgpack made its tuple a list); TypeError if it
     is not one."""
-    if kind in ("object", "home"):
+    if kind in (OBJECT, HOME):
         if type(k) is not int:
             raise TypeError(f"an {kind} key is an id, got {type(k).__name__}")
         return k

@@ -52,212 +52,41 @@ change it in place.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
-from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from operator import neg
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..core import json as _json
-from ..core.cursor import Seek
+from ..core.cachekeys import COUNTS, HOME, LIST, OBJECT, PREFIX, CacheKey
 from ..core.errors import AssocdbError
 from ..core.merge import Changes, ObjRow, State
 from ..core.records import CacheConfig, CacheStats
 from ..core.scans import ListRow
-from ..core.timeline_list import Entry as TimelineEntry
-from ..core.timeline_list import merge_blob
-from .chunks import Columns, Entry, PackedList
+from ..core.timeline_list import TimelineEntry, merge_blob
+from .chunks import PackedList
 from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, SHARE, Decoded
+from .entries import (
+    DATA_SLOT,
+    NO_DATA,
+    Answers,
+    ListEntry,
+    ListKey,
+    ObjEntry,
+    Tier2,
+    home_bytes,
+    newest,
+    object_bytes,
+)
 from .hotkeys import HotKeys
 
-if TYPE_CHECKING:
-    from .redis_tier import RedisTier
-
 log = logging.getLogger(__name__)
+_DATA_SLOT = DATA_SLOT  # (the name the tests measure entries with)
 _NORMAL = State.NORMAL
-_ENTRY_BYTES = 240  # an object's or a home timeline's entry: its own objects, dict slot and key
-_LIST_BYTES = 380  # a list's entry, measured: key, dict slot, entry, prefix, its chunk tuple
-_CHUNK_BYTES = 180  # a chunk of a prefix, measured: the object and its two arrays' headers
-_DATA_SLOT = 57  # a cached data value's dict slot and key, besides the value itself
-SMALL_LIST = 256  # `ListEntry.get` and `.whole` answer a complete prefix up to this size
-_SMALL_GET = SMALL_LIST
 _DOORKEEPER = 65_536  # keys remembered as missed once
 _ROOM = 0.9  # below this share of max_bytes, every miss is admitted
 _WAITED = object()  # a fill another thread did: read the cache again
-
-ListKey = tuple[int, int]
-
-
-class ObjEntry:
-    """What is cached of one object: its row (None: "no such object"), when it was
-    filled, and what the API built from the row (on the fill, `keep_obj`, or by the
-    write that made the entry, `Cache.obj_answer`), so that hits build nothing (no
-    JSON decode, no schema lookup).
-
-    Writers never change an entry: `apply` puts a new one in its place. So an answer
-    kept on an entry always describes that entry's row, and a reader that built one
-    from an entry a write has since replaced keeps it on an entry nobody reads."""
-
-    __slots__ = ("answer", "answer_bytes", "born", "row", "used")
-
-    def __init__(self, row: ObjRow | None, born: float, used: bool = False) -> None:
-        self.row = row
-        self.born = born
-        self.used = used  # CLOCK's reference bit, as a list's
-        self.answer: Any = None
-        self.answer_bytes = 0
-
-    @property
-    def nbytes(self) -> int:
-        return _object_bytes(self.row) + self.answer_bytes
-
-
-class ListEntry:
-    """What is cached of one list, and the queries it can answer."""
-
-    __slots__ = (
-        "answer_bytes",
-        "answers",
-        "born",
-        "complete",
-        "counts",
-        "data",
-        "data_bytes",
-        "prefix",
-        "used",
-    )
-
-    def __init__(self) -> None:
-        self.counts: list[int] | None = None  # per state number
-        self.prefix: PackedList | None = None
-        self.complete = False
-        self.data = _NO_DATA  # id2 -> `kept(data)` of the prefix's edges with data
-        self.data_bytes = 0  # what `data` holds, kept up to date by set_data/drop_data
-        self.born = time.monotonic()
-        self.answers: Mapping[Any, Any] = NO_ANSWERS  # prebuilt answers (cache.decoded)
-        self.answer_bytes = 0
-        self.used = False  # read since eviction last passed it (CLOCK's reference bit)
-
-    @property
-    def nbytes(self) -> int:
-        """What the entry holds, answers aside (not stored: an int would cost 32 bytes)."""
-        prefix = self.prefix
-        if prefix is None:
-            return _LIST_BYTES + self.data_bytes
-        return _LIST_BYTES + prefix.nbytes() + _CHUNK_BYTES * prefix.chunks() + self.data_bytes
-
-    def measure(self) -> int:
-        return self.nbytes
-
-    def set_data(self, id2: int, raw: bytes) -> None:
-        self.drop_data(id2)
-        if self.data is _NO_DATA:
-            self.data = {}
-        value = self.data[id2] = kept(raw)
-        self.data_bytes += sys.getsizeof(value) + _DATA_SLOT
-
-    def drop_data(self, id2: int) -> None:
-        value = self.data.pop(id2, None)
-        if value is not None:
-            self.data_bytes -= sys.getsizeof(value) + _DATA_SLOT
-
-    def empty(self) -> bool:
-        """The list is known to have no visible edge."""
-        return (self.counts is not None and self.counts[_NORMAL] == 0) or (
-            self.complete and self.prefix is not None and len(self.prefix) == 0
-        )
-
-    def range(self, pos: int, limit: int) -> Columns | None:
-        """Entries pos..pos+limit-1, if cached."""
-        if self.empty():
-            return _NO_COLUMNS
-        prefix = self.prefix
-        if prefix is None or not (self.complete or pos + limit <= len(prefix)):
-            return None
-        return prefix.columns(pos, pos + limit)
-
-    def time_range(self, high: int, low: int, limit: int) -> Columns | None:
-        """Up to `limit` entries with low <= time <= high, newest first, if cached."""
-        if self.empty():
-            return _NO_COLUMNS
-        prefix = self.prefix
-        if prefix is None:
-            return None
-        start = prefix.index((high, 2**63), True)  # the first with time <= high
-        id2s, times, stamps = prefix.columns(start, start + limit)
-        within = bisect_right(times, -low, key=neg)  # times descend: those >= low
-        if within < len(times):  # the prefix reaches past the range: it is all here
-            return id2s[:within], times[:within], stamps[:within]
-        return (id2s, times, stamps) if self.complete or len(times) == limit else None
-
-    def scan(self, seek: Seek, n: int) -> list[Entry] | None:
-        """A page scan (see `core.cursor`), if cached."""
-        if self.empty():
-            return []
-        prefix = self.prefix
-        if prefix is None:
-            return None
-        if seek.boundary is None:
-            return _rows(prefix.columns(0, n)) if self.complete or n <= len(prefix) else None
-        key = (seek.boundary[0], seek.boundary[1])
-        if seek.forward:
-            start = prefix.index(key, seek.inclusive)
-            found = prefix.columns(start, start + n)
-            return _rows(found) if self.complete or len(found[0]) == n else None
-        last = prefix.last()
-        if self.complete or (last is not None and key >= last):
-            return prefix.before(key, seek.inclusive, n)
-        return None
-
-    def get(self, id2s: Sequence[int]) -> list[Entry] | None:
-        """The visible entries of these id2s, if the whole (small) list is cached."""
-        if self.empty():
-            return []
-        prefix = self.prefix
-        if prefix is None or not self.complete or len(prefix) > _SMALL_GET:
-            return None
-        wanted = set(id2s)
-        return [entry for entry in _rows(prefix.columns(0, len(prefix))) if entry[1] in wanted]
-
-    def whole(self) -> list[Entry] | None:
-        """Every visible entry, if the whole (small) list is cached."""
-        if self.empty():
-            return []
-        prefix = self.prefix
-        if prefix is None or not self.complete or len(prefix) > _SMALL_GET:
-            return None
-        return _rows(prefix.columns(0, len(prefix)))
-
-
-_NO_COLUMNS: Columns = ([], [], [])
-_NO_DATA: dict[int, Any] = {}  # shared by entries without data; set_data never writes to it
-
-
-def kept(raw: bytes) -> Any:
-    """How tier 1 keeps an edge's data (JSON `raw`): strings, numbers and booleans
-    decoded, so every read shares them instead of decoding again (they are
-    immutable); arrays and objects as their JSON, decoded per read (a caller
-    may change what it gets)."""
-    if raw[:1] in b"[{":
-        return raw
-    value = _json.decode(raw)
-    return raw if value is None else value
-
-
-def _newest(rows: Sequence[ListRow], cap: int) -> tuple[Sequence[ListRow], bool]:
-    """A prefix fill as it is installed and shared through tier 2: the newest `cap`
-    of the `cap + 1` rows read, and whether they are the whole list (which a process
-    caching more edges a list could not tell from their number)."""
-    return rows[:cap], len(rows) <= cap
-
-
-def _rows(columns: Columns) -> list[Entry]:
-    id2s, times, stamps = columns
-    return list(zip(times, id2s, stamps, strict=True))
 
 
 class _Fill:
@@ -278,10 +107,22 @@ class _Fill:
 class Cache:
     """Tier 1. Thread-safe; the Graph consults it before the backend."""
 
-    def __init__(self, config: CacheConfig | None = None, graph_id: str = "graph") -> None:
+    def __init__(
+        self,
+        config: CacheConfig | None = None,
+        graph_id: str = "graph",
+        *,
+        answers: Answers | None = None,
+        tier2: Tier2 | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`answers` builds what hits answer from (the API that reads, `Answers`);
+        `tier2` is the shared tier (default: Redis, if `config.redis` names one);
+        `clock` says the time in seconds, which entries' ages (`max_age`) count in."""
         self.config = config or CacheConfig()
-        self.tier2: RedisTier | None = None
-        if self.config.redis is not None:
+        self.clock = clock
+        self.tier2: Tier2 | None = tier2
+        if tier2 is None and self.config.redis is not None:
             from .redis_tier import RedisTier
 
             self.tier2 = RedisTier(self.config.redis, graph_id, self.config.redis_ttl, self._remote)
@@ -292,20 +133,24 @@ class Cache:
         self._objects: dict[int, ObjEntry] = {}  # evicted by CLOCK too
         self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
         self._home_bytes = 0
-        self._fills: dict[tuple[str, Any], _Fill] = {}
-        self._writing: dict[tuple[str, Any], int] = {}  # ticket keys a write is changing
-        self._doorkeeper: dict[tuple[str, Any], int] = {}  # recent misses of uncached keys
+        self._fills: dict[CacheKey, _Fill] = {}
+        self._writing: dict[CacheKey, int] = {}  # ticket keys a write is changing
+        self._doorkeeper: dict[CacheKey, int] = {}  # recent misses of uncached keys
         self._lock = threading.RLock()
         self.hot = HotKeys()
         self.decoded = Decoded(int(self.config.max_bytes * SHARE))
         #: What an object entry's hits answer from, built from its row, and its bytes
-        #: (None: the reader builds it); set by the API that reads objects. A write's
-        #: new entry gets it at once, so the object's next read is a plain hit.
-        self.obj_answer: Callable[[ObjRow | None], tuple[Any, int] | None] | None = None
+        #: (None: the reader builds it), from `answers`. A write's new entry gets it at
+        #: once, so the object's next read is a plain hit.
+        self.obj_answer: Callable[[ObjRow | None], tuple[Any, int] | None] | None = (
+            None if answers is None else answers.obj_answer
+        )
         #: A list's kept answer (`keep`) after a write changed the list: (key, tag, answer,
-        #: entry, old row, new row) -> the answer now, or None to drop it; set by the API
-        #: that reads lists. Without it, a write drops every answer its list kept.
-        self.patch_answer: Callable[..., tuple[Any, ...] | None] | None = None
+        #: entry, old row, new row) -> the answer now, or None to drop it, from `answers`.
+        #: Without it, a write drops every answer its list kept.
+        self.patch_answer: Callable[..., tuple[Any, ...] | None] | None = (
+            None if answers is None else answers.patch_answer
+        )
         self.bytes = 0
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
 
@@ -313,7 +158,7 @@ class Cache:
 
     def counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
         """The list's counts per state number (filled on a miss)."""
-        self.hot.seen(("list", *key))
+        self.hot.seen((LIST, *key))
         entry = self._lists.get(key)
         if entry is not None and entry.counts is not None and self._touch(key, entry):
             return list(entry.counts)
@@ -322,11 +167,11 @@ class Cache:
             if entry is not None and entry.counts is not None:
                 self.hits += 1
                 return list(entry.counts)
-            admitted = self._admit(("counts", key))
+            admitted = self._admit((COUNTS, key))
         if not admitted:
             loaded = load()
             return [loaded.get(s, 0) for s in range(4)]
-        loaded = self._fill(("counts", key), load)
+        loaded = self._fill((COUNTS, key), load)
         if loaded is _WAITED:
             return self.counts(key, load)
         return [loaded.get(s, 0) for s in range(4)]
@@ -342,7 +187,7 @@ class Cache:
         entry = self._lists.get(key)
         if entry is None or entry.counts is None or not self._touch(key, entry):
             return None
-        self.hot.seen(("list", *key))
+        self.hot.seen((LIST, *key))
         return entry.counts[state]
 
     def answer(self, key: ListKey, tag: Any) -> Any:
@@ -353,7 +198,7 @@ class Cache:
         found = entry.answers.get(tag)
         if found is None or not self._touch(key, entry):
             return None
-        self.hot.seen(("list", *key))
+        self.hot.seen((LIST, *key))
         return found
 
     def reaches_past(self, key: ListKey, boundary: tuple[int, ...]) -> bool:
@@ -403,7 +248,7 @@ class Cache:
 
     def _touch(self, key: ListKey, entry: ListEntry) -> bool:
         """Whether a hit on this entry is fresh; if so, count it and mark it used."""
-        if time.monotonic() - entry.born >= self.config.max_age:
+        if self.clock() - entry.born >= self.config.max_age:
             return False
         entry.used = True
         self.hits += 1
@@ -423,19 +268,19 @@ class Cache:
 
         None when it could not be cached (a write raced the fill): read the shard.
         """
-        self.hot.seen(("list", *key))
+        self.hot.seen((LIST, *key))
         with self._lock:
             entry = self._fresh_list(key)
             if entry is not None and (entry.prefix is not None or entry.empty()):
                 self.hits += 1
                 yield entry
                 return
-            admitted = self._admit(("prefix", key))
+            admitted = self._admit((PREFIX, key))
         if not admitted:  # read once so far: the caller reads just what it needs
             yield None
             return
         cap = self.config.prefix
-        self._fill(("prefix", key), lambda: _newest(load(cap + 1), cap))
+        self._fill((PREFIX, key), lambda: newest(load(cap + 1), cap))
         if counts is not None:
             with self._lock:
                 entry = self._lists.get(key)
@@ -443,7 +288,7 @@ class Cache:
                 lacking = room and entry is not None and entry.counts is None
             if lacking:
                 try:
-                    self._fill(("counts", key), counts)
+                    self._fill((COUNTS, key), counts)
                 except AssocdbError:  # the list read still has its prefix; a count read retries
                     log.debug("filling the counts of %s with its prefix failed", key, exc_info=True)
         with self._lock:
@@ -454,14 +299,14 @@ class Cache:
         """The object's entry if it is cached and fresh (a hit: counted, no lock), else
         None: then read through `obj`."""
         found = self._objects.get(id)
-        if found is None or time.monotonic() - found.born >= self.config.max_age:
+        if found is None or self.clock() - found.born >= self.config.max_age:
             return None
         found.used = True
         self.hits += 1
         hot = self.hot
         hot.skip -= 1  # `HotKeys.seen`, without a call per hit
         if hot.skip <= 0:
-            hot.count(("object", id))
+            hot.count((OBJECT, id))
         return found
 
     def entry_of(self, id: int, row: ObjRow | None) -> ObjEntry | None:
@@ -485,46 +330,46 @@ class Cache:
         found = self.cached_obj(id)
         if found is not None:
             return found.row
-        self.hot.seen(("object", id))
+        self.hot.seen((OBJECT, id))
         with self._lock:
             found = self._objects.get(id)
-            if found is not None and time.monotonic() - found.born < self.config.max_age:
+            if found is not None and self.clock() - found.born < self.config.max_age:
                 found.used = True
                 self.hits += 1
                 return found.row
             if found is not None:  # aged out while in use
-                self._readmit(("object", id))
-            admitted = self._admit(("object", id))
+                self._readmit((OBJECT, id))
+            admitted = self._admit((OBJECT, id))
         if not admitted:
             return load()
-        row = self._fill(("object", id), load)
+        row = self._fill((OBJECT, id), load)
         if row is _WAITED:
             return self.obj(id, load)
         return row  # type: ignore[no-any-return]
 
     def home(self, owner: int, load: Callable[[], bytes]) -> bytes:
         """The owner's packed home timeline (b"" if none), filled on a miss."""
-        self.hot.seen(("home", owner))
+        self.hot.seen((HOME, owner))
         with self._lock:
             found = self._homes.get(owner)
-            if found is not None and time.monotonic() - found[1] < self.config.max_age:
+            if found is not None and self.clock() - found[1] < self.config.max_age:
                 self._homes.move_to_end(owner)
                 self.hits += 1
                 return found[0]
             if found is not None:  # aged out
                 self._drop_home(owner)
-                self._readmit(("home", owner))
-            admitted = self._admit(("home", owner))
+                self._readmit((HOME, owner))
+            admitted = self._admit((HOME, owner))
         if not admitted:
             return load()
-        blob = self._fill(("home", owner), load)
+        blob = self._fill((HOME, owner), load)
         if blob is _WAITED:
             return self.home(owner, load)
         return blob  # type: ignore[no-any-return]
 
     # -- fills --------------------------------------------------------------------------
 
-    def _admit(self, ticket_key: tuple[str, Any]) -> bool:
+    def _admit(self, ticket_key: CacheKey) -> bool:
         """Whether a miss of this key should fill the cache (call with the lock held).
 
         While the cache has room, every miss fills. Once it is nearly full, a key
@@ -543,12 +388,12 @@ class Cache:
             del doorkeeper[next(iter(doorkeeper))]  # forget the oldest
         return False
 
-    def _readmit(self, ticket_key: tuple[str, Any]) -> None:
+    def _readmit(self, ticket_key: CacheKey) -> None:
         """An invalidated entry was in use: its next miss fills it again."""
         if self.config.admit_after > 1:
             self._doorkeeper[ticket_key] = self.config.admit_after - 1
 
-    def _fill(self, ticket_key: tuple[str, Any], load: Callable[[], Any]) -> Any:
+    def _fill(self, ticket_key: CacheKey, load: Callable[[], Any]) -> Any:
         """Load on a miss and install the result, unless a write made it stale.
 
         A concurrent miss of the same key waits for this load instead of
@@ -587,12 +432,12 @@ class Cache:
             ticket.done.release()  # whatever happened, no waiter waits for ever
         return value
 
-    def _load(self, ticket_key: tuple[str, Any], load: Callable[[], Any]) -> Any:
+    def _load(self, ticket_key: CacheKey, load: Callable[[], Any]) -> Any:
         """From tier 2 if it has the key, else from the shard (offered to tier 2)."""
         if self.tier2 is None:
             return load()
         value, version, found = self.tier2.get(ticket_key)
-        if found and (ticket_key[0] != "prefix" or self._covers(value)):
+        if found and (ticket_key[0] != PREFIX or self._covers(value)):
             return value
         value = load()
         self.tier2.put(ticket_key, value, version)
@@ -605,26 +450,26 @@ class Cache:
         rows, whole = fill
         return whole or len(rows) >= self.config.prefix
 
-    def _install(self, ticket_key: tuple[str, Any], value: Any) -> None:
+    def _install(self, ticket_key: CacheKey, value: Any) -> None:
         kind, key = ticket_key
-        if kind == "home":
+        if kind == HOME:
             self._drop_home(key)
-            self._homes[key] = (value, time.monotonic())
-            self._home_bytes += _home_bytes(value)
-            self.bytes += _home_bytes(value)
-        elif kind == "object":
+            self._homes[key] = (value, self.clock())
+            self._home_bytes += home_bytes(value)
+            self.bytes += home_bytes(value)
+        elif kind == OBJECT:
             replaced = self._objects.pop(key, None)  # an aged entry, refilled
             if replaced is not None:
                 self.bytes -= replaced.nbytes
-            self._objects[key] = ObjEntry(value, time.monotonic())
-            self.bytes += _object_bytes(value)
+            self._objects[key] = ObjEntry(value, self.clock())
+            self.bytes += object_bytes(value)
         else:
             entry = self._fresh_list(key, read=False)  # a fill is not a read of the entry
             if entry is None:
-                entry = self._lists[key] = ListEntry()
+                entry = self._lists[key] = ListEntry(self.clock())
                 self.bytes += entry.nbytes
             self.bytes -= self.decoded.forget(entry) + entry.nbytes
-            if kind == "counts":
+            if kind == COUNTS:
                 entry.counts = [value.get(s, 0) for s in range(4)]
             else:
                 cap = self.config.prefix
@@ -632,7 +477,7 @@ class Cache:
                 entry.complete = whole and len(rows) <= cap
                 rows = rows[:cap]
                 entry.prefix = PackedList.from_rows(rows)
-                entry.data, entry.data_bytes = _NO_DATA, 0
+                entry.data, entry.data_bytes = NO_DATA, 0
                 for r in rows:
                     if r[3] is not None:
                         entry.set_data(r[0], r[3])
@@ -644,10 +489,10 @@ class Cache:
         entry = self._lists.get(key)
         if entry is None:
             return None
-        if time.monotonic() - entry.born >= self.config.max_age:
+        if self.clock() - entry.born >= self.config.max_age:
             self._drop_list(key)
-            self._readmit(("counts", key))
-            self._readmit(("prefix", key))
+            self._readmit((COUNTS, key))
+            self._readmit((PREFIX, key))
             return None
         if read:
             entry.used = True
@@ -655,8 +500,8 @@ class Cache:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def writing(self, tickets: Sequence[tuple[str, Any]]) -> None:
-        """A write of these entries ("counts"/"prefix", (id1, atype)) or ("object", id)
+    def writing(self, tickets: Sequence[CacheKey]) -> None:
+        """A write of these entries (COUNTS/PREFIX, (id1, atype)) or (OBJECT, id)
         begins: from now until `written`, no fill of them is installed (a fill could
         read the shard after the write's commit and before its `apply`, which would
         then apply the write twice)."""
@@ -666,7 +511,7 @@ class Cache:
                 writing[ticket_key] = writing.get(ticket_key, 0) + 1
                 self._stale(ticket_key)
 
-    def written(self, tickets: Sequence[tuple[str, Any]]) -> None:
+    def written(self, tickets: Sequence[CacheKey]) -> None:
         """The write `writing` announced is applied here (or failed)."""
         with self._lock:
             writing = self._writing
@@ -679,13 +524,13 @@ class Cache:
 
     def apply(self, changes: Changes) -> None:
         """Bring cached entries up to date with what a leg changed (and tell tier 2)."""
-        touched: list[tuple[str, Any]] = []
+        touched: list[CacheKey] = []
         with self._lock:
             for old, new in changes.edges:
                 key = (new[0], new[1])
-                touched += [("counts", key), ("prefix", key)]
-                self._stale(("counts", key))
-                self._stale(("prefix", key))
+                touched += [(COUNTS, key), (PREFIX, key)]
+                self._stale((COUNTS, key))
+                self._stale((PREFIX, key))
                 entry = self._lists.get(key)
                 if entry is not None:
                     kept = list(entry.answers.items()) if self.patch_answer else []
@@ -695,8 +540,8 @@ class Cache:
                     if kept:
                         self._patch_answers(key, entry, kept, old, new)
             for row in changes.objects:
-                touched.append(("object", row.id))
-                self._stale(("object", row.id))
+                touched.append((OBJECT, row.id))
+                self._stale((OBJECT, row.id))
                 found = self._objects.get(row.id)
                 if found is not None:  # replaced, not changed: see ObjEntry
                     self.bytes -= found.nbytes
@@ -743,17 +588,17 @@ class Cache:
     def deliver(self, writes: Mapping[int, Sequence[TimelineEntry]], cap: int) -> None:
         """Bring cached home timelines up to date with a merged leg of deliveries (and
         tell tier 2): the same merge the shard did, so the blobs stay equal."""
-        touched: list[tuple[str, Any]] = []
+        touched: list[CacheKey] = []
         with self._lock:
             for owner, entries in writes.items():
-                key = ("home", owner)
+                key = (HOME, owner)
                 touched.append(key)
                 self._stale(key)
                 found = self._homes.get(owner)
                 if found is not None:
                     blob = merge_blob(found[0], entries, cap)
                     if blob is not None:
-                        grown = _home_bytes(blob) - _home_bytes(found[0])
+                        grown = home_bytes(blob) - home_bytes(found[0])
                         self._home_bytes += grown
                         self.bytes += grown
                         self._homes[owner] = (blob, found[1])
@@ -786,14 +631,14 @@ class Cache:
         if not entry.complete and len(prefix) == 0:
             entry.prefix = None  # an empty prefix of a longer list tells nothing
 
-    def _stale(self, ticket_key: tuple[str, Any]) -> None:
+    def _stale(self, ticket_key: CacheKey) -> None:
         ongoing = self._fills.get(ticket_key)
         if ongoing is not None:
             ongoing.stale = True
 
-    def invalidate(self, keys: Sequence[tuple[str, Any]] | None = None) -> None:
-        """Forget these entries ("counts"/"prefix", (id1, atype)), ("object", id) or
-        ("home", owner), or all."""
+    def invalidate(self, keys: Sequence[CacheKey] | None = None) -> None:
+        """Forget these entries (COUNTS/PREFIX, (id1, atype)), (OBJECT, id) or
+        (HOME, owner), or all."""
         with self._lock:
             if keys is None:
                 for fill in self._fills.values():
@@ -805,24 +650,24 @@ class Cache:
                 self.bytes = self._home_bytes = 0
                 return
             for kind, key in keys:
-                if kind == "home":
+                if kind == HOME:
                     self._stale((kind, key))
                     if self._drop_home(key):
                         self._readmit((kind, key))
-                elif kind == "object":
+                elif kind == OBJECT:
                     self._stale((kind, key))
                     found = self._objects.pop(key, None)
                     if found is not None:
                         self.bytes -= found.nbytes
                         self._readmit((kind, key))
                 else:
-                    self._stale(("counts", key))
-                    self._stale(("prefix", key))
+                    self._stale((COUNTS, key))
+                    self._stale((PREFIX, key))
                     if self._drop_list(key):
-                        self._readmit(("counts", key))
-                        self._readmit(("prefix", key))
+                        self._readmit((COUNTS, key))
+                        self._readmit((PREFIX, key))
 
-    def forget(self, keys: list[tuple[str, Any]]) -> None:
+    def forget(self, keys: list[CacheKey]) -> None:
         """Forget these entries here, in tier 2 and in every process (rows changed
         in a way no change set describes: a write that reached only some replicas)."""
         self.invalidate(keys)
@@ -835,7 +680,7 @@ class Cache:
         if self.tier2 is not None:
             self.tier2.flush()
 
-    def _remote(self, keys: list[tuple[str, Any]] | None) -> None:
+    def _remote(self, keys: list[CacheKey] | None) -> None:
         """Invalidations from other processes, delivered by tier 2."""
         self.invalidate(keys)
 
@@ -858,8 +703,8 @@ class Cache:
         found = self._homes.pop(owner, None)
         if found is None:
             return False
-        self._home_bytes -= _home_bytes(found[0])
-        self.bytes -= _home_bytes(found[0])
+        self._home_bytes -= home_bytes(found[0])
+        self.bytes -= home_bytes(found[0])
         return True
 
     def _evict(self) -> None:
@@ -869,7 +714,7 @@ class Cache:
                 self._home_bytes * 2 >= self.bytes or not (self._lists or self._objects)
             ):  # home timelines hold half the memory or more
                 owner = next(iter(self._homes))
-                if spared < 8 and self.hot.is_hot(("home", owner)):
+                if spared < 8 and self.hot.is_hot((HOME, owner)):
                     self._homes.move_to_end(owner)
                     spared += 1
                     continue
@@ -878,7 +723,7 @@ class Cache:
                 lists = self._lists
                 key = next(iter(lists))  # the oldest; hits never change the dict
                 entry = lists[key]
-                if entry.used or (spared < 8 and self.hot.is_hot(("list", *key))):
+                if entry.used or (spared < 8 and self.hot.is_hot((LIST, *key))):
                     spared += not entry.used  # the hottest lists stay longer
                     entry.used = False  # a second chance
                     del lists[key]
@@ -898,14 +743,14 @@ class Cache:
             self.evictions += 1
 
     def holds(self, key: tuple[Any, ...]) -> bool:
-        """Whether tier 1 holds the hot key `key` now: `("list", id1, atype)`,
-        `("object", id)` or `("home", owner)` (the console's hot keys page)."""
+        """Whether tier 1 holds the hot key `key` now: `(LIST, id1, atype)`,
+        `(OBJECT, id)` or `(HOME, owner)` (the console's hot keys page)."""
         kind, rest = key[0], key[1:]
-        if kind == "list":
+        if kind == LIST:
             return rest in self._lists
-        if kind == "object":
+        if kind == OBJECT:
             return rest[0] in self._objects
-        return kind == "home" and rest[0] in self._homes
+        return kind == HOME and rest[0] in self._homes
 
     def stats(self) -> CacheStats:
         with self._lock:
@@ -924,11 +769,3 @@ class Cache:
                 0 if tier2 is None else tier2.misses,
                 0 if tier2 is None else tier2.failures,
             )
-
-
-def _home_bytes(blob: bytes) -> int:
-    return _ENTRY_BYTES + len(blob)
-
-
-def _object_bytes(row: ObjRow | None) -> int:
-    return _ENTRY_BYTES + (0 if row is None else len(row.data))

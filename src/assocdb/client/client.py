@@ -51,7 +51,7 @@ from ..core.records import (
     TimelineItem,
     WriteResult,
 )
-from ..core.schema import AssocType, ObjectType, Schema
+from ..core.schema import DEFAULT_LIMIT, AssocType, ObjectType, Schema
 from .wire import (
     BATCHABLE,
     METHODS,
@@ -263,7 +263,7 @@ class Client:
         *,
         inverse: str | None = None,
         symmetric: bool = False,
-        limit: int = 6000,
+        limit: int = DEFAULT_LIMIT,
     ) -> AssocType:
         result: AssocType = self._call("define_assoc", DefineAssoc(name, inverse, symmetric, limit))
         return result

@@ -43,7 +43,7 @@ from ..core.records import (
     TimelineItem,
     WriteResult,
 )
-from ..core.schema import AssocType, IndexDef, ObjectType
+from ..core.schema import DEFAULT_LIMIT, AssocType, IndexDef, ObjectType
 
 Scope = Literal["read", "write", "admin"]
 
@@ -256,7 +256,7 @@ class DefineAssoc(Args):
     name: str
     inverse: str | None = None
     symmetric: bool = False
-    limit: Int64 = 6000
+    limit: Int64 = DEFAULT_LIMIT
 
 
 class DefineObject(Args):

@@ -49,7 +49,7 @@ from typing import NamedTuple, TypeVar
 from .errors import InvalidCursor
 
 T = TypeVar("T")
-Key = tuple[int, ...]
+CursorKey = tuple[int, ...]
 
 _VERSION = 1
 _BACKWARD = 1
@@ -63,7 +63,7 @@ class Seek(NamedTuple):
     """Where a scan starts: past `boundary` (None: at the start) in a direction."""
 
     forward: bool
-    boundary: Key | None
+    boundary: CursorKey | None
     inclusive: bool
 
 
@@ -143,7 +143,7 @@ def _layout(key_size: int) -> struct.Struct:
 
 
 def paginate(
-    scan: Scan[T], key: Callable[[T], Key], scope: bytes, seek: Seek, limit: int
+    scan: Scan[T], key: Callable[[T], CursorKey], scope: bytes, seek: Seek, limit: int
 ) -> tuple[list[T], str | None, str | None]:
     """Read one page at `seek` with one scan: (items in list order, next, prev cursors)."""
     rows = list(scan(seek, limit + 1))

@@ -39,7 +39,7 @@ from .merge import EdgeTuple, NodeRow, ObjRow, State
 
 _REMOVED = State.REMOVED
 #: A stored row's identity: (id1, atype, id2) for an edge, (id,) for an object.
-Key = tuple[int, ...]
+RowKey = tuple[int, ...]
 ListKey = tuple[int, int]  # (node, atype): one association list
 MAX_OBJECT_DATA = 1 << 20  # 1 MiB
 MAX_ASSOC_DATA = 64 << 10  # 64 KiB
@@ -88,7 +88,7 @@ class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
         return _lists(self.atype, self.inverse, self.id1, self.id2)
 
     @property
-    def keys(self) -> list[Key]:
+    def keys(self) -> list[RowKey]:
         return _edge_keys(self.atype, self.inverse, self.id1, self.id2)
 
     def resolve(self, stored: Stored) -> list[EdgeTuple]:
@@ -130,7 +130,7 @@ class TypeChange(msgspec.Struct, tag="change", array_like=True, frozen=True):
         return _lists(self.new, self.new_inverse, self.id1, self.id2)
 
     @property
-    def keys(self) -> list[Key]:
+    def keys(self) -> list[RowKey]:
         old = _edge_keys(self.old, self.old_inverse, self.id1, self.id2)
         return old + _edge_keys(self.new, self.new_inverse, self.id1, self.id2)
 
@@ -176,7 +176,7 @@ class ObjectWrite(msgspec.Struct, tag="obj", array_like=True, frozen=True):
     node_lists: ClassVar[list[ListKey]] = []
 
     @property
-    def keys(self) -> list[Key]:
+    def keys(self) -> list[RowKey]:
         return [(self.id,)]
 
     def resolve(self, stored: Stored) -> ObjRow:
@@ -220,7 +220,7 @@ class Rows(msgspec.Struct, tag="rows", array_like=True, frozen=True):
     index: list[tuple[int, int, bytes, int, int, int, int]] = []
 
     @property
-    def keys(self) -> list[Key]:
+    def keys(self) -> list[RowKey]:
         """What the rows write that a resolution may read: edges, objects, and the
         lists whose node state they set (`(node, atype)`)."""
         return (
@@ -249,7 +249,7 @@ class NodeJob(msgspec.Struct, tag="node", array_like=True, frozen=True):
     at: tuple[int, int, int, int] | None = None
     marks: list[int] | None = None
 
-    keys: ClassVar[list[Key]] = []  # its pages are journaled as jobs of their own
+    keys: ClassVar[list[RowKey]] = []  # its pages are journaled as jobs of their own
 
 
 BY_ID2 = -1  # `at[1]` of a NodeJob walking its list in id2 order
@@ -355,8 +355,8 @@ def is_rejection(exc: BaseException) -> bool:
     )
 
 
-def _edge_keys(atype: int, inverse: int | None, id1: int, id2: int) -> list[Key]:
-    keys: list[Key] = [(id1, atype, id2)]
+def _edge_keys(atype: int, inverse: int | None, id1: int, id2: int) -> list[RowKey]:
+    keys: list[RowKey] = [(id1, atype, id2)]
     if inverse is not None:
         keys.append((id2, inverse, id1))
     return keys

@@ -46,7 +46,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from .cursor import Seek
 
 #: (time, item, author, stamp) with stamp = updated_at * 2 + deleted.
-Entry = tuple[int, int, int, int]
+TimelineEntry = tuple[int, int, int, int]
+Entry = TimelineEntry  # the name older imports use
 TimelineKey = tuple[int, int]  # (time, item)
 _WIDTH = 4
 _ENTRY_BYTES = _WIDTH * 8
@@ -55,16 +56,18 @@ _AUTHOR_SIGN = 3 * 8 - 1  # the byte of an entry that holds its author's sign bi
 _NO_SIGN = bytes(range(128))  # the bytes without it
 
 
-def entry(time: int, item: int, author: int, updated_at: int, deleted: bool = False) -> Entry:
+def entry(
+    time: int, item: int, author: int, updated_at: int, deleted: bool = False
+) -> TimelineEntry:
     """One timeline write: a delivery, or (`deleted`) a tombstone."""
     return (time, item, author, updated_at * 2 + int(deleted))
 
 
-def is_deleted(e: Entry) -> bool:
+def is_deleted(e: TimelineEntry) -> bool:
     return bool(e[3] & 1)
 
 
-def unpack(blob: bytes | None) -> list[Entry]:
+def unpack(blob: bytes | None) -> list[TimelineEntry]:
     """The entries of a stored blob, newest first."""
     if not blob:
         return []
@@ -76,16 +79,18 @@ def unpack(blob: bytes | None) -> list[Entry]:
     return list(zip(it, it, it, it, strict=True))
 
 
-def pack(entries: Iterable[Entry]) -> bytes:
+def pack(entries: Iterable[TimelineEntry]) -> bytes:
     values = array("q", [v for e in entries for v in e])
     if _SWAP:
         values.byteswap()
     return values.tobytes()
 
 
-def merge(current: Iterable[Entry], writes: Iterable[Entry], cap: int) -> list[Entry]:
+def merge(
+    current: Iterable[TimelineEntry], writes: Iterable[TimelineEntry], cap: int
+) -> list[TimelineEntry]:
     """The list after `writes`: union by key (highest stamp wins), trimmed (see above)."""
-    best: dict[TimelineKey, Entry] = {}
+    best: dict[TimelineKey, TimelineEntry] = {}
     for e in (*current, *(_loose(w) if w[3] & 1 else w for w in writes)):
         key = (e[0], e[1])
         held = best.get(key)
@@ -98,12 +103,12 @@ def merge(current: Iterable[Entry], writes: Iterable[Entry], cap: int) -> list[E
     return [best[key] for key in kept]
 
 
-def _loose(tombstone: Entry) -> Entry:
+def _loose(tombstone: TimelineEntry) -> TimelineEntry:
     """A tombstone as it arrives: loose until it meets a delivery of its key."""
     return (tombstone[0], tombstone[1], -abs(tombstone[2]), tombstone[3])
 
 
-def _join(a: Entry, b: Entry) -> Entry:
+def _join(a: TimelineEntry, b: TimelineEntry) -> TimelineEntry:
     """Two entries of one key: the higher `(stamp, author)`, counted if either is
     (a delivery, or a tombstone that met one)."""
     win = a if (a[3], abs(a[2])) >= (b[3], abs(b[2])) else b
@@ -111,7 +116,7 @@ def _join(a: Entry, b: Entry) -> Entry:
     return win if author == win[2] else (win[0], win[1], author, win[3])
 
 
-def merge_blob(blob: bytes | None, writes: Sequence[Entry], cap: int) -> bytes | None:
+def merge_blob(blob: bytes | None, writes: Sequence[TimelineEntry], cap: int) -> bytes | None:
     """`merge` on a stored blob: the new blob, or None if nothing changed."""
     if len(writes) == 1 and not writes[0][3] & 1:
         head = unpack(blob[:_ENTRY_BYTES]) if blob else []
@@ -133,7 +138,7 @@ def _any_loose(blob: bytes) -> bool:
     return bool(blob[_AUTHOR_SIGN::_ENTRY_BYTES].translate(None, _NO_SIGN))
 
 
-def visible(entries: Iterable[Entry], seek: Seek) -> Iterator[Entry]:
+def visible(entries: Iterable[TimelineEntry], seek: Seek) -> Iterator[TimelineEntry]:
     """The live entries past the seek, in its direction (newest first when forward)."""
     ordered = list(entries) if seek.forward else list(reversed(list(entries)))
     bound = seek.boundary

@@ -26,7 +26,6 @@ from typing import Literal, NamedTuple
 
 import msgspec
 
-from ..api.assoc_writes import AssocWrites
 from ..api.graph import Graph
 from ..core.errors import InvalidRequest
 from ..core.ids import check_id, check_time
@@ -63,7 +62,7 @@ class Executor:
     def __init__(self, graph: Graph, graphs: GraphTable) -> None:
         self._graph = graph
         self._graphs = graphs
-        self._writes = AssocWrites(graph.engine)
+        self._writes = graph.services.writes
 
     def execute(
         self, operations: Sequence[FlockOperation], execute_at: object, priority: object

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..api.graph import Graph
-from ..api.queries import Queries
 from ..core import cursor as _cursor
 from ..core.errors import InvalidRequest
 from ..core.query import Query, Term
@@ -73,7 +72,7 @@ class Selector:
     def __init__(self, graph: Graph, graphs: GraphTable) -> None:
         self._graph = graph
         self._graphs = graphs
-        self._queries = Queries(graph.engine)
+        self._queries = graph.services.queries
 
     # -- programs ----------------------------------------------------------------------
 

@@ -30,16 +30,18 @@ import struct
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ..core.cachekeys import COUNTS, HOME, OBJECT, PREFIX, CacheKey
+
 SLOTS = 1 << 16
 _HEAD = struct.Struct("<Q")
 _SLOT = struct.Struct("<qqq")
 _SIZE = _HEAD.size + SLOTS * _SLOT.size
 _LIST, _OBJECT, _HOME, _ALL = 1, 2, 3, 9
-_KINDS = {"counts": _LIST, "prefix": _LIST, "object": _OBJECT, "home": _HOME}
+_KINDS = {COUNTS: _LIST, PREFIX: _LIST, OBJECT: _OBJECT, HOME: _HOME}
 
 
 class Invalidated(Protocol):
-    def invalidate(self, keys: Sequence[tuple[str, Any]] | None = None) -> None: ...
+    def invalidate(self, keys: Sequence[CacheKey] | None = None) -> None: ...
 
 
 class Peers:
@@ -64,7 +66,7 @@ class Peers:
 
     # -- sending: what a write of this worker touched ----------------------------------------
 
-    def invalidate(self, keys: Sequence[tuple[str, Any]]) -> None:
+    def invalidate(self, keys: Sequence[CacheKey]) -> None:
         slots = []
         for kind, key in keys:
             code = _KINDS[kind]
@@ -103,26 +105,26 @@ class Peers:
                 slots = [_SLOT.unpack_from(self._map, _offset(n)) for n in range(start, sequence)]
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
-        keys: list[tuple[str, Any]] = []
+        keys: list[CacheKey] = []
         for code, a, b in slots:
             if code == _ALL:
                 cache.invalidate(None)
                 keys = []
                 break
             if code == _LIST:
-                keys.append(("prefix", (a, b)))
+                keys.append((PREFIX, (a, b)))
             else:
-                keys.append(("object" if code == _OBJECT else "home", a))
+                keys.append((OBJECT if code == _OBJECT else HOME, a))
         if keys:
             cache.invalidate(keys)
         self._seen = sequence
 
     # -- the rest of tier 2's interface ------------------------------------------------------
 
-    def get(self, ticket_key: tuple[str, Any]) -> tuple[Any, int, bool]:
+    def get(self, ticket_key: CacheKey) -> tuple[Any, int, bool]:
         return None, 0, False
 
-    def put(self, ticket_key: tuple[str, Any], value: Any, version: int) -> None:
+    def put(self, ticket_key: CacheKey, value: Any, version: int) -> None:
         pass
 
     def close(self) -> None:

@@ -17,10 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Union
@@ -32,7 +31,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from ..api.batch import READS, WRITES
 from ..api.graph import Graph
@@ -54,14 +52,13 @@ from ..core.errors import (
     DataTooLarge,
     InvalidRequest,
     NotFound,
-    PermissionDenied,
     Timeout,
     Unavailable,
 )
 from ..core.json import MAX_DEPTH, refuse_duplicate_keys
-from ..core.records import CacheConfig, Deferred
+from ..core.records import Deferred
 from . import ids
-from .auth import Tokens, is_loopback
+from .auth import Tokens
 from .console.pages import Console
 from .metrics import Metrics
 from .openapi import ICON, docs_page, openapi
@@ -121,12 +118,16 @@ def create_app(
     limits: Limits | None = None,
     session_key: bytes | None = None,
     sessions_dir: Path | None = None,
+    peers: Peers | None = None,
 ) -> Starlette:
     """The ASGI app serving `graph`, with the operator's console under /admin (its
     session cookies signed with `session_key`, its logged-out sessions kept in
-    `sessions_dir`: both one per server, shared by its workers)."""
-    server = _Server(graph, tokens or Tokens([]), limits or Limits(), Metrics(graph))
-    server.console = Console(graph, server.tokens, server.metrics, session_key, sessions_dir)
+    `sessions_dir`: both one per server, shared by its workers), polling `peers`
+    (the workers' cache invalidations) before each request."""
+    tokens = tokens or Tokens([])
+    metrics = Metrics(graph)
+    console = Console(graph, tokens, metrics, session_key, sessions_dir)
+    server = Server(graph, tokens, limits or Limits(), metrics, console, peers)
     routes = [
         *server.console.routes(),
         Route("/v1/batch", server.route_batch, methods=["POST"]),
@@ -143,14 +144,22 @@ def create_app(
     return app
 
 
-class _Server:
-    def __init__(self, graph: Graph, tokens: Tokens, limits: Limits, metrics: Metrics) -> None:
+class Server:
+    def __init__(
+        self,
+        graph: Graph,
+        tokens: Tokens,
+        limits: Limits,
+        metrics: Metrics,
+        console: Console,
+        peers: Peers | None = None,
+    ) -> None:
         self.graph = graph
         self.tokens = tokens
         self.limits = limits
         self.metrics = metrics
-        self.peers: Peers | None = None  # cache invalidations between workers, if any
-        self.console: Console | None = None  # the /admin pages
+        self.peers = peers  # cache invalidations between workers, if any
+        self.console = console  # the /admin pages
         self.overdue = Overdue()
         self._calls = {item: (name, self._call_of(name)) for name, item in _BATCH_ITEMS.items()}
 
@@ -276,7 +285,9 @@ class _Server:
 
     def _encoded(self, name: str, args: Any) -> _Encoded:
         """A list read's answer, kept encoded with the list's cached answers."""
-        return _Encoded(*self.graph._reads.encoded(name, _encode, *msgspec.structs.astuple(args)))
+        return _Encoded(
+            *self.graph.services.reads.encoded(name, _encode, *msgspec.structs.astuple(args))
+        )
 
     def _run_batch(self, body: bytes, header: str | None = None, until: float = math.inf) -> bytes:
         """The batch's answer: decoded in one call when every item is well formed (else
@@ -429,7 +440,7 @@ class _Server:
         if name == "bulk_load":
             edges = [tuple(edge) for edge in args.edges]
             # A named load comes in parts, one per request (`Client.bulk_load`).
-            return graph._writes.bulk_load(
+            return graph.services.writes.bulk_load(
                 edges, workers=1, name=args.name, first=args.first, last=args.last
             )
         # Long calls get half the request's deadline: the answer (drained or
@@ -715,106 +726,3 @@ def _decode(body: bytes, kind: Any) -> Any:
 TOO_DEEP = (
     f"the body's JSON nests too deeply (data nests at most {MAX_DEPTH} levels, queries at most 32)"
 )
-
-
-class Front:
-    """The ASGI entry of a worker: `POST /v1/<name>` goes straight to its handler
-    (Starlette's middleware, router and wrappers took ~15% of a cached read's
-    request); everything else, and every other answer, is the Starlette app's.
-
-    A server without tokens (on loopback) answers only requests addressed to a
-    loopback host: a web page whose own name was made to resolve to 127.0.0.1
-    (DNS rebinding) is of the same origin as the server for the browser, and
-    could otherwise read and change everything, console forms included."""
-
-    def __init__(self, app: Starlette) -> None:
-        self.app = app
-        self.server: _Server = app.state.server
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self.server.tokens.enabled:
-            host = _host_of(scope)
-            if host is not None and not is_loopback(host):
-                denied = PermissionDenied(
-                    f"this server has no tokens: it answers requests for localhost or a "
-                    f"loopback address, not for {host!r}"
-                )
-                response = Response(error_body(denied), status_code=403, media_type=JSON)
-                await response(scope, receive, send)
-                return
-        if scope["type"] == "http" and scope["method"] == "POST":
-            path: str = scope["path"]
-            name = path[4:]
-            if path.startswith("/v1/") and name and "/" not in name:
-                request = Request(scope, receive)
-                try:
-                    if name == "batch":
-                        response = await self.server.route_batch(request)
-                    else:
-                        response = await self.server.method(request, name)
-                except Exception:  # what Starlette's ServerErrorMiddleware would catch
-                    log.exception("%s failed unexpectedly", name)
-                    internal = AssocdbError("internal error; the server log has the details")
-                    response = Response(error_body(internal), status_code=500, media_type=JSON)
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-def _host_of(scope: Scope) -> str | None:
-    """The host name (or address) a request is addressed to, without its port."""
-    for key, value in scope["headers"]:
-        if key == b"host":
-            host: str = value.decode("latin-1").strip().lower()
-            if host.startswith("["):  # an IPv6 literal: [::1]:8080
-                return host[1:].partition("]")[0]
-            return host.rpartition(":")[0] if host.count(":") == 1 else host
-    return None
-
-
-def app_from_env() -> Front:
-    """The app a `assocdb serve` worker runs, configured by the ASSOCDB_SERVE variable."""
-    from contextlib import asynccontextmanager
-
-    from ..api.open import open_graph
-
-    config = msgspec.json.decode(os.environ["ASSOCDB_SERVE"].encode())
-    cache = None
-    if config["cache_bytes"]:
-        cache = CacheConfig(
-            max_bytes=config["cache_bytes"],
-            max_age=config["cache_max_age"],
-            prefix=config["cache_prefix"],
-            redis=config["redis"],
-        )
-    graph = open_graph(config["path"], sync=config["sync"], cache=cache)
-    peers = None
-    if config.get("peers") and graph.engine.cache is not None:
-        peers = Peers(config["peers"])
-        graph.engine.cache.tier2 = peers  # type: ignore[assignment]  # tier 2's interface
-    if config.get("cleaner"):
-        graph.start_cleaner()
-    inline = graph.engine.backend.local
-    limits = Limits(config["max_body"], config["max_batch"], config["deadline"], inline)
-    key = config.get("session_key")
-    sessions = config.get("sessions_dir")
-    app = create_app(
-        graph,
-        Tokens.load(config.get("tokens_file")),
-        limits,
-        bytes.fromhex(key) if key else None,
-        Path(sessions) if sessions else None,
-    )
-    server: _Server = app.state.server
-    server.peers = peers
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        if server.console is not None:
-            server.console.close()
-        server.metrics.close()
-        await anyio.to_thread.run_sync(graph.close)
-
-    app.router.lifespan_context = lifespan
-    return Front(app)

@@ -37,16 +37,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core.cachekeys import CacheKey
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
-from ..core.timeline_list import Entry as TimelineEntry
+from ..core.timeline_list import TimelineEntry
 
-#: Cache keys to forget: ("counts"|"prefix", (id1, atype)) or ("object", id).
-ForgetHook = Callable[[list[tuple[str, Any]]], None]
+if TYPE_CHECKING:
+    from .shardmap import ShardMapBackend
+
+#: Cache keys to forget: (COUNTS|PREFIX, (id1, atype)) or (OBJECT, id).
+ForgetHook = Callable[[list[CacheKey]], None]
 
 
 #: URL schemes of the engines that run as servers, and the backend kind each opens.
@@ -78,6 +82,10 @@ class Backend(Protocol):
     def fresh_reads(self) -> AbstractContextManager[None]:
         """Within: this thread's reads see every write this process made (a replica
         that missed one is not read); the applier resolves writes this way."""
+
+    def replicated(self) -> ShardMapBackend | None:
+        """The shard map that places these shards on replica sets (its members, moves and
+        verify), or None: one copy of each shard. What the API asks instead of a kind."""
 
     def exclusive_writes(self) -> AbstractContextManager[None]:
         """Held from reading the rows a write resolves against to applying it: no other

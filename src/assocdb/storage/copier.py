@@ -37,7 +37,7 @@ from ..core.merge import EdgeTuple, NodeRow, ObjRow
 from ..core.scans import IndexEntry
 from ..core.timeline_list import unpack as unpack_timeline
 from .backend import Backend
-from .sql import TABLE_KEYS
+from .sqltext import TABLE_KEYS
 
 #: Rows per page: big enough that a statement's round trip is small beside its rows,
 #: small enough that a live write to the page's range waits a fraction of a second.

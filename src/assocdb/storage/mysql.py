@@ -35,9 +35,12 @@ from typing import Any
 from ..core.errors import AssocdbError, Unavailable
 from ..core.merge import EdgeTuple
 from .backend import map_driver_error
-from .mysqlpool import Pool, Settings, connect_args, driver, errno_of, parse_url
-from .serverurl import server_spec
-from .sql import Session, SQLBackend, insert, open_on_server
+from .dialect import Session
+from .mysqlpool import Pool, connect_args, driver, errno_of, parse_url
+from .serverurl import Settings, graph_schemas, server_spec
+from .sql import SQLBackend
+from .sqlopen import open_on_server
+from .sqltext import insert
 
 log = logging.getLogger("assocdb.mysql")
 
@@ -198,11 +201,8 @@ class MySQLBackend(SQLBackend):
                 # make DROP wait for its metadata lock for a year by default.
                 backend._run(session, 0, "SET SESSION lock_wait_timeout = 60")
                 rows = backend._run(session, 0, "SHOW DATABASES")
-                for (name,) in rows:
-                    prefix, _, suffix = str(name).rpartition("_")
-                    shard_schema = suffix[:1] == "s" and suffix[1:].isdigit()
-                    if prefix == settings.name and (suffix == "meta" or shard_schema):
-                        backend._run(session, 0, f"DROP DATABASE IF EXISTS `{name}`")
+                for name in graph_schemas((name for (name,) in rows), settings.name):
+                    backend._run(session, 0, f"DROP DATABASE IF EXISTS `{name}`")
         finally:
             backend.close()
 

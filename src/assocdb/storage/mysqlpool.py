@@ -19,12 +19,11 @@ import math
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, NamedTuple
-from urllib.parse import unquote
+from typing import Any
 
 from ..core.errors import InvalidRequest, Unavailable
 from ..core.extras import require
-from .serverurl import parse_server_url
+from .serverurl import Settings, parse_server_url, settings_of
 
 
 def driver() -> ModuleType:
@@ -33,24 +32,6 @@ def driver() -> ModuleType:
         return importlib.import_module("MySQLdb")
     except ImportError:
         return require("pymysql", "mysql", "a mysql:// graph")
-
-
-class Settings(NamedTuple):
-    """Where the server is and how long to wait for it."""
-
-    host: str
-    port: int
-    user: str
-    password: str
-    name: str  # the graph's name: its schemas are NAME_meta, NAME_s0, NAME_s1, …
-    shards: int | None
-    connect_timeout: float = 1.0
-    query_timeout: float = 2.0
-    pool_size: int = 8
-
-    def server_url(self) -> str:
-        """The URL without the graph name and options (no password)."""
-        return f"mysql://{self.user}@{self.host}:{self.port}/"
 
 
 def parse_url(url: str, **overrides: Any) -> Settings:
@@ -62,18 +43,7 @@ def parse_url(url: str, **overrides: Any) -> Settings:
     given = parse_server_url(
         url, "mysql", "mysql://root@127.0.0.1:3306/mygraph", frozenset(), overrides
     )
-    parts = given.parts
-    return Settings(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 3306,
-        user=unquote(parts.username or "root"),
-        password=unquote(parts.password or ""),
-        name=given.name,
-        shards=given.shards,
-        connect_timeout=given.connect_timeout,
-        query_timeout=given.query_timeout,
-        pool_size=given.pool_size,
-    )
+    return settings_of(given, "mysql", 3306, "root")
 
 
 def connect_args(settings: Settings, mysqlclient: bool, read_timeout: float) -> dict[str, Any]:

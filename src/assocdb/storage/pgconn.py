@@ -26,13 +26,12 @@ import os
 import socket
 import threading
 import time
-from typing import Any, NamedTuple
-from urllib.parse import unquote
+from typing import Any
 
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.extras import require
 from .backend import map_driver_error, one_line
-from .serverurl import parse_server_url
+from .serverurl import Settings, parse_server_url, settings_of
 
 #: SQLSTATE classes (the first two characters) and what they mean for a caller.
 _CLASSES: dict[str, type[AssocdbError]] = {
@@ -54,25 +53,6 @@ def driver() -> Any:
     return require("psycopg", "postgres", "a postgresql:// graph")
 
 
-class Settings(NamedTuple):
-    """Where the server is and how long to wait for it."""
-
-    host: str
-    port: int
-    user: str
-    password: str
-    database: str  # the database that holds the graph's schemas
-    name: str  # the graph's name: its schemas are NAME_meta, NAME_s0, NAME_s1, …
-    shards: int | None
-    connect_timeout: float = 1.0
-    query_timeout: float = 2.0
-    pool_size: int = 8
-
-    def server_url(self) -> str:
-        """The URL without the graph name and options (no password)."""
-        return f"postgresql://{self.user}@{self.host}:{self.port}/"
-
-
 def parse_url(url: str, **overrides: Any) -> Settings:
     """Settings from `postgresql://user:pw@host:5432/NAME?database=app&shards=16`.
 
@@ -87,19 +67,8 @@ def parse_url(url: str, **overrides: Any) -> Settings:
         frozenset({"database"}),
         overrides,
     )
-    parts, options = given.parts, given.options
-    return Settings(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 5432,
-        user=unquote(parts.username or "postgres"),
-        password=unquote(parts.password or ""),
-        database=str(options.get("database", "postgres")),
-        name=given.name,
-        shards=given.shards,
-        connect_timeout=given.connect_timeout,
-        query_timeout=given.query_timeout,
-        pool_size=given.pool_size,
-    )
+    database = str(given.options.get("database", "postgres"))
+    return settings_of(given, "postgresql", 5432, "postgres", database)
 
 
 def connect_kwargs(settings: Settings, statement_timeout: float) -> dict[str, Any]:

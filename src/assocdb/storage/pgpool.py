@@ -39,7 +39,8 @@ from typing import Any
 
 from ..core.errors import InvalidRequest, Unavailable
 from ..core.extras import require
-from .pgconn import Settings, connect, connect_kwargs, driver
+from .pgconn import connect, connect_kwargs, driver
+from .serverurl import Settings
 
 _SLICE = 0.05  # seconds a caller waits for the pool before it first looks at `_direct`
 #: The longest wait between looks. Each look leaves psycopg_pool a timed-out waiter

@@ -44,10 +44,13 @@ from typing import Any
 
 from ..core.errors import AssocdbError, Unavailable
 from ..core.merge import EdgeTuple
-from .pgconn import WATCHDOG, Settings, driver, map_pg_error, parse_url, sqlstate_of
+from .dialect import Session
+from .pgconn import WATCHDOG, driver, map_pg_error, parse_url, sqlstate_of
 from .pgpool import Pool
-from .serverurl import server_spec
-from .sql import EDGE_COLUMNS, Session, SQLBackend, open_on_server
+from .serverurl import Settings, graph_schemas, server_spec
+from .sql import SQLBackend
+from .sqlopen import open_on_server
+from .sqltext import EDGE_COLUMNS
 
 log = logging.getLogger("assocdb.postgres")
 
@@ -200,12 +203,7 @@ class PostgresBackend(SQLBackend):
         try:
             with backend._session(slow=True) as session:
                 rows = backend._run(session, 0, "SELECT nspname FROM pg_namespace")
-                names = []
-                for (name,) in rows:
-                    prefix, _, suffix = str(name).rpartition("_")
-                    shard_schema = suffix[:1] == "s" and suffix[1:].isdigit()
-                    if prefix == settings.name and (suffix == "meta" or shard_schema):
-                        names.append(name)
+                names = graph_schemas((name for (name,) in rows), settings.name)
                 for start in range(0, len(names), 32):  # a transaction's locks are finite
                     backend._run(session, 0, "BEGIN")
                     for name in names[start : start + 32]:

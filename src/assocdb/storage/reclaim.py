@@ -37,7 +37,7 @@ from .mysql import MySQLBackend
 from .registry import open_shardmap
 from .shardmap import RELOAD_EVERY, ShardMapBackend
 from .shardmap_config import ShardMap, load, locked
-from .sql import TABLE_KEYS
+from .sqltext import TABLE_KEYS
 
 
 class OldCopy(NamedTuple):

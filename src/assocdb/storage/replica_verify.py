@@ -52,11 +52,11 @@ from ..core.merge import EdgeTuple, NodeRow, ObjRow
 from ..core.records import ReplicaDifference, VerifyReport
 from ..core.scans import IndexEntry
 from ..core.schema import Schema
-from ..core.timeline_list import Entry
+from ..core.timeline_list import TimelineEntry
 from ..core.timeline_list import unpack as unpack_timeline
 from .backend import Backend
 from .shardmap import ShardMapBackend
-from .sql import TABLE_KEYS
+from .sqltext import TABLE_KEYS
 
 PAGE = 1000  # rows per keyset page read from each replica
 SPAN = 10_000  # rows per range summed up on each replica
@@ -271,7 +271,7 @@ def _write_variants(backend: Backend, shard: int, variants: dict[str, list[Row]]
             entries += [_entry(index, row) for row in rows]
     if entries:
         backend.index_apply(shard, entries)
-    timelines: dict[int, list[Entry]] = {}
+    timelines: dict[int, list[TimelineEntry]] = {}
     for owner, blob in variants.get("timelines", []):
         timelines.setdefault(owner, []).extend(unpack_timeline(blob))
     if timelines:

@@ -9,8 +9,9 @@ overrides that are not None win over the URL's.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, NamedTuple
-from urllib.parse import ParseResult, parse_qs, quote, urlparse
+from urllib.parse import ParseResult, parse_qs, quote, unquote, urlparse
 
 from ..core.errors import InvalidRequest
 from .backend import SERVER_SCHEMES
@@ -84,3 +85,54 @@ def server_spec(
         "query_timeout": s.query_timeout,
         "pool_size": s.pool_size,
     }
+
+
+class Settings(NamedTuple):
+    """Where a graph's server is and how long to wait for it, for every server engine."""
+
+    scheme: str  # of `server_url`: mysql, postgresql
+    host: str
+    port: int
+    user: str
+    password: str
+    name: str  # the graph's name: its schemas are NAME_meta, NAME_s0, NAME_s1, …
+    shards: int | None
+    connect_timeout: float = 1.0
+    query_timeout: float = 2.0
+    pool_size: int = 8
+    database: str = ""  # PostgreSQL: the database that holds the graph's schemas
+
+    def server_url(self) -> str:
+        """The URL without the graph name and options (no password)."""
+        return f"{self.scheme}://{self.user}@{self.host}:{self.port}/"
+
+
+def settings_of(
+    given: ServerURL, scheme: str, port: int, user: str, database: str = ""
+) -> Settings:
+    """The settings a parsed URL says, with the engine's default `port` and `user`."""
+    parts = given.parts
+    return Settings(
+        scheme=scheme,
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or port,
+        user=unquote(parts.username or user),
+        password=unquote(parts.password or ""),
+        name=given.name,
+        shards=given.shards,
+        connect_timeout=given.connect_timeout,
+        query_timeout=given.query_timeout,
+        pool_size=given.pool_size,
+        database=database,
+    )
+
+
+def graph_schemas(names: Iterable[object], graph: str) -> list[str]:
+    """Of the schemas on a server (`names`), those of graph `graph`: NAME_meta, NAME_s<k>."""
+    found = []
+    for name in names:
+        prefix, _, suffix = str(name).rpartition("_")
+        shard_schema = suffix[:1] == "s" and suffix[1:].isdigit()
+        if prefix == graph and (suffix == "meta" or shard_schema):
+            found.append(str(name))
+    return found

@@ -57,11 +57,12 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
+from ..core.cachekeys import COUNTS, OBJECT, PREFIX, CacheKey
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.merge import NO_CHANGES, Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
-from ..core.timeline_list import Entry as TimelineEntry
+from ..core.timeline_list import TimelineEntry
 from .backend import Backend, ForgetHook
 from .detector import Health
 from .shardmap_config import ShardMap, from_dict, load, shown
@@ -372,6 +373,9 @@ class ShardMapBackend:
             return self._weighted(fresh)
         return self._weighted(fresh) + self._weighted(stale)
 
+    def replicated(self) -> ShardMapBackend:
+        return self
+
     def exclusive_writes(self) -> AbstractContextManager[None]:
         return nullcontext()  # several databases: see docs/architecture.md
 
@@ -519,13 +523,13 @@ class ShardMapBackend:
                         del self._behind[(member.name, shard)]
 
     def _forget(self, answers: list[Changes]) -> None:
-        keys: dict[tuple[str, Any], None] = {}
+        keys: dict[CacheKey, None] = {}
         for changes in answers:
             for _, new in changes.edges:
-                keys[("counts", (new[0], new[1]))] = None
-                keys[("prefix", (new[0], new[1]))] = None
+                keys[(COUNTS, (new[0], new[1]))] = None
+                keys[(PREFIX, (new[0], new[1]))] = None
             for row in changes.objects:
-                keys[("object", row[0])] = None
+                keys[(OBJECT, row[0])] = None
         if keys:
             for hook in self.forget_hooks:
                 hook(list(keys))

@@ -44,19 +44,16 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from functools import lru_cache
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from ..core.compress import pack, unpack
+from ..core.compress import pack
 from ..core.cursor import START as _START
-from ..core.entities import merge_entries
-from ..core.errors import AssocdbError, InvalidRequest, Unavailable, no_graph
+from ..core.errors import AssocdbError
 from ..core.merge import (
     Changes,
     EdgeKey,
@@ -70,9 +67,31 @@ from ..core.merge import (
 )
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
-from ..core.timeline_list import Entry as TimelineEntry
-from ..core.timeline_list import merge_blob
+from ..core.timeline_list import TimelineEntry
+from . import sqlindexes as _indexes
+from . import sqltables as _tables
+from . import sqltimelines as _timelines
 from .backend import ForgetHook, map_driver_error
+from .dialect import Dialect, Session
+from .sqltext import (
+    COUNT_COLUMNS,
+    EDGE_COLUMNS,
+    EDGES,
+    ENTRY_COLUMNS,
+    NODE_COLUMNS,
+    NODES,
+    OBJ_COLUMNS,
+    OBJECTS,
+    SELECT_EDGES,
+    TABLE_COLUMNS,
+    chunks,
+    marks,
+    obj_row,
+    past_params,
+    plain_rows,
+    scan_sql,
+    seek_past,
+)
 
 log = logging.getLogger("assocdb.sql")
 
@@ -81,94 +100,12 @@ MAX_SHARDS = 4096
 SLOW_SECONDS = 0.5  # a statement that takes longer is logged
 BULK_ROWS = 1000  # an apply of more rows runs with the engine's maintenance timeout
 RERUNS = 8  # tries of a transaction the engine aborted to break a deadlock
-_IN_CHUNK = 500  # ids per IN (...) list
 _KEYS_CHUNK = 200  # (id1, atype, id2) keys per read of single rows
 _MANY_KEYS = 8  # keys written to one list from which it is read by an IN list of its own
-
-EDGE_COLUMNS = ("id1", "atype", "id2", "state", "time", "updated_at", "data")
-OBJ_COLUMNS = ("id", "otype", "state", "version", "updated_at", "data")
-NODE_COLUMNS = ("node", "atype", "state", "updated_at")
-COUNT_COLUMNS = ("id1", "atype", "state", "n")
-ENTRY_COLUMNS = ("ikey", "id", "updated_at", "version", "state")
-#: The tables `export_table` reads (besides `index_N`), and the key each is read in order of.
-TABLE_COLUMNS = {
-    "edges": EDGE_COLUMNS,
-    "counts": COUNT_COLUMNS,
-    "node_states": NODE_COLUMNS,
-    "objects": OBJ_COLUMNS,
-    "timelines": ("owner", "entries"),
-}
-TABLE_KEYS = {
-    "edges": ("id1", "atype", "id2"),
-    "counts": ("id1", "atype", "state"),
-    "node_states": ("node", "atype"),
-    "objects": ("id",),
-    "timelines": ("owner",),
-}
-_INDEX_TABLE = re.compile(r"index_[0-9]{1,9}")
-_EDGES = ", ".join(EDGE_COLUMNS)
-_OBJECTS = ", ".join(OBJ_COLUMNS)
-_ENTRIES = ", ".join(ENTRY_COLUMNS)
-_NODES = ", ".join(NODE_COLUMNS)
-_SELECT_EDGES = f"SELECT {_EDGES} FROM {{s}}.edges WHERE"
 
 T = TypeVar("T")
 B = TypeVar("B", bound="SQLBackend")
 K = TypeVar("K")
-
-
-class Dialect(Protocol):
-    """How one engine spells what `SQLBackend` says."""
-
-    #: Starts a write transaction.
-    begin: str
-    #: Ends a read inside a write transaction so that what it read (and the absence
-    #: of what it did not find) holds until the commit ("" where `begin` locks).
-    lock: str
-    #: The same for a read that must only not change (recount's edges).
-    share: str
-    #: Whether `(a, b) > (?, ?)` seeks an index; else it is spelled out (`_past`).
-    row_values: bool
-    #: The key column of the `meta` table.
-    meta_key: str
-    #: Creates the `timelines` table.
-    timelines_ddl: str
-
-    def use_index(self, name: str) -> str:
-        """The hint, after a table name, to read it through index `name`."""
-
-    def upsert(self, table: str, columns: Sequence[str], key: int, add: bool = False) -> str:
-        """Insert rows of `columns`, whose first `key` are the primary key; a row that
-        exists gets the other columns replaced (`add`: added to)."""
-
-    def index_ddl(self, index: int) -> list[str]:
-        """Creates the table `index_N` of a secondary index, with an index on `id`."""
-
-    def missing_table(self, exc: AssocdbError) -> bool:
-        """Whether the statement failed because its table does not exist."""
-
-    def retryable(self, exc: AssocdbError) -> bool:
-        """Whether the transaction was aborted to break a deadlock (run it again)."""
-
-    def gone(self, exc: AssocdbError) -> bool:
-        """Whether the server had closed the connection."""
-
-    def row_hash(self, columns: Sequence[str]) -> str:
-        """An expression: a deterministic 32-bit hash of a row's `columns`, computed on the
-        server (summed over a range by `table_summary`)."""
-
-
-class Session:
-    """A connection in use. `broken`: a driver error may have left it unusable (a pool
-    closes it rather than lend it again); `reused`: it sat idle in a pool before (the
-    server may have closed it meanwhile)."""
-
-    __slots__ = ("broken", "conn", "reused")
-
-    def __init__(self, conn: Any, reused: bool = False) -> None:
-        self.conn = conn
-        self.broken = False
-        self.reused = reused
 
 
 class SQLBackend(ABC):
@@ -210,6 +147,9 @@ class SQLBackend(ABC):
 
     def fresh_reads(self) -> AbstractContextManager[None]:
         return nullcontext()  # one copy of each row: every read is fresh
+
+    def replicated(self) -> None:
+        return None  # one copy of each shard
 
     def exclusive_writes(self) -> AbstractContextManager[None]:
         return nullcontext()  # a database server's graph: see docs/architecture.md
@@ -456,37 +396,8 @@ class SQLBackend(ABC):
         return self._in_transaction(shard, body, slow=True)
 
     def copy_edges(self, shard: int, after: EdgeKey | None, edges: Sequence[EdgeTuple]) -> int:
-        """Merge a page of another replica's edges, in (id1, atype, id2) order, that
-        follows key `after` (None: the table's start): `bulk_merge` for a shard copy.
-        The stored rows of the page's whole key range are read in one range scan (and
-        locked: a live write in the range waits for the commit, and one committed
-        before is merged against), so a newer row is never overwritten and the count
-        deltas are exact. Returns how many rows changed."""
-        if not edges:
-            return 0
-        last = (edges[-1][0], edges[-1][1], edges[-1][2])
-
-        def body(session: Session) -> int:
-            current = {row[:3]: row for row in self._edges_between(session, shard, after, last)}
-            changed, deltas = merge_edges(current, edges)
-            self._bulk_store(session, shard, changed)
-            self._store(session, shard, self._add_count, sorted((*k, n) for k, n in deltas.items()))
-            return len(changed)
-
-        return self._in_transaction(shard, body, slow=True)
-
-    def _edges_between(
-        self, session: Session, shard: int, after: EdgeKey | None, last: EdgeKey
-    ) -> list[EdgeTuple]:
-        """The stored edges with keys in (`after`, `last`], locked."""
-        rv, key = self.dialect.row_values, TABLE_KEYS["edges"]
-        where = [_past(key, "<", True, rv)]
-        params = _past_params(last, rv)
-        if after is not None:
-            where.insert(0, _past(key, ">", False, rv))
-            params = [*_past_params(after, rv), *params]
-        sql = f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key} WHERE {' AND '.join(where)}"
-        return self._select(session, shard, sql, params)
+        """`bulk_merge` for a page of a shard copy (`sqltables.copy_edges`)."""
+        return _tables.copy_edges(self, shard, after, edges)
 
     def _bulk_store(
         self, session: Session, shard: int, changed: Sequence[tuple[EdgeTuple | None, EdgeTuple]]
@@ -526,11 +437,9 @@ class SQLBackend(ABC):
                 for row in self._edges(session, shard, id1, atype, sorted(set(id2s))):
                     current[row[:3]] = row
         for atype, id1s in sorted(whole.items()):
-            for chunk in _chunks(id1s):
+            for chunk in chunks(id1s):
                 where = f"atype = ? AND id1 IN ({marks(len(chunk))})"
-                for row in self._select(
-                    session, shard, f"{_SELECT_EDGES} {where}", (atype, *chunk)
-                ):
+                for row in self._select(session, shard, f"{SELECT_EDGES} {where}", (atype, *chunk)):
                     current[(row[0], row[1], row[2])] = row
         return current
 
@@ -539,7 +448,7 @@ class SQLBackend(ABC):
     ) -> dict[tuple[int, int], int]:
         """Stored rows (tombstones too) per list of these nodes that has any."""
         sizes: dict[tuple[int, int], int] = {}
-        for chunk in _chunks(id1s):
+        for chunk in chunks(id1s):
             sql = f"SELECT id1, atype, n FROM {{s}}.counts WHERE id1 IN ({marks(len(chunk))})"
             for id1, atype, n in self._select(session, shard, sql, chunk):
                 sizes[(id1, atype)] = sizes.get((id1, atype), 0) + int(n)
@@ -549,9 +458,9 @@ class SQLBackend(ABC):
         self, session: Session, shard: int, atype: int, id2: int, id1s: list[int]
     ) -> list[EdgeTuple]:
         rows: list[EdgeTuple] = []
-        for chunk in _chunks(id1s):
+        for chunk in chunks(id1s):
             sql = (
-                f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key} "
+                f"SELECT {EDGES} FROM {{s}}.edges{self._by_key} "
                 f"WHERE id1 IN ({marks(len(chunk))}) AND atype = ? AND id2 = ?"
             )
             rows += self._select(session, shard, sql, (*chunk, atype, id2))
@@ -561,7 +470,7 @@ class SQLBackend(ABC):
         self, session: Session, shard: int, id1s: list[int]
     ) -> set[tuple[int, int]]:
         found: set[tuple[int, int]] = set()
-        for chunk in _chunks(id1s):
+        for chunk in chunks(id1s):
             sql = f"SELECT id1, atype FROM {{s}}.counts WHERE id1 IN ({marks(len(chunk))})"
             found.update((r[0], r[1]) for r in self._select(session, shard, sql, chunk))
         return found
@@ -591,7 +500,7 @@ class SQLBackend(ABC):
             # A list's first page (assoc_range's usual read): its statement per shard.
             sql = self._first_pages.get(shard)
             if sql is None:
-                first = _scan_sql(self.dialect.row_values, False, False, False, True, False, False)
+                first = scan_sql(self.dialect.row_values, False, False, False, True, False, False)
                 sql = self._first_pages[shard] = self._render(first, shard)
             return self._query(shard, sql, [id1, atype, state, limit])
         boundary = seek.boundary
@@ -608,7 +517,7 @@ class SQLBackend(ABC):
         if low is not None:
             params.append(low)
         if boundary is not None:
-            params += _past_params(boundary, self.dialect.row_values)
+            params += past_params(boundary, self.dialect.row_values)
         params.append(limit)
         if offset:
             params.append(offset)
@@ -622,7 +531,7 @@ class SQLBackend(ABC):
         )
         sql = self._scans.get((shard, *shape))
         if sql is None:
-            template = _scan_sql(self.dialect.row_values, *shape)
+            template = scan_sql(self.dialect.row_values, *shape)
             sql = self._scans[(shard, *shape)] = self._render(template, shard)
         return self._query(shard, sql, params)
 
@@ -633,9 +542,9 @@ class SQLBackend(ABC):
         self, session: Session | None, shard: int, id1: int, atype: int, id2s: Sequence[int]
     ) -> list[EdgeRow]:
         rows: list[EdgeRow] = []
-        for chunk in _chunks(id2s):
+        for chunk in chunks(id2s):
             which = "id2 = ?" if len(chunk) == 1 else f"id2 IN ({marks(len(chunk))})"
-            sql = f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ?"
+            sql = f"SELECT {EDGES} FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ?"
             found = self._select(session, shard, f"{sql} AND {which}", (id1, atype, *chunk))
             rows += (EdgeRow(*r) for r in found)
         return rows
@@ -647,9 +556,9 @@ class SQLBackend(ABC):
         self, session: Session | None, shard: int, keys: Sequence[EdgeKey]
     ) -> list[EdgeRow]:
         rows: list[EdgeRow] = []
-        for chunk in _chunks(sorted(set(keys)), _KEYS_CHUNK):
+        for chunk in chunks(sorted(set(keys)), _KEYS_CHUNK):
             match = " OR ".join(["(id1 = ? AND atype = ? AND id2 = ?)"] * len(chunk))
-            sql = f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key} WHERE {match}"
+            sql = f"SELECT {EDGES} FROM {{s}}.edges{self._by_key} WHERE {match}"
             found = self._select(session, shard, sql, [v for key in chunk for v in key])
             rows += (EdgeRow(*r) for r in found)
         return rows
@@ -697,7 +606,7 @@ class SQLBackend(ABC):
         if len(set(ordered)) != len(ordered):
             ordered = sorted(set(ordered), reverse=forward)
         found: list[int] = []
-        for chunk in _chunks(ordered):
+        for chunk in chunks(ordered):
             left = None if limit is None else limit - len(found)
             sql = self._probe_sql(shard, len(chunk), len(states), forward, left is not None)
             params = self._probe_params(id1, atype, chunk, states, left)
@@ -749,80 +658,35 @@ class SQLBackend(ABC):
         # Few lists ever get a node state: read them by node, keep the asked types.
         wanted = set(keys)
         found: dict[tuple[int, int], NodeRow] = {}
-        for chunk in _chunks(sorted({node for node, _ in wanted})):
+        for chunk in chunks(sorted({node for node, _ in wanted})):
             which = "node = ?" if len(chunk) == 1 else f"node IN ({marks(len(chunk))})"
-            sql = f"SELECT {_NODES} FROM {{s}}.node_states WHERE {which}"
+            sql = f"SELECT {NODES} FROM {{s}}.node_states WHERE {which}"
             for row in self._select(session, shard, sql, chunk):
                 if (row[0], row[1]) in wanted:
                     found[(row[0], row[1])] = NodeRow(*row)
         return found
 
     def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
-        sql = f"SELECT {_EDGES} FROM {{s}}.edges{self._by_key}"
-        params: list[Any] = []
-        if after is not None:
-            sql += " WHERE " + _past(("id1", "atype", "id2"), ">", False, self.dialect.row_values)
-            params = _past_params(after, self.dialect.row_values)
-        sql += " ORDER BY id1, atype, id2 LIMIT ?"
-        rows = self._query(shard, self._q(sql, shard), [*params, limit], slow=True)
-        return [EdgeRow(*r) for r in rows]
+        return _tables.export_edges(self, shard, after, limit)
 
     def export_table(
         self, shard: int, table: str, after: Sequence[Any] | None, limit: int
     ) -> list[tuple[Any, ...]]:
-        if table == "meta":  # the graph's settings, beside shard 0 (`shard` -1 renders it)
-            key_column = self.dialect.meta_key
-            sql = f"SELECT {key_column}, value FROM {{s}}.meta"
-            params: list[Any] = []
-            if after is not None:
-                sql += f" WHERE {key_column} > ?"
-                params = [after[0]]
-            sql += f" ORDER BY {key_column} LIMIT ?"
-            rows = self._query(0, self._q(sql, -1), [*params, limit])
-            return [(str(k), bytes(v)) for k, v in rows]
-        key = table_key(table)
-        columns, decode = self._exported(table)
-        sql = f"SELECT {columns} FROM {{s}}.{table}"
-        params = []
-        if after is not None:
-            sql += " WHERE " + _past(key, ">", False, self.dialect.row_values)
-            params = _past_params(after, self.dialect.row_values)
-        sql += f" ORDER BY {', '.join(key)} LIMIT ?"
-        query = self._q(sql, shard)
-        # A table made on first use (an index, old graphs' timelines) may be missing: no rows.
-        rows = self._unless_missing(
-            lambda: self._query(shard, query, [*params, limit], slow=True), list
-        )
-        return decode(rows)
+        return _tables.export_table(self, shard, table, after, limit)
 
     def _exported(self, table: str) -> tuple[str, Callable[[list[Any]], list[tuple[Any, ...]]]]:
         """What `export_table` selects from `table`, and how it turns the driver's rows
         into plain tuples (an engine may have its driver read fewer, wider columns)."""
         columns = TABLE_COLUMNS.get(table, ENTRY_COLUMNS)
-        return ", ".join(columns), _plain_rows
+        return ", ".join(columns), plain_rows
 
     def count_rows(self, shard: int, table: str) -> int:
-        table_key(table)  # a known table, not any name
-        query = self._q(f"SELECT COUNT(*) FROM {{s}}.{table}", shard)
-        return int(
-            self._unless_missing(lambda: self._query(shard, query, slow=True), lambda: [(0,)])[0][0]
-        )
+        return _tables.count_rows(self, shard, table)
 
     def table_bound(
         self, shard: int, table: str, after: Sequence[Any] | None, rows: int
     ) -> tuple[Any, ...] | None:
-        key = table_key(table)
-        sql = f"SELECT {', '.join(key)} FROM {{s}}.{table}"
-        params: list[Any] = []
-        if after is not None:
-            sql += " WHERE " + _past(key, ">", False, self.dialect.row_values)
-            params = _past_params(after, self.dialect.row_values)
-        sql += f" ORDER BY {', '.join(key)} LIMIT 1 OFFSET ?"
-        query = self._q(sql, shard)
-        found = self._unless_missing(
-            lambda: self._query(shard, query, [*params, rows - 1], slow=True), list
-        )
-        return tuple(map(_plain, found[0])) if found else None
+        return _tables.table_bound(self, shard, table, after, rows)
 
     def table_summary(
         self,
@@ -831,25 +695,7 @@ class SQLBackend(ABC):
         after: Sequence[Any] | None,
         upto: Sequence[Any] | None,
     ) -> tuple[str, int, int]:
-        key = table_key(table)
-        columns = TABLE_COLUMNS.get(table, ENTRY_COLUMNS)
-        where: list[str] = ["n <> 0"] if table == "counts" else []  # as good as no row
-        params: list[Any] = []
-        if after is not None:
-            where.append(_past(key, ">", False, self.dialect.row_values))
-            params += _past_params(after, self.dialect.row_values)
-        if upto is not None:
-            where.append(_past(key, "<", True, self.dialect.row_values))
-            params += _past_params(upto, self.dialect.row_values)
-        sql = f"SELECT COUNT(*), SUM({self.dialect.row_hash(columns)}) FROM {{s}}.{table}" + (
-            f" WHERE {' AND '.join(where)}" if where else ""
-        )
-        query = self._q(sql, shard)
-        found = self._unless_missing(
-            lambda: self._query(shard, query, params, slow=True), lambda: [(0, None)]
-        )
-        rows, total = found[0]
-        return type(self.dialect).__name__, int(rows), int(total or 0)
+        return _tables.table_summary(self, shard, table, after, upto)
 
     def counts(self, shard: int, id1: int, atype: int) -> dict[int, int]:
         sql = self._q("SELECT state, n FROM {s}.counts WHERE id1 = ? AND atype = ?", shard)
@@ -865,14 +711,14 @@ class SQLBackend(ABC):
 
     def _objects(self, session: Session | None, shard: int, ids: Sequence[int]) -> list[ObjRow]:
         rows: list[ObjRow] = []
-        for chunk in _chunks(sorted(ids)):
-            sql = f"SELECT {_OBJECTS} FROM {{s}}.objects WHERE id IN ({marks(len(chunk))})"
-            rows += (_obj_row(r) for r in self._select(session, shard, sql, chunk))
+        for chunk in chunks(sorted(ids)):
+            sql = f"SELECT {OBJECTS} FROM {{s}}.objects WHERE id IN ({marks(len(chunk))})"
+            rows += (obj_row(r) for r in self._select(session, shard, sql, chunk))
         return rows
 
     def objects_page(self, shard: int, otype: int, after: int, limit: int) -> list[ObjRow]:
-        sql = f"SELECT {_OBJECTS} FROM {{s}}.objects WHERE id > ? AND otype = ? ORDER BY id LIMIT ?"
-        return [_obj_row(r) for r in self._query(shard, self._q(sql, shard), (after, otype, limit))]
+        sql = f"SELECT {OBJECTS} FROM {{s}}.objects WHERE id > ? AND otype = ? ORDER BY id LIMIT ?"
+        return [obj_row(r) for r in self._query(shard, self._q(sql, shard), (after, otype, limit))]
 
     def objects_count(self, shard: int, otype: int) -> int:
         sql = self._q(f"SELECT COUNT(*) FROM {{s}}.objects{self._by_recent} WHERE otype = ?", shard)
@@ -881,139 +727,45 @@ class SQLBackend(ABC):
     def objects_since(
         self, shard: int, otype: int, after: tuple[int, int], limit: int
     ) -> list[ObjRow]:
-        past = _past(("updated_at", "id"), ">", False, self.dialect.row_values)
+        past = seek_past(("updated_at", "id"), ">", False, self.dialect.row_values)
         sql = (
-            f"SELECT {_OBJECTS} FROM {{s}}.objects{self._by_recent} "
+            f"SELECT {OBJECTS} FROM {{s}}.objects{self._by_recent} "
             f"WHERE otype = ? AND {past} ORDER BY updated_at, id LIMIT ?"
         )
-        params = [otype, *_past_params(after, self.dialect.row_values), limit]
-        return [_obj_row(r) for r in self._query(shard, self._q(sql, shard), params)]
+        params = [otype, *past_params(after, self.dialect.row_values), limit]
+        return [obj_row(r) for r in self._query(shard, self._q(sql, shard), params)]
 
     # -- home timelines (`core.timeline_list`) ------------------------------------------------
 
     def timelines(self, shard: int, owners: Sequence[int]) -> dict[int, bytes]:
-        # A graph created before home timelines has no table: none written yet.
-        return dict(self._unless_missing(lambda: self._timelines(None, shard, owners), list))
-
-    def _timelines(
-        self, session: Session | None, shard: int, owners: Sequence[int]
-    ) -> list[tuple[int, bytes]]:
-        found: list[tuple[int, bytes]] = []
-        for chunk in _chunks(sorted(owners)):
-            sql = f"SELECT owner, entries FROM {{s}}.timelines WHERE owner IN ({marks(len(chunk))})"
-            found += (
-                (owner, bytes(blob)) for owner, blob in self._select(session, shard, sql, chunk)
-            )
-        return found
+        return _timelines.timelines(self, shard, owners)
 
     def merge_timelines(
         self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
     ) -> int:
-        def body(session: Session) -> int:
-            stored = dict(self._timelines(session, shard, list(writes)))
-            changed = []
-            for owner, entries in writes.items():
-                blob = merge_blob(stored.get(owner), entries, cap)
-                if blob is not None:
-                    changed.append((owner, blob))
-            self._store(session, shard, self._upsert_timeline, changed)
-            return len(changed)
-
-        def again() -> int:  # a graph created before home timelines: add their table
-            self._ddl(shard, self.dialect.timelines_ddl)
-            return self._in_transaction(shard, body)
-
-        return self._unless_missing(lambda: self._in_transaction(shard, body), again)
+        return _timelines.merge_timelines(self, shard, writes, cap)
 
     # -- secondary indexes (`core.entities`) ------------------------------------------------
 
     def index_apply(self, shard: int, entries: Sequence[IndexEntry]) -> int:
-        by_index: dict[int, list[IndexEntry]] = {}
-        for entry in entries:
-            by_index.setdefault(entry[0], []).append(entry)
-        for index in by_index:
-            self._index_table(shard, index)
-
-        def body(session: Session) -> int:
-            changed = 0
-            for index, writes in sorted(by_index.items()):
-                ids = sorted({entry[2] for entry in writes})
-                current = {e[:3]: e for e in self._entries(session, shard, index, ids)}
-                winners = merge_entries(current, writes)
-                upsert = self.dialect.upsert(f"index_{index}", ENTRY_COLUMNS, 2)
-                self._store(session, shard, upsert, [entry[1:] for entry in winners])
-                changed += len(winners)
-            return changed
-
-        try:
-            return self._in_transaction(shard, body)
-        except AssocdbError as exc:
-            if not self.dialect.missing_table(exc):
-                raise
-            with self._tables_lock:
-                self._tables.difference_update((shard, index) for index in by_index)
-            raise Unavailable(f"shard {shard}: an index table was dropped; retrying") from exc
-
-    def _index_table(self, shard: int, index: int) -> None:
-        """Create the index's table on the shard, unless this process knows it exists."""
-        if (shard, index) in self._tables:
-            return
-        self._ddl(shard, *self.dialect.index_ddl(index))
-        with self._tables_lock:
-            self._tables.add((shard, index))
+        return _indexes.index_apply(self, shard, entries)
 
     def index_entries(self, shard: int, index: int, ids: Sequence[int]) -> list[IndexEntry]:
-        # No table: nothing written to this index on this shard yet.
-        return self._unless_missing(lambda: self._entries(None, shard, index, ids), list)
-
-    def _entries(
-        self, session: Session | None, shard: int, index: int, ids: Sequence[int]
-    ) -> list[IndexEntry]:
-        found: list[IndexEntry] = []
-        for chunk in _chunks(ids):
-            sql = f"SELECT {_ENTRIES} FROM {{s}}.index_{index} WHERE id IN ({marks(len(chunk))})"
-            found += (_entry(index, row) for row in self._select(session, shard, sql, chunk))
-        return found
+        return _indexes.index_entries(self, shard, index, ids)
 
     def index_scan(self, shard: int, index: int, scan: IndexScan) -> list[tuple[bytes, int]]:
-        cmp, order = ("<", "DESC") if scan.desc else (">", "ASC")
-        sql = f"SELECT ikey, id FROM {{s}}.index_{index} WHERE ikey >= ? AND ikey < ?"
-        params: list[Any] = [scan.low, scan.high]
-        if scan.after is not None:
-            sql += " AND " + _past(("ikey", "id"), cmp, False, self.dialect.row_values)
-            params += _past_params(scan.after, self.dialect.row_values)
-        sql += f" AND state = 0 ORDER BY ikey {order}, id {order} LIMIT ?"
-        query = self._q(sql, shard)
-        rows = self._unless_missing(lambda: self._query(shard, query, [*params, scan.limit]), list)
-        return [(bytes(k), int(i)) for k, i in rows]
+        return _indexes.index_scan(self, shard, index, scan)
 
     def index_export(
         self, shard: int, index: int, after: tuple[bytes, int] | None, limit: int
     ) -> list[IndexEntry]:
-        sql = f"SELECT {_ENTRIES} FROM {{s}}.index_{index}"
-        params: list[Any] = []
-        if after is not None:
-            sql += " WHERE " + _past(("ikey", "id"), ">", False, self.dialect.row_values)
-            params = _past_params(after, self.dialect.row_values)
-        sql += " ORDER BY ikey, id LIMIT ?"
-        query = self._q(sql, shard)
-        rows = self._unless_missing(lambda: self._query(shard, query, [*params, limit]), list)
-        return [_entry(index, row) for row in rows]
+        return _indexes.index_export(self, shard, index, after, limit)
 
     def index_purge(self, shard: int, index: int, before: int) -> int:
-        where = f"FROM {{s}}.index_{index} WHERE state = 3 AND updated_at < ?"
-
-        def body(session: Session) -> int:  # drivers disagree on affected rows: count first
-            (found,) = self._select(session, shard, f"SELECT COUNT(*) {where}", (before,))[0]
-            self._run(session, shard, self._q(f"DELETE {where}", shard), (before,))
-            return int(found)
-
-        return self._unless_missing(lambda: self._in_transaction(shard, body), int)
+        return _indexes.index_purge(self, shard, index, before)
 
     def index_drop(self, shard: int, index: int) -> None:
-        with self._tables_lock:
-            self._tables.discard((shard, index))
-        self._ddl(shard, f"DROP TABLE IF EXISTS {{s}}.index_{index}")
+        return _indexes.index_drop(self, shard, index)
 
     # -- graph-wide settings (kept with shard 0) and maintenance ------------------------------
 
@@ -1035,225 +787,4 @@ class SQLBackend(ABC):
     def recount(
         self, shard: int, repair: bool, id1s: Sequence[int] | None = None
     ) -> list[CountMismatch]:
-        # Without repair a consistent snapshot is enough; a repair locks the
-        # shard's edges (shared) and counts so no write slips in between.
-        share, lock = (self.dialect.share, self.dialect.lock) if repair else ("", "")
-        if id1s is None:
-            return self._recount(shard, repair, "", (), share, lock)
-        found: list[CountMismatch] = []
-        for chunk in _chunks(sorted(set(id1s))):
-            where = f" WHERE id1 IN ({marks(len(chunk))})"
-            found += self._recount(shard, repair, where, chunk, share, lock)
-        return found
-
-    def _recount(
-        self, shard: int, repair: bool, where: str, params: Sequence[int], share: str, lock: str
-    ) -> list[CountMismatch]:
-        def body(session: Session) -> list[CountMismatch]:
-            sql = f"SELECT id1, atype, state, COUNT(*) FROM {{s}}.edges{where}"
-            sql += " GROUP BY id1, atype, state"
-            actual = {
-                (a, b, c): int(n)
-                for a, b, c, n in self._run(session, shard, self._q(sql + share, shard), params)
-            }
-            sql = f"SELECT id1, atype, state, n FROM {{s}}.counts{where}"
-            stored = {
-                (a, b, c): int(n)
-                for a, b, c, n in self._run(session, shard, self._q(sql + lock, shard), params)
-            }
-            wrong = [
-                CountMismatch(shard, *key, stored.get(key, 0), actual.get(key, 0))
-                for key in sorted(actual.keys() | stored.keys())
-                if stored.get(key, 0) != actual.get(key, 0)
-            ]
-            if repair:
-                fixes = [(m.id1, m.atype, m.state, m.actual) for m in wrong]
-                self._store(session, shard, self._set_count, fixes)
-            return wrong
-
-        if repair:  # a repair acknowledged is a repair kept
-            return self._durably(shard, body, slow=True)
-        return self._in_transaction(shard, body, slow=True)
-
-
-def table_key(table: str) -> tuple[str, ...]:
-    """The key columns of a table `export_table` reads; InvalidRequest for another name."""
-    key = TABLE_KEYS.get(table)
-    if key is not None:
-        return key
-    if _INDEX_TABLE.fullmatch(table):
-        return ("ikey", "id")
-    raise InvalidRequest(f"no table {table!r} to export (known: {', '.join(TABLE_KEYS)}, index_N)")
-
-
-def check_shards(shards: object) -> None:
-    """InvalidRequest unless `shards` is None or a shard count a graph may have."""
-    if shards is not None and (type(shards) is not int or not 0 < shards <= MAX_SHARDS):
-        raise InvalidRequest(f"shards must be an integer from 1 to {MAX_SHARDS}, got {shards!r}")
-
-
-def open_graph(
-    where: str,
-    shards: int | None,
-    stored: int | None,
-    create: bool,
-    make: Callable[[int, bool], B],
-) -> B | None:
-    """The backend of the graph at `where`, which holds `stored` shards (None: no graph).
-
-    `make(count, new)` builds it (`new`: its tables are to be created first).
-    A new graph gets `shards`; None means another process created the graph
-    at the same time, and the caller opens that one.
-    """
-    if stored is not None:
-        if shards is not None and shards != stored:
-            raise InvalidRequest(
-                f"{where} holds a graph with {stored} shards, not {shards}; the shard "
-                f"count is fixed when a graph is created (omit shards= to open it)",
-                shards=stored,
-            )
-        return make(stored, False)
-    if not create:
-        raise no_graph(where)
-    backend = make(shards or DEFAULT_SHARDS, True)
-    # The shard count is written last: a crash halfway leaves no graph, not half of one.
-    if backend.swap_meta("shards", None, str(backend.shards).encode()):
-        return backend
-    backend.close()
-    return None
-
-
-class _ServerSettings(Protocol):
-    @property
-    def shards(self) -> int | None: ...
-
-    @property
-    def name(self) -> str: ...
-
-    def server_url(self) -> str: ...
-
-
-S = TypeVar("S", bound="_ServerSettings")
-G = TypeVar("G", bound="ServerGraph")
-
-
-class ServerGraph(Protocol):
-    """What `open_on_server` needs of an engine's backend (MySQL's, PostgreSQL's)."""
-
-    shards: int
-
-    def _stored_shards(self) -> int | None: ...
-
-    def _create(self) -> None: ...
-
-    def swap_meta(self, key: str, expected: bytes | None, value: bytes) -> bool: ...
-
-    def close(self) -> None: ...
-
-
-def open_on_server(
-    settings: S,
-    backend: Callable[[S, int], G],
-    create: bool,
-    reopen: Callable[[], G],
-) -> G:
-    """The graph `settings` name on a database server, as `open_graph` opens one:
-    `backend(settings, shards)` builds the engine's backend; `reopen()` opens the
-    graph again when another process created it first."""
-    check_shards(settings.shards)
-    probe = backend(settings, 1)
-    try:
-        stored = probe._stored_shards()
-    finally:
-        probe.close()
-
-    def make(count: int, new: bool) -> G:
-        made = backend(settings._replace(shards=count), count)  # type: ignore[attr-defined]
-        if new:
-            made._create()
-        return made
-
-    where = f"{settings.server_url()}{settings.name}"
-    opened = open_graph(where, settings.shards, stored, create, make)  # type: ignore[type-var]
-    return reopen() if opened is None else opened
-
-
-def insert(table: str, columns: Sequence[str]) -> str:
-    """`INSERT INTO` a shard's table, with a mark for each column (for `Dialect.upsert`)."""
-    return f"INSERT INTO {{s}}.{table} ({', '.join(columns)}) VALUES ({marks(len(columns))})"
-
-
-@lru_cache(maxsize=128)
-def _scan_sql(
-    row_values: bool,
-    high: bool,
-    low: bool,
-    boundary: bool,
-    forward: bool,
-    inclusive: bool,
-    offset: bool,
-) -> str:
-    where = "id1 = ? AND atype = ? AND state = ?"
-    if high:
-        where += " AND time <= ?"
-    if low:
-        where += " AND time >= ?"
-    if boundary:
-        where += " AND " + _past(("time", "id2"), "<" if forward else ">", inclusive, row_values)
-    order = "DESC" if forward else "ASC"
-    sql = (
-        f"SELECT id2, time, updated_at, data FROM {{s}}.edges WHERE {where} "
-        f"ORDER BY time {order}, id2 {order} LIMIT ?"
-    )
-    return sql + " OFFSET ?" if offset else sql
-
-
-def _past(columns: Sequence[str], op: str, inclusive: bool, row_values: bool) -> str:
-    """Rows past a key of `columns` in the direction `op` ("<" or ">") walks.
-
-    With row values, `(a, b) > (?, ?)`. Without, spelled out as
-    `(a > ? OR (a = ? AND b > ?))`, which MySQL's range optimizer turns into
-    ranges of the index; `_past_params` gives the parameters either way.
-    """
-    last = op + "=" if inclusive else op
-    if row_values:
-        return f"({', '.join(columns)}) {last} ({marks(len(columns))})"
-    terms = [f"{columns[0]} {last if len(columns) == 1 else op} ?"]
-    for n in range(1, len(columns)):
-        equal = " AND ".join(f"{column} = ?" for column in columns[:n])
-        terms.append(f"({equal} AND {columns[n]} {last if n == len(columns) - 1 else op} ?)")
-    return f"({' OR '.join(terms)})"
-
-
-def _past_params(key: Sequence[Any], row_values: bool) -> list[Any]:
-    if row_values:
-        return list(key)
-    return [value for n in range(len(key)) for value in key[: n + 1]]
-
-
-def _chunks(ids: Sequence[K], size: int = _IN_CHUNK) -> Iterator[Sequence[K]]:
-    for start in range(0, len(ids), size):
-        yield ids[start : start + size]
-
-
-def marks(n: int) -> str:
-    """`n` parameter marks, comma-separated (`?,?,?`)."""
-    return ",".join("?" * n)
-
-
-def _plain_rows(rows: list[Any]) -> list[tuple[Any, ...]]:
-    return [tuple(map(_plain, row)) for row in rows]
-
-
-def _plain(value: Any) -> Any:
-    """A column value as every engine gives it back: blobs as bytes (not memoryview)."""
-    return bytes(value) if isinstance(value, (bytearray, memoryview)) else value
-
-
-def _obj_row(row: Any) -> ObjRow:
-    return ObjRow(row[0], row[1], row[2], row[3], row[4], unpack(bytes(row[5])))
-
-
-def _entry(index: int, row: Any) -> IndexEntry:
-    key, id, updated_at, version, state = row
-    return (index, bytes(key), int(id), int(updated_at), int(version), int(state))
+        return _tables.recount(self, shard, repair, id1s)

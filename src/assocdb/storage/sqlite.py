@@ -43,7 +43,10 @@ from typing import Any
 
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from .backend import map_driver_error
-from .sql import Session, SQLBackend, check_shards, insert, marks, open_graph
+from .dialect import Session
+from .sql import SQLBackend
+from .sqlopen import check_shards, open_graph
+from .sqltext import insert, marks
 from .writerlock import WriterLock
 
 _TIMELINES_DDL = (

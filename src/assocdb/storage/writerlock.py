@@ -2,7 +2,7 @@
 
 An object patch (or a type change) is resolved against the row as read, then
 applied. Within one process the pipeline does that one batch at a time and
-`applier.Pending` orders it after unapplied earlier writes; but two processes
+`writes.pending.Pending` orders it after unapplied earlier writes; but two processes
 writing one SQLite directory (`serve --workers N`, a script beside a server)
 could both read the object before either applied: the later stamp would then
 overwrite the other's patch, which had been acknowledged as applied. So a

@@ -30,14 +30,13 @@ from ..core import cursor as _cursor
 from ..core.errors import Unavailable
 from ..core.ids import shard_of
 from ..core.merge import State
+from ..core.ops import RowKey
 from ..core.scans import EdgeScan
-from ..core.timeline_list import Entry
+from ..core.timeline_list import TimelineEntry
 from ..storage.backend import Backend
 
 FANOUT_PAGE = 2000  # followers per page
 BY_ID2 = -1  # `at[0]` of a job that reads every state at once, in id2 order
-
-Key = tuple[int, ...]
 
 
 class FanoutJob(msgspec.Struct, tag="fanout", array_like=True, frozen=True):
@@ -53,12 +52,12 @@ class FanoutJob(msgspec.Struct, tag="fanout", array_like=True, frozen=True):
     author: int
     followers: int
     states: list[int]
-    entry: Entry
+    entry: TimelineEntry
     cap: int
     at: tuple[int, int, int] | None = None
     posts: int | None = None
 
-    keys: ClassVar[list[Key]] = []  # writes only timelines, which no resolved write reads
+    keys: ClassVar[list[RowKey]] = []  # writes only timelines, which no resolved write reads
 
     @property
     def updated_at(self) -> int:
@@ -74,14 +73,14 @@ class Deliveries(msgspec.Struct, tag="deliver", array_like=True, frozen=True):
     """
 
     owners: list[int]
-    entry: Entry
+    entry: TimelineEntry
     cap: int
 
-    keys: ClassVar[list[Key]] = []
+    keys: ClassVar[list[RowKey]] = []
 
-    def legs(self, shards: int) -> list[tuple[int, dict[int, list[Entry]]]]:
+    def legs(self, shards: int) -> list[tuple[int, dict[int, list[TimelineEntry]]]]:
         """(shard, {owner: [entry]}) per shard, in shard order (leg numbers are stable)."""
-        by_shard: dict[int, dict[int, list[Entry]]] = {}
+        by_shard: dict[int, dict[int, list[TimelineEntry]]] = {}
         for owner in self.owners:
             by_shard.setdefault(shard_of(owner, shards), {})[owner] = [self.entry]
         return sorted(by_shard.items())

@@ -38,7 +38,7 @@ every earlier write of that row. Within a batch, one that reads a row an
 earlier write of the batch writes waits for the next *round* of the batch,
 and so does everything after it. Earlier batches are applied before a batch
 is resolved; a row whose journaled write is still unapplied (it is in the
-error queue, or a background apply) is *pending* (`applier.Pending`), and an
+error queue, or a background apply) is *pending* (`writes.pending.Pending`), and an
 operation reading it is journaled unresolved: the applier resolves it in
 journal order, as before.
 
@@ -68,14 +68,14 @@ import msgspec
 
 from ..core.clock import HybridClock
 from ..core.errors import AssocdbError, InvalidRequest, KeyTaken, Unavailable
-from ..core.ops import Key, ObjectWrite, Operation, Rows, Stored, is_rejection
+from ..core.ops import ObjectWrite, Operation, RowKey, Rows, Stored, is_rejection
 from .applier import FENCE_JOBS, Applier, encode, exclusive, reads_of, restamped
 
 log = logging.getLogger("assocdb.journal")
 #: How long the pipeline waits, after a batch that answered several writers, for them
 #: to write again (see the module doc): a few lone writes' worth of time at most.
 GATHER_SECONDS = 0.001
-Work = Operation | Rows
+Submitted = Operation | Rows
 #: What a write came to: applied, queued (journaled, not yet applied), or why it was refused.
 Outcome = Literal["applied", "queued"] | BaseException
 #: A write's outcome, and the stamp its resolution raised it to if it did.
@@ -97,7 +97,7 @@ class _Ticket:
 class _Entry:
     __slots__ = ("outcome", "stamp", "stamp_on_entry", "sync", "ticket", "work")
 
-    def __init__(self, work: Work, ticket: _Ticket, sync: bool, stamp_on_entry: bool) -> None:
+    def __init__(self, work: Submitted, ticket: _Ticket, sync: bool, stamp_on_entry: bool) -> None:
         self.work = work
         self.ticket = ticket
         self.sync = sync  # applied before it is answered, or answered once journaled
@@ -123,7 +123,7 @@ class _Journaled:
 
     __slots__ = ("entries", "handled", "jobs", "works")
 
-    def __init__(self, entries: list[_Entry], jobs: list[int], works: list[Work]) -> None:
+    def __init__(self, entries: list[_Entry], jobs: list[int], works: list[Submitted]) -> None:
         self.entries = entries
         self.jobs = jobs
         self.works = works
@@ -153,7 +153,7 @@ class Pipeline:
         self._gathering = 0
 
     def submit(
-        self, works: Sequence[Work], sync: bool | None = None, *, stamp_on_entry: bool = False
+        self, works: Sequence[Submitted], sync: bool | None = None, *, stamp_on_entry: bool = False
     ) -> list[Answer]:
         """Write `works` (in this order) with whatever else is waiting; their outcomes,
         each with the stamp its resolution raised it to, if it did (`ObjectWrite.rebase`).
@@ -327,7 +327,7 @@ class Pipeline:
             [e for _, e, _ in applying], [j for j, _, _ in applying], [w for _, _, w in applying]
         )
 
-    def _resolve(self, entries: list[_Entry]) -> list[Work | None]:
+    def _resolve(self, entries: list[_Entry]) -> list[Submitted | None]:
         """Each entry's work as it is journaled: concrete rows when the stored rows it
         depends on could be read, else the operation itself; None if it was refused.
 
@@ -335,7 +335,7 @@ class Pipeline:
         write's unique claims: a write sees the keys the writes before it take or
         free, as if they had been applied one by one."""
         stored = self._read_current(entries)
-        works: list[Work | None] = []
+        works: list[Submitted | None] = []
         for number, entry in enumerate(entries):
             work = entry.work
             works.append(work)
@@ -446,7 +446,7 @@ class Pipeline:
             applier.fence()
 
 
-def _as_add(work: Work) -> ObjectWrite | None:
+def _as_add(work: Submitted) -> ObjectWrite | None:
     """A new object's concrete rows as the operation adding it (resolved against its
     stored row, which is none: the same row), or None if `work` is not that."""
     if not isinstance(work, Rows) or work.edges or work.nodes or work.index:
@@ -467,7 +467,7 @@ def _rounds(batch: list[_Entry]) -> tuple[list[_Entry], list[_Entry]]:
     """The batch's first round, and the rest: an operation that reads a row (or a
     node state) written by an earlier entry of the round waits for the next round,
     and so does every entry after it."""
-    written: set[Key] = set()
+    written: set[RowKey] = set()
     nodes: set[tuple[int, int]] = set()
     for number, entry in enumerate(batch):
         work = entry.work
