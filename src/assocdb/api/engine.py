@@ -230,7 +230,10 @@ class Engine:
         return lookup(self.reload_schema())
 
     def assoc_type(self, name: object) -> AssocType:
-        return self.named(lambda schema: schema.assoc_type(name))
+        # Every read and write resolves its type here: the known name takes one dict
+        # lookup, no closure (`named` is the same rule, for the rarer lookups).
+        found = self.schema.assoc_by_name(name)
+        return found if found is not None else self.named(lambda s: s.assoc_type(name))
 
     def object_type(self, name: object) -> ObjectType:
         return self.named(lambda schema: schema.object_type(name))

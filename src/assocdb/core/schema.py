@@ -129,6 +129,10 @@ class Schema:
             raise _unknown("association", name, self._assoc)
         return found
 
+    def assoc_by_name(self, name: object) -> AssocType | None:
+        """The association type called `name`, or None."""
+        return self._assoc.get(name) if isinstance(name, str) else None
+
     def assoc_by_id(self, id: int) -> AssocType:
         return self._assoc_ids[id]
 
