@@ -3,7 +3,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
 
     python -m bench foundation
     python -m bench journal
-    python -m bench writes [--seconds S] [--rounds N]   (durable assoc_add vs bare SQLite)
+    python -m bench writes [--seconds S] [--rounds N] [--preload E]  (durable writes vs bare)
     python -m bench bulk [--edges N] [--mysql URL] [--snap FILE]   (default 948,464 edges)
     python -m bench flockdb [followers]        (default 1,000,000)
     python -m bench http                       (needs wrk)

@@ -1,6 +1,6 @@
 """Bulk load of a soc-Slashdot0902-shaped graph: assocdb vs bare executemany, one run.
 
-    python -m bench bulk [--edges N] [--runs R] [--mysql URL] [--snap FILE]
+    python -m bench bulk [--edges N] [--runs R] [--mysql URL] [--snap FILE] [--random]
 
 The graph is generated with the shape of SNAP's soc-Slashdot0902 (82,168
 nodes, 948,464 directed edges, heavy-tailed out- and in-degree, sorted by
@@ -14,6 +14,11 @@ alternating rounds:
 * bare: the same rows (both legs) and counts, sorted by shard and key,
   inserted with one `executemany` per shard and table into a new graph's
   schema, one process, no merge (the floor a store on SQLite can reach).
+
+With `--random`, `--edges` distinct random edges over 2,000,000 ids in random
+order instead, loaded fresh, beside the bare rows and count upserts
+`executemany`d into one file in the input's order, 100,000 edges a
+transaction (the baseline of issue 37), and the sorted 16-file bare load.
 
 Input edges/s and rows/s (edge rows of both legs) per load, medians over the
 runs with their spread, and the CPU time of this process and its workers
@@ -155,6 +160,43 @@ def bare_sqlite(where: str, pairs: list[tuple[int, int]]) -> tuple[float, float]
     return timer.took
 
 
+def bare_one_file(where: str, pairs: list[tuple[int, int]]) -> tuple[float, float]:
+    """How long a bare `executemany` of the same rows (both legs) and count upserts
+    takes into one file, in the input's order, in transactions of 100,000 edges."""
+    conn = sqlite3.connect(Path(where) / "bare.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.executescript(_DDL)
+    count = (
+        "INSERT INTO counts VALUES (?, ?, 0, 1) "
+        "ON CONFLICT (id1, atype, state) DO UPDATE SET n = n + 1"
+    )
+    with Timer() as timer:
+        for start in range(0, len(pairs), 100_000):
+            rows = []
+            for n, (a, b) in enumerate(pairs[start : start + 100_000], start):
+                rows += [(a, 1, b, 0, BASE_TIME + n, 1, None), (b, 2, a, 0, BASE_TIME + n, 1, None)]
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.executemany(count, [row[:2] for row in rows])
+            conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # on the disk, as a load's end
+    conn.close()
+    return timer.took
+
+
+def random_pairs(edges: int, nodes: int = 2_000_000, seed: int = 5) -> list[tuple[int, int]]:
+    """`edges` distinct random (source, target) pairs over `nodes` ids, unsorted."""
+    rnd, pairs = random.Random(seed), set()
+    while len(pairs) < edges:
+        a, b = rnd.randrange(1, nodes + 1), rnd.randrange(1, nodes + 1)
+        if a != b:
+            pairs.add((a, b))
+    shuffled = list(pairs)
+    rnd.shuffle(shuffled)
+    return shuffled
+
+
 def cpu_seconds() -> float:
     """CPU time of this process and of its children that ended (the bulk workers)."""
     own, children = (
@@ -209,7 +251,21 @@ def main(args: list[str]) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--snap", help="a SNAP edge list to load instead of a generated graph")
     parser.add_argument("--mysql", default=os.environ.get("ASSOCDB_TEST_MYSQL_URL"))
+    parser.add_argument(
+        "--random",
+        action="store_true",
+        help="random edges over 2M ids (unsorted), also against one bare file",
+    )
     options = parser.parse_args(args)
+    if options.random:
+        pairs = random_pairs(options.edges)
+        ways = {
+            "assocdb bulk_load, fresh": lambda where: load(where, pairs, []),
+            "bare": lambda where: bare_one_file(where, pairs),
+            "bare, 16 shard files, sorted": lambda where: bare_sqlite(where, pairs),
+        }
+        report("SQLite, random edges", pairs, measure(options.runs, pairs, ways))
+        return
     if options.snap:
         pairs = read_snap(options.snap)
     else:

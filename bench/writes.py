@@ -2,13 +2,17 @@
 
 Every write is durable when acknowledged, on both sides:
 
-* bare: one SQLite file (WAL, synchronous=FULL), each write the forward and
-  inverse edge rows (`INSERT OR REPLACE` on the primary key); one COMMIT
-  (fsync) per write from one writer, and one per 100 writes;
+* bare, the same work by hand: one SQLite file (WAL, synchronous=FULL), each
+  write the forward and inverse edge rows (`INSERT OR REPLACE` on the primary
+  key) and both lists' count upserts; one COMMIT (fsync) per write from one
+  writer, one per 8 writes and one per 100;
 * assocdb: 16 SQLite shards, `assoc_add` of a type with an inverse (journal
   fsync, both legs, counts), from 1, 8 and 64 threads one write at a time,
-  and `Graph.batch()` of 100 from one thread; ids random over 1,000,000
+  and `Graph.batch()` of 100 from one thread; ids random over 2,000,000
   nodes, so writes spread over shards and lists as in a real graph;
+* every store is preloaded with `--preload` random edges (default 1,000,000,
+  both legs and counts) first: on fresh tiny tables every insert hits the
+  same cached pages, and every store looks 5-7x faster than on real data;
 * a mixed load on 8 threads, 90% `assoc_range(limit=50)` / 10% `assoc_add`:
   reads/s and writes/s;
 * assocdb's own statements run bare (`OwnStatements`): per write batch, the
@@ -20,15 +24,16 @@ Every write is durable when acknowledged, on both sides:
   SQL and schema put under assocdb's writes, 1 and 100 writes per batch.
 
 Each row is run `--rounds` times (default 3), subject and baseline
-alternating; the table shows the median and the spread (min-max).
+alternating; the table shows the median and the spread (min-max), and for
+the one-writer rows the median latency of a write (p50).
 
 With `--http`, the same writes through `assocdb serve --workers 2` on the
 same machine: `assoc_add` one per request from 8 client threads, and
 `Client.batch()` of 100 writes (one request each) from 4 threads.
 
-Run: `python -m bench writes [--seconds 2] [--rounds 3] [--http]`. MariaDB's rows
-(`assoc_add` from 1, 8 and 64 threads beside bare InnoDB transactions at the
-same concurrency) are in `python -m bench mysql`.
+Run: `python -m bench writes [--seconds 2] [--rounds 3] [--preload 1000000]
+[--http]`. MariaDB's rows (`assoc_add` from 1, 8 and 64 threads beside bare
+InnoDB transactions at the same concurrency) are in `python -m bench mysql`.
 """
 
 from __future__ import annotations
@@ -51,23 +56,36 @@ from assocdb.storage.sqlite import _DDL as SHARD_DDL
 from assocdb.writes.applier import FENCE_SECONDS
 from assocdb.writes.journal import _DDL as JOURNAL_DDL
 
-NODES = 1_000_000
+NODES = 2_000_000
 EDGE_DDL = """CREATE TABLE IF NOT EXISTS edges (
     id1 INTEGER NOT NULL, atype INTEGER NOT NULL, id2 INTEGER NOT NULL,
     state INTEGER NOT NULL, time INTEGER NOT NULL, updated_at INTEGER NOT NULL, data BLOB,
     PRIMARY KEY (id1, atype, id2)) WITHOUT ROWID"""
 UPSERT = "INSERT OR REPLACE INTO edges VALUES (?, ?, ?, 0, ?, ?, NULL)"
+COUNT_DDL = """CREATE TABLE IF NOT EXISTS counts (
+    id1 INTEGER NOT NULL, atype INTEGER NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (id1, atype)) WITHOUT ROWID"""
+COUNT = "INSERT INTO counts VALUES (?, ?, 1) ON CONFLICT (id1, atype) DO UPDATE SET n = n + 1"
 
 
-def rate(threads: int, seconds: float, work: Callable[[random.Random], int]) -> float:
-    """Writes per second of `work(rnd) -> writes done` looping in `threads` threads."""
+def rate(
+    threads: int,
+    seconds: float,
+    work: Callable[[random.Random], int],
+    latencies: list[float] | None = None,
+) -> float:
+    """Writes per second of `work(rnd) -> writes done` looping in `threads` threads;
+    each call's seconds are added to `latencies` if given."""
     counts = [0] * threads
     stop = time.perf_counter() + seconds
 
     def loop(t: int) -> None:
         rnd, n = random.Random(t * 7919 + time.perf_counter_ns()), 0
-        while time.perf_counter() < stop:
+        clock = time.perf_counter
+        while (started := clock()) < stop:
             n += work(rnd)
+            if latencies is not None:
+                latencies.append(clock() - started)
         counts[t] = n
 
     runners = [threading.Thread(target=loop, args=(t,)) for t in range(threads)]
@@ -84,14 +102,21 @@ def pair(rnd: random.Random) -> tuple[int, int]:
 
 
 class Bare:
-    """The forward and inverse rows of each write in one SQLite file, fsynced per COMMIT."""
+    """The same work by hand: the forward and inverse rows of each write and both
+    lists' count upserts, in one SQLite file, fsynced per COMMIT."""
 
     def __init__(self, path: Path) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = FULL")
         self.conn.execute(EDGE_DDL)
+        self.conn.execute(COUNT_DDL)
         self.lock = threading.Lock()
+
+    def preload(self, edges: int, rnd: random.Random) -> None:
+        """`edges` random edges (both rows and counts), in large transactions."""
+        for start in range(0, edges, 100_000):
+            self.commit(rnd, min(100_000, edges - start))
 
     def commit(self, rnd: random.Random, writes: int) -> int:
         rows = []
@@ -102,6 +127,7 @@ class Bare:
         with self.lock:
             self.conn.execute("BEGIN IMMEDIATE")
             self.conn.executemany(UPSERT, rows)
+            self.conn.executemany(COUNT, [row[:2] for row in rows])
             self.conn.execute("COMMIT")
         return writes
 
@@ -187,6 +213,21 @@ class OwnStatements:
             self._applied += jobs
         return writes
 
+    def preload(self, edges: int, rnd: random.Random) -> None:
+        """`edges` random edges (both legs and counts) straight into the shards."""
+        for start in range(0, edges, 100_000):
+            legs: dict[int, list[tuple[Any, ...]]] = {}
+            for _ in range(min(100_000, edges - start)):
+                a, b = pair(rnd)
+                for row in ((a, 1, b, 0, 1, 1, None), (b, 2, a, 0, 1, 1, None)):
+                    legs.setdefault(shard_of(row[0], self.SHARDS), []).append(row)
+            for shard, rows in legs.items():
+                conn = self.shards[shard]
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany(self.EDGE, rows)
+                conn.executemany(self.COUNT, [(r[0], r[1], 0, 1) for r in rows])
+                conn.execute("COMMIT")
+
     def _keys(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
         match = " OR ".join(["(id1 = ? AND atype = ? AND id2 = ?)"] * len(rows))
         conn.execute(self.KEYS + match, [v for r in rows for v in r[:3]]).fetchall()
@@ -245,7 +286,7 @@ def mixed(graph: assocdb.Graph, seconds: float) -> tuple[float, float]:
                 graph.assoc_add(a, "follows", b)
                 writes[t] += 1
             else:
-                graph.assoc_range(rnd.randrange(1, 2001), "follows", limit=50)
+                graph.assoc_range(rnd.randrange(1, NODES), "follows", limit=50)
                 reads[t] += 1
 
     runners = [threading.Thread(target=loop, args=(t,)) for t in range(8)]
@@ -262,32 +303,54 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):>9,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
 
-def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str, Any, Any]]:
-    bare = Bare(directory / "bare.db")
-    own = OwnStatements(directory / "own")
-    preload = random.Random(0)
-    for _ in range(2000):  # as many rows as the graph's preloaded lists
-        own.commit(preload, 100)
-    graph = assocdb.open(directory / "graph", shards=16)
+def preloaded_graph(where: Path, edges: int) -> assocdb.Graph:
+    """A 16-shard graph holding `edges` random `follows` edges (and their inverses
+    and counts), loaded with `bulk_load`."""
+    graph = assocdb.open(where, shards=16)
     graph.define_assoc("follows", inverse="followed_by")
     graph.define_object("user")
-    with graph.batch() as batch:  # lists for the mixed load's reads
-        for a in range(1, 2001):
-            for b in random.Random(a).sample(range(1, NODES), 100):
-                batch.assoc_add(a, "follows", b)
+    rnd = random.Random(1)
+    graph.bulk_load(_edge(rnd) for _ in range(edges))
+    return graph
+
+
+def _edge(rnd: random.Random) -> tuple[int, str, int]:
+    a, b = pair(rnd)
+    return a, "follows", b
+
+
+def p50(values: list[float]) -> str:
+    return f"p50 {statistics.median(values) * 1e6:,.0f} us" if values else ""
+
+
+def sqlite_rows(
+    directory: Path, seconds: float, rounds: int, preload: int
+) -> list[tuple[str, Any, Any]]:
+    bare = Bare(directory / "bare.db")
+    own = OwnStatements(directory / "own")
+    started = time.perf_counter()
+    bare.preload(preload, random.Random(2))
+    own.preload(preload, random.Random(3))
+    graph = preloaded_graph(directory / "graph", preload)
+    print(
+        f"preloaded {preload:,} edges over {NODES:,} ids in {time.perf_counter() - started:.0f} s"
+    )
     runs: dict[str, list[float]] = {}
+    latencies: dict[str, list[float]] = {}
 
     def measure(name: str, threads: int, work: Callable[[random.Random], int]) -> None:
-        runs.setdefault(name, []).append(rate(threads, seconds, work))
+        timed = latencies.setdefault(name, []) if threads == 1 else None
+        runs.setdefault(name, []).append(rate(threads, seconds, work, timed))
 
     for _ in range(rounds):
         measure("bare1", 1, lambda rnd: bare.commit(rnd, 1))
         measure("one", 1, one_by_one(graph))
         measure("own1", 1, lambda rnd: own.commit(rnd, 1))
+        measure("bare8", 1, lambda rnd: bare.commit(rnd, 8))
+        measure("t8", 8, one_by_one(graph))
         measure("bare100", 1, lambda rnd: bare.commit(rnd, 100))
         measure("batch", 1, in_batches(graph, 100))
         measure("own100", 1, lambda rnd: own.commit(rnd, 100))
-        measure("t8", 8, one_by_one(graph))
         measure("t64", 64, one_by_one(graph))
         measure("objects", 1, objects_in_batches(graph, 100, given=False))
         measure("objects_given", 1, objects_in_batches(graph, 100, given=True))
@@ -300,8 +363,14 @@ def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str,
     bare.conn.close()
     own.close()
     med = {name: statistics.median(values) for name, values in runs.items()}
+    lat = {name: statistics.median(values) for name, values in latencies.items() if values}
     return [
-        ("bare: 1 write per COMMIT (fsync), 1 writer", runs["bare1"], None),
+        (
+            f"bare: 1 write per COMMIT (fsync), 1 writer, {p50(latencies['bare1'])}",
+            runs["bare1"],
+            None,
+        ),
+        ("bare: 8 writes per COMMIT", runs["bare8"], None),
         ("bare: 100 writes per COMMIT", runs["bare100"], None),
         ("own statements bare: 1 write per batch", runs["own1"], med["own1"] / med["bare1"]),
         (
@@ -309,8 +378,9 @@ def sqlite_rows(directory: Path, seconds: float, rounds: int) -> list[tuple[str,
             runs["own100"],
             med["own100"] / med["bare100"],
         ),
-        ("assoc_add, 1 thread", runs["one"], med["one"] / med["bare1"]),
-        ("assoc_add, 8 threads", runs["t8"], med["t8"] / med["bare100"]),
+        (f"assoc_add, 1 thread, {p50(latencies['one'])}", runs["one"], med["one"] / med["bare1"]),
+        ("assoc_add, 1 thread: p50 latency vs bare's", [], lat["one"] / lat["bare1"]),
+        ("assoc_add, 8 threads (vs bare 8 per COMMIT)", runs["t8"], med["t8"] / med["bare8"]),
         ("assoc_add, 64 threads", runs["t64"], med["t64"] / med["bare100"]),
         ("Graph.batch() of 100, 1 thread", runs["batch"], med["batch"] / med["bare100"]),
         (
@@ -383,11 +453,14 @@ def main(args: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench writes")
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--preload", type=int, default=1_000_000, help="random edges in every store first"
+    )
     parser.add_argument("--http", action="store_true", help="also through assocdb serve")
     options = parser.parse_args(args)
     directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-writes-"))
     try:
-        rows = sqlite_rows(directory, options.seconds, options.rounds)
+        rows = sqlite_rows(directory, options.seconds, options.rounds, options.preload)
         if options.http:
             rows += http_rows(directory, options.seconds, options.rounds)
     finally:
@@ -397,7 +470,7 @@ def main(args: list[str] | None = None) -> None:
     for label, values, ratio in rows:
         shown = spread(values) if values else ""
         print(f"{label:<52} {shown:>28} {'' if ratio is None else f'{ratio:.2f}x':>7}")
-    print("ratios: 1 write vs bare 1 per COMMIT; threads and batches vs bare 100 per COMMIT")
+    print("ratios: 1 write vs bare 1 per COMMIT; 8 threads vs bare 8, else vs bare 100 per COMMIT")
 
 
 if __name__ == "__main__":

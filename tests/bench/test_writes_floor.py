@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from assocdb.core.ids import shard_of
-from bench.writes import OwnStatements
+from bench.writes import NODES, OwnStatements
 
 
 def test_own_statements_store_both_legs_counted_and_journal_each_write(tmp_path: Path) -> None:
@@ -44,7 +44,7 @@ def test_own_statements_read_what_assocdb_reads_and_delete_completed_jobs(
     rnd = random.Random(3)
     while True:  # a write whose two legs are on two shards
         state = rnd.getstate()
-        a, b = rnd.randrange(1, 1_000_000), rnd.randrange(1, 1_000_000)
+        a, b = rnd.randrange(1, NODES), rnd.randrange(1, NODES)
         if shard_of(a, own.SHARDS) != shard_of(b, own.SHARDS):
             break
     rnd.setstate(state)
@@ -59,3 +59,17 @@ def test_own_statements_read_what_assocdb_reads_and_delete_completed_jobs(
     ids = [row[0] for row in journal.execute("SELECT id FROM jobs")]
     journal.close()
     assert ids == [2]  # the first job was completed and deleted with the second's commit
+
+
+def test_the_same_work_by_hand_writes_both_edges_and_both_counts(tmp_path: Path) -> None:
+    """The bare baseline does what a write with an inverse does: the edge, the inverse
+    edge and both lists' counts, every write (a preload too)."""
+    from bench.writes import Bare
+
+    bare = Bare(tmp_path / "bare.db")
+    bare.preload(250, random.Random(1))
+    assert bare.commit(random.Random(2), 8) == 8
+    edges = bare.conn.execute("SELECT count(*) FROM edges").fetchone()[0]
+    counted = bare.conn.execute("SELECT sum(n) FROM counts").fetchone()[0]
+    bare.conn.close()
+    assert (edges, counted) == (2 * 258, 2 * 258)

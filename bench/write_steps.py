@@ -1,0 +1,132 @@
+"""Where a lone durable write's time goes (issue 37), step by step.
+
+    python -m bench.write_steps [--preload N] [--writes W] [--rounds R] [--fence-seconds S]
+
+Preloads a 16-shard graph with N random `follows` edges (inverse
+`followed_by`, ids over 2,000,000; default 1,000,000) and a bare file with
+the same work (`bench.writes.Bare`), then alternates rounds of W lone
+`assoc_add`s (one thread, one write at a time) with rounds of W bare
+same-work commits (edge, inverse edge, two count upserts, one fsynced COMMIT
+each). Each step of assocdb's write path is timed by wrapping its method
+(the wrappers cost ~1 µs a call, counted in the step that calls them):
+
+* resolve: the reads before journaling (`Pipeline._read_current`, one
+  statement per shard and kind) and the pure resolution around them;
+* journal: `Journal._commit`, the INSERT and the fsynced COMMIT;
+* apply: `Applier.run_batch`, of which `SQLBackend.apply` is the shard
+  transactions (BEGIN IMMEDIATE, read the written keys, upsert the edges and
+  the counts, COMMIT, per touched shard);
+* the rest: the API, the pipeline's bookkeeping, the cache's changes;
+* off the write path: the fence's shard fsyncs (`make_durable`, the
+  retrier's thread), per write.
+
+Figures are µs per write, the median over the rounds (spread in brackets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from assocdb.storage.sql import SQLBackend
+from assocdb.storage.sqlite import SQLiteBackend
+from assocdb.writes import fence
+from assocdb.writes.applier import Applier
+from assocdb.writes.journal import Journal
+from assocdb.writes.pipeline import Pipeline
+
+from .writes import NODES, Bare, preloaded_graph
+
+STEPS = [
+    ("resolve: reads before journaling", Pipeline, "_read_current"),
+    ("resolve: in all", Pipeline, "_resolve"),
+    ("journal: INSERT + fsynced COMMIT", Journal, "_commit"),
+    ("apply: in all", Applier, "run_batch"),
+    ("apply: shard transactions", SQLBackend, "apply"),
+    ("pipeline in all", Pipeline, "submit"),
+    ("(off the path) fence fsyncs", SQLiteBackend, "make_durable"),
+]
+
+
+def timed(spent: dict[str, float], label: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            spent[label] += time.perf_counter() - started
+
+    return call
+
+
+def main(args: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.write_steps")
+    parser.add_argument("--preload", type=int, default=1_000_000)
+    parser.add_argument("--writes", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--fence-seconds", type=float, default=fence.FENCE_SECONDS, help="(an experiment)"
+    )
+    options = parser.parse_args(args)
+    fence.FENCE_SECONDS = options.fence_seconds
+    directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-write-steps-"))
+    spent: dict[str, float] = defaultdict(float)
+    try:
+        bare = Bare(directory / "bare.db")
+        bare.preload(options.preload, random.Random(2))
+        graph = preloaded_graph(directory / "graph", options.preload)
+        for label, owner, name in STEPS:
+            setattr(owner, name, timed(spent, label, getattr(owner, name)))
+        rnd = random.Random(4)
+        rows: dict[str, list[float]] = defaultdict(list)
+        latencies: dict[str, list[float]] = defaultdict(list)
+        for _ in range(options.rounds):
+            spent.clear()
+            started = time.perf_counter()
+            for _ in range(options.writes):
+                a, b = rnd.randrange(1, NODES), rnd.randrange(1, NODES)
+                t = time.perf_counter()
+                graph.assoc_add(a, "follows", b)
+                latencies["assoc_add"].append(time.perf_counter() - t)
+            total = time.perf_counter() - started
+            rows["assoc_add, in all"].append(total)
+            for label, _, _ in STEPS:
+                rows[label].append(spent[label])
+            rows["the rest (API, pipeline, cache)"].append(
+                total
+                - spent["resolve: in all"]
+                - spent["journal: INSERT + fsynced COMMIT"]
+                - spent["apply: in all"]
+            )
+            started = time.perf_counter()
+            for _ in range(options.writes):
+                t = time.perf_counter()
+                bare.commit(rnd, 1)
+                latencies["bare"].append(time.perf_counter() - t)
+            rows["bare same-work write, in all"].append(time.perf_counter() - started)
+        graph.close()
+        bare.conn.close()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    per = 1e6 / options.writes
+    print(
+        f"lone writes, µs per write: median (min-max) of {options.rounds} rounds of "
+        f"{options.writes}, preloaded with {options.preload:,} edges"
+    )
+    for label, values in rows.items():
+        us = [v * per for v in values]
+        print(f"  {label:<40} {statistics.median(us):>7.0f} ({min(us):.0f}-{max(us):.0f})")
+    for name, values in latencies.items():
+        print(f"  p50 latency, {name:<27} {statistics.median(values) * 1e6:>7.0f}")
+
+
+if __name__ == "__main__":
+    main()
