@@ -8,6 +8,7 @@ import msgspec
 import assocdb
 
 from .graph import GRAPH
+from .nats_bridge import run_bridge
 
 _encode = msgspec.json.Encoder().encode
 
@@ -20,6 +21,7 @@ _encode = msgspec.json.Encoder().encode
 @click.option("--type", "types", multiple=True, help="Only changes of this type (repeatable).")
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--enable", is_flag=True, help="Turn the feed on first (it is off by default).")
+@click.option("--to", help="Publish to NATS JetStream at this nats:// URL (needs --group).")
 def changes(
     directory: str,
     cursor: str | None,
@@ -28,15 +30,25 @@ def changes(
     types: tuple[str, ...],
     limit: int,
     enable: bool,
+    to: str | None,
 ) -> None:
     """Print the changes after a cursor as JSON lines; the next cursor goes to stderr.
 
     With --group, each page is committed once printed (at-least-once: a page cut off
-    by a crash prints again). Example: assocdb changes data/graph --follow --group mail
+    by a crash prints again). With --to, the changes go to NATS JetStream instead
+    (`cli/nats_bridge.py`). Example: assocdb changes data/graph --follow --group mail
     """
+    if to is not None and (group is None or cursor is not None or types):
+        raise click.UsageError(
+            "--to publishes a --group's changes: give --group, not --cursor or --type"
+        )
     with assocdb.open(directory, create=False) as g:
         if enable:
             g.enable_feed()
+        if to is not None:
+            sent = run_bridge(g, to, group or "", follow, limit)
+            click.echo(f"published {sent} changes to {to}", err=True)
+            return
         wanted = list(types) or None
         while True:
             wait = 1.0 if follow else 0.0

@@ -40,10 +40,11 @@ _OLDEST = "SELECT MIN(pos) FROM {s}.changes"
 _NEWER = "SELECT MIN(pos) FROM {s}.changes WHERE updated_at >= ?"
 
 
-def ddl(blob: str, suffix: str = "") -> str:
-    """The `changes` table in an engine's spelling of a blob (and table options)."""
+def ddl(blob: str, suffix: str = "", key: str = "BIGINT") -> str:
+    """The `changes` table in an engine's spelling of a blob, table options and the key's
+    type (SQLite's `INTEGER PRIMARY KEY` is the rowid itself: no second B-tree)."""
     return (
-        "CREATE TABLE IF NOT EXISTS {s}.changes (pos BIGINT NOT NULL PRIMARY KEY, "
+        f"CREATE TABLE IF NOT EXISTS {{s}}.changes (pos {key} NOT NULL PRIMARY KEY, "
         "kind SMALLINT NOT NULL, id1 BIGINT NOT NULL, atype INTEGER NOT NULL, "
         "id2 BIGINT NOT NULL, state SMALLINT NOT NULL, time BIGINT NOT NULL, "
         f"updated_at BIGINT NOT NULL, data {blob}){suffix}"

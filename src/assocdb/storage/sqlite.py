@@ -95,7 +95,7 @@ class SQLiteDialect:
     row_values = True
     meta_key = "key"
     timelines_ddl = _TIMELINES_DDL
-    feed_ddl = ddl("BLOB")
+    feed_ddl = ddl("BLOB", key="INTEGER")
 
     def use_index(self, name: str) -> str:
         return f" INDEXED BY {name}"
