@@ -51,7 +51,8 @@ def test_the_bridge_publishes_once_and_resumes(tmp_path: Path) -> None:
     first = runner.invoke(main, args)
     assert first.exit_code == 0, first.output
     subject = f"{PREFIX}.edge.{kind}"
-    assert _stored(subject) == 2
+    assert "published 2" in first.output
+    assert _stored(subject) == 2, first.output
     assert "published 0" in runner.invoke(main, args).output  # resumed: nothing new
     with assocdb.open(where) as g:  # a crash before the commit: the page goes again
         g.feed_commit("bridge", start)

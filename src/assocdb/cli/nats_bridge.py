@@ -5,13 +5,15 @@ Each page of changes is published, one message per change, to subject
 `PREFIX.KIND.TYPE` (`assocdb.changes.edge.followed_by`) of stream `STREAM` (created if
 missing), and the group's cursor is committed only once JetStream acknowledged the whole
 page. A bridge killed midway publishes the page again when it restarts; each message
-carries `Nats-Msg-Id: SHARD-POSITION`, so JetStream drops the repeats within its
-duplicate window (2 minutes by default) and a consumer sees each change once.
+carries `Nats-Msg-Id: GRAPH-SHARD-POSITION` (GRAPH: the graph's stable random id, as
+the shared cache keys it), so JetStream drops the repeats within its duplicate window
+(2 minutes by default) and a consumer sees each change once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import msgspec
@@ -42,6 +44,7 @@ async def _bridge(
     follow: bool,
     limit: int,
 ) -> int:
+    graph = _graph_id(g)
     connection = await nats.connect(url)
     try:
         js = connection.jetstream()
@@ -55,7 +58,7 @@ async def _bridge(
             page = await asyncio.to_thread(g.changes, limit=limit, group=group, wait=wait)
             for change in page.items:
                 subject = f"{PREFIX}.{change.kind}.{change.type}"
-                msg_id = f"{change.shard}-{change.position}"
+                msg_id = f"{graph}-{change.shard}-{change.position}"
                 await js.publish(subject, _encode(change), headers={"Nats-Msg-Id": msg_id})
             g.feed_commit(group, page.next_cursor)  # after JetStream acknowledged all
             published += len(page.items)
@@ -63,3 +66,11 @@ async def _bridge(
                 return published
     finally:
         await connection.close()
+
+
+def _graph_id(g: assocdb.Graph) -> str:
+    """The graph's stable random id (made on first use, as `Engine` makes it)."""
+    backend = g.engine.backend
+    while (stored := backend.get_meta("graph_id")) is None:
+        backend.swap_meta("graph_id", None, uuid.uuid4().hex.encode())
+    return stored.decode()
