@@ -74,9 +74,11 @@ def record(b: SQLBackend, session: Session, shard: int, changes: Changes) -> Non
 
 
 def enable(b: SQLBackend) -> None:
-    """Create every shard's `changes` table (before the first apply records into it)."""
-    for shard in range(b.shards):
-        b._ddl(shard, b.dialect.feed_ddl)
+    """Create every shard's `changes` table (before the first apply records into it; a
+    read-only graph, a snapshot, has them or has no feed to read)."""
+    if not getattr(b, "read_only", False):
+        for shard in range(b.shards):
+            b._ddl(shard, b.dialect.feed_ddl)
     b.feed = True
 
 
