@@ -25,6 +25,7 @@ from .core.errors import (
     AssocdbError,
     Conflict,
     DataTooLarge,
+    FeedExpired,
     InvalidCursor,
     InvalidRequest,
     NotFound,
@@ -41,6 +42,8 @@ from .core.records import (
     Assoc,
     CacheConfig,
     CacheStats,
+    Change,
+    ChangePage,
     Count,
     CountMismatch,
     Deferred,
@@ -62,7 +65,8 @@ from .core.schema import AssocType, ObjectType, Schema
 if _typing.TYPE_CHECKING:
     from .api.graph import Graph
     from .api.open import open_graph as open
-    from .client.client import Batch, Client
+    from .client.batch import Batch
+    from .client.client import Client
     from .writes.health import RetryPolicy
 
 __version__ = "0.1.0"
@@ -75,12 +79,15 @@ __all__ = [
     "Batch",
     "CacheConfig",
     "CacheStats",
+    "Change",
+    "ChangePage",
     "Client",
     "Conflict",
     "Count",
     "CountMismatch",
     "DataTooLarge",
     "Deferred",
+    "FeedExpired",
     "Graph",
     "HangingEdge",
     "HotKey",
@@ -112,7 +119,7 @@ __all__ = [
 
 #: The names loaded on first use: name → (module, attribute).
 _LAZY = {
-    "Batch": (".client.client", "Batch"),
+    "Batch": (".client.batch", "Batch"),
     "Client": (".client.client", "Client"),
     "Graph": (".api.graph", "Graph"),
     "RetryPolicy": (".writes.health", "RetryPolicy"),

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+import assocdb
 from assocdb.cli.main import main
 from tests.support.stores import Stores
 
@@ -363,3 +365,18 @@ def test_shards_cancel_refuses_what_it_cannot_cancel_with_one_error_line(tmp_pat
     assert missing.exit_code == 2  # click's usage error: one `Error:` line too
     assert [line for line in missing.output.splitlines() if line.startswith("Error:")] != []
     assert "Traceback" not in missing.output
+
+
+def test_changes_prints_json_lines_and_commits_a_group(tmp_path: Path) -> None:
+    where = tmp_path / "g"
+    with assocdb.open(where, shards=2) as g:
+        g.define_assoc("likes")
+        g.enable_feed()
+        g.assoc_add(1, "likes", 2)
+    runner = CliRunner()
+    first = runner.invoke(main, ["changes", str(where), "--group", "mail"])
+    assert first.exit_code == 0, first.output
+    lines = [json.loads(line) for line in first.stdout.splitlines()]
+    assert [(c["kind"], c["type"], c["id1"], c["id2"]) for c in lines] == [("edge", "likes", 1, 2)]
+    again = runner.invoke(main, ["changes", str(where), "--group", "mail"])
+    assert again.stdout == ""  # committed

@@ -145,6 +145,12 @@ def test_every_method_through_the_client(client: Client) -> None:
     assert g.index_check("by_email").missing == 0
     assert g.index_repair_recent("by_email").missing == 0
     g.drop_index("by_email")
+    g.enable_feed()
+    g.assoc_add(1, "likes", 2)
+    feed = g.changes(kinds=["edge"], wait=1.0)
+    assert [(c.type, c.id1, c.id2) for c in feed.items] == [("likes", 1, 2)]
+    g.feed_commit("mailer", feed.next_cursor)
+    assert g.changes(group="mailer").items == []
     assert called == set(METHODS)
 
 

@@ -64,6 +64,7 @@ LOCAL = {
     "start_cleaner": "starts a thread in this process",
     "batch": "the Client's batch() sends its reads and writes in one request (/v1/batch)",
     "verify_replicas": "an operator's scan of every replica (`assocdb shards verify`)",
+    "follow_changes": "a loop over changes (with its long-poll `wait`)",
 }
 
 #: Results the wire sends in another form, and why.

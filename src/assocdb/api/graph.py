@@ -19,6 +19,7 @@ schema and write path. Each concern is a service built on it, in its module:
 * `queue_admin.py`   QueueAdmin: queue_stats, queue_jobs, queue_job, queue_retry,
                      queue_reinject, drain
 * `checks.py`        Checks: check_counts, check_inverses
+* `feed.py`          Feed: enable_feed, changes, follow_changes, feed_commit (and `trim`)
 * `admin.py`         Admin: define_assoc, define_object, load_schema, trace, cache_stats,
                      hot_keys
 
@@ -36,16 +37,20 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from ..cache.entries import Tier2
 from ..core.clock import HybridClock
+from ..core.feed import FEED_LIMIT
 from ..core.pagers import items, pages
 from ..core.query import Query
 from ..core.records import (
     Assoc,
     CacheConfig,
     CacheStats,
+    Change,
+    ChangeKind,
+    ChangePage,
     Count,
     CountMismatch,
     Direction,
@@ -77,20 +82,14 @@ from .batch import WriteBatch
 from .checks import Checks
 from .cleaner import Cleaner
 from .engine import Engine
+from .feed import Feed
 from .indexes import Indexes
 from .nodes import Nodes
 from .objects import Objects
 from .queries import Queries
 from .queue_admin import QueueAdmin
+from .services import Services
 from .timelines import Timelines
-
-
-class Services(NamedTuple):
-    """The services of a Graph that outer floors call directly (`Graph.services`)."""
-
-    reads: AssocReads  # `encoded`: a list read kept encoded with the cache's answers
-    writes: AssocWrites  # `add_op`, `delete_op`, `state_op`; `bulk_load` in parts
-    queries: Queries  # `edges`, `rows`: a query's rows as FlockDB's select pages them
 
 
 class Graph:
@@ -144,7 +143,8 @@ class Graph:
         self._checks = Checks(engine)
         #: The services tools built on the library call beyond Graph's methods: the
         #: server's encoded list reads and partial bulk loads, FlockDB's writes and select.
-        self.services = Services(self._reads, self._writes, self._queries)
+        self._feed = Feed(engine)  # before start: a replay records its changes too
+        self.services = Services(self._reads, self._writes, self._queries, self._feed)
         engine.set_index_entries(self._indexes.entries)
         # Last: the replay of jobs a crash left, and the applier's threads, see
         # every service wired.
@@ -158,6 +158,7 @@ class Graph:
         Jobs not yet applied stay in the journal and are applied on the next open.
         """
         self._cleaner.close()  # first: it writes through the engine
+        self._feed.close()
         self.engine.close()
         self._timelines.close()
 
@@ -168,6 +169,35 @@ class Graph:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    # -- the change feed (api/feed.py; docs/api.md, "Change feed") ---------------------
+
+    def enable_feed(self) -> None:
+        """Record every applied change in its shard's feed, from now on (kept in the graph)."""
+        self._feed.enable()
+
+    def changes(
+        self,
+        cursor: str | None = None,
+        *,
+        limit: int = FEED_LIMIT,
+        types: list[str] | None = None,
+        kinds: list[ChangeKind] | None = None,
+        group: str | None = None,
+        wait: float = 0.0,
+    ) -> ChangePage:
+        """The changes after `cursor` (None: `group`'s, or the start); FeedExpired if trimmed."""
+        return self._feed.changes(cursor, limit, types, kinds, group, wait)
+
+    def follow_changes(
+        self, cursor: str | None = None, *, types: list[str] | None = None
+    ) -> Iterator[Change]:
+        """Every change (of `types`) after `cursor`, waiting for new ones until closed."""
+        return self._feed.follow(cursor, types)
+
+    def feed_commit(self, group: str, cursor: str) -> None:
+        """Store `cursor` as consumer group `group`'s position (`changes(group=…)` reads on)."""
+        self._feed.commit(group, cursor)
 
     # -- objects ----------------------------------------------------------------------
 

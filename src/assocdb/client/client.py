@@ -25,15 +25,17 @@ import msgspec
 
 from ..core.errors import AssocdbError, InvalidRequest, Timeout, Unavailable
 from ..core.extras import needs
-from ..core.json import check as check_json
+from ..core.feed import FEED_LIMIT
 from ..core.pagers import items, pages
 from ..core.query import Query, Term
 from ..core.records import (
     Assoc,
     CacheStats,
+    Change,
+    ChangeKind,
+    ChangePage,
     Count,
     CountMismatch,
-    Deferred,
     Direction,
     HangingEdge,
     HotKey,
@@ -52,8 +54,8 @@ from ..core.records import (
     WriteResult,
 )
 from ..core.schema import DEFAULT_LIMIT, AssocType, ObjectType, Schema
+from .batch import Batch, checked
 from .wire import (
-    BATCHABLE,
     METHODS,
     Args,
     AssocAdd,
@@ -72,8 +74,8 @@ from .wire import (
     DefineObject,
     DefineTimeline,
     Drain,
-    ErrorBody,
     ErrorEnvelope,
+    FeedCommit,
     HomeTimeline,
     IndexBuild,
     IndexCheckArgs,
@@ -97,6 +99,7 @@ from .wire import (
     error_from,
     to_spec,
 )
+from .wire import Changes as ChangesArgs
 from .wire import HotKeys as HotKeysArgs
 
 if TYPE_CHECKING:
@@ -667,65 +670,34 @@ class Client:
         result: IndexCheck = self._call("index_repair_recent", IndexName(name))
         return result
 
+    def enable_feed(self) -> None:
+        self._call("enable_feed", NoArgs())
 
-class Batch:
-    """Calls collected and sent as one `POST /v1/batch` when the `with` block ends.
+    def changes(
+        self,
+        cursor: str | None = None,
+        *,
+        limit: int = FEED_LIMIT,
+        types: list[str] | None = None,
+        kinds: list[ChangeKind] | None = None,
+        group: str | None = None,
+        wait: float = 0.0,
+    ) -> ChangePage:
+        args = ChangesArgs(cursor, limit, types, kinds, group, self._within_budget(wait))
+        result: ChangePage = self._call("changes", args)
+        return result
 
-    Every read method of the Graph API is here, and the writes of `Graph.batch()`
-    (assoc_add, assoc_delete, assoc_archive, assoc_negate, assoc_change_type,
-    obj_add, obj_update, obj_delete), each returning a Deferred. A batch with
-    writes needs a token with the write scope.
-    """
+    def follow_changes(
+        self, cursor: str | None = None, *, types: list[str] | None = None
+    ) -> Iterator[Change]:
+        """Every change after `cursor`, by long polls of the server, until closed."""
+        while True:
+            page = self.changes(cursor, types=types, wait=self._within_budget(30.0))
+            yield from page.items
+            cursor = page.next_cursor
 
-    def __init__(self, client: Client) -> None:
-        self._client = client
-        self._items: list[tuple[str, Args, Deferred[Any]]] = []
-
-    def __getattr__(self, name: str) -> Callable[..., Deferred[Any]]:
-        if name not in BATCHABLE or name.startswith("query_"):
-            raise AttributeError(
-                f"a batch runs the reads and writes of Graph.batch(); {name!r} is not one"
-            )
-        args_type = METHODS[name].args
-
-        def queue(*args: Any, **kwargs: Any) -> Deferred[Any]:
-            deferred: Deferred[Any] = Deferred(name)
-            self._items.append((name, _checked(name, args_type(*args, **kwargs)), deferred))
-            return deferred
-
-        return queue
-
-    def __enter__(self) -> Batch:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if kind is None:
-            self.run()
-
-    def run(self) -> None:
-        """Send the queued calls (at most 200) and fill in their results."""
-        requests = [
-            {"method": name, "args": msgspec.to_builtins(args)} for name, args, _ in self._items
-        ]
-        answers = self._client._call_batch(requests)
-        for (name, _, deferred), answer in zip(self._items, answers, strict=True):
-            if "error" in answer:
-                deferred.settle(error=error_from(msgspec.convert(answer["error"], ErrorBody)))
-            else:
-                deferred.settle(msgspec.convert(answer["result"], METHODS[name].result))
-        self._items = []
-
-
-def _checked(name: str, args: Args) -> Args:
-    """`args`, or InvalidRequest for a value JSON would change on the way (NaN and
-    infinity become null, a set a list, bytes base64 text, a key 1 the key "1"),
-    as `Graph` refuses them; queries are Structs of checked types."""
-    for field, value in zip(args.__struct_fields__, msgspec.structs.astuple(args), strict=True):
-        if not isinstance(value, msgspec.Struct):
-            check_json(value, f"{name}: {field}")
-    return args
+    def feed_commit(self, group: str, cursor: str) -> None:
+        self._call("feed_commit", FeedCommit(group, cursor))
 
 
 def _json_size(value: Any) -> int:
@@ -740,7 +712,7 @@ def _json_size(value: Any) -> int:
 def _encode(name: str, args: Any) -> bytes:
     """The request's body: its arguments checked (a batch's were, as they were queued)."""
     if isinstance(args, Args):
-        _checked(name, args)
+        checked(name, args)
     try:
         return msgspec.json.encode(args)
     except UnicodeEncodeError as exc:

@@ -21,10 +21,13 @@ import msgspec
 
 from ..core import errors as _errors
 from ..core.errors import AssocdbError, InvalidRequest
+from ..core.feed import FEED_LIMIT
 from ..core.query import Difference, Intersect, Query, Runner, Term
 from ..core.records import (
     Assoc,
     CacheStats,
+    ChangeKind,
+    ChangePage,
     Count,
     CountMismatch,
     Direction,
@@ -281,6 +284,20 @@ class Drain(Args):
     timeout: float | None = None
 
 
+class Changes(Args):
+    cursor: str | None = None
+    limit: Int64 = FEED_LIMIT
+    types: list[str] | None = None
+    kinds: list[ChangeKind] | None = None
+    group: str | None = None
+    wait: float = 0.0  # a long poll: the server waits up to half its deadline
+
+
+class FeedCommit(Args):
+    group: str
+    cursor: str
+
+
 class CheckCounts(Args):
     repair: bool = False
 
@@ -436,6 +453,9 @@ METHODS: dict[str, Method] = {
         Method("user_timeline", UserTimeline, Page[TimelineItem], "read"),
         Method("timeline_config", NoArgs, TimelineConfig | None, "read"),
         Method("define_timeline", DefineTimeline, TimelineConfig, "admin"),
+        Method("changes", Changes, ChangePage, "read"),
+        Method("feed_commit", FeedCommit, None, "read"),
+        Method("enable_feed", NoArgs, None, "admin"),
     ]
 }
 
@@ -447,8 +467,10 @@ BATCH_WRITES = frozenset(
         *("obj_add", "obj_update", "obj_delete"),
     }
 )
-#: Methods a batch may run: every read, and the writes above.
-BATCHABLE = frozenset(name for name, m in METHODS.items() if m.scope == "read") | BATCH_WRITES
+#: Methods a batch may run: every read but the feed's (a long poll), and the writes above.
+BATCHABLE = (
+    frozenset(name for name, m in METHODS.items() if m.scope == "read") - {"changes", "feed_commit"}
+) | BATCH_WRITES
 
 
 class BatchItem(msgspec.Struct, forbid_unknown_fields=True):
@@ -481,6 +503,7 @@ STATUS: dict[type[AssocdbError], int] = {
     _errors.PermissionDenied: 403,
     _errors.NotFound: 404,
     _errors.Conflict: 409,
+    _errors.FeedExpired: 410,
     _errors.Unavailable: 503,
     AssocdbError: 500,
 }

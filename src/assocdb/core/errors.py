@@ -10,6 +10,7 @@
     ├── PermissionDenied          the token lacks the scope needed      (HTTP 403)
     ├── NotFound                  no such object or association         (HTTP 404)
     ├── Conflict                  the id is taken by a different object (HTTP 409)
+    ├── FeedExpired               a feed cursor older than the retention (HTTP 410)
     └── Unavailable               a backend is down or too slow; retry  (HTTP 503)
         └── Timeout               the request ran out of time
 
@@ -95,6 +96,13 @@ class KeyTaken(Conflict):
     def __init__(self, message: str, holder: int, **details: Any) -> None:
         super().__init__(message, **details)
         self.holder = holder
+
+
+class FeedExpired(AssocdbError):
+    """A feed cursor points before the oldest change still held (trimmed by the retention
+    window). `details["oldest"]`: per shard, the oldest position still held."""
+
+    code = "feed_expired"
 
 
 class Unavailable(AssocdbError):

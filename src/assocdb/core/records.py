@@ -326,3 +326,35 @@ class Deferred(Generic[T]):
             raise self._error
         value: T = self._value
         return value
+
+
+ChangeKind = Literal["edge", "object", "node"]
+
+
+class Change(msgspec.Struct, frozen=True, gc=False):
+    """One change a shard applied (`Graph.changes`): an edge leg, an object or a node state,
+    as stored after the change. `shard` and `position` place it in the shard's feed.
+
+    * edge: `id1 -type-> id2` with `time`, `state`, `data`;
+    * object: `id1` is the object's id, `type` its otype, with `version`, `state`, `data`;
+    * node: the state of every `type` edge of node `id1` (`node_archive` …).
+    """
+
+    shard: int
+    position: int
+    kind: ChangeKind
+    type: str
+    id1: int
+    state: StateName
+    updated_at: int
+    id2: int = 0
+    time: int = 0
+    version: int = 0
+    data: Any = None
+
+
+class ChangePage(msgspec.Struct, frozen=True):
+    """A page of changes and the cursor after it (always one: a feed has no end)."""
+
+    items: list[Change]
+    next_cursor: str

@@ -63,6 +63,7 @@ from .console.pages import Console
 from .metrics import Metrics
 from .openapi import ICON, docs_page, openapi
 from .peers import Peers
+from .stream import changes_stream
 
 log = logging.getLogger("assocdb.server")
 
@@ -131,6 +132,7 @@ def create_app(
     routes = [
         *server.console.routes(),
         Route("/v1/batch", server.route_batch, methods=["POST"]),
+        Route("/v1/changes/stream", changes_stream(graph, tokens), methods=["GET"]),
         Route("/v1/{method}", server.route_method, methods=["POST"]),
         Route("/healthz", server.route_healthz, methods=["GET"]),
         Route("/readyz", server.route_readyz, methods=["GET"]),
@@ -449,6 +451,8 @@ class Server:
         if name == "drain":
             check_drain_timeout(args.timeout)
             return graph.drain(budget if args.timeout is None else min(args.timeout, budget))
+        if name == "changes":  # a long poll: an empty page before the deadline
+            args.wait = min(args.wait, budget)
         if name == "index_build":  # a slice of the build; call again to go on
             seconds = budget if args.seconds is None else min(args.seconds, budget)
             return graph.index_build(args.name, rate=args.rate, seconds=seconds)

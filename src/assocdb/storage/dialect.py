@@ -25,6 +25,8 @@ class Dialect(Protocol):
     meta_key: str
     #: Creates the `timelines` table.
     timelines_ddl: str
+    #: Creates the `changes` table of the change feed (`sqlfeed`).
+    feed_ddl: str
 
     def use_index(self, name: str) -> str:
         """The hint, after a table name, to read it through index `name`."""

@@ -39,6 +39,7 @@ from .dialect import Session
 from .mysqlpool import Pool, connect_args, driver, errno_of, parse_url
 from .serverurl import Settings, graph_schemas, server_spec
 from .sql import SQLBackend
+from .sqlfeed import ddl
 from .sqlopen import open_on_server
 from .sqltext import insert
 
@@ -128,6 +129,7 @@ class MySQLDialect:
     row_values = False  # `(a, b) > (x, y)` is not a range to the optimizer
     meta_key = "name"
     timelines_ddl = _TIMELINES_DDL
+    feed_ddl = ddl("MEDIUMBLOB", " ENGINE=InnoDB")
 
     def use_index(self, name: str) -> str:
         return f" FORCE INDEX ({name})"

@@ -49,6 +49,7 @@ from .pgconn import WATCHDOG, driver, map_pg_error, parse_url, sqlstate_of
 from .pgpool import Pool
 from .serverurl import Settings, graph_schemas, server_spec
 from .sql import SQLBackend
+from .sqlfeed import ddl
 from .sqlopen import open_on_server
 from .sqltext import EDGE_COLUMNS
 
@@ -101,6 +102,7 @@ class PostgresDialect:
     row_values = True  # `(a, b) > (x, y)` is an index range to the planner
     meta_key = "name"
     timelines_ddl = _TIMELINES_DDL
+    feed_ddl = ddl("BYTEA")
 
     def use_index(self, name: str) -> str:
         return ""  # no hints: the planner picks the index the WHERE and ORDER BY name

@@ -30,6 +30,7 @@ again (the merge is idempotent). `bulk_merge` is `apply` for a bulk load's
 round: the same merge, but it reads many lists per statement, and only lists
 that have count rows. Index entries (`core.entities.merge_entries`)
 and home timelines (`core.timeline_list.merge_blob`) are merged the same way.
+With the feed on, `_apply` hands what it changed to `sqlfeed.record`, in its transaction.
 
 Tables made on first use (`index_N`; `timelines` in MySQL graphs older than
 home timelines) are created by `_ddl` before the write's transaction (MySQL
@@ -68,6 +69,7 @@ from ..core.merge import (
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
 from ..core.timeline_list import TimelineEntry
+from . import sqlfeed as _feed
 from . import sqlindexes as _indexes
 from . import sqltables as _tables
 from . import sqltimelines as _timelines
@@ -132,6 +134,7 @@ class SQLBackend(ABC):
         self._first_pages: dict[int, str] = {}  # shard: the statement of a list's first page
         self._tables: set[tuple[int, int]] = set()  # index tables known to exist
         self._tables_lock = threading.Lock()
+        self.feed = False  # whether applies record their changes (`sqlfeed.enable`)
         d = dialect
         self._upsert_edge = d.upsert("edges", EDGE_COLUMNS, 3)
         self._add_count = d.upsert("counts", COUNT_COLUMNS, 3, add=True)
@@ -338,7 +341,10 @@ class SQLBackend(ABC):
             changed_objects = merge_objects(current, objects)
             packed = [(*row[:5], pack(row[5])) for row in changed_objects]
             self._store(session, shard, self._upsert_object, packed)
-        return Changes(changed_edges, changed_objects, changed_nodes)
+        changes = Changes(changed_edges, changed_objects, changed_nodes)
+        if self.feed:  # in this transaction: no change without its record
+            _feed.record(self, session, shard, changes)
+        return changes
 
     def _current_edges(
         self, session: Session, shard: int, writes: Sequence[EdgeTuple]

@@ -45,6 +45,7 @@ from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from .backend import map_driver_error
 from .dialect import Session
 from .sql import SQLBackend
+from .sqlfeed import ddl
 from .sqlopen import check_shards, open_graph
 from .sqltext import insert, marks
 from .writerlock import WriterLock
@@ -94,6 +95,7 @@ class SQLiteDialect:
     row_values = True
     meta_key = "key"
     timelines_ddl = _TIMELINES_DDL
+    feed_ddl = ddl("BLOB", key="INTEGER")
 
     def use_index(self, name: str) -> str:
         return f" INDEXED BY {name}"

@@ -1,0 +1,85 @@
+"""The change feed's cursor and its page rule (pure: no I/O).
+
+Each shard keeps its own feed, numbered by dense positions in commit order
+(`storage.sqlfeed`). A feed cursor is the vector of the last position consumed on every
+shard, so "after the cursor" is, on each shard, what follows its position. On the wire it
+is opaque like a page cursor: url-safe base64 of a version byte and the positions as
+unsigned 64-bit integers, with an 8-byte BLAKE2b checksum over them and the shard
+count; a mangled cursor, or one of a graph with another shard count, is InvalidCursor.
+
+A page merges the shards' next records by `updated_at` (a k-way merge takes the head of
+one shard's run at a time, so each shard's order is kept; across shards the order is
+only roughly time order) and stops at `limit`. The next cursor moves each shard to the
+last record the page took from it, or read past and filtered out.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+from base64 import urlsafe_b64decode, urlsafe_b64encode
+from collections.abc import Callable, Sequence
+from hashlib import blake2b
+from typing import TypeVar
+
+from .errors import InvalidCursor
+
+T = TypeVar("T")
+Positions = tuple[int, ...]
+
+FEED_LIMIT = 1000  # changes per page, by default
+_VERSION = 1
+_MAC = 8
+
+
+def start(shards: int) -> Positions:
+    """The cursor before every change ever recorded."""
+    return (0,) * shards
+
+
+def encode(positions: Positions) -> str:
+    """The opaque token for a vector of per-shard positions."""
+    body = struct.pack(f">B{len(positions)}Q", _VERSION, *positions)
+    return urlsafe_b64encode(body + _mac(body)).rstrip(b"=").decode("ascii")
+
+
+def decode(token: object, shards: int) -> Positions:
+    """The positions a token stands for, or InvalidCursor."""
+    size = 1 + 8 * shards + _MAC
+    if not isinstance(token, str) or len(token) > 2 * size:
+        raise InvalidCursor(f"a feed cursor is a string returned by changes(); got {token!r:.60}")
+    try:
+        raw = urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except ValueError:
+        raw = b""
+    body, mac = raw[:-_MAC], raw[-_MAC:]
+    if len(raw) != size or raw[0] != _VERSION or mac != _mac(body):
+        raise InvalidCursor(f"not a feed cursor of this graph ({shards} shards): {token!r:.60}")
+    return struct.unpack(f">{shards}Q", body[1:])
+
+
+def merge(
+    runs: Sequence[Sequence[T]],
+    position: Callable[[T], int],
+    time: Callable[[T], int],
+    limit: int,
+    keep: Callable[[T], bool],
+    after: Positions,
+) -> tuple[list[T], Positions]:
+    """Up to `limit` kept items of the shards' `runs` (each in position order), merged by
+    `time` keeping each run's order; and the positions after them (an item `keep`
+    refuses is passed over: its position is consumed)."""
+    tagged = [[(time(item), shard, item) for item in run] for shard, run in enumerate(runs)]
+    taken: list[T] = []
+    moved = list(after)
+    for _, shard, item in heapq.merge(*tagged, key=lambda t: (t[0], t[1])):
+        if len(taken) >= limit:
+            break
+        moved[shard] = position(item)
+        if keep(item):
+            taken.append(item)
+    return taken, tuple(moved)
+
+
+def _mac(body: bytes) -> bytes:
+    return blake2b(body, digest_size=_MAC, person=b"assocdb-feed").digest()

@@ -1,0 +1,55 @@
+"""core/feed.py: the feed cursor round-trips and refuses what is not one; a page merge
+keeps each shard's order, takes at most `limit`, and consumes what it filters out."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from assocdb.core import feed
+from assocdb.core.errors import InvalidCursor
+
+POSITIONS = st.lists(st.integers(0, 2**63), min_size=1, max_size=64)
+
+
+@given(POSITIONS)
+def test_a_cursor_round_trips(positions: list[int]) -> None:
+    token = feed.encode(tuple(positions))
+    assert feed.decode(token, len(positions)) == tuple(positions)
+
+
+@pytest.mark.parametrize("token", ["", "x", None, 5, "A" * 500])
+def test_what_is_not_a_cursor_is_refused(token: object) -> None:
+    with pytest.raises(InvalidCursor):
+        feed.decode(token, 4)
+
+
+def test_a_cursor_of_another_shard_count_or_mangled_is_refused() -> None:
+    token = feed.encode((1, 2, 3, 4))
+    with pytest.raises(InvalidCursor):
+        feed.decode(token, 3)
+    with pytest.raises(InvalidCursor):
+        feed.decode(token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1], 4)
+
+
+RUNS = st.lists(st.lists(st.integers(0, 50), max_size=8), min_size=1, max_size=4)
+
+
+@given(RUNS, st.integers(1, 10), st.integers(0, 2))
+def test_a_merge_keeps_each_shards_order_and_moves_past_what_it_took(
+    times: list[list[int]], limit: int, odd: int
+) -> None:
+    runs = [[(shard, pos + 1, t) for pos, t in enumerate(run)] for shard, run in enumerate(times)]
+    taken, moved = feed.merge(
+        runs, lambda r: r[1], lambda r: r[2], limit, lambda r: r[2] % 3 != odd, (0,) * len(runs)
+    )
+    assert len(taken) <= limit
+    assert all(r[2] % 3 != odd for r in taken)
+    for shard, run in enumerate(runs):
+        mine = [r for r in taken if r[0] == shard]
+        assert mine == sorted(mine, key=lambda r: r[1])
+        consumed = run[: moved[shard]]  # positions are 1.. in order: a prefix is consumed
+        assert mine == [r for r in consumed if r[2] % 3 != odd]
+    if len(taken) < limit:  # nothing left behind
+        assert moved == tuple(len(run) for run in runs)

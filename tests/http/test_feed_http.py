@@ -1,0 +1,82 @@
+"""The change feed over HTTP: `POST /v1/changes` (a long poll with `wait`), the client's
+calls, 410 for a trimmed cursor, and the Server-Sent Events stream."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import assocdb
+from assocdb import Client, FeedExpired
+from assocdb.storage import sqlfeed
+from assocdb.storage.sqlite import SQLiteBackend
+from tests.support.http_server import ADMIN, READER, Server
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    directory = tmp_path_factory.mktemp("feed") / "graph"
+    with assocdb.open(directory, shards=2) as g:
+        g.define_assoc("likes")
+        g.enable_feed()
+    running = Server(directory)
+    yield running, directory
+    running.stop()
+
+
+def test_the_client_reads_waits_and_commits(served: tuple[Server, Path]) -> None:
+    server, _ = served
+    with Client(server.url, token=ADMIN) as c:
+        start = c.changes().next_cursor
+        c.assoc_add(1, "likes", 2)
+        page = c.changes(start, wait=5.0)
+        assert [(x.type, x.id1, x.id2) for x in page.items] == [("likes", 1, 2)]
+        assert c.changes(page.next_cursor, wait=0.2).items == []  # waited, then empty
+        c.feed_commit("crawler", page.next_cursor)
+        assert c.changes(group="crawler").items == []
+
+
+def test_the_stream_sends_changes_as_server_sent_events(served: tuple[Server, Path]) -> None:
+    server, _ = served
+    with Client(server.url, token=ADMIN) as c:
+        cursor = c.changes().next_cursor
+        c.assoc_add(5, "likes", 6)
+    url = f"{server.url}/v1/changes/stream"
+    params = {"cursor": cursor, "token": READER}
+    with httpx.stream("GET", url, params=params, timeout=30) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = response.iter_lines()
+        event = [next(lines) for _ in range(3)]
+    assert event[0] == "event: change"
+    assert event[1].startswith("id: ")
+    assert json.loads(event[2].removeprefix("data: "))["id1"] == 5
+
+
+def test_the_stream_needs_a_token(served: tuple[Server, Path]) -> None:
+    server, _ = served
+    answer = httpx.get(f"{server.url}/v1/changes/stream")
+    assert answer.status_code == 401
+
+
+# Last: it trims the whole feed, so a cursor from the start fails from then on.
+def test_a_trimmed_cursor_is_410(served: tuple[Server, Path]) -> None:
+    server, directory = served
+    with Client(server.url, token=ADMIN) as c:
+        c.assoc_add(3, "likes", 4)
+        backend = SQLiteBackend.open(directory, create=False)
+        try:
+            for shard in range(backend.shards):
+                sqlfeed.trim(backend, shard, 0, 0)
+        finally:
+            backend.close()
+        with pytest.raises(FeedExpired):
+            c.changes()
+    answer = httpx.post(
+        f"{server.url}/v1/changes", json={}, headers={"authorization": f"Bearer {ADMIN}"}
+    )
+    assert answer.status_code == 410
+    assert answer.json()["error"]["code"] == "feed_expired"
