@@ -70,6 +70,7 @@ PUBLIC = {
     *("check_counts", "check_inverses", "verify_replicas"),
     *("schema", "shards", "define_assoc", "define_object", "load_schema"),
     *("trace", "cache_stats", "hot_keys", "close"),
+    *("enable_feed", "changes", "follow_changes", "feed_commit"),
 }
 
 
