@@ -15,6 +15,7 @@ import pytest
 import assocdb
 from assocdb import CacheConfig, Graph
 from assocdb.cache.tier1 import _DATA_SLOT, _Fill
+from assocdb.core.cachekeys import PREFIX
 from assocdb.storage.registry import open_location
 from assocdb.writes.journal import Journal
 from tests.support.helpers import statements
@@ -51,7 +52,7 @@ def test_covered_reads_issue_no_sql(graph: Graph) -> None:
     assert [a.data for a in first[:2]] == [None, {"n": 29}]
 
 
-def test_a_list_read_that_fills_the_list_fills_its_counts(graph: Graph) -> None:
+def test_a_list_fill_reads_only_the_prefix_and_counts_fill_when_read(graph: Graph) -> None:
     g = graph
     for n in range(1, 8):
         g.assoc_add(1, "follows", n + 100, time=n)
@@ -63,7 +64,9 @@ def test_a_list_read_that_fills_the_list_fills_its_counts(graph: Graph) -> None:
     ]
     keys = [(1, "follows"), (105, "followed_by"), (106, "followed_by")]
     for read, key in zip(reads, keys, strict=True):
-        read()  # one fill: the prefix and the counts
+        assert len(statements(g, read)) == 1  # the fill: the prefix, not the counts
+        assert statements(g, read) == []
+        assert len(statements(g, lambda key=key: g.assoc_count(*key))) == 1  # a count's fill
         assert statements(g, lambda key=key: g.assoc_count(*key)) == []
     assert g.assoc_count(1, "follows") == 6
     assert g.assoc_count(1, "follows", "archived") == 1
@@ -88,6 +91,8 @@ def test_reads_beyond_the_prefix_go_to_the_shard(graph: Graph) -> None:
     g = graph
     g.bulk_load([(2, "likes", n, n) for n in range(1, 251)])  # longer than the prefix of 100
     assert [a.id2 for a in g.assoc_range(2, "likes", limit=5)] == [250, 249, 248, 247, 246]
+    assert statements(g, lambda: g.assoc_range(2, "likes", pos=50, limit=10)) == []  # 64 filled
+    assert len(statements(g, lambda: g.assoc_range(2, "likes", pos=90, limit=10))) == 1  # grows
     assert statements(g, lambda: g.assoc_range(2, "likes", pos=90, limit=10)) == []
     deep = g.assoc_range(2, "likes", pos=95, limit=10)
     assert [a.id2 for a in deep] == list(range(155, 145, -1))
@@ -323,17 +328,43 @@ def full_cache(tmp_path: Path) -> Graph:
     g.bulk_load([(id1, "likes", n, n) for id1 in range(10, 200) for n in range(1, 4)])
     for id1 in range(10, 200):
         g.assoc_range(id1, "likes")
+        g.assoc_range(id1, "likes")  # the second miss fills
     stats = g.cache_stats()
     assert stats is not None
     assert stats.bytes > 0.9 * 60_000
     return g
 
 
-def test_while_there_is_room_every_miss_fills(graph: Graph) -> None:
+def test_with_admit_after_1_every_miss_fills(graph: Graph) -> None:
     g = graph
     g.assoc_add(1, "follows", 2)
     assert statements(g, lambda: g.assoc_count(1, "follows"))
     assert statements(g, lambda: g.assoc_count(1, "follows")) == []
+
+
+def test_an_empty_cache_admits_a_key_on_its_second_miss(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig())  # the default: admit_after 2
+    g.define_assoc("likes")
+    g.bulk_load([(1, "likes", n, n) for n in range(1, 2000)])
+    cache = g.engine.cache
+    assert cache is not None
+    for n, read in enumerate(
+        [lambda: g.assoc_range(1, "likes", limit=50), lambda: g.assoc_count(1, "likes")]
+    ):
+        assert len(statements(g, read)) == 1  # read once: just what was asked, no fill
+        assert cache.fills == n
+        assert len(statements(g, read)) == 1  # second miss: one fill, one statement
+        assert statements(g, read) == []  # cached
+        if n == 0:
+            entry = cache._lists[(1, g.schema.assoc_type("likes").id)]
+            assert entry.prefix is not None
+            assert len(entry.prefix) == 100  # twice the 50 read, not 1,000
+            assert entry.counts is None  # a list's fill reads no counts
+    stats = g.cache_stats()
+    assert stats is not None
+    assert (stats.fills, stats.misses, stats.hits) == (2, 4, 2)
+    assert stats.fill_us > 0
+    g.close()
 
 
 def test_a_full_cache_admits_a_key_on_its_second_miss(tmp_path: Path) -> None:
@@ -500,4 +531,43 @@ def test_an_object_read_again_and_again_outlives_ones_read_once(tmp_path: Path) 
         assert statements(g, lambda: g.obj_get(hot)) == [] or n == 0
     assert cache.evictions > 200
     assert cache.holds(("object", hot))
+    g.close()
+
+
+def test_a_growing_prefix_stays_exact_under_concurrent_writes(tmp_path: Path) -> None:
+    # Reads that need more and more of a list grow its prefix fill by fill while
+    # another thread adds and deletes edges of it: every grown prefix must be the
+    # list's newest edges, as a cacheless reader of the same files sees them.
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(prefix=300, admit_after=1))
+    g.define_assoc("likes")
+    g.bulk_load([(1, "likes", n, n) for n in range(1, 250)])
+    cache = g.engine.cache
+    assert cache is not None
+    key = (1, g.schema.assoc_type("likes").id)
+    stop = threading.Event()
+
+    def write() -> None:
+        rng, n = random.Random(43), 1000
+        while not stop.is_set():
+            if rng.random() < 0.6:
+                g.assoc_add(1, "likes", n, time=rng.randrange(1, 400))
+                n += 1
+            else:
+                g.assoc_delete(1, "likes", rng.randrange(1, 250))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        for r in range(6):
+            cache.invalidate([(PREFIX, key)])  # from a short fill again
+            for limit in range(5, 160, 7 + r):
+                assert len(g.assoc_range(1, "likes", limit=limit)) == limit
+    finally:
+        stop.set()
+        writer.join()
+    plain = assocdb.open(tmp_path / "g", cache=None)
+    for limit in (10, 64, 128, 150, 300):
+        assert g.assoc_range(1, "likes", limit=limit) == plain.assoc_range(1, "likes", limit=limit)
+    assert cache.fills > 6  # the prefix grew
+    plain.close()
     g.close()

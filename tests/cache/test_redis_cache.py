@@ -65,7 +65,7 @@ TestTwoProcessesMachine = needs_redis(TwoProcessesMachine.TestCase)
 
 
 def test_a_fill_older_than_a_write_is_not_stored_in_redis(tmp_path: Path) -> None:
-    cache = CacheConfig(redis=redis_url())
+    cache = CacheConfig(redis=redis_url(), admit_after=1)
     filler = assocdb.open(tmp_path / "g", shards=2, cache=cache)
     filler.define_assoc("likes")
     writer = assocdb.open(tmp_path / "g", cache=cache)
@@ -96,7 +96,7 @@ def test_a_fill_older_than_a_bulk_load_is_not_stored_in_redis(
 ) -> None:
     # A bulk load changes rows around the cache and flushes Redis: a fill that read
     # the shard before the load must not store its value after the flush.
-    cache = CacheConfig(redis=redis_url())
+    cache = CacheConfig(redis=redis_url(), admit_after=1)
     filler = assocdb.open(tmp_path / "g", shards=2, cache=cache)
     filler.define_assoc("likes")
     loader = assocdb.open(tmp_path / "g", cache=cache)
@@ -126,7 +126,7 @@ def test_a_fill_older_than_a_bulk_load_is_not_stored_in_redis(
 
 def test_a_redis_outage_costs_no_errors(tmp_path: Path) -> None:
     private = RedisProcess(tmp_path)
-    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(redis=private.url))
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(redis=private.url, admit_after=1))
     g.define_assoc("likes")
     g.assoc_add(1, "likes", 2)
     assert g.assoc_count(1, "likes") == 1
@@ -183,7 +183,7 @@ def check_no_stale_reads(writer: Graph, other: Graph, seconds: float, bound: flo
 
 def two_processes(url: str, where: Path) -> tuple[Graph, Graph]:
     """A writer and another process (each its own tier 1) sharing Redis; count 1 cached."""
-    cache = CacheConfig(redis=url, max_age=0.2)
+    cache = CacheConfig(redis=url, max_age=0.2, admit_after=1)
     writer = assocdb.open(where, shards=2, cache=cache)
     writer.define_assoc("likes")
     other = assocdb.open(where, cache=cache)
@@ -298,7 +298,8 @@ def test_a_malformed_message_on_the_channel_does_not_stop_the_listener(tmp_path:
     # Anything may be published on the graph's channel (another version, a typo in
     # redis-cli): the listener skips it and goes on delivering invalidations.
     url = redis_url()
-    cache = CacheConfig(redis=url)  # entries live long: only an invalidation drops them
+    # Entries live long: only an invalidation drops them.
+    cache = CacheConfig(redis=url, admit_after=1)
     writer = assocdb.open(tmp_path / "g", shards=2, cache=cache)
     writer.define_assoc("likes")
     other = assocdb.open(tmp_path / "g", cache=cache)
@@ -359,7 +360,7 @@ def test_a_flush_deletes_a_page_of_keys_per_round_trip(tmp_path: Path) -> None:
     # Readers wait while a flush Redis missed is sent: a round trip per cached key
     # made them wait ~10 s per 100,000 keys.
     private = RedisProcess(tmp_path)
-    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(redis=private.url))
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(redis=private.url, admit_after=1))
     prefix = g.engine.cache.tier2._prefix  # type: ignore[union-attr]
     client = redis.Redis.from_url(private.url)
     pipe = client.pipeline(transaction=False)

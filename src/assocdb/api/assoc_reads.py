@@ -11,6 +11,7 @@ from ..cache.entries import ListEntry
 from ..cache.tier1 import Cache
 from ..core import cursor as _cursor
 from ..core import json as _json
+from ..core.cachekeys import COUNTS, PREFIX
 from ..core.errors import InvalidRequest
 from ..core.ids import check_id, check_int64, shard_of
 from ..core.merge import EdgeRow, State, user_data
@@ -55,7 +56,7 @@ class AssocReads:
         wanted = _id_list(id2s, kind.limit)
         high = check_int64(high, "high") if high is not None else None
         low = check_int64(low, "low") if low is not None else None
-        index = self._index_from_cache(id1, kind, len(wanted))
+        index = self._index_from_cache(id1, kind)
         if index is not None:
             found = [index[id2] for id2 in wanted if id2 in index]
         else:
@@ -80,7 +81,7 @@ class AssocReads:
             if known is not None:
                 return known
         shard = shard_of(id1, self._shards)
-        if self._cache is None:
+        if self._cache is None or self._cache.passes((COUNTS, (id1, kind.id))):
             return self._backend.counts(shard, id1, kind.id).get(code, 0)
         counts = self._cache.counts(
             (id1, kind.id), lambda: self._backend.counts(shard, id1, kind.id)
@@ -213,7 +214,8 @@ class AssocReads:
             nonlocal cached
             rows = None
             if cache is not None and not (seek.boundary and cache.reaches_past(key, seek.boundary)):
-                rows = self.from_cache(id1, kind, lambda e: e.scan(seek, n), n)
+                need = n if seek.boundary is None else None
+                rows = self.from_cache(id1, kind, lambda e: e.scan(seek, n), need)
             if rows is None:
                 cached = False
                 rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n))
@@ -255,10 +257,14 @@ class AssocReads:
         a miss), kept as the answer to `tag` if they may be shared; None: read the shard."""
         cache = self._cache
         key = (id1, kind.id)
-        if cache is None or not self._cache_may_answer(cache, key, need):
+        if (
+            cache is None
+            or not self._cache_may_answer(cache, key, need)
+            or cache.passes((PREFIX, key))
+        ):
             return None
         before = cache.answers(key)
-        with cache.listed(key, *self._loaders(id1, kind)) as entry:
+        with cache.listed(key, self._loader(id1, kind), need) as entry:
             columns = None if entry is None else ask(entry)
             if columns is None:
                 return None
@@ -276,8 +282,10 @@ class AssocReads:
             cache.keep(key, before, tag, tuple(found), len(found))
         return found
 
-    def _index_from_cache(self, id1: int, kind: AssocType, need: int) -> dict[int, ListRow] | None:
-        """A whole small list as rows by id2 (kept decoded after the first read), or None."""
+    def _index_from_cache(self, id1: int, kind: AssocType) -> dict[int, ListRow] | None:
+        """A whole small list as rows by id2 (kept decoded after the first read), or
+        None: read the shard. Never fills: a filled prefix of a long list would not
+        answer, and one of a short list costs more than the lookup it saves."""
         cache = self._cache
         if cache is None:
             return None
@@ -286,48 +294,56 @@ class AssocReads:
         if index is not None:
             return index
         before = cache.answers(key)
-        rows = self.from_cache(id1, kind, ListEntry.whole, need)
-        if rows is None:
+        if before is None:  # no entry: the shard answers
             return None
-        index = {row[0]: row for row in rows}
-        cache.keep(key, before, _INDEX, index, len(rows))
+        with cache.held(key) as entry:
+            found = None if entry is None else entry.whole()
+            if found is None:
+                return None
+            data = entry.data  # type: ignore[union-attr]
+            index = {id2: (id2, time, ua, data.get(id2)) for time, id2, ua in found}
+        cache.keep(key, before, _INDEX, index, len(index))
         return index
 
-    def _cache_may_answer(self, cache: Cache, key: tuple[int, int], need: int) -> bool:
+    def _cache_may_answer(self, cache: Cache, key: tuple[int, int], need: int | None) -> bool:
         """False when a filled prefix could not answer (the read needs more than it holds)."""
-        if need <= cache.config.prefix:
+        if need is None or need <= cache.config.prefix:
             return True
         counts = cache.known_counts(key)
         return counts is not None and counts[_NORMAL] <= cache.config.prefix
 
-    def _loaders(
-        self, id1: int, kind: AssocType
-    ) -> tuple[Callable[[int], list[ListRow]], Callable[[], dict[int, int]]]:
-        """How the cache fills the list's prefix (its newest n rows) and its counts."""
+    def _loader(self, id1: int, kind: AssocType) -> Callable[[int], list[ListRow]]:
+        """How the cache fills the list's prefix: its newest n rows."""
         shard = shard_of(id1, self._shards)
 
         def load(n: int) -> list[ListRow]:
             return self._backend.scan(shard, EdgeScan(id1, kind.id, _NORMAL, _cursor.START, n))
 
-        return load, lambda: self._backend.counts(shard, id1, kind.id)
+        return load
 
     def from_cache(
         self,
         id1: int,
         kind: AssocType,
         ask: Callable[[ListEntry], list[ListItem] | None],
-        need: int,
+        need: int | None,
     ) -> list[ListRow] | None:
         """The rows the cache has for a read (filling it on a miss), or None: read the shard.
 
-        A miss is filled only when a filled prefix could answer: a read that
-        needs more than the prefix holds goes to the shard without the detour.
+        `need` is how many of the newest edges the read needs (None: the whole list,
+        or a page past a boundary). A miss is filled only when a filled prefix could
+        answer: a read that needs more than the prefix holds goes to the shard
+        without the detour.
         """
         cache = self._cache
         key = (id1, kind.id)
-        if cache is None or not self._cache_may_answer(cache, key, need):
+        if (
+            cache is None
+            or not self._cache_may_answer(cache, key, need)
+            or cache.passes((PREFIX, key))
+        ):
             return None
-        with cache.listed(key, *self._loaders(id1, kind)) as entry:
+        with cache.listed(key, self._loader(id1, kind), need) as entry:
             found = None if entry is None else ask(entry)
             if found is None:
                 return None

@@ -282,7 +282,8 @@ class Timelines:
         """Read lists of this type through the cache (TAO: most reads never reach a shard)."""
 
         def scan(id1: int, seek: _cursor.Seek, n: int) -> list[ListRow]:
-            rows = self._reads.from_cache(id1, posts, lambda e: e.scan(seek, n), n)
+            need = n if seek.boundary is None else None
+            rows = self._reads.from_cache(id1, posts, lambda e: e.scan(seek, n), need)
             if rows is None:
                 rows = self._reads.scan(id1, EdgeScan(id1, posts.id, State.NORMAL, seek, n))
             return rows
@@ -323,7 +324,7 @@ class Timelines:
         if not authors:
             return set()
         ids = sorted(authors)
-        cached = self._reads.from_cache(user, follows, lambda e: e.get(ids), len(ids))
+        cached = self._reads.from_cache(user, follows, lambda e: e.get(ids), None)
         if cached is not None:
             return {row[0] for row in cached}
         rows = self._backend.edges(shard_of(user, self._shards), user, follows.id, ids)

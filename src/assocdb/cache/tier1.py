@@ -17,8 +17,10 @@ A read asks a list entry to answer (`ListEntry.range`, `.time_range`,
 `.scan`, `.get`); the entry answers when its contents cover the query (a
 range within the prefix, anything of a complete prefix, anything at all when
 the count is zero) and says None otherwise, and the read goes to the shard.
-Misses are filled from the shard; concurrent misses on one key share one
-fill (no thundering herd).
+A key is filled from the shard on its second miss (`admit_after`: a first
+miss reads just what it asks for), a list with about twice the edges its read
+needs (`fill_size`; its prefix grows as deeper reads need it); concurrent
+misses on one key share one fill (no thundering herd).
 
 Writes keep entries exact: every applied leg reports its changes (old and
 new row), and `apply` updates cached entries in place: remove the old entry
@@ -60,7 +62,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..core.cachekeys import COUNTS, HOME, LIST, OBJECT, PREFIX, CacheKey
-from ..core.errors import AssocdbError
 from ..core.merge import Changes, ObjRow, State
 from ..core.records import CacheConfig, CacheStats
 from ..core.scans import ListRow
@@ -75,6 +76,7 @@ from .entries import (
     ListKey,
     ObjEntry,
     Tier2,
+    fill_size,
     home_bytes,
     newest,
     object_bytes,
@@ -85,7 +87,6 @@ log = logging.getLogger(__name__)
 _DATA_SLOT = DATA_SLOT  # (the name the tests measure entries with)
 _NORMAL = State.NORMAL
 _DOORKEEPER = 65_536  # keys remembered as missed once
-_ROOM = 0.9  # below this share of max_bytes, every miss is admitted
 _WAITED = object()  # a fill another thread did: read the cache again
 
 
@@ -153,6 +154,7 @@ class Cache:
         )
         self.bytes = 0
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
+        self.fill_seconds = 0.0  # spent reading fills (tier 2 or the shard)
 
     # -- reads ------------------------------------------------------------------------
 
@@ -256,44 +258,63 @@ class Cache:
 
     @contextmanager
     def listed(
-        self,
-        key: ListKey,
-        load: Callable[[int], Sequence[ListRow]],
-        counts: Callable[[], dict[int, int]] | None = None,
+        self, key: ListKey, load: Callable[[int], Sequence[ListRow]], need: int | None = None
     ) -> Iterator[ListEntry | None]:
-        """The list's entry, its prefix filled on a miss, locked while in use. While the
-        cache has room, a fill also fills the list's counts (`counts`) if the entry
-        lacks them: a list read is often followed by its count, and a count read costs
-        a fifth of a fill.
+        """The list's entry, its prefix filled on a miss, locked while in use.
 
-        None when it could not be cached (a write raced the fill): read the shard.
+        `need` is how many of the newest edges the read needs (None: as many as the
+        cache keeps, for reads of the whole list or past a boundary). A miss fills
+        about twice that (`fill_size`), not the whole prefix: read-ahead that costs
+        about what the read itself costs. An entry whose prefix is shorter than `need`
+        (and not the whole list) is filled again, longer: the prefix grows with the
+        reads of the list.
+
+        None when it is not cached: the key was missed for the first time (admitted
+        on its `admit_after`-th miss), or a write raced the fill. Read the shard.
         """
         self.hot.seen((LIST, *key))
+        want = fill_size(need, self.config.prefix)
         with self._lock:
             entry = self._fresh_list(key)
-            if entry is not None and (entry.prefix is not None or entry.empty()):
+            if entry is not None and entry.holds(want if need is None else need):
                 self.hits += 1
                 yield entry
                 return
-            admitted = self._admit((PREFIX, key))
+            if entry is not None and entry.prefix is not None:  # in use, too short: grow
+                self.misses += 1
+                admitted = True
+            else:
+                admitted = self._admit((PREFIX, key))
         if not admitted:  # read once so far: the caller reads just what it needs
             yield None
             return
-        cap = self.config.prefix
-        self._fill((PREFIX, key), lambda: newest(load(cap + 1), cap))
-        if counts is not None:
-            with self._lock:
-                entry = self._lists.get(key)
-                room = self.bytes < self.config.max_bytes * _ROOM  # else it may push out the prefix
-                lacking = room and entry is not None and entry.counts is None
-            if lacking:
-                try:
-                    self._fill((COUNTS, key), counts)
-                except AssocdbError:  # the list read still has its prefix; a count read retries
-                    log.debug("filling the counts of %s with its prefix failed", key, exc_info=True)
+        self._fill((PREFIX, key), lambda: newest(load(want + 1), want), want)
         with self._lock:
             entry = self._lists.get(key)
             yield entry if entry is not None and entry.prefix is not None else None
+
+    def passes(self, ticket_key: CacheKey) -> bool:
+        """Whether a read of a list's PREFIX or COUNTS is a miss that fills nothing: the
+        list has no entry and this is not its `admit_after`-th miss (the miss is
+        counted). Then the caller reads just what it needs from the shard, at the cost
+        of a read without a cache; False: ask `listed` or `counts`."""
+        key = ticket_key[1]
+        if key in self._lists or self.config.admit_after <= 1:
+            return False
+        self.hot.seen((LIST, *key))
+        with self._lock:
+            if key in self._lists or (
+                self._doorkeeper.get(ticket_key, 0) + 1 >= self.config.admit_after
+            ):
+                return False  # (`listed` or `counts` admits it)
+            return not self._admit(ticket_key)
+
+    @contextmanager
+    def held(self, key: ListKey) -> Iterator[ListEntry | None]:
+        """The list's entry if it is cached (no fill, not counted), locked while in use;
+        None: read the shard."""
+        with self._lock:
+            yield self._fresh_list(key)
 
     def cached_obj(self, id: int) -> ObjEntry | None:
         """The object's entry if it is cached and fresh (a hit: counted, no lock), else
@@ -372,12 +393,13 @@ class Cache:
     def _admit(self, ticket_key: CacheKey) -> bool:
         """Whether a miss of this key should fill the cache (call with the lock held).
 
-        While the cache has room, every miss fills. Once it is nearly full, a key
-        is admitted on its `admit_after`-th recent miss (TinyLFU's doorkeeper):
-        one-off reads go straight to the shard instead of evicting hot entries.
+        A key is admitted on its `admit_after`-th recent miss (TinyLFU's
+        doorkeeper), whether or not the cache has room: most keys of real traffic
+        are read once, and a one-off read then costs what an uncached read costs
+        (plus one dict operation here) instead of a fill it never uses again.
         """
         self.misses += 1
-        if self.config.admit_after <= 1 or self.bytes < self.config.max_bytes * _ROOM:
+        if self.config.admit_after <= 1:
             return True
         doorkeeper = self._doorkeeper
         seen = doorkeeper.pop(ticket_key, 0) + 1
@@ -393,7 +415,7 @@ class Cache:
         if self.config.admit_after > 1:
             self._doorkeeper[ticket_key] = self.config.admit_after - 1
 
-    def _fill(self, ticket_key: CacheKey, load: Callable[[], Any]) -> Any:
+    def _fill(self, ticket_key: CacheKey, load: Callable[[], Any], want: int = 0) -> Any:
         """Load on a miss and install the result, unless a write made it stale.
 
         A concurrent miss of the same key waits for this load instead of
@@ -409,8 +431,9 @@ class Cache:
         if ongoing is not None:
             ongoing.wait()
             return load() if ongoing.stale else _WAITED
+        began = time.perf_counter()
         try:
-            value = self._load(ticket_key, load)
+            value = self._load(ticket_key, load, want)
         except BaseException:
             with self._lock:
                 del self._fills[ticket_key]
@@ -421,6 +444,7 @@ class Cache:
             with self._lock:
                 del self._fills[ticket_key]
                 self.fills += 1
+                self.fill_seconds += time.perf_counter() - began
                 if ticket.stale:
                     self.stale_fills += 1  # a write landed meanwhile: do not install
                 else:
@@ -432,23 +456,24 @@ class Cache:
             ticket.done.release()  # whatever happened, no waiter waits for ever
         return value
 
-    def _load(self, ticket_key: CacheKey, load: Callable[[], Any]) -> Any:
+    def _load(self, ticket_key: CacheKey, load: Callable[[], Any], want: int) -> Any:
         """From tier 2 if it has the key, else from the shard (offered to tier 2)."""
         if self.tier2 is None:
             return load()
         value, version, found = self.tier2.get(ticket_key)
-        if found and (ticket_key[0] != PREFIX or self._covers(value)):
+        if found and (ticket_key[0] != PREFIX or self._covers(value, want)):
             return value
         value = load()
         self.tier2.put(ticket_key, value, version)
         return value
 
-    def _covers(self, fill: tuple[Sequence[ListRow], bool]) -> bool:
-        """Whether a list's fill from tier 2 gives this process's whole prefix (a process
-        caching fewer edges a list stored it, else): if not, the shard is read, and
-        the longer fill stored for the others."""
+    @staticmethod
+    def _covers(fill: tuple[Sequence[ListRow], bool], want: int) -> bool:
+        """Whether a list's fill from tier 2 holds the `want` edges this fill reads (a
+        shorter fill stored it, else): if not, the shard is read, and the longer fill
+        stored for the others."""
         rows, whole = fill
-        return whole or len(rows) >= self.config.prefix
+        return whole or len(rows) >= want
 
     def _install(self, ticket_key: CacheKey, value: Any) -> None:
         kind, key = ticket_key
@@ -768,4 +793,5 @@ class Cache:
                 0 if tier2 is None else tier2.hits,
                 0 if tier2 is None else tier2.misses,
                 0 if tier2 is None else tier2.failures,
+                round(self.fill_seconds * 1e6 / self.fills, 1) if self.fills else 0.0,
             )

@@ -223,10 +223,11 @@ class VerifyReport(NamedTuple):
 class CacheConfig(msgspec.Struct, frozen=True):
     """How much to cache.
 
-    `max_bytes` bounds the cache's memory; `prefix` is how many of the newest
-    edges of a list are kept; once the cache is nearly full, `admit_after` is
-    how many recent misses a key needs before it is cached (a key read once
-    costs what an uncached read does, and does not push hot keys out);
+    `max_bytes` bounds the cache's memory; `prefix` is the most of a list's
+    newest edges that are kept (a miss fills about twice what its read needs,
+    and the prefix grows with the reads); `admit_after` is how many recent
+    misses a key needs before it is cached (a key read once costs what an
+    uncached read does, and does not push hot keys out);
     `max_age` is how long an entry is used before it is refilled (writes of
     other processes are seen within that time, or as soon as tier 2 delivers
     invalidations). `redis` turns tier 2 on;
@@ -236,7 +237,7 @@ class CacheConfig(msgspec.Struct, frozen=True):
     max_bytes: int = 128 << 20
     prefix: int = 1000
     max_age: float = 10.0
-    admit_after: int = 2  # misses of a key before it is cached when full (1: every miss)
+    admit_after: int = 2  # misses of a key before it is cached (1: every miss)
     redis: str | None = None  # tier 2, e.g. "redis://127.0.0.1:6379/0"
     redis_ttl: float = 60.0
 
@@ -281,6 +282,7 @@ class CacheStats(msgspec.Struct, frozen=True):
     redis_hits: int = 0
     redis_misses: int = 0
     redis_failures: int = 0
+    fill_us: float = 0.0  # the mean time a fill spent reading (tier 2 or the shard), µs
 
 
 class HotKey(msgspec.Struct, frozen=True):
