@@ -47,8 +47,8 @@ RETENTION_SECONDS = 7 * 24 * 3600  # the default window: a week
 RETENTION_ROWS = 10_000_000  # per shard
 TRIM_SECONDS = 600.0  # how often the background pass trims to the retention window
 POLL_SECONDS = 0.05  # how often a follower looks for other processes' changes
-CHECK_SECONDS = 0.25  # how often a process that does not record looks whether the feed is on
-SETTLE_SECONDS = 3 * CHECK_SECONDS  # enable_feed's wait: every open process has looked
+CHECK_SECONDS = 1.0  # how often a process that does not record looks whether the feed is on
+SETTLE_SECONDS = 2 * CHECK_SECONDS + 0.5  # enable_feed's wait: every open process has looked
 
 
 class Feed:
