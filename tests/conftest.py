@@ -56,12 +56,3 @@ def graph(open_graph: OpenGraph) -> Graph:
     g.define_object("user")
     g.define_object("post")
     return g
-
-
-@pytest.fixture(autouse=True)
-def _feed_settles_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`enable_feed` waits for other processes to look (`SETTLE_SECONDS`); a test's other
-    graphs are waited for by condition (tests/api/test_feed.py), never by that clock."""
-    from assocdb.api import feed
-
-    monkeypatch.setattr(feed, "SETTLE_SECONDS", 0.0)

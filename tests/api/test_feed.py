@@ -21,7 +21,6 @@ from assocdb.core.errors import NotFound, Unavailable
 from assocdb.storage import sqlfeed
 from assocdb.storage.sql import SQLBackend
 from assocdb.writes.applier import RetryPolicy
-from tests.support.helpers import wait_until
 from tests.support.stores import Stores
 
 FAST = RetryPolicy(base=0.005, cap=0.05, max_attempts=3, down_after=2, down_for=0.02, down_max=0.1)
@@ -245,22 +244,3 @@ def test_follow_changes_waits_for_a_new_change(stores: Stores) -> None:
     g.assoc_add(7, "likes", 8)
     follower.join(timeout=30)
     assert [c.id1 for c in seen] == [7]
-
-
-def test_a_graph_open_elsewhere_records_once_the_feed_is_turned_on(tmp_path: Path) -> None:
-    """Two Graphs on one directory are two processes' views (each its own backend): the one
-    that did not turn the feed on records from when it has looked, so no change it applies
-    after `enable_feed` returned (once every process looked) goes unrecorded."""
-    stores = Stores("sqlite", tmp_path)
-    try:
-        where = stores.location("g")
-        first = stores.open(at=where, shards=2)
-        first.define_assoc("likes")
-        other = stores.open(at=where)
-        assert not other.services.feed.enabled
-        first.enable_feed()
-        wait_until(lambda: other.services.feed.enabled)
-        other.assoc_add(7, "likes", 8)
-        assert [(c.id1, c.id2) for c in first.changes().items] == [(7, 8)]
-    finally:
-        stores.close()

@@ -2,16 +2,13 @@
 `enable_feed`; `trim` through `Graph.services.feed`).
 
 The shards record their changes (`storage.sqlfeed`) once the feed is on: `enable_feed`
-creates their tables and stores `feed` in the graph's settings; every later open of
-the graph turns recording on before its journal replays, and a process that has the
-graph open already looks every `CHECK_SECONDS` (`enable_feed` returns once every one
-has, so every change applied after it returns is recorded, whichever process applies
-it). Pages are merged here from each shard's read (`core.feed`); consumer groups keep
-their committed cursor in the graph's settings (`feed.group.NAME`), so a consumer that
-dies before committing reads the same changes again (at-least-once). Retention
-(`trim`, every `TRIM_SECONDS` in the same background thread) deletes what is older
-than the window and, per shard, beyond the size cap; a cursor before the oldest
-position still held raises FeedExpired.
+creates their tables and stores `feed` in the graph's settings, and every later open of
+the graph turns recording on before its journal replays. Pages are merged here from
+each shard's read (`core.feed`); consumer groups keep their committed cursor in the
+graph's settings (`feed.group.NAME`), so a consumer that dies before committing reads
+the same changes again (at-least-once). Retention (`trim`, every `TRIM_SECONDS` in a
+background thread) deletes what is older than the window and, per shard, beyond the
+size cap; a cursor before the oldest position still held raises FeedExpired.
 """
 
 from __future__ import annotations
@@ -47,8 +44,6 @@ RETENTION_SECONDS = 7 * 24 * 3600  # the default window: a week
 RETENTION_ROWS = 10_000_000  # per shard
 TRIM_SECONDS = 600.0  # how often the background pass trims to the retention window
 POLL_SECONDS = 0.05  # how often a follower looks for other processes' changes
-CHECK_SECONDS = 1.0  # how often a process that does not record looks whether the feed is on
-SETTLE_SECONDS = 2 * CHECK_SECONDS + 0.5  # enable_feed's wait: every open process has looked
 
 
 class Feed:
@@ -57,13 +52,10 @@ class Feed:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._closed = threading.Event()
-        self._watcher: threading.Thread | None = None
-        backend = engine.backend
-        if backend.get_meta(_KEY) == b"on":
+        self._trimmer: threading.Thread | None = None
+        if engine.backend.get_meta(_KEY) == b"on":
             sqlfeed.enable(self._sql())
-        if isinstance(backend, SQLBackend) and not getattr(backend, "read_only", False):
-            self._watcher = threading.Thread(target=self._watch, name="assocdb-feed", daemon=True)
-            self._watcher.start()
+            self._start_trimming()
 
     @property
     def enabled(self) -> bool:
@@ -71,35 +63,32 @@ class Feed:
         return isinstance(backend, SQLBackend) and backend.feed
 
     def enable(self) -> None:
-        """Record every change from now on, in every process that has the graph open
-        (each looks every `CHECK_SECONDS`: this returns once they all have looked, so
-        every change applied after it returns is recorded) and on every later open."""
+        """Record every change from now on (and on every later open of the graph)."""
         sqlfeed.enable(self._sql())
         backend = self._engine.backend
         backend.swap_meta(_KEY, backend.get_meta(_KEY), b"on")
-        self._closed.wait(SETTLE_SECONDS)
+        self._start_trimming()
 
     def close(self) -> None:
         self._closed.set()
-        if self._watcher is not None:
-            self._watcher.join()
+        if self._trimmer is not None:
+            self._trimmer.join()
 
-    def _watch(self) -> None:
-        """Until closed: turn recording on once another process turned the feed on
-        (looked for every `CHECK_SECONDS`), and trim to the default window every
-        `TRIM_SECONDS` while it is on (each process that has the feed on does: a trim
-        is idempotent)."""
-        trimmed = time.monotonic()
-        while not self._closed.wait(CHECK_SECONDS):
-            try:
-                if not self.enabled:
-                    if self._engine.backend.get_meta(_KEY) == b"on":
-                        sqlfeed.enable(self._sql())
-                elif time.monotonic() - trimmed >= TRIM_SECONDS:
-                    trimmed = time.monotonic()
+    def _start_trimming(self) -> None:
+        """Trim to the default window every `TRIM_SECONDS`, in a thread, until closed
+        (each process that has the feed on does: a trim is idempotent)."""
+        if self._trimmer is not None or getattr(self._engine.backend, "read_only", False):
+            return
+
+        def loop() -> None:
+            while not self._closed.wait(TRIM_SECONDS):
+                try:
                     self.trim()
-            except AssocdbError:  # a shard down: the next pass tries again
-                log.warning("the change feed's background pass failed", exc_info=True)
+                except AssocdbError:  # a shard down: the next pass trims it
+                    log.warning("the change feed's trim failed", exc_info=True)
+
+        self._trimmer = threading.Thread(target=loop, name="assocdb-feed-trim", daemon=True)
+        self._trimmer.start()
 
     def changes(
         self,
