@@ -1,0 +1,297 @@
+"""Online backups: one consistent cut of every shard, verified, restorable (to a time).
+
+`backup(source, dest)` takes a cut of the source (`storage/sqlitecut.py`: writers held
+for an instant, then every shard and the journal copied from read snapshots), copies
+the journal's unfinished jobs with it and applies them into the copy, then writes
+`manifest.json` with each file's checksum. The backup is a graph directory: `restore`
+copies it to a new place, and with `to=` rolls it forward with the source's change feed
+(`restore_feed.py`). `verify(dest)` checks the files against the manifest and then the
+graph itself, opened read-only: counts against rows, every edge against its inverse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from ..core import backupmanifest as mf
+from ..core.errors import InvalidRequest, NotFound
+from ..core.records import CountMismatch, HangingEdge
+from ..storage.sqlite import SQLiteBackend
+from ..storage.sqlitecut import SQLiteCut, take
+from ..writes.journal import BAD, Journal
+from .graph import Graph
+from .open import open_graph
+
+#: `progress(done, total)` in pages of 4 KiB.
+Progress = Callable[[int, int], None]
+JOURNAL = "journal.db"
+_GRAPH_ID = "graph_id"
+#: How long applying the cut's unfinished jobs into the copy may take.
+REPLAY_SECONDS = 600.0
+
+
+class BackupCheck(msgspec.Struct, frozen=True):
+    """What `verify` found: nothing wrong when `ok`."""
+
+    manifest: mf.Manifest
+    edges: int
+    counts: list[CountMismatch]
+    hanging: list[HangingEdge]
+
+    @property
+    def ok(self) -> bool:
+        return not self.counts and not self.hanging
+
+
+def backup(
+    source: Graph | str | Path, dest: str | Path, progress: Progress | None = None
+) -> mf.Manifest:
+    """Back up the graph `source` (an open `Graph` of a directory, or a directory) into the
+    new directory `dest`, while it serves writes; return the manifest.
+
+    Every write acknowledged before the backup's cut is in it, none begun after; counts
+    and inverse pairs are exact. Raises InvalidRequest if `dest` exists.
+
+    >>> assocdb.backup("data/graph", "backups/2026-11-28")
+    """
+    target = Path(dest)
+    _check_new(target)
+    backend, journal, close = _source(source)
+    try:
+        target.mkdir(parents=True)
+        cut = take(backend, journal)
+        try:
+            _copy(cut, target, progress or (lambda done, total: None))
+        finally:
+            cut.close()
+    finally:
+        close()
+    new_identity(target, backend.shards)
+    replayed = _replay(target)
+    _settle(target, backend.shards)
+    edges, schema = _summary(target, backend.shards)
+    manifest = mf.Manifest(
+        format=mf.FORMAT,
+        source=backend.spec(),
+        shards=backend.shards,
+        cut_at=cut.at,
+        positions=cut.positions,
+        held=round(cut.held, 6),
+        replayed=replayed,
+        edges=edges,
+        created_at=time.time_ns() // 1000,
+        files=_sums(target),
+        schema=schema,
+    )
+    _write_durably(target / mf.NAME, mf.encode(manifest))
+    return manifest
+
+
+def read_manifest(backup_dir: str | Path) -> mf.Manifest:
+    """The manifest of the backup in `backup_dir`; InvalidRequest if it is not a backup,
+    is unfinished, damaged, or of a newer format."""
+    root = Path(backup_dir)
+    if not root.is_dir():
+        raise NotFound(f"no backup at {root}")
+    file = root / mf.NAME
+    if not file.exists():
+        raise InvalidRequest(f"{root} is not a finished backup: it has no {mf.NAME}")
+    return mf.decode(file.read_bytes(), str(file))
+
+
+def check_files(backup_dir: str | Path) -> mf.Manifest:
+    """The manifest, once every file it names is there with its size and checksum;
+    InvalidRequest naming the first damaged file."""
+    root = Path(backup_dir)
+    manifest = read_manifest(root)
+    for name, want in manifest.files.items():
+        file = root / name
+        if not file.is_file():
+            raise InvalidRequest(f"corrupt backup {root}: {name} is missing")
+        if file.stat().st_size != want.size or _sha256(file) != want.sha256:
+            raise InvalidRequest(f"corrupt backup {root}: {name} does not match its checksum")
+    return manifest
+
+
+def verify(backup_dir: str | Path) -> BackupCheck:
+    """Check the backup in `backup_dir`: its files against the manifest, then, opened
+    read-only, every count against the rows and every edge against its inverse.
+
+    >>> assocdb.verify_backup("backups/2026-11-28").ok
+    True
+    """
+    root = Path(backup_dir)
+    manifest = check_files(root)
+    backend = SQLiteBackend(root, manifest.shards)
+    backend.read_only = True  # reads each file as it is, writes nothing beside it
+    g = Graph(backend, Journal(":memory:"), cache=None)
+    try:
+        counts = g.check_counts()
+        hanging = g.check_inverses()
+        edges = _edges(backend)
+    finally:
+        g.close()
+    return BackupCheck(manifest, edges, counts, hanging)
+
+
+def restore_files(
+    backup_dir: str | Path, dest: str | Path, progress: Progress | None = None
+) -> mf.Manifest:
+    """Copy the backup to the new directory `dest` (a graph as of the backup's cut)."""
+    root, target = Path(backup_dir), Path(dest)
+    manifest = check_files(root)
+    _check_new(target)
+    target.mkdir(parents=True)
+    total, done = sum(f.size for f in manifest.files.values()), 0
+    for name, file in manifest.files.items():
+        shutil.copyfile(root / name, target / name)
+        _fsync(target / name)
+        done += file.size
+        if progress is not None:
+            progress(done, total)
+    _fsync(target)
+    return manifest
+
+
+def new_identity(root: Path, shards: int) -> None:
+    """Give the graph directory `root` a graph id of its own: a backup or a restored copy
+    is a graph apart from its source, and a shared Redis tier keeps graphs apart by id."""
+    backend = SQLiteBackend(root, shards)
+    try:
+        backend.swap_meta(_GRAPH_ID, backend.get_meta(_GRAPH_ID), uuid.uuid4().hex.encode())
+    finally:
+        backend.close()
+
+
+# -- the source ---------------------------------------------------------------
+
+
+def _source(source: Graph | str | Path) -> tuple[SQLiteBackend, Path | None, Callable[[], None]]:
+    """The source's SQLite backend, its journal file and what closes what was opened here."""
+    if isinstance(source, Graph):
+        backend = source.engine.backend
+        if not isinstance(backend, SQLiteBackend):
+            raise InvalidRequest(
+                "backup copies graphs in SQLite directories; this graph is on a database "
+                "server (use the engine's own backup: docs/operations.md, Backups)"
+            )
+        journal = source.engine.journal.path
+        return backend, None if str(journal) == ":memory:" else journal, lambda: None
+    if not isinstance(source, (str, Path)) or "://" in str(source):
+        raise InvalidRequest(f"backup copies a graph directory, got {source!r}")
+    opened = SQLiteBackend.open(source, create=False)
+    return opened, Path(source) / JOURNAL, opened.close
+
+
+def _check_new(target: Path) -> None:
+    if target.exists():
+        raise InvalidRequest(f"{target} exists: a backup or restore goes to a new directory")
+    if not target.parent.is_dir():
+        raise InvalidRequest(f"{target.parent} is not a directory")
+
+
+def _copy(cut: SQLiteCut, target: Path, progress: Progress) -> None:
+    total = sum(cut.pages(s) for s in range(cut.shards))
+    done = [0]
+
+    def step(pages: int) -> None:
+        done[0] += pages
+        progress(done[0], total)
+
+    for shard in range(cut.shards):
+        cut.copy_shard(shard, target / f"shard-{shard:04d}.db", step)
+    cut.copy_journal(target / JOURNAL)
+
+
+def _replay(target: Path) -> int:
+    """Apply the journal's unfinished jobs of the cut into the copy; how many there were."""
+    journal = target / JOURNAL
+    if not journal.exists():
+        return 0
+    conn = sqlite3.connect(journal)
+    try:
+        bad = f"SELECT COUNT(*) FROM jobs WHERE state != {BAD}"
+        waiting = int(conn.execute(bad).fetchone()[0])
+    finally:
+        conn.close()
+    g = open_graph(target, create=False, cache=None)
+    try:
+        g.queue_retry()
+        if not g.drain(REPLAY_SECONDS):
+            raise InvalidRequest(f"the cut's unfinished writes did not apply in {target}")
+    finally:
+        g.close()
+    return waiting
+
+
+def _settle(target: Path, shards: int) -> None:
+    """Fold every WAL into its file, so the backup is its `.db` files alone."""
+    for file in sorted(target.glob("*.db")):
+        conn = sqlite3.connect(file, isolation_level=None)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            conn.close()
+        _fsync(file)
+    for leftover in target.glob("*.db-*"):
+        leftover.unlink()
+    _fsync(target)
+
+
+def _summary(target: Path, shards: int) -> tuple[int, str]:
+    backend = SQLiteBackend(target, shards)
+    backend.read_only = True
+    try:
+        g = Graph(backend, Journal(":memory:"), cache=None)
+        try:
+            return _edges(backend), g.schema.to_json().decode()
+        finally:
+            g.close()
+    finally:
+        backend.close()
+
+
+def _edges(backend: SQLiteBackend) -> int:
+    return sum(sum(backend.count_totals(s).values()) for s in range(backend.shards))
+
+
+def _sums(target: Path) -> dict[str, mf.FileSum]:
+    return {
+        file.name: mf.FileSum(file.stat().st_size, _sha256(file))
+        for file in sorted(target.iterdir())
+        if file.is_file() and file.name.endswith(".db")
+    }
+
+
+def _sha256(file: Path) -> str:
+    digest = hashlib.sha256()
+    with file.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_durably(file: Path, body: bytes) -> None:
+    part = file.with_name(file.name + ".part")
+    part.write_bytes(body)
+    _fsync(part)
+    os.replace(part, file)
+    _fsync(file.parent)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
