@@ -83,6 +83,7 @@ def backup(
         format=mf.FORMAT,
         source=backend.spec(),
         shards=backend.shards,
+        cut_began=cut.began,
         cut_at=cut.at,
         positions=cut.positions,
         held=round(cut.held, 6),

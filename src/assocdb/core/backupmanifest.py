@@ -30,7 +30,9 @@ class Manifest(msgspec.Struct, frozen=True):
     #: The source: `{"kind": "sqlite", "path": …, "shards": n}` (a backend spec).
     source: dict[str, Any]
     shards: int
-    #: The cut: wall-clock µs since the epoch (the clock of `updated_at`).
+    #: The cut, in wall-clock µs since the epoch (the clock of `updated_at`): a write
+    #: acknowledged before `cut_began` is in the backup, one begun after `cut_at` is not.
+    cut_began: int
     cut_at: int
     #: Per shard, the last change-feed position in the cut (None: the feed was off).
     positions: list[int | None]

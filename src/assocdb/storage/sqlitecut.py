@@ -50,7 +50,9 @@ class SQLiteCut:
         self._journal: sqlite3.Connection | None = None
         #: How long writers were held (seconds).
         self.held = 0.0
-        #: Wall-clock time of the cut, µs since the epoch (the clock `updated_at` follows).
+        #: Wall-clock time of the cut, µs since the epoch (the clock `updated_at` follows):
+        #: it lies between `began` and `at` (see `take`).
+        self.began = 0
         self.at = 0
         #: Per shard, the last change-feed position in the snapshot (None: no feed there).
         self.positions: list[int | None] = []
@@ -111,10 +113,15 @@ def take(backend: SQLiteBackend, journal: Path | None, timeout: float = 30.0) ->
     try:
         started = time.perf_counter()
         with _held(backend, timeout) as files:
-            cut.at = time.time_ns() // 1000
             cut._reads = [None if f is None else _snapshot(f, timeout) for f in files]
+            # The cut is the journal's snapshot, between `began` and `at` (microseconds
+            # apart, still held): a write acknowledged before `began` was journaled
+            # before it (and, if acknowledged as applied, applied before the hold); one
+            # begun after `at` is journaled after it.
+            cut.began = time.time_ns() // 1000
             if journal is not None and journal.exists():
                 cut._journal = _snapshot(journal, timeout)
+            cut.at = time.time_ns() // 1000
         cut.held = time.perf_counter() - started
         cut.positions = [None if c is None else _feed_position(c) for c in cut._reads]
     except sqlite3.Error as exc:
