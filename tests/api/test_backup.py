@@ -204,7 +204,8 @@ def test_a_restore_as_of_the_cut_is_the_backup(tmp_path: Path) -> None:
     g.assoc_add(999, "follows", 1)  # after the cut
     g.close()
     done = assocdb.restore(tmp_path / "backup", tmp_path / "restored")
-    assert done.to is None and done.manifest.edges == 98
+    assert done.to is None
+    assert done.manifest.edges == 98
     r = assocdb.open(tmp_path / "restored")
     try:
         assert r.assoc_count(1001, "followed_by") == 7
@@ -219,7 +220,8 @@ def test_a_backup_from_the_command_line_of_a_directory_in_use(tmp_path: Path) ->
     g = open_source(tmp_path)
     g.assoc_add(1, "follows", 2)
     manifest = assocdb.backup(tmp_path / "graph", tmp_path / "backup")  # not through g
-    assert manifest.edges == 2 and manifest.source["kind"] == "sqlite"
+    assert manifest.edges == 2
+    assert manifest.source["kind"] == "sqlite"
     g.close()
 
 
@@ -242,7 +244,7 @@ def test_bad_input_is_one_clear_error_and_changes_nothing(tmp_path: Path) -> Non
     body = bytearray(shard.read_bytes())
     body[-100] ^= 0xFF
     shard.write_bytes(bytes(body))
-    with pytest.raises(InvalidRequest, match="corrupt backup .*shard-0001.db does not match"):
+    with pytest.raises(InvalidRequest, match=r"corrupt backup .*shard-0001\.db does not match"):
         assocdb.verify_backup(tmp_path / "backup")
     with pytest.raises(InvalidRequest, match="corrupt backup"):
         assocdb.restore(tmp_path / "backup", tmp_path / "r")
@@ -297,7 +299,8 @@ def test_objects_and_node_states_roll_forward(tmp_path: Path) -> None:
         assert r.obj_get(made).data == {"name": "c"}
         assert r.assoc_count(2, "followed_by") == 0
         assert r.assoc_count(1, "follows") == 0
-        assert r.check_counts() == [] and r.check_inverses() == []
+        assert r.check_counts() == []
+        assert r.check_inverses() == []
         assert r.obj_add("user", {"name": "d"}) not in (kept, made)  # ids reserved
     finally:
         r.close()
