@@ -10,7 +10,7 @@ cut's unfinished jobs it applied) change nothing when replayed.
 
 What the feed does not carry is not rolled forward: home timelines and secondary index
 entries stay as of the backup (the index cleaner repairs indexes from the objects:
-`assocdb index repair-recent`). Id reservations are not in the feed either: the
+`assocdb index check DIR NAME --repair`). Id reservations are not in the feed either: the
 restored shards reserve every id the source has reserved since (`reserve_ids`), so an
 object rolled forward is never handed out again.
 """
