@@ -16,6 +16,7 @@ import pytest
 import assocdb
 from assocdb.core.errors import InvalidRequest
 from assocdb.writes import pipeline, retrier
+from tests.support.stores import Stores
 
 WRITERS = 8
 NORMAL, REMOVED = 0, 3  # stored states (core.records.STATE_NAMES)
@@ -126,19 +127,27 @@ def open_source(tmp_path: Path, sync: bool = True) -> assocdb.Graph:
     return g
 
 
+def open_on(stores: Stores, sync: bool = True) -> assocdb.Graph:
+    """A source graph on the backend under test (SQLite, MariaDB, PostgreSQL)."""
+    g = stores.open("source", shards=8, sync=sync)
+    g.define_assoc("follows", inverse="followed_by")
+    g.enable_feed()
+    return g
+
+
 def type_ids(g: assocdb.Graph) -> tuple[int, int]:
     return g.schema.assoc_type("follows").id, g.schema.assoc_type("followed_by").id
 
 
 @pytest.mark.parametrize("sync", [True, False], ids=["applied", "queued"])
 def test_eight_writers_through_a_backup_then_five_points_in_time(
-    tmp_path: Path, sync: bool, monkeypatch: pytest.MonkeyPatch
+    stores: Stores, tmp_path: Path, sync: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Jobs leave the journal as soon as they are applied (a fence after every batch):
     # the cut cannot lean on the journal still holding a job it half copied.
     monkeypatch.setattr(pipeline, "FENCE_JOBS", 1)
     monkeypatch.setattr(retrier, "FENCE_JOBS", 1)
-    g = open_source(tmp_path, sync)
+    g = open_on(stores, sync)
     follows, followed_by = type_ids(g)
     with Writers(g, stamped=not sync) as writers:
         writers.wait_for(300)
@@ -278,8 +287,8 @@ def test_a_time_whose_history_was_trimmed_or_never_kept_is_refused(tmp_path: Pat
     g.close()
 
 
-def test_objects_and_node_states_roll_forward(tmp_path: Path) -> None:
-    g = open_source(tmp_path)
+def test_objects_and_node_states_roll_forward(stores: Stores, tmp_path: Path) -> None:
+    g = open_on(stores)
     g.define_object("user")
     kept = g.obj_add("user", {"name": "a"})
     g.assoc_add(1, "follows", 2)

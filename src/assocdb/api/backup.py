@@ -19,12 +19,17 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
 from ..core import backupmanifest as mf
 from ..core.errors import InvalidRequest, NotFound
 from ..core.records import CountMismatch, HangingEdge
+from ..storage import servercut, sqltables
+from ..storage.registry import open_location
+from ..storage.sql import SQLBackend
 from ..storage.sqlite import SQLiteBackend
 from ..storage.sqlitecut import SQLiteCut, take
 from ..writes.journal import BAD, Journal
@@ -66,22 +71,32 @@ def backup(
     target = Path(dest)
     _check_new(target)
     backend, journal, close = _source(source)
+    report = progress or (lambda done, total: None)
+    server = not isinstance(backend, SQLiteBackend)
     try:
         target.mkdir(parents=True)
-        cut = take(backend, journal)
+        cut: SQLiteCut | servercut.ServerCut
+        if isinstance(backend, SQLiteBackend):
+            cut = take(backend, journal)
+        else:
+            cut = servercut.take(backend, journal)
         try:
-            _copy(cut, target, progress or (lambda done, total: None))
+            if isinstance(cut, SQLiteCut):
+                _copy(cut, target, report)
+            else:
+                _copy_server(cut, target, report)
         finally:
             cut.close()
+        spec = _public_spec(backend)
     finally:
         close()
     new_identity(target, backend.shards)
-    replayed = _replay(target)
+    replayed = _replay(target, repair=server)
     _settle(target, backend.shards)
     edges, schema = _summary(target, backend.shards)
     manifest = mf.Manifest(
         format=mf.FORMAT,
-        source=backend.spec(),
+        source=spec,
         shards=backend.shards,
         cut_began=cut.began,
         cut_at=cut.at,
@@ -176,21 +191,35 @@ def new_identity(root: Path, shards: int) -> None:
 # -- the source ---------------------------------------------------------------
 
 
-def _source(source: Graph | str | Path) -> tuple[SQLiteBackend, Path | None, Callable[[], None]]:
-    """The source's SQLite backend, its journal file and what closes what was opened here."""
+def _source(source: Graph | str | Path) -> tuple[SQLBackend, Path | None, Callable[[], None]]:
+    """The source's backend, its journal file and what closes what was opened here."""
     if isinstance(source, Graph):
-        backend = source.engine.backend
-        if not isinstance(backend, SQLiteBackend):
-            raise InvalidRequest(
-                "backup copies graphs in SQLite directories; this graph is on a database "
-                "server (use the engine's own backup: docs/operations.md, Backups)"
-            )
-        journal = source.engine.journal.path
-        return backend, None if str(journal) == ":memory:" else journal, lambda: None
-    if not isinstance(source, (str, Path)) or "://" in str(source):
-        raise InvalidRequest(f"backup copies a graph directory, got {source!r}")
-    opened = SQLiteBackend.open(source, create=False)
-    return opened, Path(source) / JOURNAL, opened.close
+        backend, journal = source.engine.backend, source.engine.journal.path
+        close: Callable[[], None] = lambda: None  # noqa: E731
+    elif isinstance(source, (str, Path)):
+        opened, where = open_location(source, None, 2.0, False, None)
+        backend, journal, close = opened, Path(where), opened.close
+    else:
+        raise InvalidRequest(f"backup takes a Graph, a directory or a server URL, got {source!r}")
+    if not isinstance(backend, SQLBackend):
+        close()
+        raise InvalidRequest(
+            "backup copies a graph in a SQLite directory or on one MariaDB or PostgreSQL "
+            "server; a shard map's graph is not backed up yet (docs/operations.md, Backups)"
+        )
+    return backend, None if str(journal) == ":memory:" else journal, close
+
+
+def _public_spec(backend: SQLBackend) -> dict[str, Any]:
+    """The source's spec without its password (a manifest is not a secret)."""
+    spec = backend.spec()
+    if "url" in spec:
+        url = urlsplit(spec["url"])
+        host = url.hostname or ""
+        netloc = f"{url.username}@{host}" if url.username else host
+        netloc += f":{url.port}" if url.port else ""
+        spec["url"] = urlunsplit(url._replace(netloc=netloc))
+    return spec
 
 
 def _check_new(target: Path) -> None:
@@ -213,22 +242,46 @@ def _copy(cut: SQLiteCut, target: Path, progress: Progress) -> None:
     cut.copy_journal(target / JOURNAL)
 
 
-def _replay(target: Path) -> int:
-    """Apply the journal's unfinished jobs of the cut into the copy; how many there were."""
-    journal = target / JOURNAL
-    if not journal.exists():
-        return 0
-    conn = sqlite3.connect(journal)
+def _copy_server(cut: servercut.ServerCut, target: Path, progress: Progress) -> None:
+    total = sum(
+        sqltables.count_rows(cut.reader, s, t)
+        for s in range(cut.shards)
+        for t in ("edges", "objects", "node_states")
+    )
+    done = [0]
+
+    def step(rows: int) -> None:
+        done[0] += rows
+        progress(min(done[0], total), total)
+
+    copy = SQLiteBackend.open(target, cut.shards)
     try:
-        bad = f"SELECT COUNT(*) FROM jobs WHERE state != {BAD}"
-        waiting = int(conn.execute(bad).fetchone()[0])
+        cut.copy(copy, step)
+        copy.make_durable(range(cut.shards))
     finally:
-        conn.close()
+        copy.close()
+    cut.copy_journal(target / JOURNAL)
+
+
+def _replay(target: Path, repair: bool) -> int:
+    """Apply the journal's unfinished jobs of the cut into the copy; how many there were.
+    With `repair`, complete the inverse pairs other processes' jobs left half applied
+    (a server graph: their journals are not here)."""
+    journal, waiting = target / JOURNAL, 0
+    if journal.exists():
+        conn = sqlite3.connect(journal)
+        try:
+            bad = f"SELECT COUNT(*) FROM jobs WHERE state != {BAD}"
+            waiting = int(conn.execute(bad).fetchone()[0])
+        finally:
+            conn.close()
     g = open_graph(target, create=False, cache=None)
     try:
         g.queue_retry()
         if not g.drain(REPLAY_SECONDS):
             raise InvalidRequest(f"the cut's unfinished writes did not apply in {target}")
+        if repair:
+            g.check_inverses(repair=True)
     finally:
         g.close()
     return waiting

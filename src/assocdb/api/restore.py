@@ -19,7 +19,10 @@ import msgspec
 
 from ..core import backupmanifest as mf
 from ..core.errors import InvalidRequest
+from ..storage.backend import SERVER_SCHEMES, is_server_url
+from ..storage.registry import open_backend
 from ..storage.rollforward import check_history, reserve_ids, roll_forward
+from ..storage.sql import SQLBackend
 from ..storage.sqlite import SQLiteBackend
 from .backup import Progress, check_files, new_identity, restore_files
 
@@ -112,19 +115,28 @@ def _show(micros: int) -> str:
     return datetime.fromtimestamp(micros / 1e6, UTC).isoformat(timespec="milliseconds")
 
 
-def _open_source(source: str | Path | None, manifest: mf.Manifest, when: str) -> SQLiteBackend:
-    place = source if source is not None else manifest.source.get("path")
-    if place is None or manifest.source.get("kind") != "sqlite":
-        raise InvalidRequest(f"cannot restore to {when}: name the source graph (--from)")
-    if not Path(place).is_dir():
+def _open_source(source: str | Path | None, manifest: mf.Manifest, when: str) -> SQLBackend:
+    """The source graph's backend (whose feed holds the history after the cut): `source`
+    (a directory or a server URL), else the one the manifest names."""
+    spec = dict(manifest.source)
+    if source is not None:
+        if is_server_url(source):
+            spec.update(url=str(source), kind=SERVER_SCHEMES[str(source).split("://", 1)[0]])
+        else:
+            spec = {"kind": "sqlite", "path": str(source), "shards": manifest.shards}
+    if spec.get("kind") == "sqlite" and not Path(spec.get("path", "")).is_dir():
         raise InvalidRequest(
-            f"cannot restore to {when}: the source graph {place}, whose change feed holds "
-            "the history after the cut, is not there (name it with --from)"
+            f"cannot restore to {when}: the source graph {spec.get('path')}, whose change feed "
+            "holds the history after the cut, is not there (name it with --from)"
         )
-    return SQLiteBackend.open(place, create=False)
+    opened = open_backend(spec, create=False)
+    if not isinstance(opened, SQLBackend):
+        opened.close()
+        raise InvalidRequest(f"cannot restore to {when}: the source is not one SQL graph")
+    return opened
 
 
-def _copy_schema(origin: SQLiteBackend, target: SQLiteBackend) -> None:
+def _copy_schema(origin: SQLBackend, target: SQLiteBackend) -> None:
     """Types defined after the cut (schema changes are not in the feed; types are only
     ever added, so the source's schema covers every record rolled forward)."""
     key = "schema"
