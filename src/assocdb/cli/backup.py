@@ -10,6 +10,7 @@ import click
 
 from ..api import backup as backups
 from ..api.restore import parse_time, restore_backup
+from .graph import GRAPH
 
 
 class _BackupGroup(click.Group):
@@ -34,11 +35,12 @@ def backup() -> None:
 
 
 @backup.command("create")
-@click.argument("source", type=click.Path(file_okay=False, exists=True))
+@click.argument("source", type=GRAPH)
 @click.argument("dest", type=click.Path())
 def create(source: str, dest: str) -> None:
-    """Back up the graph directory SOURCE into the new directory DEST (its writers wait
-    only for the cut, about a millisecond). Example: assocdb backup data/graph backups/today"""
+    """Back up the graph SOURCE (a directory, or a MariaDB or PostgreSQL URL with
+    ?journal=FILE) into the new directory DEST; its writers wait only for the cut
+    (milliseconds). Example: assocdb backup data/graph backups/today"""
     with _bar("backing up") as progress:
         manifest = backups.backup(source, dest, progress=progress)
     click.echo(
