@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
@@ -28,6 +28,7 @@ from ..core import backupmanifest as mf
 from ..core.errors import InvalidRequest, NotFound
 from ..core.records import CountMismatch, HangingEdge
 from ..storage import servercut, sqltables
+from ..storage.backend import Backend
 from ..storage.registry import open_location
 from ..storage.sql import SQLBackend
 from ..storage.sqlite import SQLiteBackend
@@ -79,7 +80,7 @@ def backup(
         if isinstance(backend, SQLiteBackend):
             cut = take(backend, journal)
         else:
-            cut = servercut.take(backend, journal)
+            cut = servercut.take(*_servers(backend), journal)
         try:
             if isinstance(cut, SQLiteCut):
                 _copy(cut, target, report)
@@ -191,7 +192,7 @@ def new_identity(root: Path, shards: int) -> None:
 # -- the source ---------------------------------------------------------------
 
 
-def _source(source: Graph | str | Path) -> tuple[SQLBackend, Path | None, Callable[[], None]]:
+def _source(source: Graph | str | Path) -> tuple[Backend, Path | None, Callable[[], None]]:
     """The source's backend, its journal file and what closes what was opened here."""
     if isinstance(source, Graph):
         backend, journal = source.engine.backend, source.engine.journal.path
@@ -201,17 +202,41 @@ def _source(source: Graph | str | Path) -> tuple[SQLBackend, Path | None, Callab
         backend, journal, close = opened, Path(where), opened.close
     else:
         raise InvalidRequest(f"backup takes a Graph, a directory or a server URL, got {source!r}")
-    if not isinstance(backend, SQLBackend):
+    if not isinstance(backend, SQLBackend) and not _on_servers(backend):
         close()
         raise InvalidRequest(
-            "backup copies a graph in a SQLite directory or on one MariaDB or PostgreSQL "
-            "server; a shard map's graph is not backed up yet (docs/operations.md, Backups)"
+            "backup copies a graph in a SQLite directory, on a MariaDB or PostgreSQL server, "
+            "or on a shard map of such servers; a map of SQLite directories is not backed "
+            "up yet (docs/operations.md, Backups)"
         )
     return backend, None if str(journal) == ":memory:" else journal, close
 
 
-def _public_spec(backend: SQLBackend) -> dict[str, Any]:
+def _on_servers(backend: Backend) -> bool:
+    smap = backend.replicated()
+    return smap is not None and not smap.local
+
+
+def _servers(backend: Backend) -> tuple[list[SQLBackend], list[int]]:
+    """The servers to snapshot, and per shard the one its copy is read from (a shard
+    map's primary replica: the one every write reaches first)."""
+    smap = backend.replicated()
+    if smap is None:
+        assert isinstance(backend, SQLBackend)
+        return [backend], [0] * backend.shards
+    names = [replicas[0].backend for replicas in smap.map.replicas]
+    distinct = sorted(set(names))
+    servers = [smap.member(name) for name in distinct]
+    if not all(isinstance(server, SQLBackend) for server in servers):
+        raise InvalidRequest("backup reads a shard map's members as SQL servers")
+    return [cast(SQLBackend, s) for s in servers], [distinct.index(n) for n in names]
+
+
+def _public_spec(backend: Backend) -> dict[str, Any]:
     """The source's spec without its password (a manifest is not a secret)."""
+    smap = backend.replicated()
+    if smap is not None:  # (its spec holds every member's URL)
+        return {"kind": "shardmap", "path": str(smap.source), "shards": backend.shards}
     spec = backend.spec()
     if "url" in spec:
         url = urlsplit(spec["url"])
@@ -244,7 +269,7 @@ def _copy(cut: SQLiteCut, target: Path, progress: Progress) -> None:
 
 def _copy_server(cut: servercut.ServerCut, target: Path, progress: Progress) -> None:
     total = sum(
-        sqltables.count_rows(cut.reader, s, t)
+        sqltables.count_rows(cut.readers[s], s, t)
         for s in range(cut.shards)
         for t in ("edges", "objects", "node_states")
     )

@@ -21,7 +21,7 @@ from ..core import backupmanifest as mf
 from ..core.errors import InvalidRequest
 from ..storage.backend import SERVER_SCHEMES, is_server_url
 from ..storage.registry import open_backend
-from ..storage.rollforward import check_history, reserve_ids, roll_forward
+from ..storage.rollforward import check_history, check_recorded, reserve_ids, roll_forward
 from ..storage.sql import SQLBackend
 from ..storage.sqlite import SQLiteBackend
 from .backup import Progress, check_files, new_identity, restore_files
@@ -67,6 +67,7 @@ def restore_backup(
         )
     if upto > time.time_ns() // 1000:
         raise InvalidRequest(f"cannot restore to {when}: it is in the future")
+    check_recorded(manifest.positions, when)
     origin = _open_source(source, manifest, when)
     try:
         check_history(origin, manifest.positions, when)

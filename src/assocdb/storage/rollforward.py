@@ -32,12 +32,7 @@ PAGE = 2000
 def check_history(source: SQLBackend, positions: Sequence[int | None], when: str) -> None:
     """InvalidRequest unless the source's feed still holds every record after `positions`
     (the backup's cut) on every shard; `when` names the requested time in the message."""
-    if any(p is None for p in positions):
-        raise InvalidRequest(
-            f"cannot restore to {when}: the source's change feed was off at the backup's cut, "
-            "so there is no history to roll forward (turn it on with `assocdb changes DIR "
-            "--enable`; later backups can then be rolled forward)"
-        )
+    check_recorded(positions, when)
     if len(positions) != source.shards:
         raise InvalidRequest(
             f"cannot restore to {when}: the source has {source.shards} shards, "
@@ -52,6 +47,16 @@ def check_history(source: SQLBackend, positions: Sequence[int | None], when: str
                 f"changes after the backup's cut were trimmed: the feed keeps 7 days and "
                 f"10M rows by default); restore a newer backup"
             )
+
+
+def check_recorded(positions: Sequence[int | None], when: str) -> None:
+    """InvalidRequest unless the source's feed was on at the cut on every shard."""
+    if any(p is None for p in positions):
+        raise InvalidRequest(
+            f"cannot restore to {when}: the source's change feed was off at the backup's cut, "
+            "so there is no history to roll forward (turn it on with `assocdb changes DIR "
+            "--enable`; later backups can then be rolled forward)"
+        )
 
 
 def roll_forward(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any, cast
@@ -54,27 +54,32 @@ class _OnSnapshot:
 
 
 class ServerCut:
-    """A snapshot of every shard of a server graph, and the journal's, at one moment."""
+    """Snapshots of every shard of a server graph (one per server), and the journal's,
+    taken at one moment."""
 
-    def __init__(self, backend: SQLBackend) -> None:
-        self.backend = backend
-        self.shards = backend.shards
+    def __init__(self, shards: int) -> None:
+        self.shards = shards
         self._stack = ExitStack()
-        self.reader = cast(SQLBackend, None)
+        #: Per shard, a view of the server that holds its copy read, on its snapshot.
+        self.readers: list[SQLBackend] = []
         self.journal: sqlite3.Connection | None = None
         self.held = 0.0
         self.began = self.at = 0
         self.positions: list[int | None] = []
 
+    @property
+    def reader(self) -> SQLBackend:
+        """The snapshot of the server that keeps the graph's settings (shard 0's)."""
+        return self.readers[0]
+
     def copy(self, target: SQLiteBackend, progress: Callable[[int], None]) -> None:
         """Write every table of every shard, the settings and the id sequences to `target`."""
-        reader = self.reader
-        tables = [t for t in tables_of(reader) if t != "counts"]
-        cap = timeline_cap(reader)
-        for key, value in sqltables.export_table(reader, 0, "meta", None, 1_000_000):
+        tables = [t for t in tables_of(self.reader) if t != "counts"]
+        cap = timeline_cap(self.reader)
+        for key, value in sqltables.export_table(self.reader, 0, "meta", None, 1_000_000):
             if key != "shards":
                 target.swap_meta(key, target.get_meta(key), value)
-        for shard in range(self.shards):
+        for shard, reader in enumerate(self.readers):
             for table in tables:
                 after: list[Any] | None = None
                 while True:
@@ -106,47 +111,69 @@ class ServerCut:
         self._stack.close()
 
 
-def take(backend: SQLBackend, journal: Path | None) -> ServerCut:
-    """The cut of the server graph `backend` and of this process's `journal` file."""
-    cut = ServerCut(backend)
+def take(
+    servers: Sequence[SQLBackend], placement: Sequence[int], journal: Path | None
+) -> ServerCut:
+    """The cut of a graph whose shard `s` is read from server `servers[placement[s]]`
+    (one server: every shard on it; a shard map: each shard's primary), and of this
+    process's `journal` file. Writers of every server are held together."""
+    cut = ServerCut(len(placement))
     try:
-        session = cut._stack.enter_context(_session(backend))
-        cut._stack.callback(backend._rollback, session, 0)
-        mysql = backend.spec()["kind"] == "mysql"
+        sessions = [cut._stack.enter_context(_session(b)) for b in servers]
+        for backend, session in zip(servers, sessions, strict=True):
+            cut._stack.callback(backend._rollback, session, 0)
         started = time.perf_counter()
-        with _session(backend) as hold:
-            _hold(backend, hold, mysql)
-            try:
-                begin = (
-                    "START TRANSACTION WITH CONSISTENT SNAPSHOT"
-                    if mysql
-                    else "BEGIN ISOLATION LEVEL REPEATABLE READ"
-                )
-                backend._run(session, 0, begin)
-                backend._run(session, 0, backend._q("SELECT COUNT(*) FROM {s}.seq", 0))
-                cut.began = time.time_ns() // 1000
-                if journal is not None and journal.exists():
-                    cut.journal = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)
-                    cut.journal.execute("BEGIN")
-                    cut.journal.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-                cut.at = time.time_ns() // 1000
-            finally:
-                backend._run(hold, 0, "UNLOCK TABLES" if mysql else "ROLLBACK")
+        with ExitStack() as holds:
+            for backend in servers:
+                hold = holds.enter_context(_session(backend))
+                holds.callback(_release, backend, hold)
+                _hold(backend, hold)
+            for backend, session in zip(servers, sessions, strict=True):
+                _begin(backend, session)
+            cut.began = time.time_ns() // 1000
+            if journal is not None and journal.exists():
+                cut.journal = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)
+                cut.journal.execute("BEGIN")
+                cut.journal.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            cut.at = time.time_ns() // 1000
         cut.held = time.perf_counter() - started
-        cut.reader = cast(SQLBackend, _OnSnapshot(backend, session))
-        cut.positions = [_feed_position(cut.reader, s) for s in range(backend.shards)]
+        views = [
+            cast(SQLBackend, _OnSnapshot(b, s)) for b, s in zip(servers, sessions, strict=True)
+        ]
+        cut.readers = [views[placement[shard]] for shard in range(cut.shards)]
+        cut.positions = [_feed_position(r, s) for s, r in enumerate(cut.readers)]
     except BaseException:
         cut.close()
         raise
     return cut
 
 
+def _mysql(backend: SQLBackend) -> bool:
+    return bool(backend.spec()["kind"] == "mysql")
+
+
+def _begin(backend: SQLBackend, session: Session) -> None:
+    """A snapshot transaction on `session`, its snapshot taken now."""
+    mysql = _mysql(backend)
+    begin = (
+        "START TRANSACTION WITH CONSISTENT SNAPSHOT"
+        if mysql
+        else "BEGIN ISOLATION LEVEL REPEATABLE READ"
+    )
+    backend._run(session, 0, begin)
+    backend._run(session, 0, backend._q("SELECT COUNT(*) FROM {s}.seq", 0))
+
+
+def _release(backend: SQLBackend, hold: Session) -> None:
+    backend._run(hold, 0, "UNLOCK TABLES" if _mysql(backend) else "ROLLBACK")
+
+
 def _session(backend: SQLBackend) -> AbstractContextManager[Session]:
     return backend._writing(0, True)
 
 
-def _hold(backend: SQLBackend, hold: Session, mysql: bool) -> None:
-    if mysql:
+def _hold(backend: SQLBackend, hold: Session) -> None:
+    if _mysql(backend):
         backend._run(hold, 0, "FLUSH TABLES WITH READ LOCK")
         return
     backend._run(hold, 0, "BEGIN")
