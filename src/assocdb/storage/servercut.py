@@ -122,10 +122,11 @@ def take(
         sessions = [cut._stack.enter_context(_session(b)) for b in servers]
         for backend, session in zip(servers, sessions, strict=True):
             cut._stack.callback(backend._rollback, session, 0)
-        started = time.perf_counter()
         with ExitStack() as holds:
-            for backend in servers:
-                hold = holds.enter_context(_session(backend))
+            # Connections first: writers are held from the first lock on, not meanwhile.
+            locks = [holds.enter_context(_session(backend)) for backend in servers]
+            started = time.perf_counter()
+            for backend, hold in zip(servers, locks, strict=True):
                 holds.callback(_release, backend, hold)
                 _hold(backend, hold)
             for backend, session in zip(servers, sessions, strict=True):
