@@ -249,6 +249,7 @@ def test_bad_input_is_one_clear_error_and_changes_nothing(tmp_path: Path) -> Non
         assocdb.restore(tmp_path / "backup", tmp_path / "r", to=now() + 10**9)
     assert not (tmp_path / "r").exists()
 
+    assert assocdb.verify_backup(tmp_path / "backup").schema
     shard = tmp_path / "backup" / "shard-0001.db"
     body = bytearray(shard.read_bytes())
     body[-100] ^= 0xFF

@@ -52,10 +52,12 @@ class BackupCheck(msgspec.Struct, frozen=True):
     edges: int
     counts: list[CountMismatch]
     hanging: list[HangingEdge]
+    #: Whether the stored type definitions are the manifest's.
+    schema: bool = True
 
     @property
     def ok(self) -> bool:
-        return not self.counts and not self.hanging
+        return not self.counts and not self.hanging and self.schema
 
 
 def backup(
@@ -141,7 +143,8 @@ def check_files(backup_dir: str | Path) -> mf.Manifest:
 
 def verify(backup_dir: str | Path) -> BackupCheck:
     """Check the backup in `backup_dir`: its files against the manifest, then, opened
-    read-only, every count against the rows and every edge against its inverse.
+    read-only, every count against the rows, every edge against its inverse and the
+    stored type definitions against the manifest's.
 
     >>> assocdb.verify_backup("backups/2026-11-28").ok
     True
@@ -155,9 +158,10 @@ def verify(backup_dir: str | Path) -> BackupCheck:
         counts = g.check_counts()
         hanging = g.check_inverses()
         edges = _edges(backend)
+        schema = g.schema.to_json().decode() == manifest.schema
     finally:
         g.close()
-    return BackupCheck(manifest, edges, counts, hanging)
+    return BackupCheck(manifest, edges, counts, hanging, schema)
 
 
 def restore_files(

@@ -62,8 +62,9 @@ def verify(dest: str) -> None:
     for hanging in check.hanging[:20]:
         click.echo(f"hanging edge: {hanging.edge}")
     if not check.ok:
+        schema = "" if check.schema else ", type definitions differ from the manifest's"
         raise click.ClickException(
-            f"{dest}: {len(check.counts)} wrong counts, {len(check.hanging)} hanging edges"
+            f"{dest}: {len(check.counts)} wrong counts, {len(check.hanging)} hanging edges" + schema
         )
     click.echo(f"{dest}: ok ({check.edges:,} edges, {check.manifest.shards} shards)")
 
