@@ -314,3 +314,51 @@ def test_objects_and_node_states_roll_forward(stores: Stores, tmp_path: Path) ->
         assert r.obj_add("user", {"name": "d"}) not in (kept, made)  # ids reserved
     finally:
         r.close()
+
+
+class Stop(Exception):
+    """Stops a backup part way (as a crash or Ctrl-C would)."""
+
+
+def test_a_stopped_backup_resumes_and_catches_up_what_it_had_copied(tmp_path: Path) -> None:
+    g = open_source(tmp_path)
+    g.define_object("user")
+    g.define_timeline("follows", mode="write")
+    kept = g.obj_add("user", {"name": "a"})
+    for i in range(1, 400):
+        g.assoc_add(i, "follows", 5000 + i % 13)
+    g.post(5001, 77)
+
+    def stop_halfway(done: int, total: int) -> None:
+        if done > total // 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        assocdb.backup(g, tmp_path / "backup", progress=stop_halfway)
+    with pytest.raises(InvalidRequest, match="not a finished backup"):
+        assocdb.verify_backup(tmp_path / "backup")
+    # Changes after the first cut, on shards copied then and on the others.
+    for i in range(1, 400, 3):
+        g.assoc_delete(i, "follows", 5000 + i % 13)
+    g.obj_update(kept, {"name": "b"})
+    made = g.obj_add("user", {"name": "c"})
+    g.post(5001, 78)
+    assert g.drain(30)  # the journal no longer holds them: the feed must carry them
+    manifest = assocdb.backup(g, tmp_path / "backup")
+    assert manifest.replayed == 0
+    assert 0 < manifest.caught_up < manifest.shards
+    follows, followed_by = type_ids(g)
+    assert stored(tmp_path / "backup", follows) == stored(tmp_path / "graph", follows)
+    assert stored(tmp_path / "backup", followed_by) == stored(tmp_path / "graph", followed_by)
+    homes = {n: [i.item for i in g.home_timeline(n).items] for n in range(1, 400, 13)}
+    g.close()
+    assert assocdb.verify_backup(tmp_path / "backup").ok
+    assocdb.restore(tmp_path / "backup", tmp_path / "restored")
+    r = assocdb.open(tmp_path / "restored")
+    try:
+        assert r.obj_get(kept).data == {"name": "b"}
+        assert r.obj_get(made).data == {"name": "c"}
+        assert {n: [i.item for i in r.home_timeline(n).items] for n in range(1, 400, 13)} == homes
+        assert r.obj_add("user", {}) not in (kept, made)
+    finally:
+        r.close()

@@ -72,12 +72,23 @@ def backup(
     >>> assocdb.backup("data/graph", "backups/2026-11-28")
     """
     target = Path(dest)
-    _check_new(target)
+    unfinished = _unfinished(target)
+    if unfinished is None:
+        _check_new(target)
     backend, journal, close = _source(source)
     report = progress or (lambda done, total: None)
     server = not isinstance(backend, SQLiteBackend)
+    caught_up = 0
     try:
-        target.mkdir(parents=True)
+        spec = _public_spec(backend)
+        if unfinished is not None and (unfinished.source, unfinished.shards) != (
+            spec,
+            backend.shards,
+        ):
+            raise InvalidRequest(
+                f"{target} holds an unfinished backup of another graph: delete it first"
+            )
+        target.mkdir(parents=True, exist_ok=unfinished is not None)
         cut: SQLiteCut | servercut.ServerCut
         if isinstance(backend, SQLiteBackend):
             cut = take(backend, journal)
@@ -85,14 +96,16 @@ def backup(
             cut = servercut.take(*_servers(backend), journal)
         try:
             if isinstance(cut, SQLiteCut):
-                _copy(cut, target, report)
+                assert isinstance(backend, SQLiteBackend)
+                started = _Unfinished(spec, backend.shards, {})
+                caught_up = _copy(cut, backend, target, report, unfinished or started)
             else:
                 _copy_server(cut, target, report)
         finally:
             cut.close()
-        spec = _public_spec(backend)
     finally:
         close()
+    (target / _UNFINISHED).unlink(missing_ok=True)
     new_identity(target, backend.shards)
     replayed = _replay(target, repair=server)
     _settle(target, backend.shards)
@@ -106,6 +119,7 @@ def backup(
         positions=cut.positions,
         held=round(cut.held, 6),
         replayed=replayed,
+        caught_up=caught_up,
         edges=edges,
         created_at=time.time_ns() // 1000,
         files=_sums(target),
@@ -258,17 +272,67 @@ def _check_new(target: Path) -> None:
         raise InvalidRequest(f"{target.parent} is not a directory")
 
 
-def _copy(cut: SQLiteCut, target: Path, progress: Progress) -> None:
-    total = sum(cut.pages(s) for s in range(cut.shards))
+class _Unfinished(msgspec.Struct):
+    """What a backup under way has copied (`.unfinished.json` in its directory): per
+    shard, the feed position of the cut its copy was taken at."""
+
+    source: dict[str, Any]
+    shards: int
+    copied: dict[int, int]
+
+
+_UNFINISHED = ".unfinished.json"
+
+
+def _unfinished(target: Path) -> _Unfinished | None:
+    """The record of the unfinished backup in `target`, if that is what it holds."""
+    file = target / _UNFINISHED
+    if (target / mf.NAME).exists() or not file.exists():
+        return None
+    try:
+        return msgspec.json.decode(file.read_bytes(), type=_Unfinished)
+    except msgspec.DecodeError:
+        raise InvalidRequest(f"{file} is damaged: delete {target} and back up again") from None
+
+
+def _copy(
+    cut: SQLiteCut, source: SQLiteBackend, target: Path, progress: Progress, record: _Unfinished
+) -> int:
+    """Copy every shard of the cut into `target`, and the journal; a shard the unfinished
+    backup `record` copied at an earlier cut is caught up instead (the feed's records
+    since, and what the feed does not carry: `SQLiteCut.catch_up`). How many were."""
+    again = {s: p for s, p in record.copied.items() if cut.positions[s] is not None}
+    total = sum(cut.pages(s) for s in range(cut.shards) if s not in again)
     done = [0]
 
     def step(pages: int) -> None:
         done[0] += pages
         progress(done[0], total)
 
-    for shard in range(cut.shards):
-        cut.copy_shard(shard, target / f"shard-{shard:04d}.db", step)
+    copy = SQLiteBackend(target, cut.shards) if again else None
+    try:
+        for shard in range(cut.shards):
+            file = target / f"shard-{shard:04d}.db"
+            if copy is not None and shard in again:
+                cut.catch_up(source, copy, shard, again[shard])
+                copy.make_durable([shard])
+            else:
+                part = file.with_name(file.name + ".part")
+                part.unlink(missing_ok=True)
+                if cut.copy_shard(shard, part, step):
+                    _fsync(part)
+                    for stale in ("-wal", "-shm"):  # of a copy an earlier run made
+                        file.with_name(file.name + stale).unlink(missing_ok=True)
+                    os.replace(part, file)
+            position = cut.positions[shard]
+            if position is not None:  # resumable only with the feed: it has the changes
+                record.copied[shard] = position
+                _write_durably(target / _UNFINISHED, msgspec.json.encode(record))
+    finally:
+        if copy is not None:
+            copy.close()
     cut.copy_journal(target / JOURNAL)
+    return len(again)
 
 
 def _copy_server(cut: servercut.ServerCut, target: Path, progress: Progress) -> None:

@@ -40,6 +40,8 @@ class Manifest(msgspec.Struct, frozen=True):
     held: float
     #: Unfinished journal jobs at the cut, applied into the backup.
     replayed: int
+    #: Shards an interrupted run had copied, caught up to this cut from the feed.
+    caught_up: int
     #: Edges (both directions, every state) in the backup, from its counts.
     edges: int
     created_at: int

@@ -77,7 +77,7 @@ def roll_forward(
                 break
             after = rows[-1][0]
             wanted = [r for r in rows if r[7] <= upto]
-            _apply(target, shard, wanted)
+            apply_records(target, shard, wanted)
             applied += len(wanted)
             if progress is not None:
                 progress(len(wanted))
@@ -86,7 +86,8 @@ def roll_forward(
     return applied
 
 
-def _apply(target: SQLBackend, shard: int, rows: Sequence[sqlfeed.FeedRow]) -> None:
+def apply_records(target: SQLBackend, shard: int, rows: Sequence[sqlfeed.FeedRow]) -> None:
+    """Merge feed records (rows as stored after a change) into the shard."""
     edges: list[EdgeTuple] = []
     objects: list[ObjRow] = []
     nodes: list[NodeRow] = []

@@ -31,12 +31,19 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any, cast
 
+from . import sqlfeed, sqltables
 from .backend import map_driver_error
+from .copier import Page, write_page
+from .replica_verify import tables_of, timeline_cap
+from .rollforward import apply_records
 from .sqlite import SQLiteBackend, setup_lock
 
 #: Pages copied per step of the backup API (4 KiB each): a progress report per ~2 MB.
 STEP_PAGES = 512
+#: Feed records and table rows read at a time when a resumed backup catches a shard up.
+PAGE = 5000
 _FEED_SEQ = "SELECT value FROM seq WHERE name = 'feed'"
 
 
@@ -73,6 +80,37 @@ class SQLiteCut:
             return False
         self._copy(conn, dest, progress)
         return True
+
+    def catch_up(self, source: SQLiteBackend, copy: SQLiteBackend, shard: int, after: int) -> None:
+        """Bring the shard's copy, taken at an earlier cut whose feed position was `after`,
+        to this cut (a resumed backup): the source's feed records up to this cut's
+        position merged into it, and what the feed does not carry (home timelines, index
+        entries, the id sequence, shard 0's settings) copied again from the snapshot."""
+        upto = self.positions[shard]
+        conn = self._reads[shard]
+        assert upto is not None
+        assert conn is not None
+        while after < upto:
+            rows = [r for r in sqlfeed.read(source, shard, after, PAGE) if r[0] <= upto]
+            if not rows:
+                break
+            apply_records(copy, shard, rows)
+            after = rows[-1][0]
+        view = cast(SQLiteBackend, _OnSnapshot(source, conn))
+        tables = [t for t in tables_of(view) if t == "timelines" or t.startswith("index_")]
+        cap = timeline_cap(view)
+        for table in tables:
+            _empty(copy.path / f"shard-{shard:04d}.db", table)
+            _copy_table(view, copy, shard, table, cap)
+        sequence = conn.execute("SELECT value FROM seq WHERE name = 'objects'").fetchone()
+        have = copy._query(shard, "SELECT value FROM seq WHERE name = 'objects'")
+        lag = (sequence[0] if sequence else 0) - (have[0][0] if have else 0)
+        if lag > 0:
+            copy.allocate(shard, lag)
+        if shard == 0:
+            for key, value in sqltables.export_table(view, 0, "meta", None, 1_000_000):
+                if key != "shards":
+                    copy.swap_meta(key, copy.get_meta(key), value)
 
     def copy_journal(self, dest: Path) -> None:
         """Write the journal's snapshot (its unfinished jobs) to the new file `dest`."""
@@ -170,3 +208,41 @@ def _feed_position(conn: sqlite3.Connection) -> int | None:
         return None
     row = conn.execute(_FEED_SEQ).fetchone()
     return 0 if row is None else int(row[0])
+
+
+class _OnSnapshot:
+    """A SQLite backend whose reads run on one snapshot's connection (for `sqltables`)."""
+
+    def __init__(self, backend: SQLiteBackend, conn: sqlite3.Connection) -> None:
+        self._backend, self._conn = backend, conn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+    def _query(self, shard: int, sql: str, params: Any = (), slow: bool = False) -> list[Any]:
+        return self._conn.execute(sql, params).fetchall()
+
+    def get_meta(self, key: str) -> bytes | None:
+        return SQLiteBackend.get_meta(cast(SQLiteBackend, self), key)
+
+
+def _empty(file: Path, table: str) -> None:
+    conn = sqlite3.connect(file, isolation_level=None)
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+            conn.execute(f"DELETE FROM {table}")
+    finally:
+        conn.close()
+
+
+def _copy_table(view: SQLiteBackend, copy: SQLiteBackend, shard: int, table: str, cap: int) -> None:
+    after: list[Any] | None = None
+    while True:
+        rows = sqltables.export_table(view, shard, table, after, PAGE)
+        if not rows:
+            return
+        page = Page(table, after, rows)
+        write_page(copy, shard, page, cap)
+        after = page.last
+        if len(rows) < PAGE:
+            return
