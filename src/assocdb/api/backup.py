@@ -105,7 +105,6 @@ def backup(
             cut.close()
     finally:
         close()
-    (target / _UNFINISHED).unlink(missing_ok=True)
     new_identity(target, backend.shards)
     replayed = _replay(target, repair=server)
     _settle(target, backend.shards)
@@ -126,6 +125,7 @@ def backup(
         schema=schema,
     )
     _write_durably(target / mf.NAME, mf.encode(manifest))
+    (target / _UNFINISHED).unlink(missing_ok=True)  # (a stop before this: caught up again)
     return manifest
 
 
