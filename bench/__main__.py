@@ -5,6 +5,8 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench journal
     python -m bench writes [--seconds S] [--rounds N] [--preload E]  (durable writes vs bare)
     python -m bench feed [--seconds S] [--rounds N]     (durable writes, feed on vs off)
+    python -m bench backup [--edges N] [--runs R] [--writers W]   (backup/restore edges/s,
+                                               write latency during a backup vs quiet)
     python -m bench bulk [--edges N] [--mysql URL] [--snap FILE]   (default 948,464 edges)
     python -m bench flockdb [followers]        (default 1,000,000)
     python -m bench http                       (needs wrk)
@@ -32,6 +34,7 @@ import sys
 from collections.abc import Callable
 
 from . import (
+    backup,
     bulk,
     cache,
     entities,
@@ -57,6 +60,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "journal": (lambda args: journal.main(), []),
     "writes": (writes.main, ["--seconds", "1", "--rounds", "1"]),
     "feed": (feed.main, ["--seconds", "1", "--rounds", "1"]),
+    "backup": (backup.main, ["--edges", "50000", "--runs", "1"]),
     "bulk": (bulk.main, ["--edges", "100000", "--runs", "1"]),
     "flockdb": (flockdb.main, ["100000"]),
     "http": (http.main, []),

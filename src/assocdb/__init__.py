@@ -63,8 +63,11 @@ from .core.records import (
 from .core.schema import AssocType, ObjectType, Schema
 
 if _typing.TYPE_CHECKING:
+    from .api.backup import backup
+    from .api.backup import verify as verify_backup
     from .api.graph import Graph
     from .api.open import open_graph as open
+    from .api.restore import restore_backup as restore
     from .client.batch import Batch
     from .client.client import Client
     from .writes.health import RetryPolicy
@@ -114,7 +117,10 @@ __all__ = [
     "Unavailable",
     "UnknownType",
     "WriteResult",
+    "backup",
     "open",
+    "restore",
+    "verify_backup",
 ]
 
 #: The names loaded on first use: name → (module, attribute).
@@ -123,7 +129,10 @@ _LAZY = {
     "Client": (".client.client", "Client"),
     "Graph": (".api.graph", "Graph"),
     "RetryPolicy": (".writes.health", "RetryPolicy"),
+    "backup": (".api.backup", "backup"),
     "open": (".api.open", "open_graph"),
+    "restore": (".api.restore", "restore_backup"),
+    "verify_backup": (".api.backup", "verify"),
 }
 
 

@@ -23,6 +23,7 @@ import assocdb
 
 from ..core.extras import MissingExtra, needs, require
 from ..core.schema import Schema, read_schema_file
+from .backup import backup, restore
 from .changes import changes
 from .datasets import EGO_FACEBOOK_FRIENDSHIPS, EGO_FACEBOOK_PEOPLE, ego_facebook
 from .flock import serve_thrift
@@ -684,6 +685,8 @@ def mutual_friends(g: assocdb.Graph, a: int, b: int) -> list[int]:
             return sorted(found)
 
 
+main.add_command(backup)
+main.add_command(restore)
 main.add_command(changes)
 main.add_command(index)
 main.add_command(queue)

@@ -202,7 +202,7 @@ class SQLiteBackend(SQLBackend):
                 with self._lock:
                     self._all.append(conn)
                 return conn
-            with _setup_lock(self.path):
+            with setup_lock(self.path):
                 conn = sqlite3.connect(
                     file, timeout=self.timeout, isolation_level=None, check_same_thread=False
                 )
@@ -274,6 +274,22 @@ class SQLiteBackend(SQLBackend):
         if session.conn.in_transaction:  # a connection survives any error: keep it
             session.conn.rollback()
 
+    @contextmanager
+    def write_turns(self) -> Iterator[None]:
+        """Every shard's write turn in this process, taken in shard order (a backup's cut,
+        `storage/sqlitecut.py`: this process's writers queue here rather than in SQLite's
+        busy handler, which sleeps up to 100 ms at a time)."""
+        taken: list[threading.Lock] = []
+        try:
+            for shard, writer in enumerate(self._writers):
+                if not writer.acquire(timeout=self.timeout):
+                    raise Unavailable(f"shard {shard}: no write turn within {self.timeout} s")
+                taken.append(writer)
+            yield
+        finally:
+            for writer in reversed(taken):
+                writer.release()
+
     def exclusive_writes(self) -> AbstractContextManager[None]:
         return nullcontext() if self.read_only else self._writer_lock
 
@@ -326,7 +342,7 @@ def _stored_shards(root: Path) -> int | None:
     file = root / "shard-0000.db"
     if not file.exists():
         return None
-    with _setup_lock(root):  # not while another process is still setting the file up
+    with setup_lock(root):  # not while another process is still setting the file up
         try:
             conn = _read_only_shard(file) if not _writable_dir(root) else sqlite3.connect(file)
         except sqlite3.Error as exc:
@@ -378,7 +394,7 @@ def _read_only_shard(file: Path) -> sqlite3.Connection:
 
 
 @contextmanager
-def _setup_lock(root: Path) -> Iterator[None]:
+def setup_lock(root: Path) -> Iterator[None]:
     """Hold the graph directory's setup lock (threads and processes alike).
 
     A shard file's one-time setup (creating it, switching it to WAL, its DDL)

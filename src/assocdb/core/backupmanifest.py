@@ -1,0 +1,75 @@
+"""A backup's manifest: what it is a copy of, where its cut lies, and each file's checksum.
+
+`manifest.json` is written last, once every file of the backup is on the disk, so a
+directory without one is an unfinished backup. Pure: encoding, decoding and the checks a
+reader makes before trusting a backup (a newer format, a damaged manifest).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .errors import InvalidRequest
+
+#: The format this assocdb writes and the newest it reads.
+FORMAT = 1
+NAME = "manifest.json"
+
+
+class FileSum(msgspec.Struct, frozen=True):
+    size: int
+    sha256: str
+
+
+class Manifest(msgspec.Struct, frozen=True):
+    """What `assocdb backup` wrote (docs/operations.md, "Backups")."""
+
+    format: int
+    #: The source: `{"kind": "sqlite", "path": …, "shards": n}` (a backend spec).
+    source: dict[str, Any]
+    shards: int
+    #: The cut, in wall-clock µs since the epoch (the clock of `updated_at`): a write
+    #: acknowledged before `cut_began` is in the backup, one begun after `cut_at` is not.
+    cut_began: int
+    cut_at: int
+    #: Per shard, the last change-feed position in the cut (None: the feed was off).
+    positions: list[int | None]
+    #: How long writers were held at the cut (seconds).
+    held: float
+    #: Unfinished journal jobs at the cut, applied into the backup.
+    replayed: int
+    #: Shards an interrupted run had copied, caught up to this cut from the feed.
+    caught_up: int
+    #: Edges (both directions, every state) in the backup, from its counts.
+    edges: int
+    created_at: int
+    files: dict[str, FileSum]
+    #: The type definitions, as `Schema.to_json` (for a reader; shard 0 holds them too).
+    schema: str = ""
+
+
+def encode(manifest: Manifest) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n"
+
+
+def decode(body: bytes, where: str) -> Manifest:
+    """The manifest in `body` (read from `where`); InvalidRequest if it is damaged or newer
+    than this assocdb reads."""
+    try:
+        head = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        raise InvalidRequest(f"{where} is damaged: not JSON (corrupt backup)") from None
+    version = head.get("format") if isinstance(head, dict) else None
+    if not isinstance(version, int):
+        raise InvalidRequest(f"{where} is damaged: no format version (corrupt backup)")
+    if version > FORMAT:
+        raise InvalidRequest(
+            f"{where} is backup format {version}, newer than this assocdb reads ({FORMAT}): "
+            "restore it with a newer assocdb"
+        )
+    try:
+        return msgspec.json.decode(body, type=Manifest)
+    except msgspec.ValidationError as exc:
+        raise InvalidRequest(f"{where} is damaged: {exc} (corrupt backup)") from None

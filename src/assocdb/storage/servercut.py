@@ -1,0 +1,196 @@
+"""One consistent cut of a graph on one MariaDB or PostgreSQL server, and its copy into a
+local SQLite graph directory (the backup's source side for server graphs, `api/backup.py`).
+
+Every shard of such a graph is a schema of one server, so one snapshot transaction
+reads them all as of one moment: MariaDB's `START TRANSACTION WITH CONSISTENT
+SNAPSHOT`, PostgreSQL's `REPEATABLE READ` (its snapshot is taken at the first
+statement). What the hold adds is the journal: while writers are held (MariaDB: `FLUSH
+TABLES WITH READ LOCK`, which waits for running transactions; PostgreSQL: `LOCK TABLE …
+IN SHARE MODE` on every shard's edges, counts, objects and node states), the snapshot
+and then the journal's are taken, and the hold is let go: the argument of
+`sqlitecut.py` holds as it is. The journal is this process's (a server graph has one
+per process that writes it): the unfinished jobs of other processes are not in it, and
+the backup completes the inverse pairs they left half applied (`check_inverses`).
+
+The copy reads every table in key order, in pages, on the snapshot's connection, and
+writes each page into the SQLite shard with the shard-copy step (`copier.write_page`:
+the merge rule, counts from the rows).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack
+from pathlib import Path
+from typing import Any, cast
+
+from . import sqlfeed, sqltables
+from .copier import Page, write_page
+from .dialect import Session
+from .replica_verify import tables_of, timeline_cap
+from .sql import SQLBackend
+from .sqlite import SQLiteBackend
+
+PAGE = 5000
+_HELD_TABLES = ("edges", "counts", "objects", "node_states")
+
+
+class _OnSnapshot:
+    """The backend, with every read on the snapshot's session (for `sqltables`)."""
+
+    def __init__(self, backend: SQLBackend, session: Session) -> None:
+        self._backend, self._session = backend, session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+    def _query(self, shard: int, sql: str, params: Any = (), slow: bool = False) -> list[Any]:
+        return self._backend._run(self._session, shard, sql, params)
+
+    def get_meta(self, key: str) -> bytes | None:
+        return SQLBackend.get_meta(cast(SQLBackend, self), key)
+
+
+class ServerCut:
+    """Snapshots of every shard of a server graph (one per server), and the journal's,
+    taken at one moment."""
+
+    def __init__(self, shards: int) -> None:
+        self.shards = shards
+        self._stack = ExitStack()
+        #: Per shard, a view of the server that holds its copy read, on its snapshot.
+        self.readers: list[SQLBackend] = []
+        self.journal: sqlite3.Connection | None = None
+        self.held = 0.0
+        self.began = self.at = 0
+        self.positions: list[int | None] = []
+
+    @property
+    def reader(self) -> SQLBackend:
+        """The snapshot of the server that keeps the graph's settings (shard 0's)."""
+        return self.readers[0]
+
+    def copy(self, target: SQLiteBackend, progress: Callable[[int], None]) -> None:
+        """Write every table of every shard, the settings and the id sequences to `target`."""
+        tables = [t for t in tables_of(self.reader) if t != "counts"]
+        cap = timeline_cap(self.reader)
+        for key, value in sqltables.export_table(self.reader, 0, "meta", None, 1_000_000):
+            if key != "shards":
+                target.swap_meta(key, target.get_meta(key), value)
+        for shard, reader in enumerate(self.readers):
+            for table in tables:
+                after: list[Any] | None = None
+                while True:
+                    rows = sqltables.export_table(reader, shard, table, after, PAGE)
+                    if not rows:
+                        break
+                    page = Page(table, after, rows)
+                    write_page(target, shard, page, cap)
+                    progress(len(rows))
+                    after = page.last
+                    if len(rows) < PAGE:
+                        break
+            reserved = _sequence(reader, shard)
+            if reserved > 0:
+                target.allocate(shard, reserved)
+
+    def copy_journal(self, dest: Path) -> None:
+        if self.journal is not None:
+            target = sqlite3.connect(dest)
+            try:
+                self.journal.backup(target)
+            finally:
+                target.close()
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
+        self._stack.close()
+
+
+def take(
+    servers: Sequence[SQLBackend], placement: Sequence[int], journal: Path | None
+) -> ServerCut:
+    """The cut of a graph whose shard `s` is read from server `servers[placement[s]]`
+    (one server: every shard on it; a shard map: each shard's primary), and of this
+    process's `journal` file. Writers of every server are held together."""
+    cut = ServerCut(len(placement))
+    try:
+        sessions = [cut._stack.enter_context(_session(b)) for b in servers]
+        for backend, session in zip(servers, sessions, strict=True):
+            cut._stack.callback(backend._rollback, session, 0)
+        with ExitStack() as holds:
+            # Connections first: writers are held from the first lock on, not meanwhile.
+            locks = [holds.enter_context(_session(backend)) for backend in servers]
+            started = time.perf_counter()
+            for backend, hold in zip(servers, locks, strict=True):
+                holds.callback(_release, backend, hold)
+                _hold(backend, hold)
+            for backend, session in zip(servers, sessions, strict=True):
+                _begin(backend, session)
+            cut.began = time.time_ns() // 1000
+            if journal is not None and journal.exists():
+                cut.journal = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)
+                cut.journal.execute("BEGIN")
+                cut.journal.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            cut.at = time.time_ns() // 1000
+        cut.held = time.perf_counter() - started
+        views = [
+            cast(SQLBackend, _OnSnapshot(b, s)) for b, s in zip(servers, sessions, strict=True)
+        ]
+        cut.readers = [views[placement[shard]] for shard in range(cut.shards)]
+        cut.positions = [_feed_position(r, s) for s, r in enumerate(cut.readers)]
+    except BaseException:
+        cut.close()
+        raise
+    return cut
+
+
+def _mysql(backend: SQLBackend) -> bool:
+    return bool(backend.spec()["kind"] == "mysql")
+
+
+def _begin(backend: SQLBackend, session: Session) -> None:
+    """A snapshot transaction on `session`, its snapshot taken now."""
+    mysql = _mysql(backend)
+    begin = (
+        "START TRANSACTION WITH CONSISTENT SNAPSHOT"
+        if mysql
+        else "BEGIN ISOLATION LEVEL REPEATABLE READ"
+    )
+    backend._run(session, 0, begin)
+    backend._run(session, 0, backend._q("SELECT COUNT(*) FROM {s}.seq", 0))
+
+
+def _release(backend: SQLBackend, hold: Session) -> None:
+    backend._run(hold, 0, "UNLOCK TABLES" if _mysql(backend) else "ROLLBACK")
+
+
+def _session(backend: SQLBackend) -> AbstractContextManager[Session]:
+    return backend._writing(0, True)
+
+
+def _hold(backend: SQLBackend, hold: Session) -> None:
+    if _mysql(backend):
+        backend._run(hold, 0, "FLUSH TABLES WITH READ LOCK")
+        return
+    backend._run(hold, 0, "BEGIN")
+    for shard in range(backend.shards):
+        names = ", ".join(backend._q(f"{{s}}.{t}", shard) for t in _HELD_TABLES)
+        backend._run(hold, shard, f"LOCK TABLE {names} IN SHARE MODE")
+
+
+def _feed_position(reader: SQLBackend, shard: int) -> int | None:
+    if reader.get_meta("feed") != b"on":
+        return None
+    return sqlfeed.bounds(reader, shard)[1]
+
+
+def _sequence(reader: SQLBackend, shard: int) -> int:
+    rows = reader._query(
+        shard, reader._q("SELECT value FROM {s}.seq WHERE name = 'objects'", shard)
+    )
+    return int(rows[0][0]) if rows else 0

@@ -1,0 +1,54 @@
+"""Backups of a graph on a shard map of several MariaDB servers (`storage/servercut.py`):
+one cut across the servers under eight writers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import assocdb
+from tests.api.test_backup import NORMAL, Writers, stored, type_ids
+from tests.storage.test_shardmap import (  # noqa: F401 (make_map is a fixture)
+    SERVERS,
+    MapMaker,
+    make_map,
+    open_cluster,
+)
+
+pytestmark = pytest.mark.skipif(not SERVERS, reason="ASSOCDB_TEST_MYSQL_URLS is not set")
+
+
+@pytest.mark.parametrize("make_map", ["mysql"], indirect=True)
+def test_eight_writers_through_a_backup_of_three_servers(
+    make_map: MapMaker,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    g = open_cluster(make_map, cache=None)
+    follows, followed_by = type_ids(g)
+    with Writers(g, stamped=False) as writers:
+        writers.wait_for(200)
+        manifest = assocdb.backup(g, tmp_path / "backup")
+        writers.wait_for(200)
+    writes = list(writers.writes())
+    g.close()
+    assert manifest.source["kind"] == "shardmap"
+    assert manifest.positions == [None] * manifest.shards  # (no feed on shard maps yet)
+
+    backed = stored(tmp_path / "backup", follows)
+    for key in {w.key for w in writes}:
+        mine = [w for w in writes if w.key == key]
+        before = [w for w in mine if w.acked < manifest.cut_began]
+        around = [w for w in mine if w.acked >= manifest.cut_began and w.began <= manifest.cut_at]
+        allowed = {(w.state, w.updated_at) for w in before[-1:] + around}
+        if before:
+            assert backed.get(key) in allowed, key
+        elif not around:
+            assert key not in backed, key
+    check = assocdb.verify_backup(tmp_path / "backup")
+    assert check.ok, (check.counts[:3], check.hanging[:3])
+    inverse = {(b, a): row for (a, b), row in stored(tmp_path / "backup", followed_by).items()}
+    assert inverse == backed
+    assert any(state == NORMAL for state, _ in backed.values())
+    with pytest.raises(assocdb.InvalidRequest, match="change feed was off"):
+        assocdb.restore(tmp_path / "backup", tmp_path / "r", to=manifest.cut_at + 1)

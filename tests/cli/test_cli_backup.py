@@ -1,0 +1,49 @@
+"""`assocdb backup`, `assocdb backup verify` and `assocdb restore` (`cli/backup.py`)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import assocdb
+from assocdb.cli.main import main
+
+
+def test_backup_verify_restore_and_their_one_line_errors(tmp_path: Path) -> None:
+    source, backup, restored = (str(tmp_path / n) for n in ("g", "b", "r"))
+    with assocdb.open(source, shards=4) as g:
+        g.define_assoc("follows", inverse="followed_by")
+        g.enable_feed()
+        g.assoc_add(1, "follows", 2)
+        run = CliRunner().invoke
+        made = run(main, ["backup", source, backup])
+        assert made.exit_code == 0, made.output
+        assert "backed up 2 edges of 4 shards" in made.output
+        g.assoc_add(3, "follows", 2)
+        moment = datetime.fromtimestamp(time.time(), UTC).isoformat()
+        g.assoc_add(5, "follows", 2)
+
+    checked = run(main, ["backup", "verify", backup])
+    assert checked.exit_code == 0, checked.output
+    assert "ok (2 edges, 4 shards)" in checked.output
+    back = run(main, ["restore", backup, restored, "--to", moment])
+    assert back.exit_code == 0, back.output
+    with assocdb.open(restored) as r:
+        assert r.assoc_count(2, "followed_by") == 2  # 1 and 3; not 5
+
+    for args, message in [
+        (["backup", source, backup], "exists: a backup or restore goes to a new directory"),
+        (["restore", backup, restored], "exists"),
+        (["restore", backup, str(tmp_path / "x"), "--to", "noon"], "ISO 8601"),
+        (["restore", backup, str(tmp_path / "x"), "--to", "2001-01-01"], "retained history"),
+        (["backup", "verify", str(tmp_path / "nothing")], "no backup at"),
+    ]:
+        refused = run(main, args)
+        assert refused.exit_code == 1, args
+        assert refused.output.startswith("Error: "), refused.output
+        assert message in refused.output
+        assert len(refused.output.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
