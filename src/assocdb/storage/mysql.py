@@ -301,19 +301,36 @@ class MySQLBackend(SQLBackend):
             session.broken = True
             log.debug("rollback failed on shard %d", shard, exc_info=True)
 
-    # -- reclaiming a copy the map no longer names (`storage.reclaim`) ----------------------
+    # -- a shard's schema on this server: made for a copy, dropped when no map names it ------
 
-    def empty_shard(self, shard: int) -> None:
-        """Empty every table of the shard's schema on this server but its id counter
-        (`seq`): the rows of a copy the map no longer names. The schema and its tables
-        stay, so the shard can be placed here again later."""
-        sql = self._q(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", shard
-        )
-        names = [str(r[0]) for r in self._query(shard, sql, (self._schemas[shard].strip("`"),))]
-        statements = [f"TRUNCATE TABLE {{s}}.`{name}`" for name in sorted(names) if name != "seq"]
-        if statements:
-            self._ddl(shard, *statements)
+    def held_shards(self) -> list[int]:
+        """The shards whose schema exists on this server (`storage.reclaim`)."""
+        sql = self._q("SELECT schema_name FROM information_schema.schemata", -1)
+        names = {str(r[0]) for r in self._query(-1, sql)}
+        return [n for n, schema in enumerate(self._schemas) if schema.strip("`") in names]
+
+    def make_shard(self, shard: int) -> None:
+        """The shard's schema and tables, made if missing: before a copy of the shard joins
+        its replica set here (`storage.moves`), when reclaim may have dropped them."""
+        statements = ["CREATE DATABASE IF NOT EXISTS {s}", *_SHARD_DDL]
+        if self.feed:
+            statements.append(self.dialect.feed_ddl)
+        with self._session(slow=True) as session:  # DDL waits for the disk
+            for statement in statements:
+                self._run(session, shard, self._q(statement, shard))
+
+    def drop_shard(self, shard: int) -> None:
+        """Drop the shard's schema on this server, rows, tables and id counter: a copy no
+        map names (`storage.reclaim`; a copy made here again starts from `make_shard`, and
+        its counter is raised to the source's)."""
+        with self._session(slow=True) as session:
+            # A client still inside a transaction on these tables would make DROP wait
+            # for its metadata lock for a year by default.
+            self._run(session, shard, "SET SESSION lock_wait_timeout = 60")
+            try:
+                self._run(session, shard, self._q("DROP DATABASE IF EXISTS {s}", shard))
+            finally:
+                self._run(session, shard, "SET SESSION lock_wait_timeout = DEFAULT")
 
     # -- bulk rows: the driver's per-value work is the cost ---------------------------------
 
