@@ -137,7 +137,7 @@ def move_shard(
         if record is not None and record.phase != "live":
             # Under the map's lock: reclaim cannot drop the copy's schema between this and
             # the map naming the copy, and no process writes to the copy before it exists.
-            make_room(cluster, target, shard)
+            make_room(cluster, new, target, shard)
         started_now.append(record)
         return new
 

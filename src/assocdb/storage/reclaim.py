@@ -136,9 +136,13 @@ def _old_copies(cluster: ShardMapBackend, smap: ShardMap) -> tuple[list[OldCopy]
     return copies, skipped
 
 
-def make_room(cluster: ShardMapBackend, backend: str, shard: int) -> None:
+def make_room(cluster: ShardMapBackend, smap: ShardMap, backend: str, shard: int) -> None:
     """Make sure `backend` has a schema for `shard` (reclaim may have dropped it): called
-    under the map's lock before a copy of the shard joins the replica set there."""
+    under the map's lock before a copy of the shard joins the replica set there. Only a
+    MySQL/MariaDB server is opened for it (reclaim leaves the others alone)."""
+    url = smap.backends[backend].url
+    if url is None or not url.startswith(("mysql:", "mariadb:")):
+        return
     member = cluster.member(backend)
     if isinstance(member, MySQLBackend):
         member.make_shard(shard)
