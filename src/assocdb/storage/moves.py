@@ -24,7 +24,9 @@ while the graph is in use, in phases the map file records (`MoveRecord`):
    repairs what differs (the merge rule again), until a pass finds nothing.
 4. **live**: the copy gets its read weight; for a move the old copy gets weight
    0 (drained of reads), and after `settle` seconds it leaves the replica set
-   (its rows stay where they are, for the operator to drop).
+   (its rows stay where they are, until `storage.reclaim` drops them). A new
+   copy's schema is made on its server (`reclaim.make_room`) under the map's
+   lock before the copy joins the replica set: reclaim may have dropped it.
 
 Each phase is saved before the next starts, so the operation survives a crash
 or Ctrl-C of its process and resumes where it stopped when run again; running
