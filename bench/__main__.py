@@ -26,6 +26,8 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
                                                      rows on two MariaDB servers: rows/s, ratio)
     python -m bench grow --drill [--rate 150] [--steady 20]  (own MariaDB servers: a 4th joins,
                                                      shards move; --rate 0: unthrottled)
+    python -m bench grow --rebalance [--people 100000] [--parallel 2] [--replicas 1] [--steady 20]
+                                                    (own MariaDB servers: 3 -> 4 under load)
 """
 
 from __future__ import annotations
@@ -78,9 +80,19 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
 
 
 def _grow(args: list[str]) -> None:
-    drill = "--drill" in args
-    args = [arg for arg in args if arg != "--drill"]
+    drill, again = "--drill" in args, "--rebalance" in args
+    args = [arg for arg in args if arg not in ("--drill", "--rebalance")]
     options = dict(zip(args[::2], args[1::2], strict=False))
+    if again:
+        from . import grow_rebalance
+
+        grow_rebalance.main(
+            int(options.get("--people", 100_000)),
+            int(options.get("--parallel", 2)),
+            int(options.get("--replicas", 1)),
+            float(options.get("--steady", 20)),
+        )
+        return
     if drill:
         from . import grow_mysql
 

@@ -15,12 +15,12 @@ MAP = click.Path(dir_okay=False, exists=True)
 
 @click.command("reclaim")
 @click.argument("shard_map", type=MAP)
-@click.option("--drop", is_flag=True, help="Empty the copies listed (default: only list them).")
+@click.option("--drop", is_flag=True, help="Drop the copies listed (default: only list them).")
 def shards_reclaim(shard_map: str, drop: bool) -> None:
-    """List the copies on the map's servers that the map no longer names (left behind by
-    moves and drop-replica) and, with --drop, empty them. Never a copy the map places or
-    a recorded move names, and only once the map has been unchanged long enough for
-    every process to have taken it (2 s + the slowest query timeout).
+    """List the copies (schemas) on the map's servers that the map does not name (left
+    behind by moves and drop-replica, or never used) and, with --drop, drop them. Never a
+    copy the map places or a recorded move names, and only once the map has been unchanged
+    long enough for every process to have taken it (2 s + the slowest query timeout).
 
     Example: assocdb shards reclaim cluster.toml --drop
     """
@@ -36,11 +36,11 @@ def shards_reclaim(shard_map: str, drop: bool) -> None:
     rows = sum(copy.rows for copy in found.copies)
     summary = f"{len(found.copies)} old copies, {rows:,} rows"
     if found.dropped:
-        click.echo(f"{summary}: emptied")
+        click.echo(f"{summary}: dropped")
     elif found.waiting > 0:
         click.echo(f"{summary}; the map changed recently: --drop in {found.waiting:.1f} s")
     else:
-        click.echo(f"{summary}; a dry run: run again with --drop to empty them")
+        click.echo(f"{summary}; a dry run: run again with --drop to drop them")
 
 
 @click.command("rebalance")

@@ -24,7 +24,9 @@ while the graph is in use, in phases the map file records (`MoveRecord`):
    repairs what differs (the merge rule again), until a pass finds nothing.
 4. **live**: the copy gets its read weight; for a move the old copy gets weight
    0 (drained of reads), and after `settle` seconds it leaves the replica set
-   (its rows stay where they are, for the operator to drop).
+   (its rows stay where they are, until `storage.reclaim` drops them). A new
+   copy's schema is made on its server (`reclaim.make_room`) under the map's
+   lock before the copy joins the replica set: reclaim may have dropped it.
 
 Each phase is saved before the next starts, so the operation survives a crash
 or Ctrl-C of its process and resumes where it stopped when run again; running
@@ -47,6 +49,7 @@ import msgspec
 from ..core.errors import InvalidRequest, Unavailable
 from . import copier
 from .backend import Backend
+from .reclaim import make_room
 from .registry import open_shardmap
 from .replica_verify import tables_of, timeline_cap, verify_replicas
 from .shardmap import RELOAD_EVERY, ShardMapBackend
@@ -80,6 +83,7 @@ class MoveProgress(NamedTuple):
     copied: int  # rows copied so far (this run and the runs before)
     total: int  # rows to copy (an estimate, counted when the copy started)
     rows_per_second: float  # this run's
+    seconds: float = 0.0  # this run's copy so far
 
 
 class MoveResult(NamedTuple):
@@ -126,25 +130,31 @@ def move_shard(
         # Decided on the map as it is under its lock: two movers of one shard started at
         # once record one operation, not two.
         found = _record(now, shard, target)
+        record: MoveRecord | None
         if found is not None:
             _check_resumed(found, remove, move)
-            started_now.append(found)
-            return now
-        new, record = _start(now, shard, target, remove, move, weight)
+            new, record = now, found
+        else:
+            new, record = _start(now, shard, target, remove, move, weight)
+        if record is not None and record.phase != "live":
+            # Under the map's lock: reclaim cannot drop the copy's schema between this and
+            # the map naming the copy, and no process writes to the copy before it exists.
+            make_room(cluster, new, target, shard)
         started_now.append(record)
         return new
 
     with _one_mover(path, shard, target):
-        update(path, start)
-        record = started_now[-1]
-        if record is None:
-            return MoveResult(shard, target, remove, 0, 0, time.perf_counter() - started, True)
-        wait = _settle(smap) if settle is None else settle
-        mover = _Mover(path, record, rate, page, wait, progress)
+        cluster = open_shardmap(path)
         try:
+            update(path, start)
+            record = started_now[-1]
+            if record is None:
+                return MoveResult(shard, target, remove, 0, 0, time.perf_counter() - started, True)
+            wait = _settle(smap) if settle is None else settle
+            mover = _Mover(path, cluster, record, rate, page, wait, progress)
             mover.run()
         finally:
-            mover.backend.close()
+            cluster.close()
     return MoveResult(
         shard,
         target,
@@ -367,6 +377,7 @@ class _Mover:
     def __init__(
         self,
         path: str | Path,
+        backend: ShardMapBackend,
         record: MoveRecord,
         rate: float | None,
         page: int,
@@ -379,7 +390,7 @@ class _Mover:
         self.page = page if rate is None else max(1, min(page, int(rate)))
         self.settle = settle
         self.progress = progress
-        self.backend = open_shardmap(path)
+        self.backend = backend
         self.copied = 0
         self.differences = 0
         self._started = time.perf_counter()
@@ -499,7 +510,8 @@ class _Mover:
             seconds = time.perf_counter() - self._started
             done = self.copied - self._base
             speed = done / seconds if seconds > 0 else 0.0
-            self.progress(MoveProgress(self.record.shard, phase, self.copied, total, speed))
+            progress = MoveProgress(self.record.shard, phase, self.copied, total, speed, seconds)
+            self.progress(progress)
 
     # -- verify and the map ---------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -41,7 +41,7 @@ from .serverurl import Settings, graph_schemas, server_spec
 from .sql import SQLBackend
 from .sqlfeed import ddl
 from .sqlopen import open_on_server
-from .sqltext import insert
+from .sqltext import TABLE_KEYS, insert, walk_after
 
 log = logging.getLogger("assocdb.mysql")
 
@@ -89,12 +89,25 @@ _EDGE_TEXT = (
     "IF(data IS NULL, 'N', CONCAT('x', HEX(data))))"
 )
 _STATEMENT_BYTES = 1 << 20  # literal rows per statement, well under max_allowed_packet
+#: A page of edges read as one value (`MySQLBackend.export_table`): one packet, not one a row.
+_PAGE_TEXT = (
+    "SELECT GROUP_CONCAT(t SEPARATOR ' '), COUNT(*) FROM ("
+    f"SELECT {_EDGE_TEXT} AS t FROM {{s}}.edges WHERE_AFTER "
+    "ORDER BY id1, atype, id2 LIMIT ?) page"
+)
+#: The longest page read as one value, under the default max_allowed_packet (16 MiB): a
+#: page of big data blobs is longer, comes back truncated, and is read row by row.
+_PAGE_BYTES = 8 << 20
 
 
 def _edges_from_text(rows: list[Any]) -> list[tuple[Any, ...]]:
     """Edges read as `_EDGE_TEXT`, as plain tuples."""
+    return _edges_from_texts([text for (text,) in rows])
+
+
+def _edges_from_texts(texts: Iterable[str]) -> list[tuple[Any, ...]]:
     edges: list[tuple[Any, ...]] = []
-    for (text,) in rows:
+    for text in texts:
         id1, atype, id2, state, time_, updated_at, data = text.split(",")
         blob = None if data == "N" else bytes.fromhex(data[1:])
         edges.append(
@@ -245,6 +258,7 @@ class MySQLBackend(SQLBackend):
                 try:
                     with conn.cursor() as cursor:
                         cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                        cursor.execute(f"SET SESSION group_concat_max_len = {_PAGE_BYTES}")
                 except Exception:
                     conn.close()
                     raise
@@ -301,21 +315,60 @@ class MySQLBackend(SQLBackend):
             session.broken = True
             log.debug("rollback failed on shard %d", shard, exc_info=True)
 
-    # -- reclaiming a copy the map no longer names (`storage.reclaim`) ----------------------
+    # -- a shard's schema on this server: made for a copy, dropped when no map names it ------
 
-    def empty_shard(self, shard: int) -> None:
-        """Empty every table of the shard's schema on this server but its id counter
-        (`seq`): the rows of a copy the map no longer names. The schema and its tables
-        stay, so the shard can be placed here again later."""
-        sql = self._q(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", shard
-        )
-        names = [str(r[0]) for r in self._query(shard, sql, (self._schemas[shard].strip("`"),))]
-        statements = [f"TRUNCATE TABLE {{s}}.`{name}`" for name in sorted(names) if name != "seq"]
-        if statements:
-            self._ddl(shard, *statements)
+    def held_shards(self) -> list[int]:
+        """The shards whose schema exists on this server (`storage.reclaim`)."""
+        sql = self._q("SELECT schema_name FROM information_schema.schemata", -1)
+        names = {str(r[0]) for r in self._query(-1, sql)}
+        return [n for n, schema in enumerate(self._schemas) if schema.strip("`") in names]
+
+    def make_shard(self, shard: int) -> None:
+        """The shard's schema and tables, made if missing: before a copy of the shard joins
+        its replica set here (`storage.moves`), when reclaim may have dropped them."""
+        statements = ["CREATE DATABASE IF NOT EXISTS {s}", *_SHARD_DDL]
+        if self.feed:
+            statements.append(self.dialect.feed_ddl)
+        with self._session(slow=True) as session:  # DDL waits for the disk
+            for statement in statements:
+                self._run(session, shard, self._q(statement, shard))
+
+    def drop_shard(self, shard: int) -> None:
+        """Drop the shard's schema on this server, rows, tables and id counter: a copy no
+        map names (`storage.reclaim`; a copy made here again starts from `make_shard`, and
+        its counter is raised to the source's)."""
+        with self._session(slow=True) as session:
+            # A client still inside a transaction on these tables would make DROP wait
+            # for its metadata lock for a year by default.
+            self._run(session, shard, "SET SESSION lock_wait_timeout = 60")
+            try:
+                self._run(session, shard, self._q("DROP DATABASE IF EXISTS {s}", shard))
+            finally:
+                self._run(session, shard, "SET SESSION lock_wait_timeout = DEFAULT")
 
     # -- bulk rows: the driver's per-value work is the cost ---------------------------------
+
+    def export_table(
+        self, shard: int, table: str, after: Sequence[Any] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        """A page of edges (a shard copy, a verify) read as one value: PyMySQL spends more
+        on each row's packet than on its columns, so 5,000 rows cost a few packets, not
+        5,000. A page too long for that (big data blobs) is read row by row."""
+        if table != "edges":
+            return super().export_table(shard, table, after, limit)
+        where, params = walk_after(TABLE_KEYS["edges"], after, self.dialect.row_values)
+        query = self._q(_PAGE_TEXT.replace(" WHERE_AFTER", where), shard)
+        ((text, count),) = self._query(shard, query, [*params, limit], slow=True)
+        if not count:
+            return []
+        if isinstance(text, bytes | bytearray):
+            text = text.decode()
+        texts = [] if text is None or len(text) >= _PAGE_BYTES else text.split(" ")
+        if len(texts) != count:  # cut at group_concat_max_len, or NULL: too long for a packet
+            return super().export_table(shard, table, after, limit)
+        edges = _edges_from_texts(texts)
+        edges.sort()  # in key order (the server's GROUP_CONCAT need not keep it; keys differ)
+        return edges
 
     def _exported(self, table: str) -> tuple[str, Callable[[list[Any]], list[tuple[Any, ...]]]]:
         # PyMySQL parses each column of each row in Python: an edge read as one text

@@ -45,6 +45,8 @@ class Step(msgspec.Struct, frozen=True):
     target: str
     rows: int
     done: bool = False
+    seconds: float = 0.0  # the whole move, waits and verify included (0: not timed)
+    copy_seconds: float = 0.0  # its copy phase (of the run that finished it)
 
 
 class Plan(msgspec.Struct, frozen=True):
@@ -177,8 +179,11 @@ class _Run:
     def _one(self, step: Step) -> None:
         started = time.perf_counter()
         last = [0.0]
+        copying = [0.0]
 
         def report(moving: MoveProgress) -> None:
+            if moving.phase == "copying":
+                copying[0] = moving.seconds
             now = time.perf_counter()
             if self.progress is not None and now - last[0] >= 1.0:
                 last[0] = now
@@ -201,9 +206,10 @@ class _Run:
                 self.seconds += seconds
                 self.moved += step.rows
                 rate = self.moved / self.seconds if self.seconds else rate
-            steps = [
-                msgspec.structs.replace(s, done=True) if s == step else s for s in self.plan.steps
-            ]
+            finished = msgspec.structs.replace(
+                step, done=True, seconds=round(seconds, 3), copy_seconds=round(copying[0], 3)
+            )
+            steps = [finished if s == step else s for s in self.plan.steps]
             self.plan = Plan(steps, rate)
             self._save()
         self._report(None, 0, rate)

@@ -1,28 +1,33 @@
-"""Reclaim old copies: the rows a move (or drop-replica) left behind on a server.
+"""Reclaim old copies: the schemas a move (or drop-replica) left behind on a server.
 
 A move ends with the old copy out of the replica set, its rows where they were
 (`storage.moves`). On a MySQL/MariaDB backend a shard's copy is the schema
-`NAME_s{n}` of the backend's graph NAME, made for every shard when the backend
-joined the map, so the schemas alone say nothing; the map does. A copy is
-*old* when it holds rows and
+`NAME_s{n}` of the backend's graph NAME; a server gets one for every shard when
+the graph is created there (when it joins a map), so the schemas alone say
+nothing; the map does. A copy is *old* when its schema exists and
 
 * the map does not place the shard on that backend, and no move the map
   records (pending or in progress) names the backend as the shard's target or
-  source — checked under the map's lock, held while the copy is emptied, so no
-  move can start on it meanwhile;
+  source — checked under the map's lock, held while the schema is dropped, so
+  no move can start on it meanwhile;
 * the map has not changed for `settle` seconds: the copy left the map no later
   than the file's last change, and every process using the map takes a change
   within a reload interval (`ShardMapBackend` reloads the file by content every
   second) and finishes a statement begun before within its query timeout. This
   is the same wait the movers use before they trust every process switched
   (twice the reload interval + the slowest query timeout); there is no per-process
-  acknowledgement, so a process that cannot read the map file is not covered.
+  acknowledgement, so a process that cannot read the map file is not covered
+  (its writes to a dropped copy then fail, and its journal keeps them).
 
 Only the backends the map names are looked at, each opened as the map opens
 it (its graph name and shard count, which its meta schema must confirm), so a
-schema of another graph is never a candidate. Reclaiming empties the copy's
-tables (TRUNCATE, which frees the space) and keeps the schema and the shard's
-id counter, so the shard can be placed there again later.
+schema of another graph is never a candidate. Reclaiming drops the copy's
+schema (`DROP DATABASE`: its rows, tables and id counter), empty or not, so a
+server keeps exactly the schemas of the shards the map names, and its graph's
+meta schema. Nothing of a dropped copy is needed later: a copy made there
+again starts with `make_room` — the move calls it under the map's lock before
+the copy joins the replica set — and gets its id counter raised to the
+source's (`storage.moves`).
 """
 
 from __future__ import annotations
@@ -41,19 +46,19 @@ from .sqltext import TABLE_KEYS
 
 
 class OldCopy(NamedTuple):
-    """A copy of `shard` on `backend` that the map no longer names."""
+    """A copy (schema) of `shard` on `backend` that the map does not name."""
 
     backend: str
     shard: int
     schema: str
-    rows: int
+    rows: int  # 0: an empty schema (made when the graph was created there)
 
 
 class Reclaim(NamedTuple):
     copies: list[OldCopy]  # the old copies found
     skipped: list[str]  # backends not looked at, and why
     waiting: float  # seconds until the map has been unchanged long enough (0: it has)
-    dropped: bool  # whether the copies were emptied
+    dropped: bool  # whether the copies were dropped
 
 
 def named(smap: ShardMap, shard: int, backend: str) -> bool:
@@ -70,11 +75,11 @@ def settle_of(smap: ShardMap) -> float:
 
 
 def reclaim(path: str | Path, *, drop: bool = False, settle: float | None = None) -> Reclaim:
-    """The copies on the map's backends that the map no longer names and that hold rows;
-    with `drop`, empty them — only once the map has been unchanged for `settle` seconds
+    """The copies (schemas) on the map's backends that the map does not name; with
+    `drop`, drop them — only once the map has been unchanged for `settle` seconds
     (default: `settle_of`), else InvalidRequest saying how long to wait.
 
-        reclaim("cluster.toml")              # a dry run: what would be emptied
+        reclaim("cluster.toml")              # a dry run: what would be dropped
         reclaim("cluster.toml", drop=True)
     """
     file = Path(path)
@@ -98,7 +103,7 @@ def reclaim(path: str | Path, *, drop: bool = False, settle: float | None = None
                 for copy in copies:
                     member = cluster.member(copy.backend)
                     assert isinstance(member, MySQLBackend)
-                    member.empty_shard(copy.shard)
+                    member.drop_shard(copy.shard)
             return Reclaim(copies, skipped, waiting, drop and bool(copies))
     finally:
         cluster.close()
@@ -123,11 +128,21 @@ def _old_copies(cluster: ShardMapBackend, smap: ShardMap) -> tuple[list[OldCopy]
         if shards is None or int(shards) != smap.shards:
             skipped.append(f"{name}: its graph does not say {smap.shards} shards")
             continue
-        for shard in range(smap.shards):
+        for shard in member.held_shards():
             if named(smap, shard, name):
                 continue
             rows = sum(member.count_rows(shard, table) for table in TABLE_KEYS)
-            if rows:
-                schema = f"{member.settings.name}_s{shard}"
-                copies.append(OldCopy(name, shard, schema, rows))
+            copies.append(OldCopy(name, shard, f"{member.settings.name}_s{shard}", rows))
     return copies, skipped
+
+
+def make_room(cluster: ShardMapBackend, smap: ShardMap, backend: str, shard: int) -> None:
+    """Make sure `backend` has a schema for `shard` (reclaim may have dropped it): called
+    under the map's lock before a copy of the shard joins the replica set there. Only a
+    MySQL/MariaDB server is opened for it (reclaim leaves the others alone)."""
+    url = smap.backends[backend].url
+    if url is None or not url.startswith(("mysql:", "mariadb:")):
+        return
+    member = cluster.member(backend)
+    if isinstance(member, MySQLBackend):
+        member.make_shard(shard)
