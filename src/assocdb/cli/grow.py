@@ -46,8 +46,8 @@ def shards_reclaim(shard_map: str, drop: bool) -> None:
 @click.command("rebalance")
 @click.argument("shard_map", type=MAP)
 @click.option("--to", "target", help="Only this backend receives shards (a new server).")
-@click.option("--parallel", default=1, show_default=True, type=click.IntRange(1, 16),
-              help="Moves run at once.")  # fmt: skip
+@click.option("--parallel", default=2, show_default=True, type=click.IntRange(1, 16),
+              help="Moves run at once (two hide each move's wait for the map).")  # fmt: skip
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True),
               help="Cap each move's copy at this many rows/s (default: no cap).")  # fmt: skip
 @click.option("--limit", type=click.IntRange(1), help="Plan at most this many moves.")
@@ -63,7 +63,7 @@ def shards_rebalance(
     replan: bool,
 ) -> None:
     """Plan moves that even out rows per server (onto --to only, if given), show the plan
-    (shards, rows, estimated time) and run it, one move (or --parallel N) at a time, with
+    (shards, rows, estimated time) and run it, --parallel moves at a time, with
     progress and ETA. Killed or interrupted, the same command resumes the saved plan.
 
     Example: assocdb shards rebalance cluster.toml --to db4
