@@ -140,3 +140,30 @@ def test_the_store_holds_exactly_the_writes_the_journal_took(
     assert stored == mirrored == model
     assert g.check_counts() == []
     g.close()
+
+
+def test_an_error_after_the_prepared_shards_committed_queues_the_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Something fails after the round's shards committed (the applier's bookkeeping):
+    nothing is rolled back twice (the cache's write marks stay balanced), the journaled
+    writes are `queued`, not refused, and their retries change nothing."""
+    g = open_graph(tmp_path / "g")
+    applier = g.engine.applier
+    commit_batch = applier.commit_batch
+
+    def committed_then_broken(batch: Any, jobs: Any) -> list[bool]:
+        commit_batch(batch, jobs)
+        raise RuntimeError("a bug after the commit (test)")
+
+    monkeypatch.setattr(applier, "commit_batch", committed_then_broken)
+    assert g.assoc_add(4, "follows", 3).status == "queued"
+    monkeypatch.undo()
+    assert g.drain(timeout=60)
+    assert g.assoc_count(3, "followed_by") == 1
+    assert g.assoc_count(4, "follows") == 1
+    assert g.check_counts() == []
+    assert g.engine.cache is None or not g.engine.cache._writing
+    assert g.assoc_add(5, "follows", 3).status == "applied"
+    assert g.assoc_count(3, "followed_by") == 2
+    g.close()

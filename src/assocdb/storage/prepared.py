@@ -30,9 +30,9 @@ __all__ = ["Prepared", "can_prepare", "prepare"]
 
 class Prepared:
     """An open shard transaction holding a leg's merged rows: `commit` or `rollback` it
-    (exactly once), from the thread that prepared it."""
+    once, from the thread that prepared it (a `rollback` after either does nothing)."""
 
-    __slots__ = ("_backend", "_held", "_session", "changes", "shard")
+    __slots__ = ("_backend", "_held", "_session", "changes", "finished", "shard")
 
     def __init__(
         self, backend: SQLBackend, shard: int, held: ExitStack, session: Session, changes: Changes
@@ -43,10 +43,15 @@ class Prepared:
         self.shard = shard
         #: What the transaction changes (the cache learns it once committed).
         self.changes = changes
+        #: Committed or rolled back: a second `commit` or `rollback` does nothing.
+        self.finished = False
 
     def commit(self) -> Changes:
         """COMMIT; what it changed. On failure it is rolled back (a lost COMMIT may have
         committed: the journal's retry finds the rows stored and changes nothing)."""
+        if self.finished:
+            raise RuntimeError(f"shard {self.shard}: the prepared transaction has ended")
+        self.finished = True
         try:
             self._backend._run(self._session, self.shard, "COMMIT")
         except BaseException:
@@ -58,6 +63,9 @@ class Prepared:
 
     def rollback(self) -> None:
         """Undo everything the transaction did, and give the shard's write turn back."""
+        if self.finished:
+            return
+        self.finished = True
         try:
             self._backend._rollback(self._session, self.shard)
         finally:

@@ -189,9 +189,10 @@ class ShardWriter:
         return None
 
     def rollback_batch(self, prepared: Sequence[Preparing]) -> None:
-        """Roll back every prepared leg (the journal did not take their jobs)."""
+        """Roll back every prepared leg (the journal did not take their jobs); legs already
+        committed or rolled back are left as they are."""
         for p in prepared:
-            if isinstance(p, BaseException):
+            if isinstance(p, BaseException) or (p.txn is not None and p.txn.finished):
                 continue
             try:
                 if p.txn is not None:
