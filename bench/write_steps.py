@@ -1,6 +1,6 @@
 """Where a lone durable write's time goes (issue 37), step by step.
 
-    python -m bench.write_steps [--preload N] [--writes W] [--rounds R] [--fence-seconds S]
+    python -m bench.write_steps [--preload N] [--writes W] [--rounds R] [--ab]
 
 Preloads a 16-shard graph with N random `follows` edges (inverse
 `followed_by`, ids over 2,000,000; default 1,000,000) and a bare file with
@@ -12,13 +12,22 @@ each). Each step of assocdb's write path is timed by wrapping its method
 
 * resolve: the reads before journaling (`Pipeline._read_current`, one
   statement per shard and kind) and the pure resolution around them;
-* journal: `Journal._commit`, the INSERT and the fsynced COMMIT;
-* apply: `Applier.run_batch`, of which `SQLBackend.apply` is the shard
-  transactions (BEGIN IMMEDIATE, read the written keys, upsert the edges and
-  the counts, COMMIT, per touched shard);
-* the rest: the API, the pipeline's bookkeeping, the cache's changes;
+* journal + prepare, overlapped (`Overlap.journal`): the journal's INSERT
+  and fsynced COMMIT (`Journal._commit`, on the helper thread) while the
+  writer's thread opens and fills the shard transactions
+  (`Applier.prepare_batch`: BEGIN IMMEDIATE, read the written keys, upsert
+  the edges and the counts, per touched shard; no COMMIT);
+* commit: the shards' COMMITs, the cache's changes, the applier's
+  bookkeeping (`Applier.commit_batch`);
+* apply, not overlapped (`Applier.run_batch`): rounds that are not prepared
+  (none, for lone edge writes on SQLite);
+* the rest: the API, the pipeline's bookkeeping;
 * off the write path: the fence's shard fsyncs (`make_durable`, the
   retrier's thread), per write.
+
+With `--ab`, each round also writes W lone `assoc_add`s with the overlap off
+(journal, then prepare and commit: the write path before issue 37's overlap),
+an A/B pair on the same tree.
 
 Figures are µs per write, the median over the rounds (spread in brackets).
 """
@@ -36,11 +45,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from assocdb.storage.sql import SQLBackend
 from assocdb.storage.sqlite import SQLiteBackend
 from assocdb.writes import fence
 from assocdb.writes.applier import Applier
 from assocdb.writes.journal import Journal
+from assocdb.writes.overlap import Overlap
 from assocdb.writes.pipeline import Pipeline
 
 from .writes import NODES, Bare, preloaded_graph
@@ -48,11 +57,20 @@ from .writes import NODES, Bare, preloaded_graph
 STEPS = [
     ("resolve: reads before journaling", Pipeline, "_read_current"),
     ("resolve: in all", Pipeline, "_resolve"),
-    ("journal: INSERT + fsynced COMMIT", Journal, "_commit"),
-    ("apply: in all", Applier, "run_batch"),
-    ("apply: shard transactions", SQLBackend, "apply"),
+    ("journal + prepare, overlapped: in all", Overlap, "journal"),
+    ("  journal: INSERT + fsynced COMMIT", Journal, "_commit"),
+    ("  prepare: shard transactions, no COMMIT", Applier, "prepare_batch"),
+    ("commit: shard COMMITs, cache, bookkeeping", Applier, "commit_batch"),
+    ("apply, not overlapped: in all", Applier, "run_batch"),
     ("pipeline in all", Pipeline, "submit"),
     ("(off the path) fence fsyncs", SQLiteBackend, "make_durable"),
+]
+#: The steps that follow one another on the writer's thread (the rest is the API's).
+SERIAL = [
+    "resolve: in all",
+    "journal + prepare, overlapped: in all",
+    "commit: shard COMMITs, cache, bookkeeping",
+    "apply, not overlapped: in all",
 ]
 
 
@@ -67,6 +85,38 @@ def timed(spent: dict[str, float], label: str, method: Callable[..., Any]) -> Ca
     return call
 
 
+def lone_writes(graph: Any, rnd: random.Random, writes: int, latencies: list[float]) -> float:
+    """Write `writes` random edges one at a time; the seconds it took."""
+    started = time.perf_counter()
+    for _ in range(writes):
+        a, b = rnd.randrange(1, NODES), rnd.randrange(1, NODES)
+        t = time.perf_counter()
+        graph.assoc_add(a, "follows", b)
+        latencies.append(time.perf_counter() - t)
+    return time.perf_counter() - started
+
+
+def ab_round(
+    graph: Any,
+    rnd: random.Random,
+    writes: int,
+    spent: dict[str, float],
+    rows: dict[str, list[float]],
+    latencies: dict[str, list[float]],
+) -> None:
+    """A round of lone writes with the overlap off (journal, then apply)."""
+    overlap = graph.engine.pipeline.overlap
+    overlap.enabled = False
+    spent.clear()
+    try:
+        total = lone_writes(graph, rnd, writes, latencies["assoc_add, overlap off"])
+    finally:
+        overlap.enabled = True
+    rows["overlap off (A/B): assoc_add, in all"].append(total)
+    for label in ("  journal: INSERT + fsynced COMMIT", "apply, not overlapped: in all"):
+        rows[f"overlap off (A/B): {label.strip()}"].append(spent[label])
+
+
 def main(args: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.write_steps")
     parser.add_argument("--preload", type=int, default=1_000_000)
@@ -74,6 +124,11 @@ def main(args: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--fence-seconds", type=float, default=fence.FENCE_SECONDS, help="(an experiment)"
+    )
+    parser.add_argument(
+        "--ab",
+        action="store_true",
+        help="each round also writes with the overlap off (journal, then apply): an A/B pair",
     )
     options = parser.parse_args(args)
     fence.FENCE_SECONDS = options.fence_seconds
@@ -90,22 +145,15 @@ def main(args: list[str] | None = None) -> None:
         latencies: dict[str, list[float]] = defaultdict(list)
         for _ in range(options.rounds):
             spent.clear()
-            started = time.perf_counter()
-            for _ in range(options.writes):
-                a, b = rnd.randrange(1, NODES), rnd.randrange(1, NODES)
-                t = time.perf_counter()
-                graph.assoc_add(a, "follows", b)
-                latencies["assoc_add"].append(time.perf_counter() - t)
-            total = time.perf_counter() - started
+            total = lone_writes(graph, rnd, options.writes, latencies["assoc_add"])
             rows["assoc_add, in all"].append(total)
             for label, _, _ in STEPS:
                 rows[label].append(spent[label])
             rows["the rest (API, pipeline, cache)"].append(
-                total
-                - spent["resolve: in all"]
-                - spent["journal: INSERT + fsynced COMMIT"]
-                - spent["apply: in all"]
+                total - sum(spent[label] for label in SERIAL)
             )
+            if options.ab:
+                ab_round(graph, rnd, options.writes, spent, rows, latencies)
             started = time.perf_counter()
             for _ in range(options.writes):
                 t = time.perf_counter()

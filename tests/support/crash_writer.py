@@ -8,6 +8,13 @@ With KILL_AT, it writes in `Graph.batch()`es of 200 instead and kills itself
 at its KILL_AT-th shard statement: in the middle of a batch's shard
 transactions, after the batch was journaled (fsynced) but before all its legs
 are applied, or between a shard's commit and the fence that syncs it.
+
+With KILL_AT and WHERE it kills itself, from its KILL_AT-th shard statement on,
+while a batch's shard transactions are prepared during its journal commit
+(`writes.overlap`): WHERE is `during` (at a shard's BEGIN once the journal's
+commit has begun: earlier shards prepared, the fsync in flight), `journaled`
+(just after the journal's commit returned, before any shard's COMMIT) or
+`unjournaled` (just before the journal's commit).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Any
 
 import assocdb
 
@@ -26,6 +34,9 @@ def main() -> None:
     graph.define_assoc("follows", inverse="followed_by")
     lock = threading.Lock()
     out = sys.stdout
+    if len(sys.argv) > 5:
+        prepared(graph, count, int(sys.argv[4]), sys.argv[5])
+        return
     if len(sys.argv) > 4:
         batches(graph, count, int(sys.argv[4]))
         return
@@ -56,6 +67,56 @@ def batches(graph: assocdb.Graph, count: int, kill_at: int) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
     graph.engine.backend.faults.append(kill_there)
+    for start in range(0, count, 200):
+        with graph.batch() as batch:
+            for n in range(start, start + 200):
+                batch.assoc_add(n // 300 + 1, "follows", n % 300 + 1_000, time=n)
+        sys.stdout.write(
+            "".join(f"{n // 300 + 1} {n % 300 + 1_000}\n" for n in range(start, start + 200))
+        )
+        sys.stdout.flush()
+
+
+def prepared(graph: assocdb.Graph, count: int, kill_at: int, where: str) -> None:
+    journal = graph.engine.journal
+    commit = journal._commit
+    cond = threading.Condition()
+    # Shard statements; rounds whose shard transactions began being prepared (a
+    # BEGIN after the last round's COMMITs); journal commits begun (one a round).
+    seen = {"statements": 0, "prepared": 0, "open": 0, "journaled": 0}
+
+    def kill() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def shard_statement(shard: int, sql: str) -> None:
+        with cond:
+            seen["statements"] += 1
+            if sql == "COMMIT":  # the round's journal commit returned
+                seen["open"] = 0
+            elif sql.startswith("BEGIN"):
+                if not seen["open"]:
+                    seen["open"] = 1
+                    seen["prepared"] += 1
+                    cond.notify_all()
+                if where == "during" and seen["statements"] >= kill_at:
+                    cond.wait_for(lambda: seen["journaled"] >= seen["prepared"], timeout=60)
+                    kill()
+
+    def gated_commit(batch: Any) -> None:
+        with cond:
+            seen["journaled"] += 1
+            cond.notify_all()
+            # This round's shard transactions are being prepared: the commit overlaps them.
+            cond.wait_for(lambda: seen["prepared"] >= seen["journaled"], timeout=60)
+            late = seen["statements"] >= kill_at
+        if where == "unjournaled" and late:
+            kill()
+        commit(batch)
+        if where == "journaled" and late:
+            kill()
+
+    journal._commit = gated_commit  # type: ignore[method-assign]
+    graph.engine.backend.faults.append(shard_statement)
     for start in range(0, count, 200):
         with graph.batch() as batch:
             for n in range(start, start + 200):

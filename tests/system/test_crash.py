@@ -63,6 +63,47 @@ def test_a_crash_inside_a_batchs_shard_transactions_loses_nothing(
     check_after_crash(directory, acked)
 
 
+@pytest.mark.parametrize(
+    ("where", "seed"),
+    [(where, seed) for where in ("during", "journaled", "unjournaled") for seed in range(3)],
+)
+def test_a_crash_while_shard_transactions_are_prepared_during_the_journal_fsync(
+    tmp_path: Path, where: str, seed: int
+) -> None:
+    """Killed while a batch's shard transactions are open, prepared during its journal
+    commit (`writes.overlap`): at a shard's BEGIN while the journal commits, just after
+    the journal's commit returned, or just before it. On reopen the replay makes
+    everything right: every acknowledged write is there, the batch in flight is there
+    whole if it was journaled and not at all if not, nothing else, counts exact."""
+    directory = tmp_path / "graph"
+    kill_at = random.Random(seed).randrange(20, 400)
+    acked = run_and_kill(directory, 10**9, str(kill_at), where)  # it kills itself
+    assert len(acked) % 200 == 0  # whole batches
+    start = len(acked)
+    flight = {(n // 300 + 1, n % 300 + 1_000) for n in range(start, start + 200)}
+    check_after_crash(directory, acked)
+    with assocdb.open(directory) as graph:
+        stored = {
+            (id1, a.id2)
+            for id1 in range(1, (start + 200) // 300 + 2)
+            for a in graph.assoc_range(id1, "follows", limit=6000)
+        }
+        mirrored = {
+            (a.id2, id2)
+            for id2 in range(1_000, 1_300)
+            for a in graph.assoc_range(id2, "followed_by", limit=6000)
+        }
+        assert mirrored == stored
+        assert graph.check_inverses() == []
+    landed = stored - acked
+    if where == "journaled":
+        assert landed == flight
+    elif where == "unjournaled":
+        assert landed == set()  # nothing applied that was not journaled
+    else:
+        assert landed in (set(), flight)  # the journal's commit decides: all or nothing
+
+
 def check_after_crash(directory: Path, acked: set[tuple[int, int]]) -> None:
     with assocdb.open(directory) as graph:  # replays what the crash left
         assert graph.drain(timeout=60)

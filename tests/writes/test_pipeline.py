@@ -616,14 +616,14 @@ def test_a_row_the_store_refuses_does_not_park_the_writes_batched_with_it(
     of them. The others are retried on their own, not parked as bad jobs at once."""
     g = open_graph(tmp_path / "g", retry=assocdb.RetryPolicy(base=0.01, cap=0.05))
     backend = g.engine.backend
-    apply = backend.apply
+    apply = backend._apply  # the transaction's body, prepared or not (`storage.prepared`)
 
-    def refusing(shard: int, edges: Any, objects: Any, nodes: Any) -> Any:
+    def refusing(session: Any, shard: int, edges: Any, objects: Any, nodes: Any) -> Any:
         if any(edge[0] == 1 and edge[2] == 2 for edge in edges):  # the row 1 -> 2
             raise map_driver_error(sqlite3.DataError("value out of range (test)"), "shard")
-        return apply(shard, edges, objects, nodes)
+        return apply(session, shard, edges, objects, nodes)
 
-    monkeypatch.setattr(backend, "apply", refusing)
+    monkeypatch.setattr(backend, "_apply", refusing)
     assert shard_of(1, 4) == shard_of(5, 4)  # both rows in one transaction
     with g.batch() as b:
         refused = b.assoc_add(1, "follows", 2)
@@ -743,7 +743,7 @@ def test_an_unexpected_error_applying_a_round_queues_its_writes(
     and applied in the background, and the batch's next round still goes through."""
     g = open_graph(tmp_path / "g")
     applier = g.engine.applier
-    run_batch = applier.run_batch
+    run_batch, commit_batch = applier.run_batch, applier.commit_batch
     calls: list[int] = []
 
     def broken_once(jobs: Any) -> list[bool]:
@@ -752,7 +752,14 @@ def test_an_unexpected_error_applying_a_round_queues_its_writes(
             raise RuntimeError("a bug (test)")
         return run_batch(jobs)
 
+    def commit_broken_once(batch: Any, jobs: Any) -> list[bool]:  # (prepared: `writes.overlap`)
+        calls.append(len(jobs))
+        if len(calls) == 1:
+            raise RuntimeError("a bug (test)")  # its prepared transactions are rolled back
+        return commit_batch(batch, jobs)
+
     monkeypatch.setattr(applier, "run_batch", broken_once)
+    monkeypatch.setattr(applier, "commit_batch", commit_broken_once)
     with g.batch() as b:
         first = b.assoc_add(1, "follows", 2)
         added = b.obj_add("user", {"name": "ada"}, id=77)

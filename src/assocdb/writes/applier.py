@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import ExitStack
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..cache.tier1 import Cache
 from ..core.errors import AssocdbError, Unavailable
@@ -54,7 +54,7 @@ from .journal import Journal
 from .nodejob import node_job_page
 from .pending import Pending
 from .retrier import Background
-from .shards import Landed, ShardWriter, landed_somewhere
+from .shards import Landed, Preparing, ShardWriter, landed_somewhere
 from .work import Work, decode, encode
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "Applier",
     "ApplyStats",
     "Pending",
+    "PreparedBatch",
     "RetryPolicy",
     "ShardHealth",
     "Work",
@@ -74,6 +75,19 @@ __all__ = [
     "replay",
     "restamped",
 ]
+
+
+class PreparedBatch(NamedTuple):
+    """A batch of jobs' rows as one leg per touched shard (in shard order), the jobs
+    with rows on each shard (by index), when it started, and, once prepared, each
+    leg's open transaction or why it could not be opened."""
+
+    rows: list[Rows]
+    legs: list[Leg]
+    members: dict[int, set[int]]
+    start: float
+    prepared: list[Preparing]
+
 
 NODE_JOB_PAGE = 2000  # edges moved per page of a NodeJob
 NODE_JOB_PAGES = 10  # pages per turn before a NodeJob yields to other work
@@ -210,10 +224,33 @@ class Applier:
         a failed shard sends only the jobs with rows there to the error queue, with
         their other legs recorded as done."""
         start = time.perf_counter()
+        batch = self._by_shard([rows for _, rows in jobs], start)
+        outcomes = self.shards.write_batch(batch.legs)
+        return self._settle(jobs, batch, outcomes)
+
+    def prepare_batch(self, rows: Sequence[Rows]) -> PreparedBatch:
+        """`run_batch` up to its shards' COMMITs, before the jobs are journaled: each
+        touched shard's transaction opened and filled (`ShardWriter.prepare_batch`).
+        Then `commit_batch` once the journal holds them, or `rollback_batch`."""
+        batch = self._by_shard(rows, time.perf_counter())
+        return batch._replace(prepared=self.shards.prepare_batch(batch.legs))
+
+    def commit_batch(self, batch: PreparedBatch, jobs: Sequence[int]) -> list[bool]:
+        """Commit a prepared batch whose rows the journal holds as `jobs` (in the order
+        prepared); whether each job is now fully applied, as `run_batch`."""
+        outcomes = self.shards.commit_batch(batch.prepared)
+        return self._settle(list(zip(jobs, batch.rows, strict=True)), batch, outcomes)
+
+    def rollback_batch(self, batch: PreparedBatch) -> None:
+        """Undo a prepared batch (the journal did not take it)."""
+        self.shards.rollback_batch(batch.prepared)
+
+    def _by_shard(self, jobs: Sequence[Rows], start: float) -> PreparedBatch:
+        """The jobs' rows as one leg per touched shard, in shard order."""
         by_shard: dict[int, Leg] = {}
         members: dict[int, set[int]] = {}  # shard -> indexes of the jobs with rows there
         n = self._shards
-        for index, (_, rows) in enumerate(jobs):
+        for index, rows in enumerate(jobs):
             for edge in rows.edges:
                 _leg(by_shard, members, shard_of(edge[0], n), index).edges.append(edge)
             for obj in rows.objects:
@@ -222,21 +259,31 @@ class Applier:
                 _leg(by_shard, members, shard_of(node[0], n), index).nodes.append(node)
             for shard, *entry in rows.index:
                 _leg(by_shard, members, shard, index).entries.append(tuple(entry))  # type: ignore[arg-type]
-        order = sorted(by_shard)
-        outcomes = self.shards.write_batch([by_shard[shard] for shard in order])
+        legs = [by_shard[shard] for shard in sorted(by_shard)]
+        return PreparedBatch(list(jobs), legs, members, start, [])
+
+    def _settle(
+        self,
+        jobs: Sequence[tuple[int, Rows]],
+        batch: PreparedBatch,
+        outcomes: Sequence[BaseException | None],
+    ) -> list[bool]:
+        """Record how a batch's shards went: the jobs applied, and the jobs with rows on a
+        failed shard sent to the error queue."""
+        members = batch.members
         failed_shards = {
-            shard: exc for shard, exc in zip(order, outcomes, strict=True) if exc is not None
+            leg.shard: exc for leg, exc in zip(batch.legs, outcomes, strict=True) if exc is not None
         }
         hit = {index for shard in failed_shards for index in members[shard]}
         applied = [job for index, (job, _) in enumerate(jobs) if index not in hit]
-        self._applied(applied, set(by_shard))
-        seconds = time.perf_counter() - start
+        self._applied(applied, {leg.shard for leg in batch.legs})
+        seconds = time.perf_counter() - batch.start
         for _ in applied:
             self.stats.record(seconds, ok=True, retry=False, bad=False)
         if hit:
             shared = {shard for shard in failed_shards if len(members[shard]) > 1}
             hit_jobs = [jobs[index] for index in sorted(hit)]
-            self._batch_failed(hit_jobs, failed_shards, shared, start)
+            self._batch_failed(hit_jobs, failed_shards, shared, batch.start)
         return [index not in hit for index in range(len(jobs))]
 
     def _batch_failed(

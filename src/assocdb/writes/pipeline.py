@@ -69,7 +69,8 @@ import msgspec
 from ..core.clock import HybridClock
 from ..core.errors import AssocdbError, InvalidRequest, KeyTaken, Unavailable
 from ..core.ops import ObjectWrite, Operation, RowKey, Rows, Stored, is_rejection
-from .applier import FENCE_JOBS, Applier, encode, exclusive, reads_of, restamped
+from .applier import FENCE_JOBS, Applier, PreparedBatch, encode, exclusive, reads_of, restamped
+from .overlap import Overlap
 
 log = logging.getLogger("assocdb.journal")
 #: How long the pipeline waits, after a batch that answered several writers, for them
@@ -121,12 +122,20 @@ class _Entry:
 class _Journaled:
     """A round that is journaled (acknowledged), to apply."""
 
-    __slots__ = ("entries", "handled", "jobs", "works")
+    __slots__ = ("entries", "handled", "jobs", "prepared", "works")
 
-    def __init__(self, entries: list[_Entry], jobs: list[int], works: list[Submitted]) -> None:
+    def __init__(
+        self,
+        entries: list[_Entry],
+        jobs: list[int],
+        works: list[Submitted],
+        prepared: PreparedBatch | None = None,
+    ) -> None:
         self.entries = entries
         self.jobs = jobs
         self.works = works
+        #: Its shard transactions, prepared while it was journaled (`writes.overlap`).
+        self.prepared = prepared
         #: The jobs an attempt was made for (applied, or sent to the error queue).
         self.handled: set[int] = set()
 
@@ -140,6 +149,7 @@ class Pipeline:
         self.applier = applier
         self._now = now or HybridClock().now  # the Graph's clock
         self.journal = applier.journal
+        self.overlap = Overlap(applier)
         self.sync = sync
         self.batches = 0  # batches taken, and the writes in them: for benchmarks and tests
         self.writes = 0
@@ -209,6 +219,7 @@ class Pipeline:
             thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
+        self.overlap.close()
 
     # -- the pipeline's thread --------------------------------------------------------
 
@@ -300,8 +311,14 @@ class Pipeline:
         live = [(e, w) for e, w in zip(entries, works, strict=True) if w is not None]
         if not live:
             return None
+        prepared = None
         try:
-            jobs = self.journal.append_many([encode(work) for _, work in live])
+            bodies = [encode(work) for _, work in live]
+            if self._overlaps(live, more):
+                rows = [work for _, work in live]
+                jobs, prepared = self.overlap.journal(bodies, rows)  # type: ignore[arg-type]
+            else:
+                jobs = self.journal.append_many(bodies)
         except BaseException as exc:  # not journaled: not acknowledged
             claims.release(entries)
             for entry, _ in live:
@@ -324,7 +341,17 @@ class Pipeline:
         if not applying:
             return None
         return _Journaled(
-            [e for _, e, _ in applying], [j for j, _, _ in applying], [w for _, _, w in applying]
+            [e for _, e, _ in applying],
+            [j for j, _, _ in applying],
+            [w for _, _, w in applying],
+            prepared,
+        )
+
+    def _overlaps(self, live: list[tuple[_Entry, Submitted]], more: bool) -> bool:
+        """Whether the round's shard transactions are prepared while it is journaled
+        (`writes.overlap`): on a local engine, when it is all concrete rows applied now."""
+        return self.overlap.enabled and all(
+            isinstance(work, Rows) and (entry.sync or more) for entry, work in live
         )
 
     def _resolve(self, entries: list[_Entry]) -> list[Submitted | None]:
@@ -412,6 +439,8 @@ class Pipeline:
             self._apply_round(journaled)
         except Exception:
             log.exception("applying %d journaled writes failed", len(journaled.jobs))
+            if journaled.prepared is not None and not journaled.handled:
+                self.applier.rollback_batch(journaled.prepared)  # (the retries apply them)
             for job, work, entry in zip(
                 journaled.jobs, journaled.works, journaled.entries, strict=True
             ):
@@ -429,7 +458,11 @@ class Pipeline:
             for job, work in zip(journaled.jobs, journaled.works, strict=True)
             if isinstance(work, Rows)
         ]
-        applied = dict(zip([job for job, _ in concrete], applier.run_batch(concrete), strict=True))
+        if journaled.prepared is not None:  # (every job of the round, in its order)
+            outcomes = applier.commit_batch(journaled.prepared, journaled.jobs)
+        else:
+            outcomes = applier.run_batch(concrete)
+        applied = dict(zip([job for job, _ in concrete], outcomes, strict=True))
         journaled.handled.update(applied)
         for job, work, entry in zip(
             journaled.jobs, journaled.works, journaled.entries, strict=True

@@ -8,6 +8,11 @@ order, skipping the ones already done, and says which landed; `write_batch`
 writes the legs of a batch of jobs, one per shard, overlapping the shards'
 commits on database servers. Reads of current rows go through the same
 breaker (`read`).
+
+`prepare_batch` and `commit_batch` split `write_batch` in two for the
+pipeline's overlap with the journal's fsync (`storage.prepared`): each leg's
+transaction is opened and filled, then committed (the cache told, the index
+entries written) or, if the journal failed, rolled back (`rollback_batch`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from ..core.cachekeys import COUNTS, OBJECT, PREFIX, CacheKey
 from ..core.errors import Unavailable
 from ..core.ops import Leg
 from ..storage.backend import Backend
+from ..storage.prepared import Prepared, prepare
 from .health import ShardHealth
 
 T = TypeVar("T")
@@ -36,6 +42,19 @@ class Landed(NamedTuple):
     done: int
     shards: list[int]
     errors: list[BaseException]
+
+
+class PreparedLeg(NamedTuple):
+    """A leg whose shard transaction is open (`txn`: None when it has only index
+    entries), and the cache entries it announced (`Cache.writing`)."""
+
+    leg: Leg
+    txn: Prepared | None
+    tickets: list[CacheKey]
+
+
+#: A leg of a prepared batch: open, or why it could not be prepared.
+Preparing = PreparedLeg | BaseException
 
 
 class ShardWriter:
@@ -107,6 +126,80 @@ class ShardWriter:
                     cache.written(tickets)
         if leg.entries:  # secondary index entries: no cache holds them
             self.backend.index_apply(leg.shard, leg.entries)
+
+    def prepare_batch(self, legs: Sequence[Leg]) -> list[Preparing]:
+        """Open each leg's transaction, in order (`storage.prepared`); a shard that fails
+        (or is cooling down) gives its error instead, and the others go on."""
+        prepared: list[Preparing] = []
+        try:
+            for leg in legs:
+                prepared.append(self._prepare_leg(leg))
+        except BaseException:  # (an interrupt) no transaction is left open
+            self.rollback_batch(prepared)
+            raise
+        return prepared
+
+    def _prepare_leg(self, leg: Leg) -> Preparing:
+        try:
+            self.health.check(leg.shard)
+        except Unavailable as exc:  # cooling down: not a new failure of the shard
+            return exc
+        try:
+            return self._prepare(leg)
+        except Exception as exc:  # a bug or a bad row must not lose the write
+            if isinstance(exc, Unavailable):
+                self.health.leg_failed(leg.shard, exc)
+            return exc
+
+    def _prepare(self, leg: Leg) -> PreparedLeg:
+        if not (leg.edges or leg.objects or leg.nodes):
+            return PreparedLeg(leg, None, [])
+        tickets = _tickets(leg) if self.cache is not None else []
+        if self.cache is not None:
+            self.cache.writing(tickets)  # no fill lands between the commit and `apply`
+        try:
+            txn = prepare(self.backend, leg.shard, leg.edges, leg.objects, leg.nodes)  # type: ignore[arg-type]
+        except BaseException:
+            if self.cache is not None:
+                self.cache.written(tickets)
+            raise
+        return PreparedLeg(leg, txn, tickets)
+
+    def commit_batch(self, prepared: Sequence[Preparing]) -> list[BaseException | None]:
+        """Commit each prepared leg (the journal holds its jobs); each one's error, or None."""
+        return [p if isinstance(p, BaseException) else self._commit(p) for p in prepared]
+
+    def _commit(self, prepared: PreparedLeg) -> BaseException | None:
+        leg = prepared.leg
+        try:
+            if prepared.txn is not None:
+                changes = prepared.txn.commit()
+                if self.cache is not None:
+                    self.cache.apply(changes)
+            if leg.entries:  # secondary index entries: their own transaction, as `apply`
+                self.backend.index_apply(leg.shard, leg.entries)
+        except Exception as exc:
+            if isinstance(exc, Unavailable):
+                self.health.leg_failed(leg.shard, exc)
+            return exc
+        finally:
+            if prepared.tickets and self.cache is not None:
+                self.cache.written(prepared.tickets)
+        self.health.succeeded(leg.shard)
+        return None
+
+    def rollback_batch(self, prepared: Sequence[Preparing]) -> None:
+        """Roll back every prepared leg (the journal did not take their jobs); legs already
+        committed or rolled back are left as they are."""
+        for p in prepared:
+            if isinstance(p, BaseException) or (p.txn is not None and p.txn.finished):
+                continue
+            try:
+                if p.txn is not None:
+                    p.txn.rollback()
+            finally:
+                if p.tickets and self.cache is not None:
+                    self.cache.written(p.tickets)
 
     def read(self, read: Callable[..., T], shard: int, *args: Any) -> T:
         """One read of a shard, reported to its circuit breaker like a leg.
