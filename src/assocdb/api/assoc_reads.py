@@ -20,6 +20,7 @@ from ..core.scans import EdgeScan, ListRow, normal_assocs
 from ..core.schema import AssocType
 from .engine import Engine
 from .kept import column_records, shareable_data
+from .ttl_reads import Expiry
 
 # A plain int, not the IntEnum member: a driver adapts an int subclass on a slower
 # path (psycopg: about 6 µs of a 60 µs uncached read).
@@ -42,6 +43,9 @@ class AssocReads:
         self._backend = engine.backend
         self._cache = engine.cache
         self._shards = engine.shards
+        #: Where an edge of a type with a ttl becomes invisible (`core.ttl`); every read
+        #: of such a type bounds its time by it, and types without one never ask.
+        self.expiry = Expiry(engine)
 
     def assoc_get(
         self,
@@ -56,6 +60,8 @@ class AssocReads:
         wanted = _id_list(id2s, kind.limit)
         high = check_int64(high, "high") if high is not None else None
         low = check_int64(low, "low") if low is not None else None
+        if kind.ttl is not None:
+            low = self.expiry.low(kind, low)
         index = self._index_from_cache(id1, kind)
         if index is not None:
             found = [index[id2] for id2 in wanted if id2 in index]
@@ -76,6 +82,12 @@ class AssocReads:
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         code = state_code(state)
+        if kind.ttl is not None:
+            return self.expiry.count(id1, kind, code, self._stored_count(id1, kind, code))
+        return self._stored_count(id1, kind, code)
+
+    def _stored_count(self, id1: int, kind: AssocType, code: int) -> int:
+        """The count of the list's edges in state `code` as stored, expired ones included."""
         if self._cache is not None:
             known = self._cache.count((id1, kind.id), code)
             if known is not None:
@@ -111,6 +123,8 @@ class AssocReads:
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
         kind = self._engine.assoc_type(atype)
         rows = self._backend.edges(shard_of(id1, self._shards), id1, kind.id, [id2])
+        if rows and kind.ttl is not None and rows[0].time < self.expiry.low(kind):
+            return None  # expired: gone, as it will be once the cleaner removes it
         return rows[0] if rows else None
 
     def assoc_range(self, id1: int, atype: str, pos: int = 0, limit: int = 50) -> list[Assoc]:
@@ -122,6 +136,16 @@ class AssocReads:
         """`assoc_range`; with `keep` False a miss keeps no answer (`encoded`)."""
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
+        if kind.ttl is None:
+            return self._stored_range(id1, kind, pos, limit, keep)
+        # The expired edges are the list's oldest tail: positions of the others hold.
+        low = self.expiry.low(kind)
+        return [a for a in self._stored_range(id1, kind, pos, limit, keep) if a.time >= low]
+
+    def _stored_range(
+        self, id1: int, kind: AssocType, pos: int, limit: int, keep: bool
+    ) -> list[Assoc]:
+        """assoc_range over the stored list, expired edges included."""
         if self._cache is not None and type(pos) is int and type(limit) is int:
             # (pos, limit) was checked when the answer was kept
             found = self._cache.answer((id1, kind.id), (pos, limit))
@@ -150,7 +174,8 @@ class AssocReads:
             return _encoded(self._records(read, id1, atype, args), encode)
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
-        if type(args[-1]) is not int or args[-1] > kind.limit:  # a limit the type cuts down
+        # A limit the type cuts down; or a type with a ttl, whose answers change with the clock.
+        if type(args[-1]) is not int or args[-1] > kind.limit or kind.ttl is not None:
             return _encoded(self._records(read, id1, atype, args), encode)
         key, tag = (id1, kind.id), (encode, read, *args)
         kept: tuple[bytes, int] | None = cache.answer(key, tag)
@@ -178,6 +203,8 @@ class AssocReads:
         kind = self._engine.assoc_type(atype)
         high, low = check_int64(high, "high"), check_int64(low, "low")
         limit = _limit(limit, kind)
+        if kind.ttl is not None:
+            low = self.expiry.low(kind, low)
         if low > high:
             return []
         ask = lambda entry: entry.time_range(high, low, limit)  # noqa: E731
@@ -199,6 +226,10 @@ class AssocReads:
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         cache, key, tag = self._cache, (id1, kind.id), ("page", cursor, limit)
+        # A type with a ttl pages its shard with the time bound (kept pages would age).
+        low = None if kind.ttl is None else self.expiry.low(kind)
+        if low is not None:
+            cache = None
         if cache is not None and type(limit) is int and limit <= kind.limit and _token(cursor):
             # (cursor, limit) was checked when the answer was kept
             found = cache.answer(key, tag)
@@ -218,7 +249,7 @@ class AssocReads:
                 rows = self.from_cache(id1, kind, lambda e: e.scan(seek, n), need)
             if rows is None:
                 cached = False
-                rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n))
+                rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n, None, low))
             return rows
 
         rows, next_cursor, prev_cursor = _cursor.paginate(scan, _list_key, scope, seek, limit)

@@ -220,7 +220,11 @@ def schema(directory: str, schema_file: str | None) -> None:
                 click.echo(f'inverse = "{kind.inverse}"')
             if kind.symmetric:
                 click.echo("symmetric = true")
-            click.echo(f"limit = {kind.limit}\n")
+            click.echo(f"limit = {kind.limit}")
+            if kind.ttl is not None:
+                ttl = int(kind.ttl) if kind.ttl.is_integer() else kind.ttl
+                click.echo(f"ttl = {ttl}")
+            click.echo()
         for otype in g.schema.object_types:
             click.echo(f"[object.{otype.name}]\n")
         for index in g.schema.indexes:  # what `[index.NAME]` in a schema file defines
