@@ -18,8 +18,8 @@
   type, then every entry, so entries of objects that are gone are found
   too. With `repair=True` it fixes what it finds.
 
-`start_cleaner()` runs builds and recent passes in a daemon thread, and every
-`EXPIRE_EVERY` seconds the expiry pass of types with a ttl (`api.expiry`).
+`start_cleaner()` runs builds and recent passes in a daemon thread, and once
+every `EXPIRE_ROUNDS` rounds the expiry pass of types with a ttl (`api.expiry`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ..core.records import IndexCheck, IndexStatus
 from ..core.scans import IndexEntry
 from ..core.schema import IndexDef
 from .engine import Engine
-from .expiry import EXPIRE_EVERY, EdgeExpiry
+from .expiry import EXPIRE_ROUNDS, EdgeExpiry
 from .indexes import BUILD_KEY, DEFINED_KEY, Indexes
 
 log = logging.getLogger("assocdb.cleaner")
@@ -163,11 +163,12 @@ class Cleaner:
     # -- internals -------------------------------------------------------------------
 
     def _clean_loop(self, stop: threading.Event, interval: float, rate: float | None) -> None:
-        purged_at = expired_at = time.monotonic()
+        purged_at = time.monotonic()
+        rounds = 0
         while not stop.wait(interval):
             try:
-                if time.monotonic() - expired_at >= EXPIRE_EVERY:
-                    expired_at = time.monotonic()
+                rounds += 1
+                if rounds % EXPIRE_ROUNDS == 1:  # the first round, then every EXPIRE_ROUNDS
                     self._expiry.expire()
                 purge = time.monotonic() - purged_at >= PURGE_EVERY
                 for index in self._engine.read_schema().indexes:

@@ -18,8 +18,8 @@ removal the tie; a clock step of one µs between two writes of one edge.)
 
 Each row is left as a tombstone, as every deletion is (the merge needs it to
 refuse older writes). The pass reads the whole edge table: its cost grows with
-the graph, not with what expired; `Cleaner` runs it every `EXPIRE_EVERY`
-seconds, and `expire()` runs one pass now.
+the graph, not with what expired; `Cleaner` runs it once every `EXPIRE_ROUNDS`
+rounds (every 10 s at its default interval of 1 s), and `expire()` runs one pass now.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from .assoc_writes import AssocWrites
 from .engine import Engine
 
 PAGE = 1000
-EXPIRE_EVERY = 10.0  # seconds between the cleaner thread's expiry passes
+EXPIRE_ROUNDS = 10  # the cleaner thread's rounds per expiry pass
 
 
 class EdgeExpiry:
