@@ -73,7 +73,8 @@ def test_the_cli_lists_and_applies_a_ttl(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[assoc.seen]\nttl = -1\n")
     refused = runner.invoke(main, ["schema", graph, str(bad)])
-    assert refused.exit_code != 0 and refused.output.startswith("Error: ttl must be")
+    assert refused.exit_code != 0
+    assert refused.output.startswith("Error: ttl must be")
     with assocdb.open(graph, create=False) as g:
         assert g.schema.assoc_type("seen").ttl == 86400.0  # unchanged
 
@@ -92,16 +93,20 @@ def test_an_edge_disappears_at_its_expiry_everywhere(stores: Stores) -> None:
     assert g.assoc_count(2, "seen_by") == 1
     wall[0] += 1_000_000  # 1 ms: edge 2 expires
     assert [a.id2 for a in g.assoc_range(1, "seen")] == [3]
-    assert g.assoc_count(1, "seen") == 1 and g.assoc_count(2, "seen_by") == 0
+    assert g.assoc_count(1, "seen") == 1
+    assert g.assoc_count(2, "seen_by") == 0
     assert g.assoc_get(1, "seen", [2, 3])[0].id2 == 3
-    assert g.assoc_edge(1, "seen", 2) is None and not g.assoc_contains(1, "seen", 2)
+    assert g.assoc_edge(1, "seen", 2) is None
+    assert not g.assoc_contains(1, "seen", 2)
     assert g.select(1, "seen").page().items == [3]
     # The stored count still holds it until the pass removes both legs.
     assert stores_count(g, 1, "seen") == 2
     # The edge row, and its inverse row unless that was removed with it before it was met.
     assert g.services.expiry.expire() in (1, 2)
-    assert stores_count(g, 1, "seen") == 1 and stores_count(g, 2, "seen_by") == 0
-    assert g.check_counts() == [] and g.check_inverses() == []
+    assert stores_count(g, 1, "seen") == 1
+    assert stores_count(g, 2, "seen_by") == 0
+    assert g.check_counts() == []
+    assert g.check_inverses() == []
     g.close()
 
 
@@ -180,7 +185,8 @@ def test_the_pass_under_concurrent_writes_keeps_what_was_rewritten(stores: Store
         mine = sorted((k[1] for k in fresh if k[0] == id1), reverse=True)
         assert sorted((a.id2 for a in g.assoc_range(id1, "seen", limit=100)), reverse=True) == mine
         assert g.assoc_count(id1, "seen") == stores_count(g, id1, "seen") == len(mine)
-    assert g.check_counts() == [] and g.check_inverses() == []
+    assert g.check_counts() == []
+    assert g.check_inverses() == []
 
 
 def test_the_cleaner_thread_removes_expired_edges(stores: Stores) -> None:
@@ -190,7 +196,8 @@ def test_the_cleaner_thread_removes_expired_edges(stores: Stores) -> None:
     for id2 in range(1, 21):
         g.assoc_add(1, "seen", id2, time=old)
     g.assoc_add(1, "seen", 99)
-    assert g.assoc_count(1, "seen") == 1 and stores_count(g, 1, "seen") == 21
+    assert g.assoc_count(1, "seen") == 1
+    assert stores_count(g, 1, "seen") == 21
     g.start_cleaner(interval=0.01)
     inverses = range(1, 21)
     wait_until(lambda: sum(stores_count(g, id2, "seen_by") for id2 in inverses) == 0)
