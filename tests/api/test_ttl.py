@@ -211,3 +211,20 @@ def test_types_without_a_ttl_are_never_scanned(stores: Stores) -> None:
     g.assoc_add(1, "follows", 2, time=1)
     assert g.services.expiry.expire() == 0
     assert g.assoc_count(1, "follows") == 1
+
+
+def test_the_cli_expires_edges_now(tmp_path: Path) -> None:
+    with assocdb.open(tmp_path / "g", shards=2) as g:
+        g.define_assoc("seen", inverse="seen_by", ttl=60)
+        g.assoc_add(1, "seen", 2, time=1)
+        g.assoc_add(1, "seen", 3)
+    result = CliRunner().invoke(main, ["expire", str(tmp_path / "g")])
+    assert result.exit_code == 0
+    assert result.output.startswith("removed ")
+    with assocdb.open(tmp_path / "g", create=False) as g:
+        assert stores_count(g, 1, "seen") == 1
+        assert stores_count(g, 2, "seen_by") == 0
+    missing = CliRunner().invoke(main, ["expire", str(tmp_path / "none")])
+    assert missing.exit_code != 0
+    assert "Error: " in missing.output  # click's usage error, no traceback
+    assert "Traceback" not in missing.output
