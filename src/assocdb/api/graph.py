@@ -392,7 +392,7 @@ class Graph:
         return self._reads.assoc_contains(id1, atype, id2)
 
     def assoc_edge(self, id1: int, atype: str, id2: int) -> Assoc | None:
-        """The stored association in whatever state (removed ones included), or None."""
+        """The stored association in any state (removed included); None if none or expired."""
         return self._reads.assoc_edge(id1, atype, id2)
 
     def assoc_range(self, id1: int, atype: str, pos: int = 0, limit: int = 50) -> list[Assoc]:
