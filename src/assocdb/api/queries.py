@@ -107,14 +107,17 @@ class Queries:
         return self._executor().term_in_list_order(query, seek, n)
 
     def edges(self, query: Term, id2s: Sequence[int]) -> list[Assoc]:
-        """The stored edges of a term's list to `id2s` (any state), in no order."""
+        """The stored edges of a term's list to `id2s` (any state, none expired), in no order."""
         run = self._executor()
         kind = run.kind(query)
         rows = self._engine.backend.edges(
             shard_of(query.node, self._engine.shards), query.node, kind.id, list(id2s)
         )
+        low = -(2**63) if kind.ttl is None else Expiry(self._engine).low(kind)
         return [
-            Assoc(r.id1, kind.name, r.id2, r.time, STATE_NAMES[r.state], r.updated_at) for r in rows
+            Assoc(r.id1, kind.name, r.id2, r.time, STATE_NAMES[r.state], r.updated_at)
+            for r in rows
+            if r.time >= low
         ]
 
     def count(self, query: Query) -> Count:
