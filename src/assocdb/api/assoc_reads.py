@@ -82,23 +82,20 @@ class AssocReads:
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         code = state_code(state)
-        if kind.ttl is not None:
-            return self.expiry.count(id1, kind, code, self._stored_count(id1, kind, code))
-        return self._stored_count(id1, kind, code)
-
-    def _stored_count(self, id1: int, kind: AssocType, code: int) -> int:
-        """The count of the list's edges in state `code` as stored, expired ones included."""
         if self._cache is not None:
             known = self._cache.count((id1, kind.id), code)
             if known is not None:
-                return known
+                return known if kind.ttl is None else self.expiry.count(id1, kind, code, known)
         shard = shard_of(id1, self._shards)
         if self._cache is None or self._cache.passes((COUNTS, (id1, kind.id))):
-            return self._backend.counts(shard, id1, kind.id).get(code, 0)
-        counts = self._cache.counts(
-            (id1, kind.id), lambda: self._backend.counts(shard, id1, kind.id)
-        )
-        return counts[code]
+            stored = self._backend.counts(shard, id1, kind.id).get(code, 0)
+        else:
+            counts = self._cache.counts(
+                (id1, kind.id), lambda: self._backend.counts(shard, id1, kind.id)
+            )
+            stored = counts[code]
+        # A type with a ttl: the stored count less the expired tail (`api.ttl_reads`).
+        return stored if kind.ttl is None else self.expiry.count(id1, kind, code, stored)
 
     def assoc_contains(self, id1: int, atype: str, id2: int) -> bool:
         edge = self._stored_edge(id1, atype, id2)
@@ -136,31 +133,28 @@ class AssocReads:
         """`assoc_range`; with `keep` False a miss keeps no answer (`encoded`)."""
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
-        if kind.ttl is None:
-            return self._stored_range(id1, kind, pos, limit, keep)
-        # The expired edges are the list's oldest tail: positions of the others hold.
-        low = self.expiry.low(kind)
-        return [a for a in self._stored_range(id1, kind, pos, limit, keep) if a.time >= low]
-
-    def _stored_range(
-        self, id1: int, kind: AssocType, pos: int, limit: int, keep: bool
-    ) -> list[Assoc]:
-        """assoc_range over the stored list, expired edges included."""
         if self._cache is not None and type(pos) is int and type(limit) is int:
             # (pos, limit) was checked when the answer was kept
             found = self._cache.answer((id1, kind.id), (pos, limit))
             if found is not None and limit <= kind.limit:
-                return list(found)
+                return list(found) if kind.ttl is None else self._unexpired(kind, found)
         if type(pos) is not int or not 0 <= pos <= 2**62:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
         limit = _limit(limit, kind)
         if self._cache is not None:
             cached = self._columns_from_cache(id1, kind, pos, limit, keep)
             if cached is not None:
-                return cached
+                return cached if kind.ttl is None else self._unexpired(kind, cached)
         # Positional: a NamedTuple built with a keyword costs a tenth of a µs more.
         scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, None, None, pos)
-        return normal_assocs(id1, kind.name, self.scan(id1, scan))
+        found = normal_assocs(id1, kind.name, self.scan(id1, scan))
+        return found if kind.ttl is None else self._unexpired(kind, found)
+
+    def _unexpired(self, kind: AssocType, found: Iterable[Assoc]) -> list[Assoc]:
+        """The records of a range not yet expired. The expired edges are the list's oldest
+        tail, so the others keep their positions: the range of the visible list."""
+        low = self.expiry.low(kind)
+        return [a for a in found if a.time >= low]
 
     def encoded(
         self, read: str, encode: Callable[[Any], bytes], id1: int, atype: str, *args: Any
@@ -226,10 +220,9 @@ class AssocReads:
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         cache, key, tag = self._cache, (id1, kind.id), ("page", cursor, limit)
-        # A type with a ttl pages its shard with the time bound (kept pages would age).
+        # A type with a ttl: no kept pages (the clock ages them); scans are bounded by time.
         low = None if kind.ttl is None else self.expiry.low(kind)
-        if low is not None:
-            cache = None
+        lists, cache = cache, (cache if low is None else None)
         if cache is not None and type(limit) is int and limit <= kind.limit and _token(cursor):
             # (cursor, limit) was checked when the answer was kept
             found = cache.answer(key, tag)
@@ -244,9 +237,17 @@ class AssocReads:
         def scan(seek: _cursor.Seek, n: int) -> list[ListRow]:
             nonlocal cached
             rows = None
-            if cache is not None and not (seek.boundary and cache.reaches_past(key, seek.boundary)):
+            if (
+                lists is not None
+                and (low is None or seek.forward)
+                and not (seek.boundary and lists.reaches_past(key, seek.boundary))
+            ):
                 need = n if seek.boundary is None else None
                 rows = self.from_cache(id1, kind, lambda e: e.scan(seek, n), need)
+                if rows is not None and low is not None:
+                    # Towards older edges the expired ones come last: dropping them
+                    # leaves the visible rows of the scan, and ends the list there.
+                    rows = [row for row in rows if row[1] >= low]
             if rows is None:
                 cached = False
                 rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n, None, low))
