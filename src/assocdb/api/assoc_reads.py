@@ -220,14 +220,14 @@ class AssocReads:
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         cache, key, tag = self._cache, (id1, kind.id), ("page", cursor, limit)
-        # A type with a ttl: no kept pages (the clock ages them); scans are bounded by time.
-        low = None if kind.ttl is None else self.expiry.low(kind)
-        lists, cache = cache, (cache if low is None else None)
         if cache is not None and type(limit) is int and limit <= kind.limit and _token(cursor):
             # (cursor, limit) was checked when the answer was kept
             found = cache.answer(key, tag)
-            if found is not None:
+            if found is not None and kind.ttl is None:
                 return Page(list(found[0]), found[1], found[2])
+        # A type with a ttl: no kept pages (the clock ages them); scans are bounded by time.
+        low = None if kind.ttl is None else self.expiry.low(kind)
+        lists, cache = cache, (cache if low is None else None)
         before = None if cache is None else cache.answers(key)
         limit = _limit(limit, kind)
         scope = b"assoc:%d:%d:%d" % (id1, kind.id, _NORMAL)
