@@ -169,7 +169,7 @@ class Cleaner:
             try:
                 rounds += 1
                 if rounds % EXPIRE_ROUNDS == 1:  # the first round, then every EXPIRE_ROUNDS
-                    self._expiry.expire()
+                    self._expiry.expire(stop=stop)
                 purge = time.monotonic() - purged_at >= PURGE_EVERY
                 for index in self._engine.read_schema().indexes:
                     if stop.is_set():

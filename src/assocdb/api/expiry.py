@@ -24,6 +24,8 @@ rounds (every 10 s at its default interval of 1 s), and `expire()` runs one pass
 
 from __future__ import annotations
 
+import threading
+
 from ..core.merge import EdgeRow, State
 from ..core.records import WriteResult
 from ..core.schema import AssocType
@@ -47,8 +49,9 @@ class EdgeExpiry:
         schema = self._engine.read_schema()
         return {kind.id: kind for kind in schema.assoc_types if kind.ttl is not None}
 
-    def expire(self, page: int = PAGE) -> int:
+    def expire(self, page: int = PAGE, stop: threading.Event | None = None) -> int:
         """Remove every edge that has expired; how many edge rows were found expired.
+        `stop` (the cleaner thread's) ends the pass after the page in hand.
 
         >>> g.services.expiry.expire()
         12
@@ -59,7 +62,7 @@ class EdgeExpiry:
         found = 0
         for shard in range(self._engine.shards):
             after = None
-            while True:
+            while stop is None or not stop.is_set():
                 rows = self._engine.backend.export_edges(shard, after, page)
                 if not rows:
                     break
