@@ -228,3 +228,30 @@ def test_the_cli_expires_edges_now(tmp_path: Path) -> None:
     assert missing.exit_code != 0
     assert "Error: " in missing.output  # click's usage error, no traceback
     assert "Traceback" not in missing.output
+
+
+@pytest.mark.parametrize("mode", ["write", "read"])
+def test_timelines_of_posts_with_a_ttl_drop_expired_items(tmp_path: Path, mode: str) -> None:
+    with assocdb.open(tmp_path / "g", shards=2) as g:
+        g.define_assoc("follows", inverse="followed_by")
+        g.define_assoc("posted", ttl=60)
+        g.define_timeline("follows", mode=mode)  # type: ignore[arg-type]
+        g.assoc_add(1, "follows", 2)
+        now = int(time.time() * 1000)
+        g.post(2, 500, time=now - HOUR_MS)  # born expired
+        g.post(2, 501, time=now)
+        assert g.drain(timeout=60)
+        assert [i.item for i in g.home_timeline(1).items] == [501]
+        assert [i.item for i in g.user_timeline(2).items] == [501]
+
+
+def test_follows_with_a_ttl_stop_feeding_a_timeline(tmp_path: Path) -> None:
+    with assocdb.open(tmp_path / "g", shards=2) as g:
+        g.define_assoc("follows", inverse="followed_by", ttl=60)
+        g.define_timeline("follows", mode="write")
+        g.assoc_add(1, "follows", 2, time=int(time.time() * 1000) - HOUR_MS)  # expired
+        g.assoc_add(1, "follows", 3)
+        g.post(2, 600)
+        g.post(3, 601)
+        assert g.drain(timeout=60)
+        assert [i.item for i in g.home_timeline(1).items] == [601]
