@@ -21,6 +21,7 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench entities [objects]         (default 100,000)
     python -m bench failover [reads]           (default 2,000 per phase)
     python -m bench verify [--rows N] [--mysql URL,URL]   (replica verify: checksums vs every row)
+    python -m bench ttl [--edges N]            (reads of a type with a ttl vs none; expiry pass)
     python -m bench failover --mysql [--outage 30]   (own MariaDB servers, SIGSTOP/SIGKILL)
     python -m bench grow [--edges 200000] [--urls URL,URL]  (a shard copy vs a bare copy of its
                                                      rows on two MariaDB servers: rows/s, ratio)
@@ -51,6 +52,7 @@ from . import (
     reads,
     thrift,
     timelines,
+    ttl,
     verify,
     writes,
 )
@@ -76,6 +78,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "entities": (entities.main, ["20000"]),
     "failover": (failover.main, ["1000"]),
     "verify": (verify.main, ["--rows", "20000"]),
+    "ttl": (ttl.main, ["--edges", "20000"]),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -596,3 +597,17 @@ def test_index_and_timeline_bad_input_over_http_leaves_the_store_unchanged(
     assert after == before
     client.drop_index("member_by_email")
     client.drop_index("member_by_age")
+
+
+def test_a_ttl_is_defined_and_listed_over_http(server: Server, client: Client) -> None:
+    kind = client.define_assoc("viewed", inverse="viewed_by", ttl=timedelta(hours=1))
+    assert kind.ttl == 3600.0
+    assert client.schema.assoc_type("viewed_by").ttl == 3600.0
+    with pytest.raises(assocdb.SchemaError, match="ttl must be"):
+        client.define_assoc("viewed", inverse="viewed_by", ttl=-5)
+    client.assoc_add(1, "viewed", 2, time=1)  # born expired
+    client.assoc_add(1, "viewed", 3)
+    assert [a.id2 for a in client.assoc_range(1, "viewed")] == [3]
+    assert client.assoc_count(1, "viewed") == 1
+    assert '"name":"viewed","id":' in raw(server, "schema").text
+    assert '"ttl":3600.0' in raw(server, "schema").text

@@ -15,6 +15,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
 from typing import Annotated, Any, Union, get_args, get_origin
 
 import msgspec
@@ -85,7 +86,8 @@ _REQUIRED = _Required()
 
 def wire_type(hint: Any) -> Any:
     """What a Python annotation looks like on the wire: JSON has lists, not other
-    sequences, and validation metadata (msgspec.Meta) does not change the type."""
+    sequences, a timedelta travels as seconds, and validation metadata (msgspec.Meta)
+    does not change the type."""
     origin, args = get_origin(hint), get_args(hint)
     if origin is Annotated:
         return wire_type(args[0])
@@ -95,6 +97,8 @@ def wire_type(hint: Any) -> Any:
         return list[wire_type(args[0])]  # type: ignore[misc]
     if origin is not None and args and origin is not typing.Literal:
         return origin[tuple(wire_type(a) for a in args)]
+    if hint is timedelta:  # sent as seconds (define_assoc's ttl)
+        return float
     return type(None) if hint is None else hint
 
 

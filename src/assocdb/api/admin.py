@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +26,15 @@ class Admin:
     def define_assoc(
         self,
         name: str,
-        *,
         inverse: str | None = None,
         symmetric: bool = False,
         limit: int = DEFAULT_LIMIT,
+        ttl: float | timedelta | None = None,
     ) -> AssocType:
         self._engine.change_schema(
-            lambda s: s.define_assoc(name, inverse=inverse, symmetric=symmetric, limit=limit)
+            lambda s: s.define_assoc(
+                name, inverse=inverse, symmetric=symmetric, limit=limit, ttl=ttl
+            )
         )
         return self._engine.schema.assoc_type(name)
 

@@ -20,6 +20,7 @@ from ..core.scans import EdgeScan, ListRow, normal_assocs
 from ..core.schema import AssocType
 from .engine import Engine
 from .kept import column_records, shareable_data
+from .ttl_reads import Expiry
 
 # A plain int, not the IntEnum member: a driver adapts an int subclass on a slower
 # path (psycopg: about 6 µs of a 60 µs uncached read).
@@ -42,6 +43,9 @@ class AssocReads:
         self._backend = engine.backend
         self._cache = engine.cache
         self._shards = engine.shards
+        #: Where an edge of a type with a ttl becomes invisible (`core.ttl`); every read
+        #: of such a type bounds its time by it, and types without one never ask.
+        self.expiry = Expiry(engine)
 
     def assoc_get(
         self,
@@ -56,6 +60,8 @@ class AssocReads:
         wanted = _id_list(id2s, kind.limit)
         high = check_int64(high, "high") if high is not None else None
         low = check_int64(low, "low") if low is not None else None
+        if kind.ttl is not None:
+            low = self.expiry.low(kind, low)
         index = self._index_from_cache(id1, kind)
         if index is not None:
             found = [index[id2] for id2 in wanted if id2 in index]
@@ -79,14 +85,17 @@ class AssocReads:
         if self._cache is not None:
             known = self._cache.count((id1, kind.id), code)
             if known is not None:
-                return known
+                return known if kind.ttl is None else self.expiry.count(id1, kind, code, known)
         shard = shard_of(id1, self._shards)
         if self._cache is None or self._cache.passes((COUNTS, (id1, kind.id))):
-            return self._backend.counts(shard, id1, kind.id).get(code, 0)
-        counts = self._cache.counts(
-            (id1, kind.id), lambda: self._backend.counts(shard, id1, kind.id)
-        )
-        return counts[code]
+            stored = self._backend.counts(shard, id1, kind.id).get(code, 0)
+        else:
+            counts = self._cache.counts(
+                (id1, kind.id), lambda: self._backend.counts(shard, id1, kind.id)
+            )
+            stored = counts[code]
+        # A type with a ttl: the stored count less the expired tail (`api.ttl_reads`).
+        return stored if kind.ttl is None else self.expiry.count(id1, kind, code, stored)
 
     def assoc_contains(self, id1: int, atype: str, id2: int) -> bool:
         edge = self._stored_edge(id1, atype, id2)
@@ -111,6 +120,8 @@ class AssocReads:
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
         kind = self._engine.assoc_type(atype)
         rows = self._backend.edges(shard_of(id1, self._shards), id1, kind.id, [id2])
+        if rows and kind.ttl is not None and rows[0].time < self.expiry.low(kind):
+            return None  # expired: gone, as it will be once the cleaner removes it
         return rows[0] if rows else None
 
     def assoc_range(self, id1: int, atype: str, pos: int = 0, limit: int = 50) -> list[Assoc]:
@@ -126,17 +137,24 @@ class AssocReads:
             # (pos, limit) was checked when the answer was kept
             found = self._cache.answer((id1, kind.id), (pos, limit))
             if found is not None and limit <= kind.limit:
-                return list(found)
+                return list(found) if kind.ttl is None else self._unexpired(kind, found)
         if type(pos) is not int or not 0 <= pos <= 2**62:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
         limit = _limit(limit, kind)
         if self._cache is not None:
             cached = self._columns_from_cache(id1, kind, pos, limit, keep)
             if cached is not None:
-                return cached
+                return cached if kind.ttl is None else self._unexpired(kind, cached)
         # Positional: a NamedTuple built with a keyword costs a tenth of a µs more.
         scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, None, None, pos)
-        return normal_assocs(id1, kind.name, self.scan(id1, scan))
+        found = normal_assocs(id1, kind.name, self.scan(id1, scan))
+        return found if kind.ttl is None else self._unexpired(kind, found)
+
+    def _unexpired(self, kind: AssocType, found: Iterable[Assoc]) -> list[Assoc]:
+        """The records of a range not yet expired. The expired edges are the list's oldest
+        tail, so the others keep their positions: the range of the visible list."""
+        low = self.expiry.low(kind)
+        return [a for a in found if a.time >= low]
 
     def encoded(
         self, read: str, encode: Callable[[Any], bytes], id1: int, atype: str, *args: Any
@@ -150,7 +168,8 @@ class AssocReads:
             return _encoded(self._records(read, id1, atype, args), encode)
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
-        if type(args[-1]) is not int or args[-1] > kind.limit:  # a limit the type cuts down
+        # A limit the type cuts down; or a type with a ttl, whose answers change with the clock.
+        if type(args[-1]) is not int or args[-1] > kind.limit or kind.ttl is not None:
             return _encoded(self._records(read, id1, atype, args), encode)
         key, tag = (id1, kind.id), (encode, read, *args)
         kept: tuple[bytes, int] | None = cache.answer(key, tag)
@@ -178,6 +197,8 @@ class AssocReads:
         kind = self._engine.assoc_type(atype)
         high, low = check_int64(high, "high"), check_int64(low, "low")
         limit = _limit(limit, kind)
+        if kind.ttl is not None:
+            low = self.expiry.low(kind, low)
         if low > high:
             return []
         ask = lambda entry: entry.time_range(high, low, limit)  # noqa: E731
@@ -202,8 +223,11 @@ class AssocReads:
         if cache is not None and type(limit) is int and limit <= kind.limit and _token(cursor):
             # (cursor, limit) was checked when the answer was kept
             found = cache.answer(key, tag)
-            if found is not None:
+            if found is not None and kind.ttl is None:
                 return Page(list(found[0]), found[1], found[2])
+        # A type with a ttl: no kept pages (the clock ages them); scans are bounded by time.
+        low = None if kind.ttl is None else self.expiry.low(kind)
+        lists, cache = cache, (cache if low is None else None)
         before = None if cache is None else cache.answers(key)
         limit = _limit(limit, kind)
         scope = b"assoc:%d:%d:%d" % (id1, kind.id, _NORMAL)
@@ -213,12 +237,20 @@ class AssocReads:
         def scan(seek: _cursor.Seek, n: int) -> list[ListRow]:
             nonlocal cached
             rows = None
-            if cache is not None and not (seek.boundary and cache.reaches_past(key, seek.boundary)):
+            if (
+                lists is not None
+                and (low is None or seek.forward)
+                and not (seek.boundary and lists.reaches_past(key, seek.boundary))
+            ):
                 need = n if seek.boundary is None else None
                 rows = self.from_cache(id1, kind, lambda e: e.scan(seek, n), need)
+                if rows is not None and low is not None:
+                    # Towards older edges the expired ones come last: dropping them
+                    # leaves the visible rows of the scan, and ends the list there.
+                    rows = [row for row in rows if row[1] >= low]
             if rows is None:
                 cached = False
-                rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n))
+                rows = self.scan(id1, EdgeScan(id1, kind.id, _NORMAL, seek, n, None, low))
             return rows
 
         rows, next_cursor, prev_cursor = _cursor.paginate(scan, _list_key, scope, seek, limit)

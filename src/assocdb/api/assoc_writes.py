@@ -86,7 +86,11 @@ class AssocWrites:
         raw = None if data is None else _json.encode(data, MAX_ASSOC_DATA, "association data")
         ua = self._engine.stamp(updated_at)
         inverse = self._engine.inverse_id(kind)
-        return EdgeWrite(kind.id, inverse, id1, id2, State.NORMAL, ua, time, raw, keep=True), ua
+        # An edge of a type with a ttl is written afresh (its time now unless given, its
+        # data as given): re-adding one restarts its life whether or not the expired edge
+        # was still stored (`core.ttl`).
+        keep = kind.ttl is None
+        return EdgeWrite(kind.id, inverse, id1, id2, State.NORMAL, ua, time, raw, keep=keep), ua
 
     def delete_op(
         self, id1: int, atype: str, id2: int, updated_at: int | None = None

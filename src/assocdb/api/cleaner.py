@@ -18,7 +18,8 @@
   type, then every entry, so entries of objects that are gone are found
   too. With `repair=True` it fixes what it finds.
 
-`start_cleaner()` runs builds and recent passes in a daemon thread.
+`start_cleaner()` runs builds and recent passes in a daemon thread, and once
+every `EXPIRE_ROUNDS` rounds the expiry pass of types with a ttl (`api.expiry`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ..core.records import IndexCheck, IndexStatus
 from ..core.scans import IndexEntry
 from ..core.schema import IndexDef
 from .engine import Engine
+from .expiry import EXPIRE_ROUNDS, EdgeExpiry
 from .indexes import BUILD_KEY, DEFINED_KEY, Indexes
 
 log = logging.getLogger("assocdb.cleaner")
@@ -69,11 +71,13 @@ class RecentState(msgspec.Struct):
 
 class Cleaner:
     """index_build, index_repair_recent, index_check, start_cleaner (`Graph` documents
-    each); it finds indexes and their objects through `indexes`."""
+    each); it finds indexes and their objects through `indexes`, and removes expired
+    edges through `expiry`."""
 
-    def __init__(self, engine: Engine, indexes: Indexes) -> None:
+    def __init__(self, engine: Engine, indexes: Indexes, expiry: EdgeExpiry) -> None:
         self._engine = engine
         self._indexes = indexes
+        self._expiry = expiry
         self._backend = engine.backend
         self._shards = engine.shards
         self._cleaner: threading.Thread | None = None
@@ -160,8 +164,12 @@ class Cleaner:
 
     def _clean_loop(self, stop: threading.Event, interval: float, rate: float | None) -> None:
         purged_at = time.monotonic()
+        rounds = 0
         while not stop.wait(interval):
             try:
+                rounds += 1
+                if rounds % EXPIRE_ROUNDS == 1:  # the first round, then every EXPIRE_ROUNDS
+                    self._expiry.expire(stop=stop)
                 purge = time.monotonic() - purged_at >= PURGE_EVERY
                 for index in self._engine.read_schema().indexes:
                     if stop.is_set():
@@ -175,7 +183,7 @@ class Cleaner:
                 if purge:
                     purged_at = time.monotonic()
             except AssocdbError:  # a shard down, an index dropped: next round
-                log.warning("the index cleaner met an error; trying again", exc_info=True)
+                log.warning("the cleaner met an error; trying again", exc_info=True)
             except Exception:  # a bug must not stop the cleaner for good
                 log.exception("the index cleaner failed; trying again")
 

@@ -14,8 +14,8 @@ schema and write path. Each concern is a service built on it, in its module:
                      post_delete, home_timeline, user_timeline
 * `indexes.py`       Indexes: define_index, drop_index, indexes, index_status, index_query,
                      and the index entries of every object write
-* `cleaner.py`       Cleaner (over Indexes): index_build, index_repair_recent, index_check,
-                     start_cleaner
+* `cleaner.py`       Cleaner (over Indexes, EdgeExpiry): index_build, index_repair_recent,
+                     index_check, start_cleaner (`expiry.py`: expired edges, `services.expiry`)
 * `queue_admin.py`   QueueAdmin: queue_stats, queue_jobs, queue_job, queue_retry,
                      queue_reinject, drain
 * `checks.py`        Checks: check_counts, check_inverses
@@ -23,18 +23,17 @@ schema and write path. Each concern is a service built on it, in its module:
 * `admin.py`         Admin: define_assoc, define_object, load_schema, trace, cache_stats,
                      hot_keys
 
-No service inherits another; each gets the engine, and the services it reads
-through, in its constructor. `Graph.__init__` builds them, registers the
-index entries on the engine and starts the engine last (replaying the
-journal then sees every service wired). Graph's own methods only forward,
-so its flat API (TAO users write `g.assoc_range`) and the docstrings live
-here, and the work in the services.
+No service inherits another; each gets the engine, and the services it reads through,
+in its constructor. `Graph.__init__` builds them, registers the index entries on the
+engine and starts it last (a journal replay sees every service wired). Graph's methods
+only forward: its flat API (`g.assoc_range`) and docstrings live here, the work there.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -82,6 +81,7 @@ from .batch import WriteBatch
 from .checks import Checks
 from .cleaner import Cleaner
 from .engine import Engine
+from .expiry import EdgeExpiry
 from .feed import Feed
 from .indexes import Indexes
 from .nodes import Nodes
@@ -138,13 +138,14 @@ class Graph:
         self._nodes = Nodes(engine)
         self._queries = Queries(engine)
         self._indexes = Indexes(engine)
-        self._cleaner = Cleaner(engine, self._indexes)
+        expiry = EdgeExpiry(engine, self._writes)
+        self._cleaner = Cleaner(engine, self._indexes, expiry)
         self._queue = QueueAdmin(engine)
         self._checks = Checks(engine)
         #: The services tools built on the library call beyond Graph's methods: the
         #: server's encoded list reads and partial bulk loads, FlockDB's writes and select.
         self._feed = Feed(engine)  # before start: a replay records its changes too
-        self.services = Services(self._reads, self._writes, self._queries, self._feed)
+        self.services = Services(self._reads, self._writes, self._queries, self._feed, expiry)
         engine.set_index_entries(self._indexes.entries)
         # Last: the replay of jobs a crash left, and the applier's threads, see
         # every service wired.
@@ -391,7 +392,7 @@ class Graph:
         return self._reads.assoc_contains(id1, atype, id2)
 
     def assoc_edge(self, id1: int, atype: str, id2: int) -> Assoc | None:
-        """The stored association in whatever state (removed ones included), or None."""
+        """The stored association in any state (removed included); None if none or expired."""
         return self._reads.assoc_edge(id1, atype, id2)
 
     def assoc_range(self, id1: int, atype: str, pos: int = 0, limit: int = 50) -> list[Assoc]:
@@ -768,13 +769,15 @@ class Graph:
         inverse: str | None = None,
         symmetric: bool = False,
         limit: int = DEFAULT_LIMIT,
+        ttl: float | timedelta | None = None,
     ) -> AssocType:
         """Define an association type (and its inverse); a no-op if already so defined.
+        With `ttl` (seconds or a timedelta) each edge expires that long after its time.
 
         >>> g.define_assoc("follows", inverse="followed_by")
-        >>> g.define_assoc("friend", symmetric=True, limit=5000)
+        >>> g.define_assoc("viewed", limit=5000, ttl=timedelta(days=1))
         """
-        return self._admin.define_assoc(name, inverse=inverse, symmetric=symmetric, limit=limit)
+        return self._admin.define_assoc(name, inverse, symmetric, limit, ttl)
 
     def define_object(self, name: str) -> ObjectType:
         """Define an object type; a no-op if it exists."""

@@ -18,6 +18,10 @@ pulling as soon as they have `limit + 1` ids.
 
 A query that is a single term is paged in its list's own order (`(time,
 id2)`, newest first), as `assoc_page` does, with several states merged.
+
+A term of a type with a ttl (`core.ttl`) leaves its expired edges out: its
+list-order scans are bounded by time, and its id2-order reads and probes are
+checked against the edges' times (`_unexpired`); its count is the visible one.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from ..core.records import STATE_NAMES, Assoc, Count, Page, StateName
 from ..core.scans import EdgeScan
 from ..core.schema import AssocType
 from .engine import Engine
+from .ttl_reads import Expiry
 
 CHUNK = 500  # ids per index scan and per probe
 EXACT_LIMIT = 10_000  # a compound count walks at most this many ids to be exact
@@ -102,14 +107,17 @@ class Queries:
         return self._executor().term_in_list_order(query, seek, n)
 
     def edges(self, query: Term, id2s: Sequence[int]) -> list[Assoc]:
-        """The stored edges of a term's list to `id2s` (any state), in no order."""
+        """The stored edges of a term's list to `id2s` (any state, none expired), in no order."""
         run = self._executor()
         kind = run.kind(query)
         rows = self._engine.backend.edges(
             shard_of(query.node, self._engine.shards), query.node, kind.id, list(id2s)
         )
+        low = -(2**63) if kind.ttl is None else Expiry(self._engine).low(kind)
         return [
-            Assoc(r.id1, kind.name, r.id2, r.time, STATE_NAMES[r.state], r.updated_at) for r in rows
+            Assoc(r.id1, kind.name, r.id2, r.time, STATE_NAMES[r.state], r.updated_at)
+            for r in rows
+            if r.time >= low
         ]
 
     def count(self, query: Query) -> Count:
@@ -176,6 +184,7 @@ class _Executor:
         self._engine = engine
         self._backend = engine.backend
         self._resolved = resolved
+        self._expiry = Expiry(engine)
         self._uppers: dict[int, int] = {}  # by id() of the query: they all outlive the run
 
     # -- resolving terms against the schema ----------------------------------------
@@ -201,9 +210,13 @@ class _Executor:
         """Up to n `(time, id2)` of a term, in its list's order from `seek`."""
         if q.id2s is not None:
             return self._restricted_in_list_order(q, seek, n)
-        shard, atype, codes, _ = self.where(q)
+        shard, atype, codes, kind = self.where(q)
+        low = None if kind.ttl is None else self._expiry.low(kind)
         runs = [
-            [(r[1], r[0]) for r in self._backend.scan(shard, EdgeScan(q.node, atype, s, seek, n))]
+            [
+                (r[1], r[0])
+                for r in self._backend.scan(shard, EdgeScan(q.node, atype, s, seek, n, None, low))
+            ]
             for s in codes
         ]
         if len(runs) == 1:
@@ -215,9 +228,13 @@ class _Executor:
         self, q: Term, seek: _cursor.Seek, n: int
     ) -> list[tuple[int, int]]:
         assert q.id2s is not None
-        shard, atype, codes, _ = self.where(q)
+        shard, atype, codes, kind = self.where(q)
         rows = self._backend.edges(shard, q.node, atype, list(q.id2s))
-        keys = sorted(((r.time, r.id2) for r in rows if r.state in codes), reverse=seek.forward)
+        low = -(2**63) if kind.ttl is None else self._expiry.low(kind)
+        keys = sorted(
+            ((r.time, r.id2) for r in rows if r.state in codes and r.time >= low),
+            reverse=seek.forward,
+        )
         if seek.boundary is not None:
             keys = [k for k in keys if _past(k, seek)]
         return keys[:n]
@@ -250,8 +267,19 @@ class _Executor:
         wanted = ids if q.id2s is None else [i for i in ids if i in q.id2s]
         if not wanted:
             return []
-        shard, atype, codes, _ = self.where(q)
+        shard, atype, codes, kind = self.where(q)
+        if kind.ttl is not None:
+            found = sorted(self._unexpired(q, wanted), reverse=forward)
+            return found if limit is None else found[:limit]
         return self._backend.probe_id2s(shard, q.node, atype, codes, wanted, forward, limit)
+
+    def _unexpired(self, q: Term, ids: list[int]) -> list[int]:
+        """Those of `ids` whose edge is in the term's states and has not expired (a
+        term of a type with a ttl: its index in id2 order does not hold the time)."""
+        shard, atype, codes, kind = self.where(q)
+        low = self._expiry.low(kind)
+        rows = self._backend.edges(shard, q.node, atype, ids)
+        return [r.id2 for r in rows if r.state in codes and r.time >= low]
 
     # -- streams in id2 order ---------------------------------------------------------
 
@@ -320,10 +348,13 @@ class _Executor:
             for start in range(0, len(ordered), CHUNK):
                 yield list(ordered[start : start + CHUNK])
             return
-        shard, atype, codes, _ = self.where(q)
+        shard, atype, codes, kind = self.where(q)
         while True:
             rows = self._backend.scan_id2(shard, q.node, atype, codes, boundary, forward, CHUNK)
-            if rows:
+            if rows and kind.ttl is not None:
+                alive = set(self._unexpired(q, [row[0] for row in rows]))
+                yield [row[0] for row in rows if row[0] in alive]
+            elif rows:
                 yield [row[0] for row in rows]
             if len(rows) < CHUNK:
                 return
@@ -337,7 +368,9 @@ class _Executor:
         cache = self._engine.cache
         if cache is None or q.id2s is not None or q.states != ("normal",):
             return None
-        shard, atype, _, _ = self.where(q)
+        shard, atype, _, kind = self.where(q)
+        if kind.ttl is not None:  # its ids alone cannot say which have expired
+            return None
         key = (q.node, atype)
         found: tuple[int, ...] | None = cache.answer(key, _ID2S)
         if found is not None:
@@ -402,8 +435,10 @@ class _Executor:
             if q.id2s is not None:
                 bound = len(self.probe(q, list(q.id2s)))
             else:
-                shard, atype, codes, _ = self.where(q)
+                shard, atype, codes, kind = self.where(q)
                 counts = self._counts(shard, q.node, atype)
+                if kind.ttl is not None:  # the visible counts: a term's count is exact
+                    counts = [self._expiry.count(q.node, kind, s, n) for s, n in enumerate(counts)]
                 bound = counts[codes[0]] if len(codes) == 1 else sum(counts[s] for s in codes)
         elif isinstance(q, Intersect):
             bound = min(self.upper(p) for p in q.parts)

@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 from .assoc_reads import AssocReads
 from .assoc_writes import AssocWrites
+from .expiry import EdgeExpiry
 from .feed import Feed
 from .queries import Queries
 
@@ -17,3 +18,4 @@ class Services(NamedTuple):
     writes: AssocWrites  # `add_op`, `delete_op`, `state_op`; `bulk_load` in parts
     queries: Queries  # `edges`, `rows`: a query's rows as FlockDB's select pages them
     feed: Feed  # `trim`: the change feed's retention (a background pass does it too)
+    expiry: EdgeExpiry  # `expire`: remove expired edges now (the cleaner thread does it too)

@@ -197,7 +197,7 @@ class Timelines:
         if mode == "read":
             sources.add_authors(scan, self._shards, self._followees(user, follows))
         else:
-            sources.add(self._home_source(user, follows))
+            sources.add(self._home_source(user, follows, posts))
             if mode == "hybrid":
                 stars = self._followed_celebrities(user, follows)
                 sources.add_authors(scan, self._shards, sorted(stars))
@@ -282,6 +282,11 @@ class Timelines:
         """Read lists of this type through the cache (TAO: most reads never reach a shard)."""
 
         def scan(id1: int, seek: _cursor.Seek, n: int) -> list[ListRow]:
+            if posts.ttl is not None:  # bounded by time on the shard (`core.ttl`)
+                low = self._reads.expiry.low(posts)
+                return self._reads.scan(
+                    id1, EdgeScan(id1, posts.id, State.NORMAL, seek, n, None, low)
+                )
             need = n if seek.boundary is None else None
             rows = self._reads.from_cache(id1, posts, lambda e: e.scan(seek, n), need)
             if rows is None:
@@ -324,14 +329,21 @@ class Timelines:
         if not authors:
             return set()
         ids = sorted(authors)
+        if follows.ttl is not None:  # follows that expire: judged by their time
+            low = self._reads.expiry.low(follows)
+            rows = self._backend.edges(shard_of(user, self._shards), user, follows.id, ids)
+            return {r.id2 for r in rows if r.state == State.NORMAL and r.time >= low}
         cached = self._reads.from_cache(user, follows, lambda e: e.get(ids), None)
         if cached is not None:
             return {row[0] for row in cached}
         rows = self._backend.edges(shard_of(user, self._shards), user, follows.id, ids)
         return {row.id2 for row in rows if row.state == State.NORMAL}
 
-    def _home_source(self, user: int, follows: AssocType) -> Source:
+    def _home_source(self, user: int, follows: AssocType, posts: AssocType) -> Source:
         entries = unpack(self._home_blob(user))
+        if posts.ttl is not None:  # items are posts edges: they expire with them
+            low = self._reads.expiry.low(posts)
+            entries = [e for e in entries if e[0] >= low]
         return lambda seek, n: home_rows(
             entries, lambda authors: self._followed(user, follows, authors), seek, n
         )

@@ -221,7 +221,11 @@ def schema(directory: str, schema_file: str | None) -> None:
                 click.echo(f'inverse = "{kind.inverse}"')
             if kind.symmetric:
                 click.echo("symmetric = true")
-            click.echo(f"limit = {kind.limit}\n")
+            click.echo(f"limit = {kind.limit}")
+            if kind.ttl is not None:
+                ttl = int(kind.ttl) if kind.ttl.is_integer() else kind.ttl
+                click.echo(f"ttl = {ttl}")
+            click.echo()
         for otype in g.schema.object_types:
             click.echo(f"[object.{otype.name}]\n")
         for index in g.schema.indexes:  # what `[index.NAME]` in a schema file defines
@@ -430,6 +434,20 @@ def check(directory: str, repair: bool, everything: bool) -> None:
         sys.exit(1)
 
 
+@main.command()
+@click.argument("directory", type=GRAPH)
+def expire(directory: str) -> None:
+    """Remove the expired edges of types with a ttl now (both legs, counts exact).
+
+    Reads hide them already; `serve --cleaner` runs this pass every 10 s.
+
+    Example: assocdb expire data/graph
+    """
+    with assocdb.open(directory, create=False) as g:
+        found = g.services.expiry.expire()
+    click.echo(f"removed {found:,} expired edge rows")
+
+
 def _count_problem(m: assocdb.CountMismatch) -> str:
     where = f"shard {m.shard}: ({m.id1}, type {m.atype}, state {m.state})"
     return f"count {where}: {m.stored} stored, {m.actual} rows"
@@ -534,7 +552,8 @@ def _edge(line: str, number: int, atype: str | None) -> tuple[Any, ...]:
 @click.option(
     "--cleaner",
     is_flag=True,
-    help="Build new indexes and repair recent index entries in the background (each worker).",
+    help="Build new indexes, repair recent index entries and remove expired edges in the "
+    "background (each worker).",
 )
 def serve(
     directory: str,

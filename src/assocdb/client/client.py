@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -267,8 +268,11 @@ class Client:
         inverse: str | None = None,
         symmetric: bool = False,
         limit: int = DEFAULT_LIMIT,
+        ttl: float | timedelta | None = None,
     ) -> AssocType:
-        result: AssocType = self._call("define_assoc", DefineAssoc(name, inverse, symmetric, limit))
+        seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
+        args = DefineAssoc(name, inverse, symmetric, limit, seconds)
+        result: AssocType = self._call("define_assoc", args)
         return result
 
     def define_object(self, name: str) -> ObjectType:
@@ -282,7 +286,11 @@ class Client:
         for kind in schema.assoc_types:
             if kind.name not in defined:  # an inverse is defined with its type
                 self.define_assoc(
-                    kind.name, inverse=kind.inverse, symmetric=kind.symmetric, limit=kind.limit
+                    kind.name,
+                    inverse=kind.inverse,
+                    symmetric=kind.symmetric,
+                    limit=kind.limit,
+                    ttl=kind.ttl,
                 )
                 defined |= {kind.name, kind.inverse or kind.name}
         for otype in schema.object_types:

@@ -260,6 +260,7 @@ class DefineAssoc(Args):
     inverse: str | None = None
     symmetric: bool = False
     limit: Int64 = DEFAULT_LIMIT
+    ttl: float | None = None  # seconds (`core.ttl`)
 
 
 class DefineObject(Args):

@@ -44,6 +44,10 @@ class HybridClock:
             self._last = max(wall, self._last + 1)
             return self._last
 
+    def wall_ms(self) -> int:
+        """The wall clock in ms, the unit of an edge's time (expiry is judged by it)."""
+        return self._wall_ns() // 1_000_000
+
     def observe(self, timestamp: int) -> None:
         """Make every later `now()` greater than `timestamp`."""
         with self._lock:

@@ -10,6 +10,9 @@ applied at every start:
     inverse = "followed_by"    # writing follows(a, b) also writes followed_by(b, a)
     limit = 6000               # the most items one query returns (default 6000)
 
+    [assoc.seen]
+    ttl = 86400                # seconds: an edge expires `ttl` after its time (`core.ttl`)
+
     [assoc.friend]
     symmetric = true           # friend(a, b) also writes friend(b, a)
 
@@ -27,12 +30,14 @@ import difflib
 import re
 import tomllib
 from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
 from .errors import NotFound, SchemaError, UnknownType
+from .ttl import check_ttl
 
 DEFAULT_LIMIT = 6000
 MAX_LIMIT = 1_000_000
@@ -47,6 +52,7 @@ class AssocType(msgspec.Struct, frozen=True):
     inverse: str | None = None
     symmetric: bool = False
     limit: int = DEFAULT_LIMIT
+    ttl: float | None = None  # seconds: edges expire that long after their time (`core.ttl`)
 
 
 class ObjectType(msgspec.Struct, frozen=True):
@@ -186,8 +192,12 @@ class Schema:
         inverse: str | None = None,
         symmetric: bool = False,
         limit: int = DEFAULT_LIMIT,
+        ttl: float | timedelta | None = None,
     ) -> Schema:
-        """A schema with this association type (and its inverse) defined."""
+        """A schema with this association type (and its inverse) defined.
+
+        Redefining a type sets its limit and ttl to these (ttl None: edges never expire).
+        """
         _check_name(name, "association type")
         if inverse is not None:
             _check_name(inverse, "inverse type")
@@ -199,9 +209,10 @@ class Schema:
             raise SchemaError(f"{name!r} cannot be symmetric and have an inverse ({inverse!r})")
         if inverse == name:
             raise SchemaError(f"{name!r} cannot be its own inverse; use symmetric=True")
-        wanted = [AssocType(name, 0, inverse, symmetric, limit)]
-        if inverse is not None:
-            wanted.append(AssocType(inverse, 0, name, False, limit))
+        seconds = check_ttl(ttl)
+        wanted = [AssocType(name, 0, inverse, symmetric, limit, seconds)]
+        if inverse is not None:  # both legs share the edge's time, so they expire together
+            wanted.append(AssocType(inverse, 0, name, False, limit, seconds))
         assoc = dict(self._assoc)
         next_id = max(self._assoc_ids, default=0) + 1
         for want in wanted:
@@ -216,7 +227,7 @@ class Schema:
                     name=want.name,
                 )
             else:
-                assoc[want.name] = msgspec.structs.replace(have, limit=limit)
+                assoc[want.name] = msgspec.structs.replace(have, limit=limit, ttl=seconds)
         return Schema(assoc.values(), self._objects.values(), self.indexes, self._index_seq)
 
     def define_object(self, name: str) -> Schema:
@@ -294,7 +305,7 @@ class Schema:
             )
         schema = self
         for name, options in _tables(doc, "assoc"):
-            extra = set(options) - {"inverse", "symmetric", "limit"}
+            extra = set(options) - {"inverse", "symmetric", "limit", "ttl"}
             if extra:
                 raise SchemaError(f"[assoc.{name}] has unknown keys {sorted(extra)}")
             schema = schema.define_assoc(name, **options)

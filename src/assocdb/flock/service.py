@@ -159,7 +159,10 @@ class FlockService:
             return None
         state = State.NORMAL if row is None else row.state
         updated_at = 0 if row is None else min(row.updated_at // 1_000_000, MAX_INT32)
-        return state, min(counts.get(state, 0), MAX_INT32), updated_at
+        count = counts.get(state, 0)
+        if kind.ttl is not None:  # expired edges are not counted (`core.ttl`)
+            count = self._graph.assoc_count(node, kind.name, STATE_NAMES[state])
+        return state, min(count, MAX_INT32), updated_at
 
 
 def _listed(values: object, name: str) -> Sequence[Any]:
