@@ -9,7 +9,7 @@ from typing import Any
 from ..core.errors import InvalidRequest
 from ..core.ids import shard_of
 from ..core.records import CacheStats, HotKey
-from ..core.schema import DEFAULT_LIMIT, AssocType, ObjectType, read_schema_file
+from ..core.schema import DEFAULT_LIMIT, AssocType, ObjectType, OnDelete, read_schema_file
 from .engine import Engine
 
 
@@ -29,14 +29,17 @@ class Admin:
         inverse: str | None = None,
         symmetric: bool = False,
         limit: int = DEFAULT_LIMIT,
+        on_delete: OnDelete | None = None,
     ) -> AssocType:
         self._engine.change_schema(
-            lambda s: s.define_assoc(name, inverse=inverse, symmetric=symmetric, limit=limit)
+            lambda s: s.define_assoc(
+                name, inverse=inverse, symmetric=symmetric, limit=limit, on_delete=on_delete
+            )
         )
         return self._engine.schema.assoc_type(name)
 
-    def define_object(self, name: str) -> ObjectType:
-        self._engine.change_schema(lambda s: s.define_object(name))
+    def define_object(self, name: str, owned: bool | None = None) -> ObjectType:
+        self._engine.change_schema(lambda s: s.define_object(name, owned=owned))
         return self._engine.schema.object_type(name)
 
     def load_schema(self, path: str | Path) -> None:
