@@ -75,6 +75,7 @@ class Deletions:
         self._lock = threading.Lock()  # one step at a time in this process
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._paused = threading.Event()
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
         if self._backend.get_meta(_SEQ) is not None and self._runnable():
@@ -132,6 +133,16 @@ class Deletions:
                     return False
                 self._idle.wait(0.05 if left is None else min(0.05, left))
         return True
+
+    def pause(self) -> None:
+        """Stop working on cascades in this process (a lever for busy hours); new
+        deletions still tombstone their object at once."""
+        self._paused.set()
+
+    def resume(self) -> None:
+        """Work on cascades again."""
+        self._paused.clear()
+        self._wake.set()
 
     def window(self) -> float:
         """Seconds a deletion stays restorable (default 14 days)."""
@@ -218,8 +229,10 @@ class Deletions:
     def _work(self) -> bool:
         """Run the running deletions this process may work on; False if there were none."""
         worked = False
+        if self._paused.is_set():
+            return False
         for n in self._running():
-            while not self._stop.is_set():
+            while not self._stop.is_set() and not self._paused.is_set():
                 with self._lock:
                     job = self._claim(n)
                     if job is None:
