@@ -74,15 +74,20 @@ def test_a_cascade_removes_edges_both_ways_deep_targets_and_orphans(g: Graph) ->
     assert report.status == "done"
     assert report.objects == {"album": 2, "photo": 1, "post": 1, "user": 1}
     # bob's like of the post has no inverse: not found from the post; it dangles
-    assert report.edges["follows"] == 1 and report.edges["followed_by"] == 1
+    assert report.edges["follows"] == 1
+    assert report.edges["followed_by"] == 1
 
     restored = g.obj_restore(ada)
     assert restored.status == "restored"
     assert g.obj_get(ada).data == {"n": "ada"}  # type: ignore[union-attr]
-    assert g.obj_get(own) is not None and g.obj_get(post) is not None
+    assert g.obj_get(own) is not None
+    assert g.obj_get(post) is not None
     edge = g.assoc_edge(ada, "follows", bob)
-    assert edge is not None and edge.time == 5 and edge.data == {"since": 2020}
-    assert g.assoc_count(bob, "followed_by") == 1 and g.assoc_count(bob, "follows") == 1
+    assert edge is not None
+    assert edge.time == 5
+    assert edge.data == {"since": 2020}
+    assert g.assoc_count(bob, "followed_by") == 1
+    assert g.assoc_count(bob, "follows") == 1
     assert g.assoc_count(shared, "in_album") == 2
     with pytest.raises(InvalidRequest, match="restored already"):
         g.obj_restore(ada)
@@ -116,7 +121,8 @@ def test_the_window_ends_and_a_purge_says_so(g: Graph) -> None:
     with pytest.raises(InvalidRequest, match="past its restore window"):
         g.obj_restore(uid)
     purged = g.deletions.purge()
-    assert [d.root for d in purged] == [uid] and purged[0].status == "purged"
+    assert [d.root for d in purged] == [uid]
+    assert purged[0].status == "purged"
     assert g.deletions.of_object(uid).objects == {"user": 1}  # the report stays
     assert g.deletions.purge() == []
     with pytest.raises(InvalidRequest, match="purged"):
