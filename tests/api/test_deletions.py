@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import assocdb
 from assocdb import Graph, InvalidRequest, NotFound, SchemaError
 from tests.conftest import OpenGraph
 
@@ -127,3 +128,24 @@ def test_the_window_ends_and_a_purge_says_so(g: Graph) -> None:
     assert g.deletions.purge() == []
     with pytest.raises(InvalidRequest, match="purged"):
         g.obj_restore(uid)
+
+
+def test_dangling_edges_and_orphans_are_found_and_repaired(g: Graph) -> None:
+    ada, bob = g.obj_add("user"), g.obj_add("user")
+    post, lonely = g.obj_add("post"), g.obj_add("post")
+    g.assoc_add(ada, "authored", post)
+    g.assoc_add(bob, "likes", post)  # no inverse: a cascade of the post cannot find it
+    g.assoc_add(ada, "follows", bob)
+    g.obj_delete(post)  # a plain delete: its edges stay
+    report = g.deletions.dangling()
+    assert {(e.id1, e.atype, e.id2, e.reason) for e in report.edges} == {
+        (ada, "authored", post, "deleted"),
+        (bob, "likes", post, "deleted"),
+        (post, "author", ada, "deleted"),
+    }
+    assert [(o.id, o.otype) for o in report.orphans] == [(lonely, "post")]
+    assert g.deletions.dangling(repair=True).repaired
+    assert g.deletions.dangling() == assocdb.DanglingReport([], [], False)
+    assert g.obj_get(lonely) is None
+    assert g.assoc_count(ada, "authored") == 0
+    assert g.assoc_count(ada, "follows") == 1  # nothing else

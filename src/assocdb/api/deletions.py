@@ -29,6 +29,7 @@ from ..core.deletion import (
     STEP_EDGES,
     CascadeJob,
     Chunk,
+    DanglingReport,
     Deletion,
     advance,
     next_list,
@@ -39,6 +40,7 @@ from ..core.ids import check_id, shard_of
 from ..core.merge import EdgeRow, State
 from ..core.ops import EdgeWrite, ObjectWrite, Operation
 from ..core.records import WriteResult
+from .dangling import find_dangling
 from .engine import Engine
 from .timelines import Timelines
 
@@ -193,6 +195,17 @@ class Deletions:
             if self._backend.swap_meta(_job_key(job.id), raw, _encode(gone)):
                 purged.append(self._public(gone))
         return purged
+
+    def dangling(self, repair: bool = False) -> DanglingReport:
+        """Edges whose end is deleted or missing, and owned objects without an owner
+        (a scan of every shard: an operator's tool); `repair` removes the edges and
+        deletes the orphans with cascade=True (`api.dangling`)."""
+
+        def delete(id: int) -> None:
+            self.delete(id, None)
+            self.wait()
+
+        return find_dangling(self._engine, self.owners_left, delete, repair)
 
     def close(self) -> None:
         self._stop.set()
@@ -349,9 +362,9 @@ class Deletions:
             inverse = self._engine.inverse_id(kind)
             writes.append(EdgeWrite(row.atype, inverse, row.id1, row.id2, State.REMOVED, ua))
         self._submit(writes, ua)
-        return [target for target in chunk.refcount if not self._owners_left(target)]
+        return [target for target in chunk.refcount if not self.owners_left(target)]
 
-    def _owners_left(self, target: int) -> int:
+    def owners_left(self, target: int) -> int:
         """How many live deep or refcount edges point to `target` (through inverses)."""
         schema = self._engine.schema
         shard = shard_of(target, self._engine.shards)

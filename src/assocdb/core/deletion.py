@@ -53,6 +53,31 @@ class Deletion(msgspec.Struct, frozen=True):
     edges: dict[str, int]
 
 
+class DanglingEdge(msgspec.Struct, frozen=True):
+    """A live edge `id1 -atype-> id2` whose end `end` is `deleted` or `missing`."""
+
+    id1: int
+    atype: str
+    id2: int
+    end: int
+    reason: Literal["deleted", "missing"]
+
+
+class Orphan(msgspec.Struct, frozen=True):
+    """A live object of an owned type that no live deep or refcount edge points to."""
+
+    id: int
+    otype: str
+
+
+class DanglingReport(msgspec.Struct, frozen=True):
+    """What `check --dangling` found (and, with `repaired`, fixed)."""
+
+    edges: list[DanglingEdge]
+    orphans: list[Orphan]
+    repaired: bool
+
+
 class CascadeJob(msgspec.Struct):
     """A deletion's state and where its walk stands (kept in meta, rewritten each step)."""
 
