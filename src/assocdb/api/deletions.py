@@ -112,9 +112,9 @@ class Deletions:
         """Deletion `id`, or NotFound."""
         return self._public(self._job(id))
 
-    def of_object(self, root: int) -> Deletion:
-        """The latest deletion of object `root`, or NotFound."""
-        return self._public(self._job(self._latest(check_id(root))))
+    def of_object(self, id: int) -> Deletion:
+        """The latest deletion of object `id`, or NotFound."""
+        return self._public(self._job(self._latest(check_id(id))))
 
     def all(self) -> list[Deletion]:
         """Every deletion, oldest first."""
@@ -177,9 +177,9 @@ class Deletions:
             raise Conflict(f"deletion {n} changed while it was restored; restore it again")
         return self._public(done)
 
-    def purge(self, now: float | None = None) -> list[Deletion]:
+    def purge(self) -> list[Deletion]:
         """Erase the records of finished deletions past their window; return them."""
-        now = self._clock() if now is None else now
+        now = self._clock()
         purged = []
         for deletion in self.all():
             if deletion.status not in ("done", "restored") or now <= deletion.restorable_until:

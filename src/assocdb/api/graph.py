@@ -241,7 +241,7 @@ class Graph:
         return self._objects.obj_update(id, data, updated_at=updated_at)
 
     def obj_delete(
-        self, id: int, *, cascade: bool = False, updated_at: int | None = None
+        self, id: int, *, updated_at: int | None = None, cascade: bool = False
     ) -> WriteResult:
         """Delete an object, leaving a tombstone; NotFound if it never existed.
 
