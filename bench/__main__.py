@@ -18,6 +18,8 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench timelines [--quick]        (1,000,000 followers; --quick: 100,000)
     python -m bench entities [objects]         (default 100,000)
     python -m bench failover [reads]           (default 2,000 per phase)
+    python -m bench deletion [--edges N] [--runs R]   (a cascade's edges/s vs batched deletes,
+                                                     and another writer's latency meanwhile)
     python -m bench verify [--rows N] [--mysql URL,URL]   (replica verify: checksums vs every row)
     python -m bench failover --mysql [--outage 30]   (own MariaDB servers, SIGSTOP/SIGKILL)
     python -m bench grow [--edges 200000] [--urls URL,URL]  (a shard copy vs a bare copy of its
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from . import (
     bulk,
     cache,
+    deletion,
     entities,
     failover,
     feed,
@@ -70,6 +73,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "entities": (entities.main, ["20000"]),
     "failover": (failover.main, ["1000"]),
     "verify": (verify.main, ["--rows", "20000"]),
+    "deletion": (deletion.main, ["--edges", "20000", "--runs", "1"]),
 }
 
 

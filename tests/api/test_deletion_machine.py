@@ -152,3 +152,22 @@ DeletionMachine.TestCase.settings = settings(
     max_examples=examples("sqlite", 25), stateful_step_count=20, deadline=None
 )
 TestDeletions = DeletionMachine.TestCase
+
+
+class MySQLDeletionMachine(DeletionMachine):
+    """The same rules on MySQL/MariaDB."""
+
+    KIND = "mysql"
+
+
+class PostgresDeletionMachine(DeletionMachine):
+    """The same rules on PostgreSQL."""
+
+    KIND = "postgres"
+
+
+# Few: each example creates and drops a graph's schemas; the job's code is the same.
+for _machine in (MySQLDeletionMachine, PostgresDeletionMachine):
+    _machine.TestCase.settings = settings(max_examples=5, stateful_step_count=20, deadline=None)
+TestMySQLDeletions = MySQLDeletionMachine.TestCase
+TestPostgresDeletions = PostgresDeletionMachine.TestCase

@@ -149,3 +149,23 @@ def test_dangling_edges_and_orphans_are_found_and_repaired(g: Graph) -> None:
     assert g.obj_get(lonely) is None
     assert g.assoc_count(ada, "authored") == 0
     assert g.assoc_count(ada, "follows") == 1  # nothing else
+
+
+def test_deleting_again_is_the_same_deletion(g: Graph) -> None:
+    """A client retrying a lost answer must not record a second, empty deletion that
+    a restore would then undo instead of the real one."""
+    ada, post = g.obj_add("user", {"n": 1}), g.obj_add("post")
+    g.assoc_add(ada, "authored", post)
+    g.obj_delete(ada, cascade=True)
+    g.obj_delete(ada, cascade=True)
+    assert g.deletions.wait(30)
+    bob = g.obj_add("user")
+    g.assoc_add(bob, "follows", ada)  # written to the deleted object after its cascade
+    assert g.obj_delete(ada, cascade=True).status == "queued"  # walks again
+    assert g.deletions.wait(30)
+    assert g.assoc_count(bob, "follows") == 0
+    assert len(g.deletions.all()) == 1
+    assert g.deletions.of_object(ada).edges == {"authored": 1, "followed_by": 1}
+    g.obj_restore(ada)
+    assert g.obj_get(post) is not None
+    assert g.assoc_count(bob, "follows") == 1

@@ -84,6 +84,11 @@ class DeletionModel:
                     seen.add(target)
                     queue.append(target)
             candidates -= seen
+        before = self.latest.get(root)
+        if before is not None and before.status == "done" and root not in self.objects:
+            # deleting a deleted object again adds to its deletion (one restore undoes both)
+            record.objects = {**before.objects, **record.objects}
+            record.edges = {**before.edges, **record.edges}
         self.latest[root] = record
 
     def restore(self, root: int) -> None:

@@ -88,8 +88,12 @@ class Deletions:
     def delete(self, id: int, updated_at: int | None) -> WriteResult:
         """Tombstone `id` now (NotFound if it never existed) and start its cascade."""
         id = check_id(id)
-        if not self._backend.objects(shard_of(id, self._engine.shards), [id]):
+        rows = self._backend.objects(shard_of(id, self._engine.shards), [id])
+        if not rows:
             raise NotFound(f"no object {id}", id=id)
+        again = self._again(id, rows[0].state)
+        if again is not None:  # a retry (a client's, after a lost answer): the same deletion
+            return again
         if self._engine.journal.read_only:
             raise InvalidRequest("this graph is open read-only: it cannot delete")
         self._engine.stamp(updated_at)  # checked like any write's; the chunks stamp their own
@@ -107,6 +111,37 @@ class Deletions:
             self._start()
             self._wake.set()
         return WriteResult("queued" if stepped is not None else "applied", self._engine.clock.now())
+
+    def _again(self, id: int, state: int) -> WriteResult | None:
+        """Deleting `id` again while its last deletion stands (the object still
+        deleted) is that deletion: a retry while it runs changes nothing; once done,
+        it walks the object's lists again, adding what it removes to the same record
+        (so one `obj_restore` undoes both). None: a new deletion."""
+        raw = self._backend.get_meta(_root_key(id))
+        if raw is None or state != State.REMOVED:
+            return None
+        n = int(raw)
+        stored = self._backend.get_meta(_job_key(n))
+        job = self._job(n)
+        if job.status == "done":
+            again = msgspec.structs.replace(
+                job,
+                status="running",
+                finished_at=None,
+                owner=self._engine.journal.owner,
+                pending=[id],
+                phase="edges",
+                list_index=0,
+                after=None,
+                found=False,
+            )
+            if not self._backend.swap_meta(_job_key(n), stored, _encode(again)):
+                raise Conflict(f"deletion {n} changed meanwhile; delete again")
+            self._start()
+            self._wake.set()
+        elif job.status != "running":
+            return None
+        return WriteResult("queued", self._engine.clock.now())
 
     def get(self, id: int) -> Deletion:
         """Deletion `id`, or NotFound."""
