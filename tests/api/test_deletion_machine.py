@@ -30,7 +30,8 @@ class DeletionMachine(RuleBasedStateMachine):
         self.directory = tempfile.mkdtemp(prefix="assocdb-del-")
         self.stores = Stores(self.KIND, Path(self.directory))
         directory = Path(self.directory)
-        self.where = (directory, directory / "journal.db") if self.KIND == "sqlite" else None
+        sqlite = (directory, directory / "journal.db")
+        self.where = sqlite if self.KIND == "sqlite" else self.stores.location("g")
         self.graph = self._open()
         for name, (inverse, rule_) in TYPES.items():
             self.graph.define_assoc(name, inverse=inverse, on_delete=rule_)  # type: ignore[arg-type]
