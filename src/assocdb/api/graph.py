@@ -355,7 +355,7 @@ class Graph:
         stored (InvalidRequest; `details["stored"]`). A load of more than
         10,000 edges starts `workers` processes. A load with a `name` is one
         resumable job: loading the same edges under that name again skips the
-        ones stored (docs/api.md, "Bulk loads", says the whole contract).
+        ones stored (docs/api.md, "Associations", says the whole contract).
 
         >>> g.bulk_load([(1, "friend", 2), (2, "friend", 3, 1700000000000)])
         """
