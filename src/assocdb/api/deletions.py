@@ -48,6 +48,8 @@ log = logging.getLogger("assocdb.deletions")
 
 _LIVE = [State.NORMAL, State.NEGATIVE, State.ARCHIVED]
 _SEQ = "deletion:seq"
+#: The ids of running deletions (JSON list): what runners read, rather than every job.
+_ACTIVE = "deletion:active"
 _WINDOW = "deletion:window"
 RETRY_SECONDS = 1.0  # the runner's wait before it tries a failed step again
 
@@ -80,7 +82,7 @@ class Deletions:
         self._paused = threading.Event()
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
-        if self._backend.get_meta(_SEQ) is not None and self._runnable():
+        if self._runnable():
             self._start()
 
     # -- public -------------------------------------------------------------------
@@ -102,6 +104,7 @@ class Deletions:
             n, id, "running", self._clock(), self.window(), owner=self._engine.journal.owner
         )
         job = msgspec.structs.replace(job, pending=[id], seen=[id])
+        self._set_active(n, True)  # before the job exists: a runner never misses it
         if not self._backend.swap_meta(_job_key(n), None, _encode(job)):
             raise Conflict(f"deletion {n} exists already")  # a seq swap makes this unreachable
         self._backend.swap_meta(_root_key(id), self._backend.get_meta(_root_key(id)), b"%d" % n)
@@ -137,9 +140,14 @@ class Deletions:
             )
             if not self._backend.swap_meta(_job_key(n), stored, _encode(again)):
                 raise Conflict(f"deletion {n} changed meanwhile; delete again")
+            # Listed after it runs (a runner unlists jobs that do not run); should this
+            # process die in between, asking again lists it (below).
+            self._set_active(n, True)
             self._start()
             self._wake.set()
-        elif job.status != "running":
+        elif job.status == "running":
+            self._set_active(n, True)
+        else:
             return None
         return WriteResult("queued", self._engine.clock.now())
 
@@ -294,14 +302,26 @@ class Deletions:
         return bool(self._running())
 
     def _running(self) -> list[int]:
-        raw = self._backend.get_meta(_SEQ)
-        last = 0 if raw is None else int(raw)
+        """The running deletions (those listed active whose job ended are unlisted)."""
+        raw = self._backend.get_meta(_ACTIVE)
         found = []
-        for n in range(1, last + 1):
+        for n in [] if raw is None else msgspec.json.decode(raw, type=list[int]):
             stored = self._backend.get_meta(_job_key(n))
-            if stored is not None and _decode(stored).status == "running":
-                found.append(n)
+            if stored is None or _decode(stored).status == "running":
+                found.append(n)  # none yet: being created
+            else:
+                self._set_active(n, False)
         return found
+
+    def _set_active(self, n: int, running: bool) -> None:
+        while True:
+            raw = self._backend.get_meta(_ACTIVE)
+            active = set() if raw is None else set(msgspec.json.decode(raw, type=list[int]))
+            changed = active | {n} if running else active - {n}
+            if changed == active:
+                return
+            if self._backend.swap_meta(_ACTIVE, raw, msgspec.json.encode(sorted(changed))):
+                return
 
     def _claim(self, n: int) -> CascadeJob | None:
         """Job `n` if it runs and is (now) this process's, else None."""
@@ -342,6 +362,8 @@ class Deletions:
             after = msgspec.structs.replace(job, status="done", finished_at=self._clock())
         if not self._backend.swap_meta(_job_key(job.id), raw, _encode(after)):
             raise Conflict(f"deletion {job.id} was changed by another process")
+        if ended:
+            self._set_active(job.id, False)
         return None if ended else after
 
     def _plan(self, job: CascadeJob) -> Chunk | CascadeJob | None:
