@@ -20,6 +20,8 @@ schema and write path. Each concern is a service built on it, in its module:
                      queue_reinject, drain
 * `checks.py`        Checks: check_counts, check_inverses
 * `feed.py`          Feed: enable_feed, changes, follow_changes, feed_commit (and `trim`)
+* `deletions.py`     Deletions (`g.deletions`): obj_delete(cascade=True), obj_restore,
+                     the cascade's job, purge, and `dangling.py`'s check
 * `admin.py`         Admin: define_assoc, define_object, load_schema, trace, cache_stats,
                      hot_keys
 
