@@ -136,6 +136,7 @@ class Deletions:
                 finished_at=None,
                 owner=self._engine.journal.owner,
                 pending=[id],
+                seen=[id],  # a walk afresh: what it reached before may be live again
                 phase="edges",
                 list_index=0,
                 after=None,
