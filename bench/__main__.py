@@ -20,6 +20,8 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench timelines [--quick]        (1,000,000 followers; --quick: 100,000)
     python -m bench entities [objects]         (default 100,000)
     python -m bench failover [reads]           (default 2,000 per phase)
+    python -m bench deletion [--edges N] [--runs R]   (a cascade's edges/s vs batched deletes,
+                                                     and another writer's latency meanwhile)
     python -m bench verify [--rows N] [--mysql URL,URL]   (replica verify: checksums vs every row)
     python -m bench ttl [--edges N]            (reads of a type with a ttl vs none; expiry pass)
     python -m bench failover --mysql [--outage 30]   (own MariaDB servers, SIGSTOP/SIGKILL)
@@ -40,6 +42,7 @@ from . import (
     backup,
     bulk,
     cache,
+    deletion,
     entities,
     failover,
     feed,
@@ -79,6 +82,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "failover": (failover.main, ["1000"]),
     "verify": (verify.main, ["--rows", "20000"]),
     "ttl": (ttl.main, ["--edges", "20000"]),
+    "deletion": (deletion.main, ["--edges", "20000", "--runs", "1"]),
 }
 
 

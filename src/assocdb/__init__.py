@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib as _importlib
 import typing as _typing
 
+from .core.deletion import DanglingEdge, DanglingReport, Deletion, Orphan
 from .core.errors import (
     AssocdbError,
     Conflict,
@@ -88,8 +89,11 @@ __all__ = [
     "Conflict",
     "Count",
     "CountMismatch",
+    "DanglingEdge",
+    "DanglingReport",
     "DataTooLarge",
     "Deferred",
+    "Deletion",
     "FeedExpired",
     "Graph",
     "HangingEdge",
@@ -103,6 +107,7 @@ __all__ = [
     "NotFound",
     "Obj",
     "ObjectType",
+    "Orphan",
     "Page",
     "PermissionDenied",
     "Query",

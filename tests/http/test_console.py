@@ -26,6 +26,7 @@ PAGES = [
     "/admin/shards",
     "/admin/queue",
     "/admin/hot",
+    "/admin/deletions",
     "/admin/explore?id=1",
     "/admin/explore/list?id=1&atype=follows",
     "/admin/explore/sets?a=1&a_type=follows&op=intersect&b=2&b_type=follows",
@@ -42,6 +43,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     directory = tmp_path_factory.mktemp("console") / "graph"
     with assocdb.open(directory, shards=2) as g:
         g.define_assoc("follows", inverse="followed_by")
+        g.define_object("user")
+        g.obj_delete(g.obj_add("user", {"name": "gone"}), cascade=True)
+        assert g.deletions.wait(30)
     running = Server(directory)
     yield running
     running.stop()
@@ -352,3 +356,11 @@ def test_lists_and_sets_say_what_each_id_is_and_when(server: Server) -> None:
 def test_the_overview_names_the_engine_once(server: Server) -> None:
     page = httpx.get(server.url + "/admin", headers=bearer(ADMIN)).text
     assert '<small id="what">sqlite · 2 shards</small>' in page
+
+
+def test_the_deletions_page_lists_what_each_deletion_removed(server: Server) -> None:
+    page = httpx.get(server.url + "/admin/deletions", headers=bearer(ADMIN))
+    assert page.status_code == 200
+    restorable = page.text.split("<h2>Restorable</h2>")[1].split("<h2>")[0]
+    assert "1 user" in restorable
+    assert "<td>done</td>" in restorable

@@ -145,6 +145,7 @@ def test_a_browser_logs_in_and_sees_every_page(console: Console) -> None:
         ("/admin/shards", "Shards"),
         ("/admin/queue", "Queue"),
         ("/admin/hot", "Hot keys"),
+        ("/admin/deletions", "Deletions"),
         ("/admin/explore", "Explorer"),
         ("/admin/explore/sets", "Set query"),
     ):
@@ -307,6 +308,7 @@ def test_no_page_logs_a_severe_entry_and_logging_out_ends_the_session(
         "/admin/shards",
         "/admin/queue",
         "/admin/hot",
+        "/admin/deletions",
         "/admin/explore",
         f"/admin/explore?id={star}",
         f"/admin/explore/list?id={star}&atype=followed_by",

@@ -152,6 +152,19 @@ def test_every_method_through_the_client(client: Client) -> None:
     assert [(c.type, c.id1, c.id2) for c in feed.items] == [("likes", 1, 2)]
     g.feed_commit("mailer", feed.next_cursor)
     assert g.changes(group="mailer").items == []
+    g.define_assoc("wrote", inverse="written_by", on_delete="deep")
+    g.define_object("note", owned=True)
+    writer, note = g.obj_add("user"), g.obj_add("note")
+    g.assoc_add(writer, "wrote", note)
+    assert g.obj_delete(writer, cascade=True).status == "queued"
+    assert g.deletions.wait(10)
+    assert g.obj_get(note) is None
+    assert g.deletions.of_object(writer).objects == {"user": 1, "note": 1}
+    assert g.obj_restore(writer).status == "restored"
+    assert g.obj_get(note) is not None
+    assert [d.root for d in g.deletions.all()] == [writer]
+    assert g.deletions.purge() == []
+    assert g.deletions.dangling().orphans == []
     assert called == set(METHODS)
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from assocdb import Graph, Query
 from assocdb.api.batch import READS, WRITES
+from assocdb.api.deletions import Deletions
 from assocdb.client.wire import (
     BATCH_WRITES,
     BATCHABLE,
@@ -39,6 +40,15 @@ from assocdb.core.schema import Schema
 WIRE_ONLY: dict[str, tuple[Callable[..., Any], str]] = {
     "query_page": (Query.page, "g.select(…) builds a Query locally; its page() is this call"),
     "query_count": (Query.count, "a Query's count() is this call"),
+}
+
+#: Methods of a Graph's service (`g.deletions.all()`), on the wire as `<service>_<method>`.
+SERVICES: dict[str, Callable[..., Any]] = {
+    "deletions_all": Deletions.all,
+    "deletions_of_object": Deletions.of_object,
+    "deletions_purge": Deletions.purge,
+    "deletions_wait": Deletions.wait,
+    "deletions_dangling": Deletions.dangling,
 }
 
 #: Graph parameters that do not travel, and why.
@@ -145,17 +155,26 @@ def graph_methods() -> set[str]:
 
 def test_every_graph_method_is_on_the_wire_or_listed_as_local() -> None:
     assert graph_methods() - set(METHODS) == set(LOCAL)
-    assert set(METHODS) - graph_methods() == set(WIRE_ONLY)
+    assert set(METHODS) - graph_methods() == set(WIRE_ONLY) | set(SERVICES)
 
 
-@pytest.mark.parametrize("name", sorted(set(METHODS) - set(WIRE_ONLY) - set(RESULT_AS)))
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_service_methods_are_the_service_method_parameters(name: str) -> None:
+    assert fields(METHODS[name].args) == parameters(SERVICES[name])
+    assert wire_type(METHODS[name].result) == returns(SERVICES[name])
+
+
+ON_GRAPH = set(METHODS) - set(WIRE_ONLY) - set(RESULT_AS) - set(SERVICES)
+
+
+@pytest.mark.parametrize("name", sorted(ON_GRAPH))
 def test_args_are_the_graph_method_parameters(name: str) -> None:
     method = getattr(Graph, name)
     sent = [p for p in parameters(method) if (name, p[0]) not in NOT_SENT]
     assert [f for f in fields(METHODS[name].args) if (name, f[0]) not in WIRE_FIELDS] == sent
 
 
-@pytest.mark.parametrize("name", sorted(set(METHODS) - set(WIRE_ONLY) - set(RESULT_AS)))
+@pytest.mark.parametrize("name", sorted(ON_GRAPH))
 def test_the_result_is_the_graph_method_return_type(name: str) -> None:
     assert wire_type(METHODS[name].result) == returns(getattr(Graph, name))
 

@@ -10,7 +10,7 @@ from typing import Any
 from ..core.errors import InvalidRequest
 from ..core.ids import shard_of
 from ..core.records import CacheStats, HotKey
-from ..core.schema import DEFAULT_LIMIT, AssocType, ObjectType, read_schema_file
+from ..core.schema import DEFAULT_LIMIT, AssocType, ObjectType, OnDelete, read_schema_file
 from .engine import Engine
 
 
@@ -30,16 +30,22 @@ class Admin:
         symmetric: bool = False,
         limit: int = DEFAULT_LIMIT,
         ttl: float | timedelta | None = None,
+        on_delete: OnDelete | None = None,
     ) -> AssocType:
         self._engine.change_schema(
             lambda s: s.define_assoc(
-                name, inverse=inverse, symmetric=symmetric, limit=limit, ttl=ttl
+                name,
+                inverse=inverse,
+                symmetric=symmetric,
+                limit=limit,
+                ttl=ttl,
+                on_delete=on_delete,
             )
         )
         return self._engine.schema.assoc_type(name)
 
-    def define_object(self, name: str) -> ObjectType:
-        self._engine.change_schema(lambda s: s.define_object(name))
+    def define_object(self, name: str, owned: bool | None = None) -> ObjectType:
+        self._engine.change_schema(lambda s: s.define_object(name, owned=owned))
         return self._engine.schema.object_type(name)
 
     def load_schema(self, path: str | Path) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from ..core.errors import NotFound
+from ..core.errors import InvalidRequest, NotFound
 from ..core.merge import State
 from ..core.ops import Operation, Rows, TypeChange
 from ..core.records import Deferred, WriteResult
@@ -135,7 +135,11 @@ class WriteBatch:
     ) -> Deferred[WriteResult]:
         return self._queue("obj_update", *self._objects.update_op(id, data, updated_at=updated_at))
 
-    def obj_delete(self, id: int, *, updated_at: int | None = None) -> Deferred[WriteResult]:
+    def obj_delete(
+        self, id: int, *, updated_at: int | None = None, cascade: bool = False
+    ) -> Deferred[WriteResult]:
+        if cascade:  # a job of its own, recorded for a restore: not one write among others
+            raise InvalidRequest("obj_delete(cascade=True) cannot run in a batch; call it alone")
         return self._queue("obj_delete", *self._objects.delete_op(id, updated_at=updated_at))
 
     def _queue(

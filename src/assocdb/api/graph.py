@@ -20,6 +20,8 @@ schema and write path. Each concern is a service built on it, in its module:
                      queue_reinject, drain
 * `checks.py`        Checks: check_counts, check_inverses
 * `feed.py`          Feed: enable_feed, changes, follow_changes, feed_commit (and `trim`)
+* `deletions.py`     Deletions (`g.deletions`): obj_delete(cascade=True), obj_restore,
+                     the cascade's job, purge, and `dangling.py`'s check
 * `admin.py`         Admin: define_assoc, define_object, load_schema, trace, cache_stats,
                      hot_keys
 
@@ -40,6 +42,7 @@ from typing import Any, Literal
 
 from ..cache.entries import Tier2
 from ..core.clock import HybridClock
+from ..core.deletion import Deletion
 from ..core.feed import FEED_LIMIT
 from ..core.pagers import items, pages
 from ..core.query import Query
@@ -70,7 +73,7 @@ from ..core.records import (
     VerifyReport,
     WriteResult,
 )
-from ..core.schema import DEFAULT_LIMIT, AssocType, ObjectType, Schema
+from ..core.schema import DEFAULT_LIMIT, AssocType, ObjectType, OnDelete, Schema
 from ..storage.backend import Backend
 from ..writes.applier import RetryPolicy
 from ..writes.journal import Journal
@@ -80,6 +83,7 @@ from .assoc_writes import AssocWrites
 from .batch import WriteBatch
 from .checks import Checks
 from .cleaner import Cleaner
+from .deletions import Deletions
 from .engine import Engine
 from .expiry import EdgeExpiry
 from .feed import Feed
@@ -150,6 +154,9 @@ class Graph:
         # Last: the replay of jobs a crash left, and the applier's threads, see
         # every service wired.
         engine.start()
+        #: Cascading deletions (`obj_delete(cascade=True)`): list, get, wait, purge,
+        #: window, and `dangling` checks (api/deletions.py; docs/api.md, "Deletion").
+        self.deletions = Deletions(engine, self._timelines)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -159,6 +166,7 @@ class Graph:
         Jobs not yet applied stay in the journal and are applied on the next open.
         """
         self._cleaner.close()  # first: it writes through the engine
+        self.deletions.close()
         self._feed.close()
         self.engine.close()
         self._timelines.close()
@@ -235,12 +243,25 @@ class Graph:
         """
         return self._objects.obj_update(id, data, updated_at=updated_at)
 
-    def obj_delete(self, id: int, *, updated_at: int | None = None) -> WriteResult:
+    def obj_delete(
+        self, id: int, *, updated_at: int | None = None, cascade: bool = False
+    ) -> WriteResult:
         """Delete an object, leaving a tombstone; NotFound if it never existed.
 
+        With `cascade`, its edges in both directions go too, and what its
+        types' `on_delete` rules reach (deep, refcount), in a durable background
+        job (`queued`; `g.deletions.wait()` waits); the object reads as gone at
+        once, and `obj_restore` undoes it all within the restore window.
         Deleting a deleted object again is harmless (a retry may do that).
         """
+        if cascade:
+            return self.deletions.delete(id, updated_at)
         return self._objects.obj_delete(id, updated_at=updated_at)
+
+    def obj_restore(self, id: int) -> Deletion:
+        """Put back exactly what the object's latest cascading deletion removed, and
+        return that deletion; InvalidRequest while it runs, after its window, or twice."""
+        return self.deletions.restore(id)
 
     # -- association writes -----------------------------------------------------------
 
@@ -303,14 +324,10 @@ class Graph:
         """Calls collected in a `with` block and run when it ends; the writes together:
         one journal fsync and one transaction per touched shard for all of them.
 
-        Each write method is here (assoc_add, assoc_delete, assoc_archive,
-        assoc_negate, assoc_change_type, obj_add, obj_update, obj_delete), and
-        the reads of the Client's batch; each returns a Deferred whose `result()`
-        is the call's answer once the block has ended. Arguments of writes are
-        checked at each call; a write the store refuses (NotFound, Conflict)
-        raises from its own `result()` and the others are written. A read sees
-        the writes queued before it. If the block raises, nothing of it runs.
-        (Writes from many threads are batched the same way without asking.)
+        Each write method and the Client's batch reads are here; each returns a
+        Deferred whose `result()` is the call's answer once the block has ended
+        (a refused write raises from its own `result()`; the others are written).
+        A read sees the writes queued before it. If the block raises, nothing runs.
 
         >>> with g.batch() as b:
         ...     for follower in followers:
@@ -337,26 +354,11 @@ class Graph:
         Each edge is `(id1, atype, id2)`, optionally followed by `time` and
         `data`. Inverse rows and counts are written as for `assoc_add`, under
         the same merge rule, but not through the journal: a load is its own
-        record. An edge without a time gets the load's start time (there is no
-        read of the existing edge); with explicit times, loading twice changes
-        nothing, so a load may be re-run after a crash.
-
-        Edges are validated and written in rounds of 400,000 rows. A bad edge
-        (or an error raised by the input iterator) stops the load: every edge
-        before it is written first, and the InvalidRequest names the bad edge's
-        position and how many edges were stored (`details["stored"]`), so
-        the load can go on from there (with explicit times, loading the same
-        edges again changes nothing). A load of more than 10,000 edges starts
-        `workers` processes (default: one per CPU) that write shards in
-        parallel.
-
-        A load with a `name` is one resumable job of the journal: after each
-        round its shards are synced and the journal records how many input
-        edges are stored. If it stops (a crash, Ctrl-C, a bad edge), loading
-        the same edges under the same name again skips the edges stored and
-        writes the rest with the first run's `updated_at`, as one load would
-        have; the record is deleted when the load ends. (`assocdb import` names
-        a load by its file's path, size and modification time.)
+        record. A bad edge stops the load after every edge before it is
+        stored (InvalidRequest; `details["stored"]`). A load of more than
+        10,000 edges starts `workers` processes. A load with a `name` is one
+        resumable job: loading the same edges under that name again skips the
+        ones stored (docs/api.md, "Associations", says the whole contract).
 
         >>> g.bulk_load([(1, "friend", 2), (2, "friend", 3, 1700000000000)])
         """
@@ -423,16 +425,13 @@ class Graph:
 
     def assoc_pages(self, id1: int, atype: str, limit: int = 500) -> Iterator[Page[Assoc]]:
         """Every page of the list, newest first, following `next_cursor`.
-
         >>> for page in g.assoc_pages(celebrity, "followed_by", limit=1000):
         ...     notify(page.items)
         """
         return pages(lambda cursor: self.assoc_page(id1, atype, cursor, limit))
 
     def assoc_iter(self, id1: int, atype: str, limit: int = 500) -> Iterator[Assoc]:
-        """Every association of the list, newest first, read `limit` at a time
-        (`assoc_pages`); it ends after the last one.
-
+        """Every association of the list, newest first, read `limit` at a time.
         >>> for follow in g.assoc_iter(celebrity, "followed_by"):
         ...     notify(follow.id2)
         """
@@ -736,16 +735,12 @@ class Graph:
     def verify_replicas(
         self, shards: Sequence[int] | None = None, *, repair: bool = False
     ) -> VerifyReport:
-        """Compare every replica of each shard (all, or `shards`) of a graph on a shard map:
-        per-range checksums computed on each replica's server, then row by row the ranges
-        whose checksums differ; with `repair`, fix differing rows with the merge rule (the newer row
-        wins on every replica) and recount the lists they touched.
+        """Compare every replica of each shard (all, or `shards`) of a graph on a shard map,
+        by per-range checksums, then row by row; with `repair`, fix differing rows with the
+        merge rule and recount. Returns the differences; InvalidRequest without replicas,
+        Unavailable if one is down. Safe under live writes.
 
-        Returns a report of the differences found (and fixed). Raises InvalidRequest on
-        a graph without replicas, Unavailable if a replica is down. Safe under live writes.
-
-        >>> report = g.verify_replicas(repair=True)
-        >>> len(report.differences)
+        >>> len(g.verify_replicas(repair=True).differences)
         0
         """
         return self._checks.verify_replicas(shards, repair=repair)
@@ -770,18 +765,21 @@ class Graph:
         symmetric: bool = False,
         limit: int = DEFAULT_LIMIT,
         ttl: float | timedelta | None = None,
+        on_delete: OnDelete | None = None,
     ) -> AssocType:
         """Define an association type (and its inverse); a no-op if already so defined.
-        With `ttl` (seconds or a timedelta) each edge expires that long after its time.
+        With `ttl` (seconds or a timedelta) each edge expires that long after its time;
+        `on_delete` ("shallow", "deep", "refcount") is what a cascading delete of id1
+        does to the edge's other end (None: keep the type's rule).
 
-        >>> g.define_assoc("follows", inverse="followed_by")
+        >>> g.define_assoc("follows", inverse="followed_by", on_delete="shallow")
         >>> g.define_assoc("viewed", limit=5000, ttl=timedelta(days=1))
         """
-        return self._admin.define_assoc(name, inverse, symmetric, limit, ttl)
+        return self._admin.define_assoc(name, inverse, symmetric, limit, ttl, on_delete)
 
-    def define_object(self, name: str) -> ObjectType:
-        """Define an object type; a no-op if it exists."""
-        return self._admin.define_object(name)
+    def define_object(self, name: str, *, owned: bool | None = None) -> ObjectType:
+        """Define an object type (`owned`: it must hang off a deep or refcount edge)."""
+        return self._admin.define_object(name, owned)
 
     def load_schema(self, path: str | Path) -> None:
         """Apply every definition in a TOML schema file (see `core.schema`)."""

@@ -1,4 +1,5 @@
-"""`assocdb backup SOURCE DEST`, `assocdb backup verify DEST`, `assocdb restore BACKUP DEST`."""
+"""`assocdb backup SOURCE DEST`, `assocdb backup verify DEST`, and the work of
+`assocdb restore BACKUP DEST` (`cli/restore.py`)."""
 
 from __future__ import annotations
 
@@ -69,15 +70,8 @@ def verify(dest: str) -> None:
     click.echo(f"{dest}: ok ({check.edges:,} edges, {check.manifest.shards} shards)")
 
 
-@click.command()
-@click.argument("backup_dir", metavar="BACKUP", type=click.Path())
-@click.argument("dest", type=click.Path())
-@click.option("--to", "to", help="Roll forward to this time (ISO 8601, UTC unless it says).")
-@click.option("--from", "source", help="The source graph whose change feed to roll forward from.")
-def restore(backup_dir: str, dest: str, to: str | None, source: str | None) -> None:
-    """Restore the backup BACKUP to the new directory DEST, as of its cut, or with --to as
-    of a later time, from the source graph's change feed.
-    Example: assocdb restore backups/2026-11-28 data/restored --to 2026-11-28T14:05:00Z"""
+def restore_from_backup(backup_dir: str, dest: str, to: str | None, source: str | None) -> None:
+    """`assocdb restore BACKUP DEST [--to TIME] [--from GRAPH]` (`cli/restore.py`)."""
     upto = None if to is None else parse_time(to)
     rolled = [0]
 

@@ -23,15 +23,17 @@ import assocdb
 
 from ..core.extras import MissingExtra, needs, require
 from ..core.schema import Schema, read_schema_file
-from .backup import backup, restore
+from .backup import backup
 from .changes import changes
 from .datasets import EGO_FACEBOOK_FRIENDSHIPS, EGO_FACEBOOK_PEOPLE, ego_facebook
+from .deletions import delete, deletions
 from .flock import serve_thrift
 from .graph import GRAPH, NEW_GRAPH
 from .grow import shards_rebalance, shards_reclaim
 from .index import index
 from .params import Seconds
 from .queue import queue
+from .restore import restore
 from .shards import shards
 from .timeline import timeline
 
@@ -221,13 +223,15 @@ def schema(directory: str, schema_file: str | None) -> None:
                 click.echo(f'inverse = "{kind.inverse}"')
             if kind.symmetric:
                 click.echo("symmetric = true")
+            if kind.on_delete:
+                click.echo(f'on_delete = "{kind.on_delete}"')
             click.echo(f"limit = {kind.limit}")
             if kind.ttl is not None:
                 ttl = int(kind.ttl) if kind.ttl.is_integer() else kind.ttl
                 click.echo(f"ttl = {ttl}")
             click.echo()
         for otype in g.schema.object_types:
-            click.echo(f"[object.{otype.name}]\n")
+            click.echo(f"[object.{otype.name}]" + ("\nowned = true\n" if otype.owned else "\n"))
         for index in g.schema.indexes:  # what `[index.NAME]` in a schema file defines
             click.echo(f"[index.{index.name}]")
             click.echo(f"otype = {_toml(g.schema.object_by_id(index.otype).name)}")
@@ -408,15 +412,20 @@ CHECK_SHOWN = 20
 @click.argument("directory", type=GRAPH)
 @click.option("--repair", is_flag=True, help="Fix what is found.")
 @click.option("--all", "everything", is_flag=True, help="List every problem found.")
-def check(directory: str, repair: bool, everything: bool) -> None:
+@click.option("--dangling", is_flag=True, help="Also find dangling edges and owned orphans.")
+def check(directory: str, repair: bool, everything: bool, dangling: bool) -> None:
     """Check counts against edge rows, and every edge against its inverse.
 
     Prints a summary, then the first 20 problems (--all: every one). Exits 1
-    if something was wrong (and, with --repair, fixes it).
+    if something was wrong (and, with --repair, fixes it). Warns of types
+    that declare no on_delete rule. --dangling also finds edges whose end is
+    deleted or missing and owned objects without owner (`Deletions.dangling`).
 
-    Example: assocdb check data/graph --repair
+    Example: assocdb check data/graph --dangling --repair
     """
     with assocdb.open(directory, create=False) as g:
+        _undeclared(g.schema)
+        bad = dangling and _dangling(g.deletions.dangling(repair=repair), repair, everything)
         shard_range = range(g.shards)
         with click.progressbar(shard_range, label="counts, by shard", file=sys.stderr) as shards:
             counts = [m for shard in shards for m in g.engine.backend.recount(shard, repair)]
@@ -430,7 +439,7 @@ def check(directory: str, repair: bool, everything: bool) -> None:
         click.echo(problem)
     if len(problems) > len(shown):
         click.echo(f"… and {len(problems) - len(shown):,} more (--all lists every one)")
-    if counts or hanging:
+    if counts or hanging or bad:
         sys.exit(1)
 
 
@@ -446,6 +455,31 @@ def expire(directory: str) -> None:
     with assocdb.open(directory, create=False) as g:
         found = g.services.expiry.expire()
     click.echo(f"removed {found:,} expired edge rows")
+
+
+def _undeclared(schema: Schema) -> None:
+    """DELF's static check: a warning (existing graphs keep working, as shallow)."""
+    names = [kind.name for kind in schema.assoc_types if kind.on_delete is None]
+    if names:
+        click.echo(
+            f"warning: {len(names)} association types declare no on_delete rule "
+            f"(a cascading delete treats them as shallow): {', '.join(names)}",
+            err=True,
+        )
+
+
+def _dangling(report: assocdb.DanglingReport, repair: bool, everything: bool) -> bool:
+    verb = "repaired" if repair else "found"
+    click.echo(f"{verb} {len(report.edges):,} dangling edges and {len(report.orphans):,} orphans")
+    problems = [
+        f"dangling edge {e.id1} -{e.atype}-> {e.id2}: {e.end} is {e.reason}" for e in report.edges
+    ]
+    problems += [
+        f"orphan {o.otype} {o.id}: no deep or refcount edge points to it" for o in report.orphans
+    ]
+    for problem in problems if everything else problems[:CHECK_SHOWN]:
+        click.echo(problem)
+    return bool(report.edges or report.orphans)
 
 
 def _count_problem(m: assocdb.CountMismatch) -> str:
@@ -705,8 +739,10 @@ def mutual_friends(g: assocdb.Graph, a: int, b: int) -> list[int]:
 
 
 main.add_command(backup)
-main.add_command(restore)
 main.add_command(changes)
+main.add_command(delete)
+main.add_command(deletions)
+main.add_command(restore)
 main.add_command(index)
 main.add_command(queue)
 main.add_command(shards)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
+from ..core.deletion import Deletion
 from ..core.errors import AssocdbError, InvalidRequest, Timeout, Unavailable
 from ..core.extras import needs
 from ..core.feed import FEED_LIMIT
@@ -54,8 +55,9 @@ from ..core.records import (
     TimelineItem,
     WriteResult,
 )
-from ..core.schema import DEFAULT_LIMIT, AssocType, ObjectType, Schema
+from ..core.schema import DEFAULT_LIMIT, AssocType, ObjectType, OnDelete, Schema
 from .batch import Batch, checked
+from .deletions import RemoteDeletions
 from .wire import (
     METHODS,
     Args,
@@ -146,6 +148,10 @@ class Client:
         self._next = 0
         self._retries = retries
         self._budget = timeout / 2  # what a long call (drain, a build slice) may take
+        #: Cascading deletions on the server (`Graph.deletions`' calls over HTTP). `_call`
+        #: is looked up at each call, so what wraps it (a test's spy) sees these too.
+        call = lambda name, args: self._call(name, args)  # noqa: E731, PLW0108
+        self.deletions = RemoteDeletions(call, self._budget)
         with needs("client", "assocdb.Client"):  # here, not at the top: `import assocdb`
             import httpx  # stays light, and works without the client extra
 
@@ -269,32 +275,31 @@ class Client:
         symmetric: bool = False,
         limit: int = DEFAULT_LIMIT,
         ttl: float | timedelta | None = None,
+        on_delete: OnDelete | None = None,
     ) -> AssocType:
         seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
-        args = DefineAssoc(name, inverse, symmetric, limit, seconds)
+        args = DefineAssoc(name, inverse, symmetric, limit, seconds, on_delete)
         result: AssocType = self._call("define_assoc", args)
         return result
 
-    def define_object(self, name: str) -> ObjectType:
-        result: ObjectType = self._call("define_object", DefineObject(name))
+    def define_object(self, name: str, *, owned: bool | None = None) -> ObjectType:
+        result: ObjectType = self._call("define_object", DefineObject(name, owned))
         return result
 
     def load_schema(self, path: str | Path) -> None:
         """Apply every definition of a TOML schema file (checked here before anything is sent)."""
         schema = Schema().apply_toml(Path(path).read_text(encoding="utf-8"))
-        defined: set[str] = set()
-        for kind in schema.assoc_types:
-            if kind.name not in defined:  # an inverse is defined with its type
-                self.define_assoc(
-                    kind.name,
-                    inverse=kind.inverse,
-                    symmetric=kind.symmetric,
-                    limit=kind.limit,
-                    ttl=kind.ttl,
-                )
-                defined |= {kind.name, kind.inverse or kind.name}
+        for kind in schema.assoc_types:  # an inverse too: it has its own on_delete
+            self.define_assoc(
+                kind.name,
+                inverse=kind.inverse,
+                symmetric=kind.symmetric,
+                limit=kind.limit,
+                ttl=kind.ttl,
+                on_delete=kind.on_delete,
+            )
         for otype in schema.object_types:
-            self.define_object(otype.name)
+            self.define_object(otype.name, owned=otype.owned)
         for index in schema.indexes:
             otype_name = schema.object_by_id(index.otype).name
             self.define_index(
@@ -330,8 +335,14 @@ class Client:
         result: WriteResult = self._call("obj_update", ObjUpdate(id, data, updated_at))
         return result
 
-    def obj_delete(self, id: int, *, updated_at: int | None = None) -> WriteResult:
-        result: WriteResult = self._call("obj_delete", ObjDelete(id, updated_at))
+    def obj_delete(
+        self, id: int, *, updated_at: int | None = None, cascade: bool = False
+    ) -> WriteResult:
+        result: WriteResult = self._call("obj_delete", ObjDelete(id, updated_at, cascade))
+        return result
+
+    def obj_restore(self, id: int) -> Deletion:
+        result: Deletion = self._call("obj_restore", ObjId(id))
         return result
 
     # -- association writes ------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 import msgspec
 
 from ..core import errors as _errors
+from ..core.deletion import DanglingReport, Deletion
 from ..core.errors import AssocdbError, InvalidRequest
 from ..core.feed import FEED_LIMIT
 from ..core.query import Difference, Intersect, Query, Runner, Term
@@ -46,7 +47,7 @@ from ..core.records import (
     TimelineItem,
     WriteResult,
 )
-from ..core.schema import DEFAULT_LIMIT, AssocType, IndexDef, ObjectType
+from ..core.schema import DEFAULT_LIMIT, AssocType, IndexDef, ObjectType, OnDelete
 
 Scope = Literal["read", "write", "admin"]
 
@@ -164,6 +165,7 @@ class ObjUpdate(Args):
 class ObjDelete(Args):
     id: Int64
     updated_at: Int64 | None = None
+    cascade: bool = False
 
 
 class AssocAdd(Args):
@@ -261,10 +263,12 @@ class DefineAssoc(Args):
     symmetric: bool = False
     limit: Int64 = DEFAULT_LIMIT
     ttl: float | None = None  # seconds (`core.ttl`)
+    on_delete: OnDelete | None = None
 
 
 class DefineObject(Args):
     name: str
+    owned: bool | None = None
 
 
 class NoArgs(Args):
@@ -457,6 +461,13 @@ METHODS: dict[str, Method] = {
         Method("changes", Changes, ChangePage, "read"),
         Method("feed_commit", FeedCommit, None, "read"),
         Method("enable_feed", NoArgs, None, "admin"),
+        Method("obj_restore", ObjId, Deletion, "write"),
+        # `Graph.deletions`' methods (`api.deletions`), as `deletions_<name>`:
+        Method("deletions_all", NoArgs, list[Deletion], "admin"),
+        Method("deletions_of_object", ObjId, Deletion, "admin"),
+        Method("deletions_purge", NoArgs, list[Deletion], "admin"),
+        Method("deletions_wait", Drain, bool, "admin"),
+        Method("deletions_dangling", CheckCounts, DanglingReport, "admin"),
     ]
 }
 

@@ -15,8 +15,12 @@ applied at every start:
 
     [assoc.friend]
     symmetric = true           # friend(a, b) also writes friend(b, a)
+    on_delete = "shallow"      # deleting a: its edges go (see `core.deletion`)
 
     [object.user]
+
+    [object.comment]
+    owned = true               # must hang off a live deep/refcount edge (check --dangling)
 
     [index.user_by_email]      # a secondary index (`core.entities`), built by the cleaner
     otype = "user"
@@ -41,6 +45,9 @@ from .ttl import check_ttl
 
 DEFAULT_LIMIT = 6000
 MAX_LIMIT = 1_000_000
+#: DELF's deletion semantics of an association type, for `obj_delete(cascade=True)` of id1.
+OnDelete = Literal["shallow", "deep", "refcount"]
+ON_DELETE: tuple[OnDelete, ...] = ("shallow", "deep", "refcount")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}\Z")
 
 
@@ -53,6 +60,8 @@ class AssocType(msgspec.Struct, frozen=True):
     symmetric: bool = False
     limit: int = DEFAULT_LIMIT
     ttl: float | None = None  # seconds: edges expire that long after their time (`core.ttl`)
+    #: What deleting `id1` with a cascade does (`core.deletion`): None is undeclared.
+    on_delete: OnDelete | None = None
 
 
 class ObjectType(msgspec.Struct, frozen=True):
@@ -60,6 +69,8 @@ class ObjectType(msgspec.Struct, frozen=True):
 
     name: str
     id: int
+    #: An owned object must hang off a live deep or refcount edge (`check --dangling`).
+    owned: bool = False
 
 
 IndexState = Literal["building", "ready"]
@@ -193,11 +204,13 @@ class Schema:
         symmetric: bool = False,
         limit: int = DEFAULT_LIMIT,
         ttl: float | timedelta | None = None,
+        on_delete: OnDelete | None = None,
     ) -> Schema:
         """A schema with this association type (and its inverse) defined.
 
         Redefining a type sets its limit and ttl to these (ttl None: edges never expire).
-        """
+        `on_delete` declares the type's deletion rule (None keeps the one it has);
+        an inverse type declares its own, by a definition of its own."""
         _check_name(name, "association type")
         if inverse is not None:
             _check_name(inverse, "inverse type")
@@ -210,7 +223,8 @@ class Schema:
         if inverse == name:
             raise SchemaError(f"{name!r} cannot be its own inverse; use symmetric=True")
         seconds = check_ttl(ttl)
-        wanted = [AssocType(name, 0, inverse, symmetric, limit, seconds)]
+        _check_on_delete(on_delete, inverse, symmetric)
+        wanted = [AssocType(name, 0, inverse, symmetric, limit, seconds, on_delete)]
         if inverse is not None:  # both legs share the edge's time, so they expire together
             wanted.append(AssocType(inverse, 0, name, False, limit, seconds))
         assoc = dict(self._assoc)
@@ -220,23 +234,34 @@ class Schema:
             if have is None:
                 assoc[want.name] = msgspec.structs.replace(want, id=next_id)
                 next_id += 1
-            elif (have.inverse, have.symmetric) != (want.inverse, want.symmetric):
+                continue
+            # Undeclared here (an inverse is always): the type keeps its rule.
+            rule = have.on_delete if want.on_delete is None else want.on_delete
+            if (have.inverse, have.symmetric) != (want.inverse, want.symmetric):
                 raise SchemaError(
                     f"{want.name!r} is already defined with {_describe(have)}; "
                     f"it cannot be redefined with {_describe(want)}",
                     name=want.name,
                 )
-            else:
-                assoc[want.name] = msgspec.structs.replace(have, limit=limit, ttl=seconds)
+            assoc[want.name] = msgspec.structs.replace(
+                have, limit=limit, ttl=seconds, on_delete=rule
+            )
         return Schema(assoc.values(), self._objects.values(), self.indexes, self._index_seq)
 
-    def define_object(self, name: str) -> Schema:
-        """A schema with this object type defined."""
+    def define_object(self, name: str, *, owned: bool | None = None) -> Schema:
+        """A schema with this object type defined (`owned`: None keeps what it is)."""
         _check_name(name, "object type")
-        if name in self._objects:
+        if owned is not None and type(owned) is not bool:
+            raise SchemaError(f"owned must be true or false, got {owned!r}")
+        have = self._objects.get(name)
+        if have is not None and (owned is None or owned == have.owned):
             return self
+        if have is not None:
+            kept = [o for o in self._objects.values() if o.name != name]
+            objects = [*kept, msgspec.structs.replace(have, owned=bool(owned))]
+            return Schema(self._assoc.values(), objects, self.indexes, self._index_seq)
         next_id = max(self._object_ids, default=0) + 1
-        objects = [*self._objects.values(), ObjectType(name, next_id)]
+        objects = [*self._objects.values(), ObjectType(name, next_id, bool(owned))]
         return Schema(self._assoc.values(), objects, self.indexes, self._index_seq)
 
     def define_index(
@@ -305,14 +330,14 @@ class Schema:
             )
         schema = self
         for name, options in _tables(doc, "assoc"):
-            extra = set(options) - {"inverse", "symmetric", "limit", "ttl"}
+            extra = set(options) - {"inverse", "symmetric", "limit", "ttl", "on_delete"}
             if extra:
                 raise SchemaError(f"[assoc.{name}] has unknown keys {sorted(extra)}")
             schema = schema.define_assoc(name, **options)
         for name, options in _tables(doc, "object"):
-            if options:
+            if set(options) - {"owned"}:
                 raise SchemaError(f"[object.{name}] has unknown keys {sorted(options)}")
-            schema = schema.define_object(name)
+            schema = schema.define_object(name, **options)
         for name, options in _tables(doc, "index"):
             extra = set(options) - {"otype", "properties", "order", "unique", "shard_on"}
             if extra or not {"otype", "properties"} <= set(options):
@@ -366,6 +391,15 @@ def _check_name(name: object, what: str) -> None:
             f"{what} name must be a letter followed by up to 63 letters, digits or "
             f"underscores, got {name!r}"
         )
+
+
+def _check_on_delete(on_delete: object, inverse: str | None, symmetric: bool) -> None:
+    if on_delete is not None and on_delete not in ON_DELETE:
+        raise SchemaError(f"on_delete must be one of {list(ON_DELETE)}, got {on_delete!r}")
+    # A refcount target is deleted once no deep or refcount edge points to it:
+    # those are counted on the target, so the type must keep its incoming list.
+    if on_delete == "refcount" and inverse is None and not symmetric:
+        raise SchemaError("on_delete='refcount' needs an inverse type (the target's count)")
 
 
 def _check_properties(properties: object) -> list[str]:

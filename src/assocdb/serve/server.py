@@ -448,15 +448,18 @@ class Server:
         # Long calls get half the request's deadline: the answer (drained or
         # not, the build's progress) must be on its way well before the deadline.
         budget = self.limits.deadline / 2
-        if name == "drain":
+        if name in ("drain", "deletions_wait"):
             check_drain_timeout(args.timeout)
-            return graph.drain(budget if args.timeout is None else min(args.timeout, budget))
+            wait = graph.drain if name == "drain" else graph.deletions.wait
+            return wait(budget if args.timeout is None else min(args.timeout, budget))
         if name == "changes":  # a long poll: an empty page before the deadline
             args.wait = min(args.wait, budget)
         if name == "index_build":  # a slice of the build; call again to go on
             seconds = budget if args.seconds is None else min(args.seconds, budget)
             return graph.index_build(args.name, rate=args.rate, seconds=seconds)
         fields = {f: getattr(args, f) for f in args.__struct_fields__}
+        if name.startswith("deletions_"):  # `Graph.deletions`' methods
+            return getattr(graph.deletions, name.removeprefix("deletions_"))(**fields)
         return getattr(graph, name)(**fields)
 
     # -- operations routes -----------------------------------------------------------------

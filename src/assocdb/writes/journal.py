@@ -456,6 +456,10 @@ class Journal:
             "UPDATE jobs SET next_at = 0, claimed_by = NULL WHERE claimed_by = ?", (owner,)
         ).rowcount
 
+    def owner_alive(self, owner: str) -> bool:
+        """Whether the journal owner `owner` (another process's `owner`) is alive."""
+        return self._owners.alive(owner)
+
     def held(self) -> list[tuple[Job, Holder]]:
         """The running and error-queue jobs an owner works on now, with who it is."""
         jobs = self._select(

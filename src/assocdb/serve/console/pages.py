@@ -101,6 +101,7 @@ class Console:
             Route("/admin/queue", self.queue_page, methods=["GET"]),
             Route("/admin/queue", self.queue_action, methods=["POST"]),
             Route("/admin/hot", self.hot_page, methods=["GET"]),
+            Route("/admin/deletions", self.deletions_page, methods=["GET"]),
             Route("/admin/explore", self.explore_page, methods=["GET"]),
             Route("/admin/explore/list", self.list_page, methods=["GET"]),
             Route("/admin/explore/sets", self.sets_page, methods=["GET"]),
@@ -197,6 +198,20 @@ class Console:
             atype = None if key.atype is None else names.get(key.atype, str(key.atype))
             rows.append({"key": key, "atype": atype, "cached": cached})
         return {"title": "Hot keys", "rows": rows, "cached": cache is not None}
+
+    async def deletions_page(self, request: Request) -> Response:
+        return await self._page(request, "deletions.html", self._deletions)
+
+    def _deletions(self, request: Request) -> dict[str, Any]:
+        every = self.graph.deletions.all()
+        kinds = {"running": "Running", "restorable": "Restorable", "past": "Past"}
+        now = time.time()
+        groups: dict[str, list[Any]] = {kind: [] for kind in kinds}
+        for d in reversed(every):  # newest first
+            restorable = d.status == "done" and now <= d.restorable_until
+            kind = "running" if d.status == "running" else "restorable" if restorable else "past"
+            groups[kind].append(d)
+        return {"title": "Deletions", "groups": groups, "kinds": kinds, "now": now}
 
     async def explore_page(self, request: Request) -> Response:
         return await self._page(request, "explore.html", self._explore)

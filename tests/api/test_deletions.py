@@ -1,0 +1,171 @@
+"""Cascading deletions (api/deletions.py): declared rules, the job, restore, purge."""
+
+from __future__ import annotations
+
+import pytest
+
+import assocdb
+from assocdb import Graph, InvalidRequest, NotFound, SchemaError
+from tests.conftest import OpenGraph
+
+
+def social(g: Graph) -> Graph:
+    """People who follow each other, author posts (deep), and albums holding
+    shared photos (refcount); comments are owned."""
+    g.define_assoc("follows", inverse="followed_by", on_delete="shallow")
+    g.define_assoc("followed_by", inverse="follows", on_delete="shallow")
+    g.define_assoc("authored", inverse="author", on_delete="deep")
+    g.define_assoc("author", inverse="authored", on_delete="shallow")
+    g.define_assoc("owns_album", inverse="album_of", on_delete="deep")
+    g.define_assoc("album_of", inverse="owns_album", on_delete="shallow")
+    g.define_assoc("contains", inverse="in_album", on_delete="refcount")
+    g.define_assoc("in_album", inverse="contains", on_delete="shallow")
+    g.define_assoc("likes", on_delete="shallow")
+    for otype in ("user", "post", "album", "photo"):
+        g.define_object(otype, owned=otype in ("post", "photo"))
+    return g
+
+
+@pytest.fixture
+def g(open_graph: OpenGraph) -> Graph:
+    return social(open_graph())
+
+
+def test_the_schema_keeps_each_types_rule(g: Graph) -> None:
+    assert g.schema.assoc_type("authored").on_delete == "deep"
+    assert g.schema.assoc_type("author").on_delete == "shallow"
+    assert g.schema.object_type("post").owned
+    g.define_assoc("authored", inverse="author")  # no rule given: kept
+    assert g.schema.assoc_type("authored").on_delete == "deep"
+    with pytest.raises(SchemaError, match="on_delete must be one of"):
+        g.define_assoc("x", on_delete="cascade")  # type: ignore[arg-type]
+    with pytest.raises(SchemaError, match="needs an inverse"):
+        g.define_assoc("y", on_delete="refcount")
+
+
+def test_a_cascade_removes_edges_both_ways_deep_targets_and_orphans(g: Graph) -> None:
+    ada, bob = g.obj_add("user", {"n": "ada"}), g.obj_add("user", {"n": "bob"})
+    post = g.obj_add("post", {"t": "hi"})
+    a1, a2 = g.obj_add("album"), g.obj_add("album")
+    shared, own = g.obj_add("photo"), g.obj_add("photo")
+    bobs_album = g.obj_add("album")
+    g.assoc_add(ada, "follows", bob, time=5, data={"since": 2020})
+    g.assoc_add(bob, "follows", ada, time=6)
+    g.assoc_add(ada, "authored", post, time=7)
+    g.assoc_add(bob, "likes", post, time=8)
+    g.assoc_add(ada, "owns_album", a1)
+    g.assoc_add(ada, "owns_album", a2)
+    g.assoc_add(a1, "contains", shared)
+    g.assoc_add(a2, "contains", own)
+    g.assoc_add(bob, "owns_album", bobs_album)
+    g.assoc_add(bobs_album, "contains", shared)
+
+    g.obj_delete(ada, cascade=True)
+    assert g.obj_get(ada) is None  # at once
+    assert g.deletions.wait(30)
+
+    for gone in (ada, post, a1, a2, own):
+        assert g.obj_get(gone) is None
+    assert g.obj_get(shared) is not None  # bob's album still holds it
+    assert g.obj_get(bob) is not None
+    assert g.assoc_count(bob, "follows") == 0
+    assert g.assoc_count(bob, "followed_by") == 0
+    assert g.assoc_count(shared, "in_album") == 1
+    report = g.deletions.of_object(ada)
+    assert report.status == "done"
+    assert report.objects == {"album": 2, "photo": 1, "post": 1, "user": 1}
+    # bob's like of the post has no inverse: not found from the post; it dangles
+    assert report.edges["follows"] == 1
+    assert report.edges["followed_by"] == 1
+
+    restored = g.obj_restore(ada)
+    assert restored.status == "restored"
+    assert g.obj_get(ada).data == {"n": "ada"}  # type: ignore[union-attr]
+    assert g.obj_get(own) is not None
+    assert g.obj_get(post) is not None
+    edge = g.assoc_edge(ada, "follows", bob)
+    assert edge is not None
+    assert edge.time == 5
+    assert edge.data == {"since": 2020}
+    assert g.assoc_count(bob, "followed_by") == 1
+    assert g.assoc_count(bob, "follows") == 1
+    assert g.assoc_count(shared, "in_album") == 2
+    with pytest.raises(InvalidRequest, match="restored already"):
+        g.obj_restore(ada)
+
+
+def test_restore_brings_back_only_what_the_deletion_removed(g: Graph) -> None:
+    ada, bob, cy = (g.obj_add("user") for _ in range(3))
+    g.assoc_add(ada, "follows", bob)
+    g.assoc_add(ada, "follows", cy)
+    g.assoc_delete(ada, "follows", cy)  # removed before: stays removed
+    g.obj_delete(ada, cascade=True)
+    assert g.deletions.wait(30)
+    g.obj_restore(ada)
+    assert [a.id2 for a in g.assoc_range(ada, "follows")] == [bob]
+    assert g.assoc_count(cy, "followed_by") == 0
+
+
+def test_unknown_objects_and_restores_are_refused(g: Graph) -> None:
+    with pytest.raises(NotFound):
+        g.obj_delete(12345, cascade=True)
+    uid = g.obj_add("user")
+    with pytest.raises(NotFound, match="never deleted"):
+        g.obj_restore(uid)
+
+
+def test_the_window_ends_and_a_purge_says_so(g: Graph) -> None:
+    g.deletions.set_window(0.0)
+    uid = g.obj_add("user", {"email": "a@b"})
+    g.obj_delete(uid, cascade=True)
+    assert g.deletions.wait(30)
+    with pytest.raises(InvalidRequest, match="past its restore window"):
+        g.obj_restore(uid)
+    purged = g.deletions.purge()
+    assert [d.root for d in purged] == [uid]
+    assert purged[0].status == "purged"
+    assert g.deletions.of_object(uid).objects == {"user": 1}  # the report stays
+    assert g.deletions.purge() == []
+    with pytest.raises(InvalidRequest, match="purged"):
+        g.obj_restore(uid)
+
+
+def test_dangling_edges_and_orphans_are_found_and_repaired(g: Graph) -> None:
+    ada, bob = g.obj_add("user"), g.obj_add("user")
+    post, lonely = g.obj_add("post"), g.obj_add("post")
+    g.assoc_add(ada, "authored", post)
+    g.assoc_add(bob, "likes", post)  # no inverse: a cascade of the post cannot find it
+    g.assoc_add(ada, "follows", bob)
+    g.obj_delete(post)  # a plain delete: its edges stay
+    report = g.deletions.dangling()
+    assert {(e.id1, e.atype, e.id2, e.reason) for e in report.edges} == {
+        (ada, "authored", post, "deleted"),
+        (bob, "likes", post, "deleted"),
+        (post, "author", ada, "deleted"),
+    }
+    assert [(o.id, o.otype) for o in report.orphans] == [(lonely, "post")]
+    assert g.deletions.dangling(repair=True).repaired
+    assert g.deletions.dangling() == assocdb.DanglingReport([], [], False)
+    assert g.obj_get(lonely) is None
+    assert g.assoc_count(ada, "authored") == 0
+    assert g.assoc_count(ada, "follows") == 1  # nothing else
+
+
+def test_deleting_again_is_the_same_deletion(g: Graph) -> None:
+    """A client retrying a lost answer must not record a second, empty deletion that
+    a restore would then undo instead of the real one."""
+    ada, post = g.obj_add("user", {"n": 1}), g.obj_add("post")
+    g.assoc_add(ada, "authored", post)
+    g.obj_delete(ada, cascade=True)
+    g.obj_delete(ada, cascade=True)
+    assert g.deletions.wait(30)
+    bob = g.obj_add("user")
+    g.assoc_add(bob, "follows", ada)  # written to the deleted object after its cascade
+    assert g.obj_delete(ada, cascade=True).status == "queued"  # walks again
+    assert g.deletions.wait(30)
+    assert g.assoc_count(bob, "follows") == 0
+    assert len(g.deletions.all()) == 1
+    assert g.deletions.of_object(ada).edges == {"authored": 1, "followed_by": 1}
+    g.obj_restore(ada)
+    assert g.obj_get(post) is not None
+    assert g.assoc_count(bob, "follows") == 1
