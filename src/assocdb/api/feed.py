@@ -1,9 +1,12 @@
 """Feed: the change feed of a graph (`Graph.changes`, `follow_changes`, `feed_commit`,
 `enable_feed`; `trim` through `Graph.services.feed`).
 
-The shards record their changes (`storage.sqlfeed`) once the feed is on: `enable_feed`
-creates their tables and stores `feed` in the graph's settings, and every later open of
-the graph turns recording on before its journal replays. Pages are merged here from
+The shards record their changes (`Backend.change_feed()`, `storage.sqlfeed` on SQL
+shards) once the feed is on: `enable_feed` turns it on in the shards (every process that
+has the graph open records from then on) and stores `feed` in the graph's settings, and
+every later open of the graph turns recording on before its journal replays. A waiting
+reader wakes when an apply of this process commits, and looks every `POLL_SECONDS` for
+other processes' changes. Pages are merged here from
 each shard's read (`core.feed`); consumer groups keep their committed cursor in the
 graph's settings (`feed.group.NAME`), so a consumer that dies before committing reads
 the same changes again (at-least-once). Retention (`trim`, every `TRIM_SECONDS` in a
@@ -22,21 +25,16 @@ from ..core import feed as _feed
 from ..core import json as _json
 from ..core.compress import unpack
 from ..core.errors import AssocdbError, FeedExpired, InvalidRequest
-from ..core.feed import FEED_LIMIT
+from ..core.feed import EDGE, FEED_LIMIT, NODE, OBJECT, FeedRow
 from ..core.merge import State
 from ..core.records import STATE_NAMES, Change, ChangeKind, ChangePage
-from ..storage import sqlfeed
-from ..storage.sql import SQLBackend
+from ..storage.backend import ChangeFeed
 from .engine import Engine
 
 log = logging.getLogger("assocdb.feed")
 _KEY = "feed"
 _GROUP = "feed.group."
-_KINDS: dict[int, ChangeKind] = {
-    sqlfeed.EDGE: "edge",
-    sqlfeed.OBJECT: "object",
-    sqlfeed.NODE: "node",
-}
+_KINDS: dict[int, ChangeKind] = {EDGE: "edge", OBJECT: "object", NODE: "node"}
 MAX_LIMIT = 10_000
 MAX_WAIT = 60.0  # seconds a long poll may wait
 FOLLOW_WAIT = 1.0  # a follower's long poll: it sees a close within this
@@ -54,30 +52,33 @@ class Feed:
         self._closed = threading.Event()
         self._trimmer: threading.Thread | None = None
         if engine.backend.get_meta(_KEY) == b"on":
-            sqlfeed.enable(self._sql())
+            self._store().enable()
             self._start_trimming()
 
     @property
     def enabled(self) -> bool:
-        backend = self._engine.backend
-        return isinstance(backend, SQLBackend) and backend.feed
+        store = self._engine.backend.change_feed()
+        return store is not None and store.on
 
     def enable(self) -> None:
         """Record every change from now on (and on every later open of the graph)."""
-        sqlfeed.enable(self._sql())
+        self._store().enable()
         backend = self._engine.backend
         backend.swap_meta(_KEY, backend.get_meta(_KEY), b"on")
         self._start_trimming()
 
     def close(self) -> None:
         self._closed.set()
+        store = self._engine.backend.change_feed()
+        if store is not None:
+            store.wake()
         if self._trimmer is not None:
             self._trimmer.join()
 
     def _start_trimming(self) -> None:
         """Trim to the default window every `TRIM_SECONDS`, in a thread, until closed
         (each process that has the feed on does: a trim is idempotent)."""
-        if self._trimmer is not None or getattr(self._engine.backend, "read_only", False):
+        if self._trimmer is not None or self._store().read_only:
             return
 
         def loop() -> None:
@@ -103,11 +104,14 @@ class Feed:
         if not 0 <= wait <= MAX_WAIT:
             raise InvalidRequest(f"wait must be 0..{MAX_WAIT} seconds, got {wait!r}")
         deadline = time.monotonic() + wait
+        store = self._on()
         while True:
+            seen = store.generation  # before the read: a commit after it ends the wait
             page = self._page(cursor, limit, types, kinds, group)
             left = deadline - time.monotonic()
-            if page.items or left <= 0 or self._closed.wait(min(POLL_SECONDS, left)):
+            if page.items or left <= 0 or self._closed.is_set():
                 return page
+            store.wait(seen, min(POLL_SECONDS, left))
             cursor, group = page.next_cursor, None
 
     def _page(
@@ -127,7 +131,7 @@ class Feed:
             _feed.start(backend.shards) if cursor is None else _feed.decode(cursor, backend.shards)
         )
         runs = [
-            [(shard, row) for row in sqlfeed.read(backend, shard, pos, limit)]
+            [(shard, row) for row in backend.read(shard, pos, limit)]
             for shard, pos in enumerate(after)
         ]
         if any(not run or run[0][1][0] != pos + 1 for run, pos in zip(runs, after, strict=True)):
@@ -135,7 +139,7 @@ class Feed:
         wanted_kinds = None if kinds is None else set(kinds)
         wanted_types = None if types is None else set(types)
 
-        def keep(item: tuple[int, sqlfeed.FeedRow]) -> bool:
+        def keep(item: tuple[int, FeedRow]) -> bool:
             row = item[1]
             if wanted_kinds is not None and _KINDS[row[1]] not in wanted_kinds:
                 return False
@@ -154,15 +158,16 @@ class Feed:
 
     def commit(self, group: str, cursor: str) -> None:
         """Store `cursor` as what consumer group `group` has processed."""
-        backend = self._on()
-        _feed.decode(cursor, backend.shards)  # refuse a foreign cursor before storing it
+        _feed.decode(cursor, self._on().shards)  # refuse a foreign cursor before storing it
+        backend = self._engine.backend
         key = _GROUP + _group(group)
         while not backend.swap_meta(key, backend.get_meta(key), cursor.encode()):
             pass  # another member committed meanwhile: the last one wins
 
     def committed(self, group: str) -> str | None:
         """The cursor consumer group `group` last committed (None: the start)."""
-        raw = self._on().get_meta(_GROUP + _group(group))
+        self._on()
+        raw = self._engine.backend.get_meta(_GROUP + _group(group))
         return None if raw is None else raw.decode()
 
     def trim(self, seconds: float | None = None, rows: int | None = None) -> int:
@@ -171,46 +176,49 @@ class Feed:
         seconds = RETENTION_SECONDS if seconds is None else seconds
         rows = RETENTION_ROWS if rows is None else rows
         before = self._engine.clock.now() - int(seconds * 1_000_000)
-        return sum(sqlfeed.trim(backend, shard, before, rows) for shard in range(backend.shards))
+        return sum(backend.trim(shard, before, rows) for shard in range(backend.shards))
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _sql(self) -> SQLBackend:
-        backend = self._engine.backend
-        if not isinstance(backend, SQLBackend):
+    def _store(self) -> ChangeFeed:
+        store = self._engine.backend.change_feed()
+        if store is None:
             raise InvalidRequest("the change feed needs SQL shards (not yet a shard map)")
-        return backend
+        return store
 
-    def _on(self) -> SQLBackend:
-        """The backend, once the feed is on (another process may have turned it on)."""
-        backend = self._sql()
-        if not backend.feed:
-            if backend.get_meta(_KEY) != b"on":
-                raise InvalidRequest("the change feed is off: turn it on with enable_feed()")
-            sqlfeed.enable(backend)
-        return backend
+    def _on(self) -> ChangeFeed:
+        """The shards' feed, once it is on (another process may have turned it on)."""
+        store = self._store()
+        if not store.on:
+            if self._engine.backend.get_meta(_KEY) != b"on":
+                raise InvalidRequest(
+                    "the change feed is off: turn it on with enable_feed() "
+                    "(on the command line: assocdb changes DIR --enable)"
+                )
+            store.enable()
+        return store
 
-    def _check_held(self, backend: SQLBackend, after: tuple[int, ...]) -> None:
-        oldest = [sqlfeed.bounds(backend, shard)[0] for shard in range(backend.shards)]
+    def _check_held(self, backend: ChangeFeed, after: tuple[int, ...]) -> None:
+        oldest = [backend.bounds(shard)[0] for shard in range(backend.shards)]
         if any(pos + 1 < held for pos, held in zip(after, oldest, strict=True)):
             raise FeedExpired(
                 f"the cursor is older than the feed's retention; oldest held: {oldest}",
                 oldest=oldest,
             )
 
-    def _type_name(self, row: sqlfeed.FeedRow) -> str:
+    def _type_name(self, row: FeedRow) -> str:
         schema = self._engine.schema
-        if row[1] == sqlfeed.OBJECT:
+        if row[1] == OBJECT:
             return schema.object_by_id(row[3]).name
         return schema.assoc_by_id(row[3]).name
 
-    def _change(self, shard: int, row: sqlfeed.FeedRow) -> Change:
+    def _change(self, shard: int, row: FeedRow) -> Change:
         pos, kind, id1, _atype, id2, state, time_, updated_at, data = row
         name = _KINDS[kind]
         common = (shard, pos, name, self._type_name(row), id1, STATE_NAMES[state], updated_at)
-        if kind == sqlfeed.OBJECT:
+        if kind == OBJECT:
             return Change(*common, version=id2, data=_json.decode(unpack(data or b"{}")))
-        if kind == sqlfeed.NODE:
+        if kind == NODE:
             return Change(*common)
         shown = None if data is None or state == State.REMOVED else _json.decode(data)
         return Change(*common, id2=id2, time=time_, data=shown)

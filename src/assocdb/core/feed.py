@@ -26,6 +26,11 @@ from .errors import InvalidCursor
 
 T = TypeVar("T")
 Positions = tuple[int, ...]
+#: A stored record: (pos, kind, id1, atype, id2, state, time, updated_at, data); an object
+#: is (pos, OBJECT, id, otype, version, state, 0, updated_at, packed data), a node state
+#: (pos, NODE, node, atype, 0, state, 0, updated_at, None).
+FeedRow = tuple[int, int, int, int, int, int, int, int, bytes | None]
+EDGE, OBJECT, NODE = 1, 2, 3  # a record's `kind`
 
 FEED_LIMIT = 1000  # changes per page, by default
 _VERSION = 1

@@ -27,6 +27,10 @@ class Dialect(Protocol):
     timelines_ddl: str
     #: Creates the `changes` table of the change feed (`sqlfeed`).
     feed_ddl: str
+    #: Counts the shard's transactions begun before a time (`?`), where a read in a write
+    #: transaction sees its snapshot rather than the latest commit ("": none needed;
+    #: `sqlfeed.SQLFeed.enable` waits for them).
+    feed_settle: str
 
     def use_index(self, name: str) -> str:
         """The hint, after a table name, to read it through index `name`."""

@@ -130,6 +130,7 @@ class MySQLDialect:
     meta_key = "name"
     timelines_ddl = _TIMELINES_DDL
     feed_ddl = ddl("MEDIUMBLOB", " ENGINE=InnoDB")
+    feed_settle = ""  # the feed row's read is a locking read (`share`)
 
     def use_index(self, name: str) -> str:
         return f" FORCE INDEX ({name})"

@@ -96,6 +96,7 @@ class SQLiteDialect:
     meta_key = "key"
     timelines_ddl = _TIMELINES_DDL
     feed_ddl = ddl("BLOB", key="INTEGER")
+    feed_settle = ""  # a write transaction holds the shard's one write lock
 
     def use_index(self, name: str) -> str:
         return f" INDEXED BY {name}"
