@@ -51,6 +51,7 @@ class Feed:
         self._engine = engine
         self._closed = threading.Event()
         self._trimmer: threading.Thread | None = None
+        self._names: dict[tuple[bool, int], str] = {}
         if engine.backend.get_meta(_KEY) == b"on":
             self._store().enable()
             self._start_trimming()
@@ -111,7 +112,8 @@ class Feed:
             left = deadline - time.monotonic()
             if page.items or left <= 0 or self._closed.is_set():
                 return page
-            store.wait(seen, min(POLL_SECONDS, left))
+            if page.next_cursor == cursor:  # (else it passed filtered records: read on)
+                store.wait(seen, min(POLL_SECONDS, left))
             cursor, group = page.next_cursor, None
 
     def _page(
@@ -130,8 +132,9 @@ class Feed:
         after = (
             _feed.start(backend.shards) if cursor is None else _feed.decode(cursor, backend.shards)
         )
+        read = _feed.share(limit, backend.shards)
         runs = [
-            [(shard, row) for row in backend.read(shard, pos, limit)]
+            [(shard, row) for row in backend.read(shard, pos, read)]
             for shard, pos in enumerate(after)
         ]
         if any(not run or run[0][1][0] != pos + 1 for run, pos in zip(runs, after, strict=True)):
@@ -145,7 +148,9 @@ class Feed:
                 return False
             return wanted_types is None or self._type_name(row) in wanted_types
 
-        rows, moved = _feed.merge(runs, lambda t: t[1][0], lambda t: t[1][7], limit, keep, after)
+        rows, moved = _feed.merge(
+            runs, lambda t: t[1][0], lambda t: t[1][7], limit, keep, after, read
+        )
         items = [self._change(shard, row) for shard, row in rows]
         return ChangePage(items, _feed.encode(moved))
 
@@ -207,10 +212,15 @@ class Feed:
             )
 
     def _type_name(self, row: FeedRow) -> str:
-        schema = self._engine.schema
-        if row[1] == OBJECT:
-            return schema.object_by_id(row[3]).name
-        return schema.assoc_by_id(row[3]).name
+        name = self._names.get((row[1] == OBJECT, row[3]))
+        if name is None:
+            schema = self._engine.schema
+            if row[1] == OBJECT:
+                name = schema.object_by_id(row[3]).name
+            else:
+                name = schema.assoc_by_id(row[3]).name
+            self._names[(row[1] == OBJECT, row[3])] = name  # (a type's name never changes)
+        return name
 
     def _change(self, shard: int, row: FeedRow) -> Change:
         pos, kind, id1, _atype, id2, state, time_, updated_at, data = row

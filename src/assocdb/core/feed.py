@@ -9,7 +9,10 @@ count; a mangled cursor, or one of a graph with another shard count, is InvalidC
 
 A page merges the shards' next records by `updated_at` (a k-way merge takes the head of
 one shard's run at a time, so each shard's order is kept; across shards the order is
-only roughly time order) and stops at `limit`. The next cursor moves each shard to the
+only roughly time order) and stops at `limit`. Each shard is read for a share of the
+page (`share`: a page of 10,000 from 16 shards reads about 20,000 rows, not 160,000);
+the merge stops once it has taken the last record read of a shard that may hold more,
+since what that shard holds next is unknown. The next cursor moves each shard to the
 last record the page took from it, or read past and filtered out.
 """
 
@@ -63,6 +66,11 @@ def decode(token: object, shards: int) -> Positions:
     return struct.unpack(f">{shards}Q", body[1:])
 
 
+def share(limit: int, shards: int) -> int:
+    """How many records to read of each shard for a page of `limit`."""
+    return min(limit, max(64, -(-2 * limit // shards)))
+
+
 def merge(
     runs: Sequence[Sequence[T]],
     position: Callable[[T], int],
@@ -70,19 +78,26 @@ def merge(
     limit: int,
     keep: Callable[[T], bool],
     after: Positions,
+    read: int | None = None,
 ) -> tuple[list[T], Positions]:
     """Up to `limit` kept items of the shards' `runs` (each in position order), merged by
     `time` keeping each run's order; and the positions after them (an item `keep`
-    refuses is passed over: its position is consumed)."""
-    tagged = [[(time(item), shard, item) for item in run] for shard, run in enumerate(runs)]
+    refuses is passed over: its position is consumed). A run of `read` items may go on:
+    the merge stops after its last one."""
+    tagged = [  # (time, shard, n) is unique: the merge never compares the items
+        [(time(item), shard, n, item, n == len(run) == read) for n, item in enumerate(run, 1)]
+        for shard, run in enumerate(runs)
+    ]
     taken: list[T] = []
     moved = list(after)
-    for _, shard, item in heapq.merge(*tagged, key=lambda t: (t[0], t[1])):
+    for _, shard, _, item, last in heapq.merge(*tagged):
         if len(taken) >= limit:
             break
         moved[shard] = position(item)
         if keep(item):
             taken.append(item)
+        if last:
+            break
     return taken, tuple(moved)
 
 

@@ -218,6 +218,8 @@ def enable(b: SQLBackend) -> None:
 def read(b: SQLBackend, shard: int, after: int, limit: int) -> list[FeedRow]:
     """Up to `limit` records of the shard after position `after`, in position order."""
     rows = b._query(shard, b._q(_READ, shard), (after, limit))
+    if not any(type(row[8]) is memoryview for row in rows):  # (PostgreSQL's bytea)
+        return [tuple(row) for row in rows] if rows and type(rows[0]) is not tuple else rows
     return [(*row[:8], None if row[8] is None else bytes(row[8])) for row in rows]
 
 
