@@ -30,10 +30,10 @@ from ..core.merge import State
 from ..core.records import STATE_NAMES, Change, ChangeKind, ChangePage
 from ..storage.backend import ChangeFeed
 from .engine import Engine
+from .feed_groups import Groups
 
 log = logging.getLogger("assocdb.feed")
 _KEY = "feed"
-_GROUP = "feed.group."
 _KINDS: dict[int, ChangeKind] = {EDGE: "edge", OBJECT: "object", NODE: "node"}
 MAX_LIMIT = 10_000
 MAX_WAIT = 60.0  # seconds a long poll may wait
@@ -52,6 +52,7 @@ class Feed:
         self._closed = threading.Event()
         self._trimmer: threading.Thread | None = None
         self._names: dict[tuple[bool, int], str] = {}
+        self._groups = Groups(engine.backend)
         if engine.backend.get_meta(_KEY) == b"on":
             self._store().enable()
             self._start_trimming()
@@ -100,45 +101,68 @@ class Feed:
         kinds: Sequence[str] | None = None,
         group: str | None = None,
         wait: float = 0.0,
+        member: str | None = None,
     ) -> ChangePage:
-        """A page after `cursor`; with `wait`, a long poll: up to `wait` seconds for one."""
+        """A page after `cursor`; with `wait`, a long poll: up to `wait` seconds for one;
+        with `member`, only the shards dealt to that member of `group` (feed_groups.py)."""
         if not 0 <= wait <= MAX_WAIT:
             raise InvalidRequest(f"wait must be 0..{MAX_WAIT} seconds, got {wait!r}")
+        if not 0 < limit <= MAX_LIMIT:
+            raise InvalidRequest(f"limit must be 1..{MAX_LIMIT}, got {limit!r}")
         deadline = time.monotonic() + wait
         store = self._on()
+        after, owned = self._start(store, cursor, group, member)
         while True:
             seen = store.generation  # before the read: a commit after it ends the wait
-            page = self._page(cursor, limit, types, kinds, group)
+            page, moved = self._page(store, after, limit, types, kinds, owned)
             left = deadline - time.monotonic()
             if page.items or left <= 0 or self._closed.is_set():
                 return page
-            if page.next_cursor == cursor:  # (else it passed filtered records: read on)
+            if moved == after:  # (else it passed filtered records: read on)
                 store.wait(seen, min(POLL_SECONDS, left))
-            cursor, group = page.next_cursor, None
+            after = moved
+
+    def _start(
+        self, store: ChangeFeed, cursor: str | None, group: str | None, member: str | None
+    ) -> tuple[tuple[int, ...], frozenset[int] | None]:
+        """Where a read starts, and the shards it reads (None: all)."""
+        after = None if cursor is None else _feed.decode(cursor, store.shards)
+        if group is None:
+            if member is not None:
+                raise InvalidRequest("a member is a member of a consumer group: give its group")
+            return after or _feed.start(store.shards), None
+        committed = self._groups.committed(group)
+        held = (
+            _feed.start(store.shards)
+            if committed is None
+            else _feed.decode(committed, store.shards)
+        )
+        if member is None:
+            return after or held, None
+        mine = after or held  # a shard new to the member: from the group's position
+        return tuple(map(max, mine, held)), self._groups.join(group, member)
 
     def _page(
         self,
-        cursor: str | None,
+        backend: ChangeFeed,
+        after: tuple[int, ...],
         limit: int,
         types: Sequence[str] | None,
         kinds: Sequence[str] | None,
-        group: str | None,
-    ) -> ChangePage:
-        backend = self._on()
-        if not 0 < limit <= MAX_LIMIT:
-            raise InvalidRequest(f"limit must be 1..{MAX_LIMIT}, got {limit!r}")
-        if cursor is None and group is not None:
-            cursor = self.committed(group)
-        after = (
-            _feed.start(backend.shards) if cursor is None else _feed.decode(cursor, backend.shards)
-        )
+        owned: frozenset[int] | None,
+    ) -> tuple[ChangePage, tuple[int, ...]]:
         read = _feed.share(limit, backend.shards)
         runs = [
             [(shard, row) for row in backend.read(shard, pos, read)]
+            if owned is None or shard in owned
+            else []
             for shard, pos in enumerate(after)
         ]
-        if any(not run or run[0][1][0] != pos + 1 for run, pos in zip(runs, after, strict=True)):
-            self._check_held(backend, after)
+        if any(
+            (owned is None or shard in owned) and (not run or run[0][1][0] != after[shard] + 1)
+            for shard, run in enumerate(runs)
+        ):
+            self._check_held(backend, after, owned)
         wanted_kinds = None if kinds is None else set(kinds)
         wanted_types = None if types is None else set(types)
 
@@ -152,7 +176,7 @@ class Feed:
             runs, lambda t: t[1][0], lambda t: t[1][7], limit, keep, after, read
         )
         items = [self._change(shard, row) for shard, row in rows]
-        return ChangePage(items, _feed.encode(moved))
+        return ChangePage(items, _feed.encode(moved)), moved
 
     def follow(self, cursor: str | None, types: Sequence[str] | None) -> Iterator[Change]:
         """Every change after `cursor`, waiting for new ones until the graph closes."""
@@ -161,19 +185,15 @@ class Feed:
             yield from page.items
             cursor = page.next_cursor
 
-    def commit(self, group: str, cursor: str) -> None:
-        """Store `cursor` as what consumer group `group` has processed."""
-        _feed.decode(cursor, self._on().shards)  # refuse a foreign cursor before storing it
-        backend = self._engine.backend
-        key = _GROUP + _group(group)
-        while not backend.swap_meta(key, backend.get_meta(key), cursor.encode()):
-            pass  # another member committed meanwhile: the last one wins
+    def commit(self, group: str, cursor: str, member: str | None = None) -> None:
+        """Store `cursor` as what consumer group `group` (its `member`) has processed."""
+        self._on()
+        self._groups.commit(group, cursor, member)
 
     def committed(self, group: str) -> str | None:
         """The cursor consumer group `group` last committed (None: the start)."""
         self._on()
-        raw = self._engine.backend.get_meta(_GROUP + _group(group))
-        return None if raw is None else raw.decode()
+        return self._groups.committed(group)
 
     def trim(self, seconds: float | None = None, rows: int | None = None) -> int:
         """Delete changes older than `seconds` and beyond `rows` per shard; how many."""
@@ -203,9 +223,14 @@ class Feed:
             store.enable()
         return store
 
-    def _check_held(self, backend: ChangeFeed, after: tuple[int, ...]) -> None:
+    def _check_held(
+        self, backend: ChangeFeed, after: tuple[int, ...], owned: frozenset[int] | None
+    ) -> None:
         oldest = [backend.bounds(shard)[0] for shard in range(backend.shards)]
-        if any(pos + 1 < held for pos, held in zip(after, oldest, strict=True)):
+        if any(
+            pos + 1 < held and (owned is None or shard in owned)
+            for shard, (pos, held) in enumerate(zip(after, oldest, strict=True))
+        ):
             raise FeedExpired(
                 f"the cursor is older than the feed's retention; oldest held: {oldest}",
                 oldest=oldest,
@@ -232,9 +257,3 @@ class Feed:
             return Change(*common)
         shown = None if data is None or state == State.REMOVED else _json.decode(data)
         return Change(*common, id2=id2, time=time_, data=shown)
-
-
-def _group(name: str) -> str:
-    if not isinstance(name, str) or not 0 < len(name) <= 100:
-        raise InvalidRequest(f"a consumer group is a name of 1..100 characters, got {name!r:.60}")
-    return name

@@ -66,6 +66,16 @@ def decode(token: object, shards: int) -> Positions:
     return struct.unpack(f">{shards}Q", body[1:])
 
 
+def deal(members: Sequence[str], shards: int, me: str) -> frozenset[int]:
+    """The shards member `me` of a consumer group reads: shard s goes to the (s mod n)-th
+    of the `n` live members in name order (every member deals alike from one list)."""
+    ranked = sorted(set(members))
+    if me not in ranked:
+        return frozenset()
+    mine = ranked.index(me)
+    return frozenset(s for s in range(shards) if s % len(ranked) == mine)
+
+
 def share(limit: int, shards: int) -> int:
     """How many records to read of each shard for a page of `limit`."""
     return min(limit, max(64, -(-2 * limit // shards)))
