@@ -6,11 +6,14 @@ thread watching; and a reader waiting in the process that wrote wakes at the com
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
-from assocdb import Graph
+import assocdb
+from assocdb import CacheConfig, Graph
 from assocdb.api import feed
+from assocdb.serve.peers import Peers
 from tests.support.stores import Stores
 
 
@@ -91,3 +94,32 @@ def test_a_waiting_reader_wakes_when_a_write_of_its_process_commits(
     g.assoc_add(1, "likes", 2)
     reader.join(30)
     assert got == [[2]]
+
+
+def test_a_waiting_reader_wakes_when_its_watched_sequence_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers of one server: a write of one wakes a long poll of the other through
+    their ring of invalidations (`serve/peers.py`), not the 50 ms poll."""
+    monkeypatch.setattr(feed, "POLL_SECONDS", 60.0)
+    ring = str(tmp_path / "ring")
+    writes, reads = Peers(ring), Peers(ring)
+    one = assocdb.open(tmp_path / "g", shards=3, cache=CacheConfig(), tier2=writes)
+    other = assocdb.open(tmp_path / "g", journal=tmp_path / "other.db", cache=None)
+    try:
+        one.define_assoc("likes")
+        one.enable_feed()
+        other.services.feed.watch(reads.sequence)
+        end = other.changes().next_cursor
+        got: list[list[int | None]] = []
+        reader = threading.Thread(
+            target=lambda: got.append([c.id2 for c in other.changes(end, wait=50).items])
+        )
+        reader.start()
+        one.assoc_add(1, "likes", 2)
+        reader.join(30)
+        assert got == [[2]]
+    finally:
+        one.close()  # (and its tier 2, the ring's `writes` end)
+        other.close()
+        reads.close()

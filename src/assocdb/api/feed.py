@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ..core import feed as _feed
 from ..core import json as _json
@@ -42,6 +42,7 @@ RETENTION_SECONDS = 7 * 24 * 3600  # the default window: a week
 RETENTION_ROWS = 10_000_000  # per shard
 TRIM_SECONDS = 600.0  # how often the background pass trims to the retention window
 POLL_SECONDS = 0.05  # how often a follower looks for other processes' changes
+WATCH_SECONDS = 0.005  # how often it looks at a watched sequence (`watch`), if any
 
 
 class Feed:
@@ -53,6 +54,7 @@ class Feed:
         self._trimmer: threading.Thread | None = None
         self._names: dict[tuple[bool, int], str] = {}
         self._groups = Groups(engine.backend)
+        self._watched: Callable[[], int] | None = None
         if engine.backend.get_meta(_KEY) == b"on":
             self._store().enable()
             self._start_trimming()
@@ -119,8 +121,25 @@ class Feed:
             if page.items or left <= 0 or self._closed.is_set():
                 return page
             if moved == after:  # (else it passed filtered records: read on)
-                store.wait(seen, min(POLL_SECONDS, left))
+                self._wait(store, seen, min(POLL_SECONDS, left))
             after = moved
+
+    def watch(self, sequence: Callable[[], int]) -> None:
+        """Wake waiting readers when `sequence()` moves, as when this process writes: a
+        cheap sign of other processes' writes (a server's ring of its workers'
+        invalidations, `serve/peers.py`), looked at every `WATCH_SECONDS`."""
+        self._watched = sequence
+
+    def _wait(self, store: ChangeFeed, seen: int, seconds: float) -> None:
+        """Until this process commits an apply, the watched sequence moves, or `seconds`."""
+        watched = self._watched
+        if watched is None:
+            store.wait(seen, seconds)
+            return
+        mark, end = watched(), time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0 and watched() == mark:
+            if store.wait(seen, min(WATCH_SECONDS, left)) != seen:
+                return
 
     def _start(
         self, store: ChangeFeed, cursor: str | None, group: str | None, member: str | None
@@ -238,12 +257,11 @@ class Feed:
 
     def _type_name(self, row: FeedRow) -> str:
         name = self._names.get((row[1] == OBJECT, row[3]))
-        if name is None:
-            schema = self._engine.schema
+        if name is None:  # (a type another process defined: the schema is read again)
             if row[1] == OBJECT:
-                name = schema.object_by_id(row[3]).name
+                name = self._engine.named(lambda s: s.object_by_id(row[3]).name)
             else:
-                name = schema.assoc_by_id(row[3]).name
+                name = self._engine.named(lambda s: s.assoc_by_id(row[3]).name)
             self._names[(row[1] == OBJECT, row[3])] = name  # (a type's name never changes)
         return name
 
