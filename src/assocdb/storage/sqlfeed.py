@@ -19,15 +19,18 @@ need no fence, and a gap below the oldest row held means exactly "trimmed".
 
 Turning it on, in every process. `enable` creates a shard's table, then gives the shard
 its `seq` row `feed` (value 0 until the first record), shard by shard. A process records
-on a shard once it knows that row is there: every apply on a shard not yet known to be on
-reads the row first, in its transaction (`turned_on`: one keyed read, only while the feed
-is off), and records if it exists. So no change commits without its record once `enable`
-has returned, in any process that has the graph open, with no thread watching: on SQLite
-the apply holds the shard's write lock, so `enable`'s insert waits for it or precedes it;
-on MariaDB the read locks the row's gap in share mode (REPEATABLE READ), which the
-insert waits for; on PostgreSQL a read sees its transaction's snapshot, so `enable`
-waits until every transaction begun before its inserts committed has ended
-(`pg_stat_activity`, bounded by `SETTLE_SECONDS`; `Dialect.feed_settle`).
+on a shard once it knows that row is there: an apply on a shard not yet known to be on
+reads the row in its transaction (`turned_on`, only while the feed is off), and records
+if it exists. So no change commits without its record once `enable` has returned, in any
+process that has the graph open, with no thread watching. On SQLite every apply reads it
+(a cached page, ~3 us) while holding the shard's write lock, so `enable`'s insert waits
+for the apply or precedes it. On a database server the read is a round trip, so a
+process believes a shard found off for `Dialect.feed_recheck` (0.25 s) without asking
+again, and `enable` waits that long after its inserts and then until every transaction
+begun before has ended (MariaDB's `information_schema.innodb_trx`, PostgreSQL's
+`pg_stat_activity`; at most `SETTLE_SECONDS`): an apply that did not ask began before
+that, and has committed when `enable` returns; one that asks sees the row (MariaDB's read
+is a share-mode locking read, PostgreSQL's transaction began after the inserts).
 
 Waking. `SQLFeed.committed` is called after each apply's commit; a reader in this process
 waits on it (`wait`) instead of polling, and polls only for other processes' changes.
@@ -41,6 +44,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..core.compress import pack
+from ..core.errors import AssocdbError
 from ..core.feed import EDGE, NODE, OBJECT, FeedRow
 from ..core.merge import Changes
 from .dialect import Session
@@ -103,6 +107,7 @@ class SQLFeed:
     def __init__(self, backend: SQLBackend) -> None:
         self._b = backend
         self._on: set[int] = set()  # shards known to record (all: `backend.feed`)
+        self._off_until: dict[int, float] = {}  # shard: not asked again before (monotonic)
         self._changed = threading.Condition()
         self._generation = 0  # applies committed since the backend opened (with the feed on)
 
@@ -144,8 +149,12 @@ class SQLFeed:
         row exists (the read holds what it found until the commit: see the module doc)."""
         if shard in self._on:
             return True
-        b = self._b
+        b, now = self._b, time.monotonic()
+        if now < self._off_until.get(shard, 0.0):
+            return False  # (asked less than `feed_recheck` ago: see the module doc)
         if not b._run(session, shard, b._q(_SEQ + b.dialect.share, shard)):
+            if b.dialect.feed_recheck:
+                self._off_until[shard] = now + b.dialect.feed_recheck
             return False
         self._turn_on([shard])
         return True
@@ -193,21 +202,23 @@ class SQLFeed:
             self._b.feed = True
 
     def _settle(self) -> None:
-        """Wait until each shard's transactions begun before its `feed` row committed have
-        ended (only where a read in a transaction sees its snapshot: PostgreSQL)."""
+        """Wait `feed_recheck`, then until each shard's transactions begun before then
+        have ended (see the module doc; SQLite needs neither)."""
         b = self._b
-        settle = b.dialect.feed_settle
-        if not settle:
+        if not b.dialect.feed_settle:
             return
-        now = "SELECT clock_timestamp()"
-        since = [b._query(shard, b._q(now, shard))[0][0] for shard in range(b.shards)]
+        time.sleep(b.dialect.feed_recheck)  # every process asks again after this
         deadline = time.monotonic() + SETTLE_SECONDS
-        for shard, at in enumerate(since):
-            while b._query(shard, b._q(settle, shard), (at,))[0][0]:
-                if time.monotonic() > deadline:
-                    log.warning("the change feed is on; transactions older than it still run")
-                    return
-                time.sleep(0.005)
+        try:
+            since = [b._query(s, b._q(b.dialect.feed_now, s))[0][0] for s in range(b.shards)]
+            for shard, at in enumerate(since):
+                while b._query(shard, b._q(b.dialect.feed_settle, shard), (at,))[0][0]:
+                    if time.monotonic() > deadline:
+                        log.warning("the feed is on; transactions older than it still run")
+                        return
+                    time.sleep(0.005)
+        except AssocdbError as exc:  # e.g. no PROCESS privilege on MariaDB
+            log.warning("the feed is on; could not wait for older transactions: %s", exc)
 
 
 def enable(b: SQLBackend) -> None:
