@@ -41,9 +41,11 @@ def test_a_merge_keeps_each_shards_order_and_moves_past_what_it_took(
     times: list[list[int]], limit: int, odd: int
 ) -> None:
     runs = [[(shard, pos + 1, t) for pos, t in enumerate(run)] for shard, run in enumerate(times)]
-    taken, moved = feed.merge(
+    pairs, moved = feed.merge(
         runs, lambda r: r[1], lambda r: r[2], limit, lambda r: r[2] % 3 != odd, (0,) * len(runs)
     )
+    assert all(shard == item[0] for shard, item in pairs)
+    taken = [item for _, item in pairs]
     assert len(taken) <= limit
     assert all(r[2] % 3 != odd for r in taken)
     for shard, run in enumerate(runs):
@@ -68,12 +70,10 @@ def test_pages_of_a_shards_share_read_every_item_once_in_each_shards_order(
     taken: list[tuple[int, int, int]] = []
     while after != tuple(len(run) for run in runs):
         partial = [run[pos : pos + read] for run, pos in zip(runs, after, strict=True)]
-        page, moved = feed.merge(
-            partial, lambda r: r[1], lambda r: r[2], limit, lambda r: True, after, read
-        )
+        page, moved = feed.merge(partial, lambda r: r[1], lambda r: r[2], limit, None, after, read)
         assert moved != after  # every page moves on while something is left
         assert len(page) <= limit
-        taken += page
+        taken += [item for _, item in page]
         after = moved
     for shard, run in enumerate(runs):
         assert [r for r in taken if r[0] == shard] == run

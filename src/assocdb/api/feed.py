@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 
 from ..core import feed as _feed
 from ..core import json as _json
@@ -34,6 +35,7 @@ from .feed_groups import Groups
 
 log = logging.getLogger("assocdb.feed")
 _KEY = "feed"
+_POSITION, _TIME = itemgetter(0), itemgetter(7)  # of a stored record (`FeedRow`)
 _KINDS: dict[int, ChangeKind] = {EDGE: "edge", OBJECT: "object", NODE: "node"}
 MAX_LIMIT = 10_000
 MAX_WAIT = 60.0  # seconds a long poll may wait
@@ -89,8 +91,8 @@ class Feed:
             while not self._closed.wait(TRIM_SECONDS):
                 try:
                     self.trim()
-                except AssocdbError:  # a shard down: the next pass trims it
-                    log.warning("the change feed's trim failed", exc_info=True)
+                except AssocdbError as exc:  # a shard down: the next pass trims it
+                    log.warning("the change feed's trim failed: %s", exc)  # (no traceback)
 
         self._trimmer = threading.Thread(target=loop, name="assocdb-feed-trim", daemon=True)
         self._trimmer.start()
@@ -172,27 +174,25 @@ class Feed:
     ) -> tuple[ChangePage, tuple[int, ...]]:
         read = _feed.share(limit, backend.shards)
         runs = [
-            [(shard, row) for row in backend.read(shard, pos, read)]
-            if owned is None or shard in owned
-            else []
+            backend.read(shard, pos, read) if owned is None or shard in owned else []
             for shard, pos in enumerate(after)
         ]
         if any(
-            (owned is None or shard in owned) and (not run or run[0][1][0] != after[shard] + 1)
+            (owned is None or shard in owned) and (not run or run[0][0] != after[shard] + 1)
             for shard, run in enumerate(runs)
         ):
             self._check_held(backend, after, owned)
         wanted_kinds = None if kinds is None else set(kinds)
         wanted_types = None if types is None else set(types)
 
-        def keep(item: tuple[int, FeedRow]) -> bool:
-            row = item[1]
+        def keep(row: FeedRow) -> bool:
             if wanted_kinds is not None and _KINDS[row[1]] not in wanted_kinds:
                 return False
             return wanted_types is None or self._type_name(row) in wanted_types
 
+        filtered = kinds is not None or types is not None
         rows, moved = _feed.merge(
-            runs, lambda t: t[1][0], lambda t: t[1][7], limit, keep, after, read
+            runs, _POSITION, _TIME, limit, keep if filtered else None, after, read
         )
         items = [self._change(shard, row) for shard, row in rows]
         return ChangePage(items, _feed.encode(moved)), moved

@@ -86,27 +86,28 @@ def merge(
     position: Callable[[T], int],
     time: Callable[[T], int],
     limit: int,
-    keep: Callable[[T], bool],
+    keep: Callable[[T], bool] | None,
     after: Positions,
     read: int | None = None,
-) -> tuple[list[T], Positions]:
+) -> tuple[list[tuple[int, T]], Positions]:
     """Up to `limit` kept items of the shards' `runs` (each in position order), merged by
-    `time` keeping each run's order; and the positions after them (an item `keep`
-    refuses is passed over: its position is consumed). A run of `read` items may go on:
-    the merge stops after its last one."""
+    `time` keeping each run's order, each with its shard; and the positions after them
+    (an item `keep` refuses is passed over: its position is consumed; None keeps all). A
+    run of `read` items may go on: the merge stops after its last one."""
     tagged = [  # (time, shard, n) is unique: the merge never compares the items
-        [(time(item), shard, n, item, n == len(run) == read) for n, item in enumerate(run, 1)]
+        [(time(item), shard, n, item) for n, item in enumerate(run, 1)]
         for shard, run in enumerate(runs)
     ]
-    taken: list[T] = []
+    ends = {shard: len(run) for shard, run in enumerate(runs) if len(run) == read}
+    taken: list[tuple[int, T]] = []
     moved = list(after)
-    for _, shard, _, item, last in heapq.merge(*tagged):
+    for _, shard, n, item in heapq.merge(*tagged):
         if len(taken) >= limit:
             break
         moved[shard] = position(item)
-        if keep(item):
-            taken.append(item)
-        if last:
+        if keep is None or keep(item):
+            taken.append((shard, item))
+        if ends.get(shard) == n:
             break
     return taken, tuple(moved)
 
