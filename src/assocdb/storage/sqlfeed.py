@@ -56,7 +56,7 @@ __all__ = ["EDGE", "NODE", "OBJECT", "FeedRow", "SQLFeed"]
 
 log = logging.getLogger("assocdb.feed")
 COLUMNS = ("pos", "kind", "id1", "atype", "id2", "state", "time", "updated_at", "data")
-SETTLE_SECONDS = 10.0  # how long `enable` waits for PostgreSQL's older transactions, at most
+SETTLE_SECONDS = 1.5  # how long `enable` waits for older transactions, at most (a client's 2 s)
 
 _INSERT = f"INSERT INTO {{s}}.changes ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 9)})"
 _SEQ = "SELECT value FROM {s}.seq WHERE name = 'feed'"
