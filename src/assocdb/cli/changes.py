@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 import msgspec
 
@@ -63,6 +65,8 @@ def changes(
             for change in page.items:
                 click.echo(_encode(change))
             if group is not None and page.next_cursor != cursor:
+                # Out of this process before the commit: a pipe's buffer dies with a kill.
+                sys.stdout.flush()
                 g.feed_commit(group, page.next_cursor, member)
             cursor = page.next_cursor
             if not page.items and not follow:
