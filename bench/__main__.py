@@ -4,7 +4,8 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench foundation
     python -m bench journal
     python -m bench writes [--seconds S] [--rounds N] [--preload E]  (durable writes vs bare)
-    python -m bench feed [--seconds S] [--rounds N]     (durable writes, feed on vs off)
+    python -m bench feed [--seconds S] [--rounds N] [--preload E]  (issue 38: write cost,
+                                               consumer rate, write→seen latency)
     python -m bench backup [--edges N] [--runs R] [--writers W]   (backup/restore edges/s,
                                                write latency during a backup vs quiet)
     python -m bench bulk [--edges N] [--mysql URL] [--snap FILE]   (default 948,464 edges)
@@ -66,7 +67,10 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "foundation": (lambda args: foundation.main(), []),
     "journal": (lambda args: journal.main(), []),
     "writes": (writes.main, ["--seconds", "1", "--rounds", "1"]),
-    "feed": (feed.main, ["--seconds", "1", "--rounds", "1"]),
+    "feed": (
+        feed.main,
+        ["--seconds", "1", "--rounds", "1", "--preload", "20000", "--changes", "20000"],
+    ),
     "backup": (backup.main, ["--edges", "50000", "--runs", "1"]),
     "bulk": (bulk.main, ["--edges", "100000", "--runs", "1"]),
     "flockdb": (flockdb.main, ["100000"]),

@@ -6,6 +6,8 @@ with)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
 import subprocess
 import sys
@@ -96,3 +98,27 @@ def test_the_index_example_returns_what_it_shows(tmp_path: Path) -> None:
             checked += 1
         exec("\n".join(pending), scope)
     assert checked == 3
+
+
+def test_the_change_feed_examples_print_what_they_show(tmp_path: Path) -> None:
+    """docs/api.md's two change feed examples, run in turn on one graph: each `# → ` line
+    is what the `print`s of the example before it printed."""
+    text = (ROOT / "docs/api.md").read_text()
+    blocks = []
+    for title in ('### Example: notifications ("Ada followed you")', "### Example: keeping"):
+        block = text[text.index(title) :]
+        block = block[block.index("```python\n") + len("```python\n") :]
+        blocks.append(block[: block.index("```")])
+    with assocdb.open(tmp_path / "graph", shards=4) as g:
+        scope: dict[str, object] = {"g": g}
+        for block in blocks:
+            code, expected = [], []
+            for line in block.splitlines():
+                if line.startswith(ARROW):
+                    expected.append(line[len(ARROW) :])
+                else:
+                    code.append(line)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec("\n".join(code), scope)
+            assert out.getvalue().splitlines() == expected

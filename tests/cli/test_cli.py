@@ -380,3 +380,27 @@ def test_changes_prints_json_lines_and_commits_a_group(tmp_path: Path) -> None:
     assert [(c["kind"], c["type"], c["id1"], c["id2"]) for c in lines] == [("edge", "likes", 1, 2)]
     again = runner.invoke(main, ["changes", str(where), "--group", "mail"])
     assert again.stdout == ""  # committed
+
+
+def test_changes_members_of_a_group_share_the_shards(tmp_path: Path) -> None:
+    where = tmp_path / "g"
+    with assocdb.open(where, shards=4) as g:
+        g.define_assoc("likes")
+        g.enable_feed()
+        with g.batch() as batch:
+            for n in range(1, 41):
+                batch.assoc_add(n, "likes", 1)
+        for member in ("a", "b"):  # a read joins: both have before either reads on
+            g.changes(group="mail", member=member)
+    runner = CliRunner()
+    command = ["changes", str(where), "--group", "mail", "--member"]
+    read = {}
+    for member in ("a", "b"):
+        result = runner.invoke(main, [*command, member])
+        assert result.exit_code == 0, result.output
+        read[member] = {(c["shard"], c["position"]) for c in map(json.loads, result.stdout.split())}
+    assert read["a"].isdisjoint(read["b"])
+    assert len(read["a"] | read["b"]) == 40
+    off = runner.invoke(main, ["changes", str(where), "--member", "a"])
+    assert off.exit_code == 2
+    assert "--member is a member of a --group" in off.output

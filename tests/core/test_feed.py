@@ -41,9 +41,11 @@ def test_a_merge_keeps_each_shards_order_and_moves_past_what_it_took(
     times: list[list[int]], limit: int, odd: int
 ) -> None:
     runs = [[(shard, pos + 1, t) for pos, t in enumerate(run)] for shard, run in enumerate(times)]
-    taken, moved = feed.merge(
+    pairs, moved = feed.merge(
         runs, lambda r: r[1], lambda r: r[2], limit, lambda r: r[2] % 3 != odd, (0,) * len(runs)
     )
+    assert all(shard == item[0] for shard, item in pairs)
+    taken = [item for _, item in pairs]
     assert len(taken) <= limit
     assert all(r[2] % 3 != odd for r in taken)
     for shard, run in enumerate(runs):
@@ -53,3 +55,31 @@ def test_a_merge_keeps_each_shards_order_and_moves_past_what_it_took(
         assert mine == [r for r in consumed if r[2] % 3 != odd]
     if len(taken) < limit:  # nothing left behind
         assert moved == tuple(len(run) for run in runs)
+
+
+@given(
+    st.lists(st.lists(st.integers(0, 50), max_size=40), min_size=1, max_size=6),
+    st.integers(1, 30),
+    st.integers(1, 5),
+)
+def test_pages_of_a_shards_share_read_every_item_once_in_each_shards_order(
+    times: list[list[int]], limit: int, read: int
+) -> None:
+    runs = [[(shard, pos + 1, t) for pos, t in enumerate(run)] for shard, run in enumerate(times)]
+    after: tuple[int, ...] = (0,) * len(runs)
+    taken: list[tuple[int, int, int]] = []
+    while after != tuple(len(run) for run in runs):
+        partial = [run[pos : pos + read] for run, pos in zip(runs, after, strict=True)]
+        page, moved = feed.merge(partial, lambda r: r[1], lambda r: r[2], limit, None, after, read)
+        assert moved != after  # every page moves on while something is left
+        assert len(page) <= limit
+        taken += [item for _, item in page]
+        after = moved
+    for shard, run in enumerate(runs):
+        assert [r for r in taken if r[0] == shard] == run
+
+
+def test_a_shards_share_of_a_page() -> None:
+    assert feed.share(10_000, 16) == 1250
+    assert feed.share(10, 16) == 10  # never more than the page
+    assert feed.share(1000, 16) == 125

@@ -80,3 +80,27 @@ def test_a_trimmed_cursor_is_410(served: tuple[Server, Path]) -> None:
     )
     assert answer.status_code == 410
     assert answer.json()["error"]["code"] == "feed_expired"
+
+
+def test_members_of_a_group_share_the_shards_through_the_client(tmp_path: Path) -> None:
+    with assocdb.open(tmp_path / "graph", shards=4) as g:
+        g.define_assoc("likes")
+        g.enable_feed()
+        with g.batch() as batch:
+            for n in range(100, 120):
+                batch.assoc_add(n, "likes", 1)
+    server = Server(tmp_path / "graph")
+    try:
+        with Client(server.url, token=ADMIN) as c:
+            for member in ("a", "b"):  # a read joins: both have before either reads on
+                c.changes(group="members", member=member)
+            read = {m: c.changes(group="members", member=m, limit=1000) for m in ("a", "b")}
+            shards = {m: {x.shard for x in page.items} for m, page in read.items()}
+            assert shards["a"].isdisjoint(shards["b"])
+            ids = sorted(x.id1 for page in read.values() for x in page.items)
+            assert ids == list(range(100, 120))
+            for member, page in read.items():
+                c.feed_commit("members", page.next_cursor, member=member)
+            assert c.changes(group="members").items == []
+    finally:
+        server.stop()

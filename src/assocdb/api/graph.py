@@ -194,9 +194,10 @@ class Graph:
         kinds: list[ChangeKind] | None = None,
         group: str | None = None,
         wait: float = 0.0,
+        member: str | None = None,
     ) -> ChangePage:
         """The changes after `cursor` (None: `group`'s, or the start); FeedExpired if trimmed."""
-        return self._feed.changes(cursor, limit, types, kinds, group, wait)
+        return self._feed.changes(cursor, limit, types, kinds, group, wait, member)
 
     def follow_changes(
         self, cursor: str | None = None, *, types: list[str] | None = None
@@ -204,9 +205,9 @@ class Graph:
         """Every change (of `types`) after `cursor`, waiting for new ones until closed."""
         return self._feed.follow(cursor, types)
 
-    def feed_commit(self, group: str, cursor: str) -> None:
+    def feed_commit(self, group: str, cursor: str, member: str | None = None) -> None:
         """Store `cursor` as consumer group `group`'s position (`changes(group=…)` reads on)."""
-        self._feed.commit(group, cursor)
+        self._feed.commit(group, cursor, member)
 
     # -- objects ----------------------------------------------------------------------
 

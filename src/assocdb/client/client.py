@@ -701,8 +701,9 @@ class Client:
         kinds: list[ChangeKind] | None = None,
         group: str | None = None,
         wait: float = 0.0,
+        member: str | None = None,
     ) -> ChangePage:
-        args = ChangesArgs(cursor, limit, types, kinds, group, self._within_budget(wait))
+        args = ChangesArgs(cursor, limit, types, kinds, group, self._within_budget(wait), member)
         result: ChangePage = self._call("changes", args)
         return result
 
@@ -715,8 +716,8 @@ class Client:
             yield from page.items
             cursor = page.next_cursor
 
-    def feed_commit(self, group: str, cursor: str) -> None:
-        self._call("feed_commit", FeedCommit(group, cursor))
+    def feed_commit(self, group: str, cursor: str, member: str | None = None) -> None:
+        self._call("feed_commit", FeedCommit(group, cursor, member))
 
 
 def _json_size(value: Any) -> int:

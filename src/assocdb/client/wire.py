@@ -296,11 +296,13 @@ class Changes(Args):
     kinds: list[ChangeKind] | None = None
     group: str | None = None
     wait: float = 0.0  # a long poll: the server waits up to half its deadline
+    member: str | None = None  # of `group`: reads the shards dealt to it
 
 
 class FeedCommit(Args):
     group: str
     cursor: str
+    member: str | None = None
 
 
 class CheckCounts(Args):

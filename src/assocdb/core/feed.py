@@ -9,7 +9,10 @@ count; a mangled cursor, or one of a graph with another shard count, is InvalidC
 
 A page merges the shards' next records by `updated_at` (a k-way merge takes the head of
 one shard's run at a time, so each shard's order is kept; across shards the order is
-only roughly time order) and stops at `limit`. The next cursor moves each shard to the
+only roughly time order) and stops at `limit`. Each shard is read for a share of the
+page (`share`: a page of 10,000 from 16 shards reads about 20,000 rows, not 160,000);
+the merge stops once it has taken the last record read of a shard that may hold more,
+since what that shard holds next is unknown. The next cursor moves each shard to the
 last record the page took from it, or read past and filtered out.
 """
 
@@ -26,6 +29,11 @@ from .errors import InvalidCursor
 
 T = TypeVar("T")
 Positions = tuple[int, ...]
+#: A stored record: (pos, kind, id1, atype, id2, state, time, updated_at, data); an object
+#: is (pos, OBJECT, id, otype, version, state, 0, updated_at, packed data), a node state
+#: (pos, NODE, node, atype, 0, state, 0, updated_at, None).
+FeedRow = tuple[int, int, int, int, int, int, int, int, bytes | None]
+EDGE, OBJECT, NODE = 1, 2, 3  # a record's `kind`
 
 FEED_LIMIT = 1000  # changes per page, by default
 _VERSION = 1
@@ -58,26 +66,49 @@ def decode(token: object, shards: int) -> Positions:
     return struct.unpack(f">{shards}Q", body[1:])
 
 
+def deal(members: Sequence[str], shards: int, me: str) -> frozenset[int]:
+    """The shards member `me` of a consumer group reads: shard s goes to the (s mod n)-th
+    of the `n` live members in name order (every member deals alike from one list)."""
+    ranked = sorted(set(members))
+    if me not in ranked:
+        return frozenset()
+    mine = ranked.index(me)
+    return frozenset(s for s in range(shards) if s % len(ranked) == mine)
+
+
+def share(limit: int, shards: int) -> int:
+    """How many records to read of each shard for a page of `limit`."""
+    return min(limit, max(64, -(-2 * limit // shards)))
+
+
 def merge(
     runs: Sequence[Sequence[T]],
     position: Callable[[T], int],
     time: Callable[[T], int],
     limit: int,
-    keep: Callable[[T], bool],
+    keep: Callable[[T], bool] | None,
     after: Positions,
-) -> tuple[list[T], Positions]:
+    read: int | None = None,
+) -> tuple[list[tuple[int, T]], Positions]:
     """Up to `limit` kept items of the shards' `runs` (each in position order), merged by
-    `time` keeping each run's order; and the positions after them (an item `keep`
-    refuses is passed over: its position is consumed)."""
-    tagged = [[(time(item), shard, item) for item in run] for shard, run in enumerate(runs)]
-    taken: list[T] = []
+    `time` keeping each run's order, each with its shard; and the positions after them
+    (an item `keep` refuses is passed over: its position is consumed; None keeps all). A
+    run of `read` items may go on: the merge stops after its last one."""
+    tagged = [  # (time, shard, n) is unique: the merge never compares the items
+        [(time(item), shard, n, item) for n, item in enumerate(run, 1)]
+        for shard, run in enumerate(runs)
+    ]
+    ends = {shard: len(run) for shard, run in enumerate(runs) if len(run) == read}
+    taken: list[tuple[int, T]] = []
     moved = list(after)
-    for _, shard, item in heapq.merge(*tagged, key=lambda t: (t[0], t[1])):
+    for _, shard, n, item in heapq.merge(*tagged):
         if len(taken) >= limit:
             break
         moved[shard] = position(item)
-        if keep(item):
-            taken.append(item)
+        if keep is None or keep(item):
+            taken.append((shard, item))
+        if ends.get(shard) == n:
+            break
     return taken, tuple(moved)
 
 

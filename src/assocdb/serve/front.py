@@ -103,6 +103,8 @@ def app_from_env() -> Front:
     # The workers' ring of invalidations takes tier 2's place in the cache.
     peers = Peers(config["peers"]) if config.get("peers") and cache is not None else None
     graph = open_graph(config["path"], sync=config["sync"], cache=cache, tier2=peers)
+    if peers is not None:  # a long poll sees the other workers' writes as soon as its own
+        graph.services.feed.watch(peers.sequence)
     if config.get("cleaner"):
         graph.start_cleaner()
     inline = graph.engine.backend.local

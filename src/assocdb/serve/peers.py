@@ -64,6 +64,11 @@ class Peers:
         value: int = _HEAD.unpack_from(self._map, 0)[0]
         return value
 
+    def sequence(self) -> int:
+        """A number that moves when any worker writes (the change feed's readers watch
+        it: `Feed.watch`)."""
+        return self._sequence()
+
     # -- sending: what a write of this worker touched ----------------------------------------
 
     def invalidate(self, keys: Sequence[CacheKey]) -> None:

@@ -24,7 +24,9 @@ kinds or probes for methods:
 * `recovery_hooks`: called when a failed member is back (the graph retries
   its queued writes then); never called on a single backend;
 * `fresh_reads()`: a context within which this thread's reads see every
-  write this process made (a no-op on a single backend).
+  write this process made (a no-op on a single backend);
+* `change_feed()`: the shards' change feed (`ChangeFeed`, `sqlfeed.SQLFeed` on SQL
+  shards), or None where there is none (a shard map: see docs/architecture.md).
 
 `spec()` is how another process opens the same backend again.
 
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.cachekeys import CacheKey
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
+from ..core.feed import FeedRow
 from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
@@ -69,6 +72,45 @@ def is_server_url(target: object) -> bool:
     )
 
 
+class ChangeFeed(Protocol):
+    """Each shard's change feed, recorded by `apply` in its transaction once it is on
+    (`storage.sqlfeed`; the API's `api/feed.py` reads it)."""
+
+    @property
+    def shards(self) -> int:
+        """How many shards (a cursor has a position for each)."""
+
+    @property
+    def on(self) -> bool:
+        """Whether this process records every apply (the feed was turned on)."""
+
+    @property
+    def read_only(self) -> bool:
+        """A snapshot: it has its feed or none; nothing is created or trimmed."""
+
+    @property
+    def generation(self) -> int:
+        """A token that changes when an apply of this process commits (`wait`)."""
+
+    def enable(self) -> None:
+        """Record every change from now on, in every process that has the shards open."""
+
+    def wait(self, seen: int, timeout: float) -> int:
+        """Wait up to `timeout` s for `generation` to differ from `seen`; the new one."""
+
+    def wake(self) -> None:
+        """Wake every `wait` (the graph is closing)."""
+
+    def read(self, shard: int, after: int, limit: int) -> list[FeedRow]:
+        """Up to `limit` records of the shard after position `after`, in position order."""
+
+    def bounds(self, shard: int) -> tuple[int, int]:
+        """(oldest position held, last position given) of the shard."""
+
+    def trim(self, shard: int, before: int, keep: int) -> int:
+        """Delete records older than `updated_at` `before` and all but the last `keep`."""
+
+
 class Backend(Protocol):
     """Storage for `shards` logical shards."""
 
@@ -86,6 +128,9 @@ class Backend(Protocol):
     def replicated(self) -> ShardMapBackend | None:
         """The shard map that places these shards on replica sets (its members, moves and
         verify), or None: one copy of each shard. What the API asks instead of a kind."""
+
+    def change_feed(self) -> ChangeFeed | None:
+        """The shards' change feed, or None: these shards have none."""
 
     def exclusive_writes(self) -> AbstractContextManager[None]:
         """Held from reading the rows a write resolves against to applying it: no other

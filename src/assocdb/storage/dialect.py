@@ -27,6 +27,14 @@ class Dialect(Protocol):
     timelines_ddl: str
     #: Creates the `changes` table of the change feed (`sqlfeed`).
     feed_ddl: str
+    #: Counts the shard's transactions begun before a time (`?`, from `feed_now`), which
+    #: `sqlfeed.SQLFeed.enable` waits for ("": a write transaction holds the shard).
+    feed_settle: str
+    #: The server's time, for `feed_settle`.
+    feed_now: str
+    #: Seconds a shard found without its feed is believed so without asking again (0: ask
+    #: in every apply; a server engine's round trip is worth saving: `sqlfeed`).
+    feed_recheck: float
 
     def use_index(self, name: str) -> str:
         """The hint, after a table name, to read it through index `name`."""

@@ -143,6 +143,12 @@ class MySQLDialect:
     meta_key = "name"
     timelines_ddl = _TIMELINES_DDL
     feed_ddl = ddl("MEDIUMBLOB", " ENGINE=InnoDB")
+    feed_settle = (  # (PROCESS privilege; trx_started is in whole seconds: it errs early)
+        "SELECT COUNT(*) FROM information_schema.innodb_trx "
+        "WHERE trx_started < ? AND trx_mysql_thread_id <> CONNECTION_ID()"
+    )
+    feed_now = "SELECT NOW(6)"
+    feed_recheck = 0.25
 
     def use_index(self, name: str) -> str:
         return f" FORCE INDEX ({name})"

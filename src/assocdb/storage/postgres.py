@@ -103,6 +103,12 @@ class PostgresDialect:
     meta_key = "name"
     timelines_ddl = _TIMELINES_DDL
     feed_ddl = ddl("BYTEA")
+    feed_settle = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND xact_start < ?"
+    )
+    feed_now = "SELECT clock_timestamp()"
+    feed_recheck = 0.25
 
     def use_index(self, name: str) -> str:
         return ""  # no hints: the planner picks the index the WHERE and ORDER BY name

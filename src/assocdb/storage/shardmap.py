@@ -376,6 +376,9 @@ class ShardMapBackend:
     def replicated(self) -> ShardMapBackend:
         return self
 
+    def change_feed(self) -> None:
+        return None  # each member numbers its own records: see docs/architecture.md
+
     def exclusive_writes(self) -> AbstractContextManager[None]:
         return nullcontext()  # several databases: see docs/architecture.md
 

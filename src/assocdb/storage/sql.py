@@ -30,7 +30,7 @@ again (the merge is idempotent). `bulk_merge` is `apply` for a bulk load's
 round: the same merge, but it reads many lists per statement, and only lists
 that have count rows. Index entries (`core.entities.merge_entries`)
 and home timelines (`core.timeline_list.merge_blob`) are merged the same way.
-With the feed on, `_apply` hands what it changed to `sqlfeed.record`, in its transaction.
+With the feed on (`sqlfeed.SQLFeed.turned_on`), `_apply` hands its changes to `record`.
 
 Tables made on first use (`index_N`; `timelines` in MySQL graphs older than
 home timelines) are created by `_ddl` before the write's transaction (MySQL
@@ -134,7 +134,8 @@ class SQLBackend(ABC):
         self._first_pages: dict[int, str] = {}  # shard: the statement of a list's first page
         self._tables: set[tuple[int, int]] = set()  # index tables known to exist
         self._tables_lock = threading.Lock()
-        self.feed = False  # whether applies record their changes (`sqlfeed.enable`)
+        self.feed = False  # whether applies record their changes (`sqlfeed.SQLFeed.enable`)
+        self._changes = _feed.SQLFeed(self)
         d = dialect
         self._upsert_edge = d.upsert("edges", EDGE_COLUMNS, 3)
         self._add_count = d.upsert("counts", COUNT_COLUMNS, 3, add=True)
@@ -312,9 +313,11 @@ class SQLBackend(ABC):
         # A batch this big is a bulk load: it may take seconds, and has no
         # journal to retry it, so it runs with the maintenance timeout.
         bulk = len(edges) + len(objects) + len(nodes) > BULK_ROWS
-        return self._in_transaction(
+        changes = self._in_transaction(
             shard, lambda session: self._apply(session, shard, edges, objects, nodes), bulk
         )
+        self._changes.committed()  # wakes this process's feed readers
+        return changes
 
     def _apply(
         self,
@@ -342,8 +345,7 @@ class SQLBackend(ABC):
             packed = [(*row[:5], pack(row[5])) for row in changed_objects]
             self._store(session, shard, self._upsert_object, packed)
         changes = Changes(changed_edges, changed_objects, changed_nodes)
-        if self.feed:  # in this transaction: no change without its record
-            _feed.record(self, session, shard, changes)
+        _feed.record(self, session, shard, changes)  # with the feed on: no change without it
         return changes
 
     def _current_edges(
@@ -741,7 +743,10 @@ class SQLBackend(ABC):
         params = [otype, *past_params(after, self.dialect.row_values), limit]
         return [obj_row(r) for r in self._query(shard, self._q(sql, shard), params)]
 
-    # -- home timelines (`core.timeline_list`) ------------------------------------------------
+    # -- home timelines, secondary indexes (`core.entities`) and the change feed ----------------
+
+    def change_feed(self) -> _feed.SQLFeed:
+        return self._changes
 
     def timelines(self, shard: int, owners: Sequence[int]) -> dict[int, bytes]:
         return _timelines.timelines(self, shard, owners)
@@ -750,8 +755,6 @@ class SQLBackend(ABC):
         self, shard: int, writes: Mapping[int, Sequence[TimelineEntry]], cap: int
     ) -> int:
         return _timelines.merge_timelines(self, shard, writes, cap)
-
-    # -- secondary indexes (`core.entities`) ------------------------------------------------
 
     def index_apply(self, shard: int, entries: Sequence[IndexEntry]) -> int:
         return _indexes.index_apply(self, shard, entries)

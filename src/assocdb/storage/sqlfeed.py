@@ -16,22 +16,47 @@ Bumping the row takes its write lock until the commit, so the shard's recording
 transactions are serialized and commit in position order: a reader sees a prefix of the
 positions, dense (a rolled-back transaction takes its bump back). Readers therefore
 need no fence, and a gap below the oldest row held means exactly "trimmed".
+
+Turning it on, in every process. `enable` creates a shard's table, then gives the shard
+its `seq` row `feed` (value 0 until the first record), shard by shard. A process records
+on a shard once it knows that row is there: an apply on a shard not yet known to be on
+reads the row in its transaction (`turned_on`, only while the feed is off), and records
+if it exists. So no change commits without its record once `enable` has returned, in any
+process that has the graph open, with no thread watching. On SQLite every apply reads it
+(a cached page, ~3 us) while holding the shard's write lock, so `enable`'s insert waits
+for the apply or precedes it. On a database server the read is a round trip, so a
+process believes a shard found off for `Dialect.feed_recheck` (0.25 s) without asking
+again, and `enable` waits that long after its inserts and then until every transaction
+begun before has ended (MariaDB's `information_schema.innodb_trx`, PostgreSQL's
+`pg_stat_activity`; at most `SETTLE_SECONDS`): an apply that did not ask began before
+that, and has committed when `enable` returns; one that asks sees the row (MariaDB's read
+is a share-mode locking read, PostgreSQL's transaction began after the inserts).
+
+Waking. `SQLFeed.committed` is called after each apply's commit; a reader in this process
+waits on it (`wait`) instead of polling, and polls only for other processes' changes.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..core.compress import pack
+from ..core.errors import AssocdbError
+from ..core.feed import EDGE, NODE, OBJECT, FeedRow
 from ..core.merge import Changes
 from .dialect import Session
 
 if TYPE_CHECKING:
     from .sql import SQLBackend
 
-EDGE, OBJECT, NODE = 1, 2, 3  # `kind` in the table (core.feed names them)
+__all__ = ["EDGE", "NODE", "OBJECT", "FeedRow", "SQLFeed"]
+
+log = logging.getLogger("assocdb.feed")
 COLUMNS = ("pos", "kind", "id1", "atype", "id2", "state", "time", "updated_at", "data")
-FeedRow = tuple[int, int, int, int, int, int, int, int, bytes | None]
+SETTLE_SECONDS = 1.5  # how long `enable` waits for older transactions, at most (a client's 2 s)
 
 _INSERT = f"INSERT INTO {{s}}.changes ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 9)})"
 _SEQ = "SELECT value FROM {s}.seq WHERE name = 'feed'"
@@ -62,10 +87,13 @@ def rows_of(changes: Changes) -> list[tuple[Any, ...]]:
 
 
 def record(b: SQLBackend, session: Session, shard: int, changes: Changes) -> None:
-    """Append what one apply changed to the shard's feed, in the apply's transaction."""
-    rows = rows_of(changes)
-    if not rows:
+    """Append what one apply changed to the shard's feed, in the apply's transaction, if
+    the feed is on there (`SQLFeed.turned_on`: asked only when something changed)."""
+    if not (changes.edges or changes.objects or changes.nodes):
         return
+    if not b.change_feed().turned_on(session, shard):
+        return
+    rows = rows_of(changes)
     b._run(session, shard, b._q(b._add_seq, shard), ("feed", len(rows)))
     last = int(b._run(session, shard, b._q(_SEQ, shard))[0][0])
     first = last - len(rows) + 1
@@ -73,18 +101,136 @@ def record(b: SQLBackend, session: Session, shard: int, changes: Changes) -> Non
     b._run(session, shard, b._q(_INSERT, shard), positioned, many=True)
 
 
-def enable(b: SQLBackend) -> None:
-    """Create every shard's `changes` table (before the first apply records into it; a
-    read-only graph, a snapshot, has them or has no feed to read)."""
-    if not getattr(b, "read_only", False):
+class SQLFeed:
+    """The `ChangeFeed` of SQL shards (`Backend.change_feed()`); see the module doc."""
+
+    def __init__(self, backend: SQLBackend) -> None:
+        self._b = backend
+        self._on: set[int] = set()  # shards known to record (all: `backend.feed`)
+        self._off_until: dict[int, float] = {}  # shard: not asked again before (monotonic)
+        self._changed = threading.Condition()
+        self._generation = 0  # applies committed since the backend opened (with the feed on)
+
+    @property
+    def shards(self) -> int:
+        return self._b.shards
+
+    @property
+    def on(self) -> bool:
+        """Whether every apply of this process records (the feed was turned on)."""
+        return self._b.feed
+
+    @property
+    def read_only(self) -> bool:
+        """A snapshot: it has its feed or none; no tables are made, nothing is trimmed."""
+        return bool(getattr(self._b, "read_only", False))
+
+    def enable(self) -> None:
+        """Give every shard its table and its `feed` row (see the module doc), then record
+        in this process."""
+        b = self._b
+        flagged = False
         for shard in range(b.shards):
+            if self.read_only or b._query(shard, b._q(_SEQ, shard)):
+                continue  # (a graph opened again: its feed is on already)
             b._ddl(shard, b.dialect.feed_ddl)
-    b.feed = True
+
+            def flag(session: Session, shard: int = shard) -> None:
+                b._run(session, shard, b._q(b._add_seq, shard), ("feed", 0))
+
+            b._durably(shard, flag)
+            flagged = True
+        if flagged:
+            self._settle()
+        self._turn_on(range(b.shards))
+
+    def turned_on(self, session: Session, shard: int) -> bool:
+        """Whether an apply on `shard`, in `session`'s transaction, must record: its `feed`
+        row exists (the read holds what it found until the commit: see the module doc)."""
+        if shard in self._on:
+            return True
+        b, now = self._b, time.monotonic()
+        if now < self._off_until.get(shard, 0.0):
+            return False  # (asked less than `feed_recheck` ago: see the module doc)
+        if not b._run(session, shard, b._q(_SEQ + b.dialect.share, shard)):
+            if b.dialect.feed_recheck:
+                self._off_until[shard] = now + b.dialect.feed_recheck
+            return False
+        self._turn_on([shard])
+        return True
+
+    def committed(self) -> None:
+        """An apply committed: wake this process's readers (called after each commit)."""
+        if self._on:
+            with self._changed:
+                self._generation += 1
+                self._changed.notify_all()
+
+    @property
+    def generation(self) -> int:
+        """How many applies this process committed with the feed on (`wait`'s token)."""
+        return self._generation
+
+    def wait(self, seen: int, timeout: float) -> int:
+        """Wait up to `timeout` seconds for an apply of this process to commit after
+        `generation` was `seen`, or for `wake`; the generation now."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._generation != seen, timeout)
+            return self._generation
+
+    def wake(self) -> None:
+        """Wake every waiting reader (a closing graph)."""
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
+
+    def read(self, shard: int, after: int, limit: int) -> list[FeedRow]:
+        """Up to `limit` records of the shard after position `after`, in position order."""
+        return read(self._b, shard, after, limit)
+
+    def bounds(self, shard: int) -> tuple[int, int]:
+        """(oldest position held, last position given) of the shard."""
+        return bounds(self._b, shard)
+
+    def trim(self, shard: int, before: int, keep: int) -> int:
+        """Delete the shard's records older than `before` and all but the last `keep`."""
+        return trim(self._b, shard, before, keep)
+
+    def _turn_on(self, shards: Any) -> None:
+        self._on.update(shards)
+        if len(self._on) == self._b.shards:
+            self._b.feed = True
+
+    def _settle(self) -> None:
+        """Wait `feed_recheck`, then until each shard's transactions begun before then
+        have ended (see the module doc; SQLite needs neither)."""
+        b = self._b
+        if not b.dialect.feed_settle:
+            return
+        time.sleep(b.dialect.feed_recheck)  # every process asks again after this
+        deadline = time.monotonic() + SETTLE_SECONDS
+        try:
+            since = [b._query(s, b._q(b.dialect.feed_now, s))[0][0] for s in range(b.shards)]
+            for shard, at in enumerate(since):
+                while b._query(shard, b._q(b.dialect.feed_settle, shard), (at,))[0][0]:
+                    if time.monotonic() > deadline:
+                        log.warning("the feed is on; transactions older than it still run")
+                        return
+                    time.sleep(0.005)
+        except AssocdbError as exc:  # e.g. no PROCESS privilege on MariaDB
+            log.warning("the feed is on; could not wait for older transactions: %s", exc)
+
+
+def enable(b: SQLBackend) -> None:
+    """`SQLFeed.enable` of the backend's feed."""
+    b.change_feed().enable()
 
 
 def read(b: SQLBackend, shard: int, after: int, limit: int) -> list[FeedRow]:
     """Up to `limit` records of the shard after position `after`, in position order."""
     rows = b._query(shard, b._q(_READ, shard), (after, limit))
+    if not any(type(row[8]) is memoryview for row in rows):  # (PostgreSQL's bytea)
+        return [tuple(row) for row in rows] if rows and type(rows[0]) is not tuple else rows
     return [(*row[:8], None if row[8] is None else bytes(row[8])) for row in rows]
 
 
