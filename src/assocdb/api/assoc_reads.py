@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -243,7 +243,8 @@ class AssocReads:
     ) -> list[Assoc] | None:
         """assoc_range from the cache, built column-wise (the hot path of a cached read)."""
         ask = lambda entry: entry.range(pos, limit)  # noqa: E731
-        return self._records_from_cache(id1, kind, ask, pos + limit, (pos, limit) if keep else None)
+        tag = (pos, limit) if keep else None
+        return self._records_from_cache(id1, kind, ask, pos + limit, tag, slice(pos, pos + limit))
 
     def _records_from_cache(
         self,
@@ -252,9 +253,14 @@ class AssocReads:
         ask: Callable[[ListEntry], Columns | None],
         need: int,
         tag: tuple[int, int] | None,
+        rows_at: slice | None = None,
     ) -> list[Assoc] | None:
         """The records of the cached columns `ask` gets from the list's entry (filled on
-        a miss), kept as the answer to `tag` if they may be shared; None: read the shard."""
+        a miss), kept as the answer to `tag` if they may be shared; None: read the shard.
+
+        A read that fills the entry and asks for the newest `rows_at` of it builds its
+        records from the rows the fill read, as an uncached read does (when they have
+        no data): decoding the prefix just packed cost ~12 µs of a ~20 µs read."""
         cache = self._cache
         key = (id1, kind.id)
         if (
@@ -264,21 +270,35 @@ class AssocReads:
         ):
             return None
         before = cache.answers(key)
-        with cache.listed(key, self._loader(id1, kind), need) as entry:
-            columns = None if entry is None else ask(entry)
-            if columns is None:
+        filled: list[Sequence[ListRow]] = []
+        with cache.listed(key, self._loader(id1, kind), need, filled) as entry:
+            if entry is None:
                 return None
-            id2s, times, stamps = columns
-            datas: Any = repeat(None)
-            shareable = True
-            if entry.data:  # type: ignore[union-attr]
-                kept = list(map(entry.data.get, id2s))  # type: ignore[union-attr]
-                shareable = shareable_data(kept)
-                datas = _values(kept)
-            if before is None:  # filled just now
-                before = cache.answers(key)
-        found = column_records(id1, kind.name, id2s, times, stamps, datas)
-        if shareable and tag is not None:
+            rows = None
+            if filled and rows_at is not None:  # (the entry is as the fill left it)
+                rows = _fill_rows(filled[0], rows_at, entry.complete)
+            if rows is not None:
+                before = entry.answers  # type: ignore[assignment]
+            else:
+                columns = ask(entry)
+                if columns is None:
+                    return None
+                id2s, times, stamps = columns
+                datas: Any = repeat(None)
+                shareable = True
+                if entry.data:
+                    kept = list(map(entry.data.get, id2s))
+                    shareable = shareable_data(kept)
+                    datas = _values(kept)
+                if before is None:  # filled just now
+                    before = cache.answers(key)
+        if rows is not None:
+            found = normal_assocs(id1, kind.name, rows)
+        else:
+            found = column_records(id1, kind.name, id2s, times, stamps, datas)
+            if not shareable:
+                return found
+        if tag is not None:
             cache.keep(key, before, tag, tuple(found), len(found))
         return found
 
@@ -421,6 +441,18 @@ def _values(datas: list[Any]) -> list[Any]:
         return _json.decode_all(datas)
     decode = _json.decode
     return [decode(d) if type(d) is bytes else d for d in datas]
+
+
+def _fill_rows(rows: Sequence[ListRow], at: slice, complete: bool) -> list[ListRow] | None:
+    """The rows `at` of a fill's rows (the entry's prefix) if they answer the read and
+    carry no data (records with data are shared only as the entry keeps it: `kept`)."""
+    if not complete and at.stop > len(rows):
+        return None
+    found = list(rows[at])
+    for row in found:
+        if row[3] is not None:
+            return None
+    return found
 
 
 def _list_key(row: ListRow) -> tuple[int, int]:

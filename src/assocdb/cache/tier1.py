@@ -59,6 +59,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any
 
 from ..core.cachekeys import COUNTS, HOME, LIST, OBJECT, PREFIX, CacheKey
@@ -258,7 +259,11 @@ class Cache:
 
     @contextmanager
     def listed(
-        self, key: ListKey, load: Callable[[int], Sequence[ListRow]], need: int | None = None
+        self,
+        key: ListKey,
+        load: Callable[[int], Sequence[ListRow]],
+        need: int | None = None,
+        filled: list[Sequence[ListRow]] | None = None,
     ) -> Iterator[ListEntry | None]:
         """The list's entry, its prefix filled on a miss, locked while in use.
 
@@ -271,6 +276,11 @@ class Cache:
 
         None when it is not cached: the key was missed for the first time (admitted
         on its `admit_after`-th miss), or a write raced the fill. Read the shard.
+
+        When this call filled the entry and nothing changed it since, the rows the
+        fill installed are appended to `filled` (if given): the caller may build its
+        answer from them as an uncached read would, instead of decoding the prefix
+        it just packed.
         """
         self.hot.seen((LIST, *key))
         want = fill_size(need, self.config.prefix)
@@ -288,10 +298,16 @@ class Cache:
         if not admitted:  # read once so far: the caller reads just what it needs
             yield None
             return
-        self._fill((PREFIX, key), lambda: newest(load(want + 1), want), want)
+        installed: list[Any] = []
+        value = self._fill((PREFIX, key), lambda: newest(load(want + 1), want), want, installed)
         with self._lock:
             entry = self._lists.get(key)
-            yield entry if entry is not None and entry.prefix is not None else None
+            if entry is None or entry.prefix is None:
+                yield None
+                return
+            if filled is not None and installed and entry.answers is installed[0]:
+                filled.append(value[0][: self.config.prefix])  # what the entry holds
+            yield entry
 
     def passes(self, ticket_key: CacheKey) -> bool:
         """Whether a read of a list's PREFIX or COUNTS is a miss that fills nothing: the
@@ -415,11 +431,19 @@ class Cache:
         if self.config.admit_after > 1:
             self._doorkeeper[ticket_key] = self.config.admit_after - 1
 
-    def _fill(self, ticket_key: CacheKey, load: Callable[[], Any], want: int = 0) -> Any:
+    def _fill(
+        self,
+        ticket_key: CacheKey,
+        load: Callable[[], Any],
+        want: int = 0,
+        installed: list[Any] | None = None,
+    ) -> Any:
         """Load on a miss and install the result, unless a write made it stale.
 
         A concurrent miss of the same key waits for this load instead of
-        issuing its own, then gets _WAITED and reads the cache again.
+        issuing its own, then gets _WAITED and reads the cache again. A list's
+        prefix installed appends the entry's new answers dict to `installed`
+        (the entry is unchanged while its `answers` is still that dict).
         """
         with self._lock:
             ongoing = self._fills.get(ticket_key)
@@ -448,7 +472,9 @@ class Cache:
                 if ticket.stale:
                     self.stale_fills += 1  # a write landed meanwhile: do not install
                 else:
-                    self._install(ticket_key, value)
+                    fresh = self._install(ticket_key, value)
+                    if installed is not None and fresh is not None:
+                        installed.append(fresh)
         except BaseException:
             ticket.stale = True  # not installed: the waiters load for themselves
             raise
@@ -475,7 +501,9 @@ class Cache:
         rows, whole = fill
         return whole or len(rows) >= want
 
-    def _install(self, ticket_key: CacheKey, value: Any) -> None:
+    def _install(self, ticket_key: CacheKey, value: Any) -> dict[Any, Any] | None:
+        """Install a fill; a list prefix's entry gets a new answers dict, returned."""
+        fresh = None
         kind, key = ticket_key
         if kind == HOME:
             self._drop_home(key)
@@ -503,11 +531,14 @@ class Cache:
                 rows = rows[:cap]
                 entry.prefix = PackedList.from_rows(rows)
                 entry.data, entry.data_bytes = NO_DATA, 0
-                for r in rows:
-                    if r[3] is not None:
-                        entry.set_data(r[0], r[3])
+                if list(map(itemgetter(3), rows)).count(None) != len(rows):  # (in C)
+                    for r in rows:
+                        if r[3] is not None:
+                            entry.set_data(r[0], r[3])
+                fresh = entry.answers = {}  # (`forget` left the shared NO_ANSWERS)
             self.bytes += entry.nbytes
         self._evict()
+        return fresh
 
     def _fresh_list(self, key: ListKey, read: bool = True) -> ListEntry | None:
         """The list's entry unless it aged out; a `read` sets its reference bit."""
