@@ -573,7 +573,7 @@ def test_a_growing_prefix_stays_exact_under_concurrent_writes(tmp_path: Path) ->
     g.close()
 
 
-@pytest.mark.parametrize("pos, limit", [(0, 50), (10, 30), (0, 200), (60, 10)])
+@pytest.mark.parametrize(("pos", "limit"), [(0, 50), (10, 30), (0, 200), (60, 10)])
 def test_a_fill_answers_from_the_rows_it_read(tmp_path: Path, pos: int, limit: int) -> None:
     """The read that fills a list builds its records from the rows the fill read (no
     data on them) or from the packed prefix (data): both as the shard answers, and the
@@ -588,7 +588,7 @@ def test_a_fill_answers_from_the_rows_it_read(tmp_path: Path, pos: int, limit: i
         want = plain.assoc_range(id1, "likes", pos, limit)
         assert g.assoc_range(id1, "likes", pos, limit) == want  # first miss
         assert g.assoc_range(id1, "likes", pos, limit) == want  # the fill
-        assert statements(g, lambda: g.assoc_range(id1, "likes", pos, limit)) == []
+        assert statements(g, lambda i=id1: g.assoc_range(i, "likes", pos, limit)) == []
         assert g.assoc_range(id1, "likes", pos, limit) == want
         g.assoc_add(id1, "likes", 500, time=500)  # a write patches or drops what was kept
         assert g.assoc_range(id1, "likes", pos, limit) == plain.assoc_range(
