@@ -18,9 +18,9 @@ A read asks a list entry to answer (`ListEntry.range`, `.time_range`,
 range within the prefix, anything of a complete prefix, anything at all when
 the count is zero) and says None otherwise, and the read goes to the shard.
 A key is filled from the shard on its second miss (`admit_after`: a first
-miss reads just what it asks for), a list with about twice the edges its read
-needs (`fill_size`; its prefix grows as deeper reads need it); concurrent
-misses on one key share one fill (no thundering herd).
+miss reads just what it asks for: `admission`), a list with the edges its read
+needs, at least 64 (`fill_size`; its prefix grows as deeper reads need it);
+concurrent misses on one key share one fill (no thundering herd).
 
 Writes keep entries exact: every applied leg reports its changes (old and
 new row), and `apply` updates cached entries in place: remove the old entry
@@ -67,6 +67,8 @@ from ..core.merge import Changes, ObjRow, State
 from ..core.records import CacheConfig, CacheStats
 from ..core.scans import ListRow
 from ..core.timeline_list import TimelineEntry, merge_blob
+from .admission import Doorkeeper
+from .admission import Fill as _Fill
 from .chunks import PackedList
 from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, SHARE, Decoded
 from .entries import (
@@ -87,23 +89,7 @@ from .hotkeys import HotKeys
 log = logging.getLogger(__name__)
 _DATA_SLOT = DATA_SLOT  # (the name the tests measure entries with)
 _NORMAL = State.NORMAL
-_DOORKEEPER = 65_536  # keys remembered as missed once
 _WAITED = object()  # a fill another thread did: read the cache again
-
-
-class _Fill:
-    """One fill in flight: held until it is installed, so concurrent misses can wait."""
-
-    __slots__ = ("done", "stale")
-
-    def __init__(self) -> None:
-        self.done = threading.Lock()  # cheaper to make than an Event; released when done
-        self.done.acquire()
-        self.stale = False
-
-    def wait(self) -> None:
-        with self.done:
-            pass
 
 
 class Cache:
@@ -137,7 +123,7 @@ class Cache:
         self._home_bytes = 0
         self._fills: dict[CacheKey, _Fill] = {}
         self._writing: dict[CacheKey, int] = {}  # ticket keys a write is changing
-        self._doorkeeper: dict[CacheKey, int] = {}  # recent misses of uncached keys
+        self.doorkeeper = Doorkeeper(self.config.admit_after)  # which misses fill
         self._lock = threading.RLock()
         self.hot = HotKeys()
         self.decoded = Decoded(int(self.config.max_bytes * SHARE))
@@ -269,8 +255,7 @@ class Cache:
 
         `need` is how many of the newest edges the read needs (None: as many as the
         cache keeps, for reads of the whole list or past a boundary). A miss fills
-        about twice that (`fill_size`), not the whole prefix: read-ahead that costs
-        about what the read itself costs. An entry whose prefix is shorter than `need`
+        that (at least 64: `fill_size`), not the whole prefix. An entry whose prefix is shorter than `need`
         (and not the whole list) is filled again, longer: the prefix grows with the
         reads of the list.
 
@@ -314,16 +299,17 @@ class Cache:
         list has no entry and this is not its `admit_after`-th miss (the miss is
         counted). Then the caller reads just what it needs from the shard, at the cost
         of a read without a cache; False: ask `listed` or `counts`."""
+        # No lock and no hot-key sampling (a key read once is not hot): this is the
+        # cost a cached miss adds to an uncached read, ~1 µs with them. Racing misses
+        # may count one miss of a key once (it is admitted a miss later) or a miss
+        # not at all in the stats: approximate counters, as the lock-free hits' are.
         key = ticket_key[1]
-        if key in self._lists or self.config.admit_after <= 1:
+        if self.config.admit_after <= 1 or key in self._lists:
             return False
-        self.hot.seen((LIST, *key))
-        with self._lock:
-            if key in self._lists or (
-                self._doorkeeper.get(ticket_key, 0) + 1 >= self.config.admit_after
-            ):
-                return False  # (`listed` or `counts` admits it)
-            return not self._admit(ticket_key)
+        if self.doorkeeper.passing(ticket_key):
+            self.misses += 1
+            return True
+        return False  # (`listed` or `counts` admits it)
 
     @contextmanager
     def held(self, key: ListKey) -> Iterator[ListEntry | None]:
@@ -375,7 +361,7 @@ class Cache:
                 self.hits += 1
                 return found.row
             if found is not None:  # aged out while in use
-                self._readmit((OBJECT, id))
+                self.doorkeeper.readmit((OBJECT, id))
             admitted = self._admit((OBJECT, id))
         if not admitted:
             return load()
@@ -395,7 +381,7 @@ class Cache:
                 return found[0]
             if found is not None:  # aged out
                 self._drop_home(owner)
-                self._readmit((HOME, owner))
+                self.doorkeeper.readmit((HOME, owner))
             admitted = self._admit((HOME, owner))
         if not admitted:
             return load()
@@ -407,29 +393,10 @@ class Cache:
     # -- fills --------------------------------------------------------------------------
 
     def _admit(self, ticket_key: CacheKey) -> bool:
-        """Whether a miss of this key should fill the cache (call with the lock held).
-
-        A key is admitted on its `admit_after`-th recent miss (TinyLFU's
-        doorkeeper), whether or not the cache has room: most keys of real traffic
-        are read once, and a one-off read then costs what an uncached read costs
-        (plus one dict operation here) instead of a fill it never uses again.
-        """
+        """Whether a miss of this key should fill the cache (`Doorkeeper`; call with
+        the lock held)."""
         self.misses += 1
-        if self.config.admit_after <= 1:
-            return True
-        doorkeeper = self._doorkeeper
-        seen = doorkeeper.pop(ticket_key, 0) + 1
-        if seen >= self.config.admit_after:
-            return True
-        doorkeeper[ticket_key] = seen
-        if len(doorkeeper) > _DOORKEEPER:
-            del doorkeeper[next(iter(doorkeeper))]  # forget the oldest
-        return False
-
-    def _readmit(self, ticket_key: CacheKey) -> None:
-        """An invalidated entry was in use: its next miss fills it again."""
-        if self.config.admit_after > 1:
-            self._doorkeeper[ticket_key] = self.config.admit_after - 1
+        return self.doorkeeper.admits(ticket_key)
 
     def _fill(
         self,
@@ -547,8 +514,8 @@ class Cache:
             return None
         if self.clock() - entry.born >= self.config.max_age:
             self._drop_list(key)
-            self._readmit((COUNTS, key))
-            self._readmit((PREFIX, key))
+            self.doorkeeper.readmit((COUNTS, key))
+            self.doorkeeper.readmit((PREFIX, key))
             return None
         if read:
             entry.used = True
@@ -709,19 +676,19 @@ class Cache:
                 if kind == HOME:
                     self._stale((kind, key))
                     if self._drop_home(key):
-                        self._readmit((kind, key))
+                        self.doorkeeper.readmit((kind, key))
                 elif kind == OBJECT:
                     self._stale((kind, key))
                     found = self._objects.pop(key, None)
                     if found is not None:
                         self.bytes -= found.nbytes
-                        self._readmit((kind, key))
+                        self.doorkeeper.readmit((kind, key))
                 else:
                     self._stale((COUNTS, key))
                     self._stale((PREFIX, key))
                     if self._drop_list(key):
-                        self._readmit((COUNTS, key))
-                        self._readmit((PREFIX, key))
+                        self.doorkeeper.readmit((COUNTS, key))
+                        self.doorkeeper.readmit((PREFIX, key))
 
     def forget(self, keys: list[CacheKey]) -> None:
         """Forget these entries here, in tier 2 and in every process (rows changed
