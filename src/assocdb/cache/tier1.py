@@ -255,9 +255,9 @@ class Cache:
 
         `need` is how many of the newest edges the read needs (None: as many as the
         cache keeps, for reads of the whole list or past a boundary). A miss fills
-        that (at least 64: `fill_size`), not the whole prefix. An entry whose prefix is shorter than `need`
-        (and not the whole list) is filled again, longer: the prefix grows with the
-        reads of the list.
+        that (at least 64: `fill_size`), not the whole prefix. An entry whose prefix
+        is shorter than `need` (and not the whole list) is filled again, longer: the
+        prefix grows with the reads of the list.
 
         None when it is not cached: the key was missed for the first time (admitted
         on its `admit_after`-th miss), or a write raced the fill. Read the shard.
