@@ -11,7 +11,7 @@ from ..cache.entries import ListEntry
 from ..cache.tier1 import Cache
 from ..core import cursor as _cursor
 from ..core import json as _json
-from ..core.cachekeys import COUNTS, PREFIX
+from ..core.cachekeys import PREFIX
 from ..core.errors import InvalidRequest
 from ..core.ids import check_id, check_int64, shard_of
 from ..core.merge import EdgeRow, State, user_data
@@ -76,17 +76,16 @@ class AssocReads:
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         code = state_code(state)
-        if self._cache is not None:
-            known = self._cache.count((id1, kind.id), code)
-            if known is not None:
-                return known
         shard = shard_of(id1, self._shards)
-        if self._cache is None or self._cache.passes((COUNTS, (id1, kind.id))):
+        cache = self._cache
+        if cache is None:
             return self._backend.counts(shard, id1, kind.id).get(code, 0)
-        counts = self._cache.counts(
-            (id1, kind.id), lambda: self._backend.counts(shard, id1, kind.id)
-        )
-        return counts[code]
+        key = (id1, kind.id)
+        known = cache.count(key, code)
+        if known is not None:
+            return known
+        # A count's fill is the statement an uncached read runs: filled on its first miss.
+        return cache.fill_counts(key, lambda: self._backend.counts(shard, id1, kind.id))[code]
 
     def assoc_contains(self, id1: int, atype: str, id2: int) -> bool:
         edge = self._stored_edge(id1, atype, id2)

@@ -204,6 +204,14 @@ def fill_size(need: int | None, cap: int) -> int:
     return min(cap, max(_FILL_MIN, need))
 
 
+def covers(fill: tuple[Sequence[ListRow], bool], want: int) -> bool:
+    """Whether a list's fill from tier 2 holds the `want` edges this fill reads (a
+    shorter fill stored it, else): if not, the shard is read, and the longer fill
+    stored for the others."""
+    rows, whole = fill
+    return whole or len(rows) >= want
+
+
 def newest(rows: Sequence[ListRow], cap: int) -> tuple[Sequence[ListRow], bool]:
     """A prefix fill as it is installed and shared through tier 2: the newest `cap`
     of the `cap + 1` rows read, and whether they are the whole list (which a process

@@ -23,32 +23,28 @@ needs, at least 64 (`fill_size`; its prefix grows as deeper reads need it);
 concurrent misses on one key share one fill (no thundering herd).
 
 Writes keep entries exact: every applied leg reports its changes (old and
-new row), and `apply` updates cached entries in place: remove the old entry
-from the prefix, insert the new one if it is visible and falls within the
-prefix, adjust the counts. A leg of timeline deliveries is merged into the
-cached blobs with the shard's own rule (`merge_blob`). A write that lands
-while a fill of the same key is in flight marks the fill stale, and a stale
-fill is not installed: a slow fill never hides a newer write. So a process
-always reads its own writes.
+new row), and `apply` updates cached entries in place (prefix and counts);
+timeline deliveries are merged into cached blobs with the shard's own rule
+(`merge_blob`). A fill that a write of its key overlapped is not installed
+(its ticket is marked stale; a count's fill, which has none, checks
+`_generation`): a slow fill never hides a newer write, so a process always
+reads its own writes.
 
 Writes of other processes are seen through tier 2 (Redis invalidations) or,
 without it, after `max_age` seconds at most: older entries are refilled.
 
-Memory is bounded in bytes with LRU eviction (for lists and objects its
-approximation CLOCK: a hit sets the entry's reference bit, eviction gives a
-set bit a second chance); the hottest keys (`HotKeys`) are spared when they come up for
-eviction. A list of 100 edges costs ~23.6 bytes an edge (`bench/cache.py`).
+Memory is bounded in bytes by CLOCK eviction (a hit sets the entry's
+reference bit, eviction gives a set bit a second chance; LRU for timelines),
+sparing the hottest keys (`HotKeys`). See `bench/cache.py` for bytes per edge.
 
 Hits take no lock. A list read again and again is answered from answers the
 API built before and the entry keeps (`cache.decoded`: one dict lookup; a
 write to the list patches its answers to the newest N, `patch_answer`); a
-count or an object is one dict lookup too. Everything a hit reads is either
-immutable or replaced whole by writers (answers, object entries), or a single
-int (a count). A hit only sets its entry's reference bit: it never changes a
-dict, and eviction takes the first key of one (`next(iter(...))`) under the
-lock, never iterating further, so a hit never meets a dict mid-iteration. A read the
-answers do not cover decodes the packed prefix under the lock, as writers
-change it in place.
+count or an object is one dict lookup too. A hit reads only what is immutable
+or replaced whole by writers, or a single int; it never changes a dict, and
+eviction only takes a dict's first key under the lock, so a hit never meets a
+dict mid-iteration. Reads the answers do not cover decode the packed prefix
+under the lock, as writers change it in place.
 """
 
 from __future__ import annotations
@@ -79,6 +75,7 @@ from .entries import (
     ListKey,
     ObjEntry,
     Tier2,
+    covers,
     fill_size,
     home_bytes,
     newest,
@@ -122,6 +119,7 @@ class Cache:
         self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
         self._home_bytes = 0
         self._fills: dict[CacheKey, _Fill] = {}
+        self._generation = 0  # changed by every write and invalidation, begun or ended
         self._writing: dict[CacheKey, int] = {}  # ticket keys a write is changing
         self.doorkeeper = Doorkeeper(self.config.admit_after)  # which misses fill
         self._lock = threading.RLock()
@@ -147,23 +145,48 @@ class Cache:
 
     def counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
         """The list's counts per state number (filled on a miss)."""
-        self.hot.seen((LIST, *key))
         entry = self._lists.get(key)
         if entry is not None and entry.counts is not None and self._touch(key, entry):
+            self.hot.seen((LIST, *key))
             return list(entry.counts)
+        if self.tier2 is None:
+            return self.fill_counts(key, load)
         with self._lock:
             entry = self._fresh_list(key)
             if entry is not None and entry.counts is not None:
                 self.hits += 1
                 return list(entry.counts)
-            admitted = self._admit((COUNTS, key))
-        if not admitted:
-            loaded = load()
-            return [loaded.get(s, 0) for s in range(4)]
+            self.misses += 1
         loaded = self._fill((COUNTS, key), load)
         if loaded is _WAITED:
             return self.counts(key, load)
-        return [loaded.get(s, 0) for s in range(4)]
+        return [loaded.get(0, 0), loaded.get(1, 0), loaded.get(2, 0), loaded.get(3, 0)]
+
+    def fill_counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
+        """A miss of a list's counts (`count` said None): read as an uncached read does,
+        installed unless a write or invalidation began or ended meanwhile (`_generation`;
+        no ticket: it cost ~2 µs, and each concurrent miss runs the one statement)."""
+        if self.tier2 is not None:
+            return self.counts(key, load)
+        generation = self._generation
+        began = time.perf_counter()
+        loaded = load()
+        counts = [loaded.get(0, 0), loaded.get(1, 0), loaded.get(2, 0), loaded.get(3, 0)]
+        with self._lock:
+            self.misses += 1
+            self.fills += 1
+            self.fill_seconds += time.perf_counter() - began
+            if generation != self._generation or (COUNTS, key) in self._writing:
+                self.stale_fills += 1
+            elif key in self._lists:
+                self._install((COUNTS, key), loaded)
+            else:  # the most common fill: a new entry
+                entry = self._lists[key] = ListEntry(self.clock())
+                entry.counts = counts.copy()
+                self.bytes += entry.nbytes
+                if self.bytes > self.config.max_bytes:
+                    self._evict()
+        return counts
 
     def known_counts(self, key: ListKey) -> list[int] | None:
         """The list's counts if they are cached (no fill)."""
@@ -295,14 +318,12 @@ class Cache:
             yield entry
 
     def passes(self, ticket_key: CacheKey) -> bool:
-        """Whether a read of a list's PREFIX or COUNTS is a miss that fills nothing: the
-        list has no entry and this is not its `admit_after`-th miss (the miss is
-        counted). Then the caller reads just what it needs from the shard, at the cost
-        of a read without a cache; False: ask `listed` or `counts`."""
-        # No lock and no hot-key sampling (a key read once is not hot): this is the
-        # cost a cached miss adds to an uncached read, ~1 µs with them. Racing misses
-        # may count one miss of a key once (it is admitted a miss later) or a miss
-        # not at all in the stats: approximate counters, as the lock-free hits' are.
+        """Whether a read of a list's PREFIX is a miss that fills nothing: the list has
+        no entry and this is not its `admit_after`-th miss (the miss is counted). Then
+        the caller reads just what it needs from the shard, at the cost of a read
+        without a cache; False: ask `listed`. (A list's COUNTS are filled on their
+        first miss: `fill_counts`, the statement an uncached read runs.)"""
+        # No lock, no hot-key sampling: see `admission` (stats: approximate, as hits').
         key = ticket_key[1]
         if self.config.admit_after <= 1 or key in self._lists:
             return False
@@ -454,19 +475,11 @@ class Cache:
         if self.tier2 is None:
             return load()
         value, version, found = self.tier2.get(ticket_key)
-        if found and (ticket_key[0] != PREFIX or self._covers(value, want)):
+        if found and (ticket_key[0] != PREFIX or covers(value, want)):
             return value
         value = load()
         self.tier2.put(ticket_key, value, version)
         return value
-
-    @staticmethod
-    def _covers(fill: tuple[Sequence[ListRow], bool], want: int) -> bool:
-        """Whether a list's fill from tier 2 holds the `want` edges this fill reads (a
-        shorter fill stored it, else): if not, the shard is read, and the longer fill
-        stored for the others."""
-        rows, whole = fill
-        return whole or len(rows) >= want
 
     def _install(self, ticket_key: CacheKey, value: Any) -> dict[Any, Any] | None:
         """Install a fill; a list prefix's entry gets a new answers dict, returned."""
@@ -537,6 +550,7 @@ class Cache:
     def written(self, tickets: Sequence[CacheKey]) -> None:
         """The write `writing` announced is applied here (or failed)."""
         with self._lock:
+            self._generation += 1
             writing = self._writing
             for ticket_key in tickets:
                 left = writing[ticket_key] - 1
@@ -556,12 +570,13 @@ class Cache:
                 self._stale((PREFIX, key))
                 entry = self._lists.get(key)
                 if entry is not None:
-                    kept = list(entry.answers.items()) if self.patch_answer else []
+                    patch = self.patch_answer
+                    kept = list(entry.answers.items()) if patch else []
                     self.bytes -= self.decoded.forget(entry) + entry.nbytes
                     self._apply_edge(entry, old, new)
                     self.bytes += entry.nbytes
-                    if kept:
-                        self._patch_answers(key, entry, kept, old, new)
+                    if kept and patch is not None:
+                        self.bytes += self.decoded.patch(patch, key, entry, kept, old, new)
             for row in changes.objects:
                 touched.append((OBJECT, row.id))
                 self._stale((OBJECT, row.id))
@@ -576,24 +591,6 @@ class Cache:
             self._evict()
         if self.tier2 is not None and touched:
             self.tier2.invalidate(list(dict.fromkeys(touched)))
-
-    def _patch_answers(
-        self, key: ListKey, entry: ListEntry, kept: list[tuple[Any, Any]], old: Any, new: Any
-    ) -> None:
-        """Give a written list's entry the answers it kept, brought up to date with the
-        change (`patch_answer`), in a new dict (readers holding the old one keep nothing).
-        Never fails the write: an answer that cannot be patched is dropped."""
-        answers: dict[Any, Any] = {}
-        entry.answers = answers
-        for tag, answer in kept:
-            try:
-                patched = self.patch_answer(key, tag, answer, entry, old, new)  # type: ignore[misc]
-            except Exception:  # dropped: the next read builds it (and meets what went wrong)
-                log.exception("patching the cached answer %r of list %s failed", tag, key)
-                continue
-            if patched is not None:
-                nbytes = ANSWER_BYTES + len(patched) * RECORD_BYTES
-                self.bytes += self.decoded.keep(entry, answers, tag, patched, nbytes)
 
     def _answer_obj(self, entry: ObjEntry) -> None:
         """Give a written object's new entry its answer (`obj_answer`), if that can be
@@ -655,6 +652,7 @@ class Cache:
             entry.prefix = None  # an empty prefix of a longer list tells nothing
 
     def _stale(self, ticket_key: CacheKey) -> None:
+        self._generation += 1  # (`_counts_fill` installs nothing read across it)
         ongoing = self._fills.get(ticket_key)
         if ongoing is not None:
             ongoing.stale = True
@@ -664,6 +662,7 @@ class Cache:
         (HOME, owner), or all."""
         with self._lock:
             if keys is None:
+                self._generation += 1
                 for fill in self._fills.values():
                     fill.stale = True
                 self._lists.clear()
