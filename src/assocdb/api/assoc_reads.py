@@ -13,11 +13,12 @@ from ..core import cursor as _cursor
 from ..core import json as _json
 from ..core.cachekeys import PREFIX
 from ..core.errors import InvalidRequest
-from ..core.ids import check_id, check_int64, shard_of
+from ..core.ids import MAX_INT64, check_id, check_int64, shard_of
 from ..core.merge import EdgeRow, State, user_data
 from ..core.records import STATE_NAMES, Assoc, Page, StateName
 from ..core.scans import EdgeScan, ListRow, normal_assocs
 from ..core.schema import AssocType
+from ..storage.sqltext import IN_CHUNK
 from .engine import Engine
 from .kept import column_records, shareable_data
 
@@ -26,6 +27,7 @@ from .kept import column_records, shareable_data
 _NORMAL = int(State.NORMAL)
 _SCALARS = (int, str, type(None))  # arguments a kept answer's tag may hold
 _STORED = {bytes, type(None)}  # the types of data read from a shard
+_INTS = {int}
 _INDEX = "index"  # the answer tag of a whole small list by id2 (assoc_get)
 #: What a kept encoded answer holds besides its JSON: its tuple, the bytes object, the
 #: longer tag (measured with tracemalloc; `Cache.keep` adds ANSWER_BYTES).
@@ -57,19 +59,23 @@ class AssocReads:
         high = check_int64(high, "high") if high is not None else None
         low = check_int64(low, "low") if low is not None else None
         index = self._index_from_cache(id1, kind)
+        shard = shard_of(id1, self._shards)
         if index is not None:
             found = [index[id2] for id2 in wanted if id2 in index]
+            if len(found) > 1:
+                found.sort(key=_list_key, reverse=True)
+        elif 0 < len(wanted) <= IN_CHUNK:  # one statement: the state and the order in SQL
+            found = self._backend.list_rows(shard, id1, kind.id, _NORMAL, wanted)
         else:
-            rows = self._backend.edges(shard_of(id1, self._shards), id1, kind.id, wanted)
+            rows = self._backend.edges(shard, id1, kind.id, wanted)
             found = [(r.id2, r.time, r.updated_at, r.data) for r in rows if r.state == _NORMAL]
+            found.sort(key=_list_key, reverse=True)
         if high is not None or low is not None:
             found = [
                 row
                 for row in found
                 if (high is None or row[1] <= high) and (low is None or row[1] >= low)
             ]
-        if len(found) > 1:
-            found.sort(key=_list_key, reverse=True)
         return self._assocs(id1, kind, found)
 
     def assoc_count(self, id1: int, atype: str, state: StateName = "normal") -> int:
@@ -414,7 +420,13 @@ def _id_list(id2s: Iterable[int], most: int) -> list[int]:
         isinstance(id2s, (str, bytes)) or not isinstance(id2s, Iterable)
     ):
         raise InvalidRequest(f"id2s must be a list of ids, got {type(id2s).__name__}")
-    wanted = list(dict.fromkeys(check_id(i, "id2") for i in id2s))
+    if type(id2s) is list and id2s and set(map(type, id2s)) == _INTS:  # checked in C
+        if not 1 <= min(id2s) <= max(id2s) <= MAX_INT64:
+            for i in id2s:
+                check_id(i, "id2")  # (raises)
+        wanted = list(dict.fromkeys(id2s))
+    else:
+        wanted = list(dict.fromkeys(check_id(i, "id2") for i in id2s))
     if len(wanted) > most:
         raise InvalidRequest(f"at most {most} id2s per call, got {len(wanted)}")
     return wanted
