@@ -355,12 +355,21 @@ class _Executor:
         def load(n: int) -> list[Any]:
             return self._backend.scan(shard, EdgeScan(q.node, atype, _NORMAL, _cursor.START, n))
 
-        with cache.listed(key, load) as entry:
-            rows = None if entry is None else entry.whole()
-            if rows is None:
+        filled: list[Any] = []
+        with cache.listed(key, load, None, filled) as entry:
+            if entry is None:
                 return None
-            before = cache.answers(key)  # under the entry's lock: what `rows` came from
-        found = tuple(sorted(row[1] for row in rows))
+            if filled and entry.complete and len(filled[0]) <= SMALL_LIST:
+                ids = [row[0] for row in filled[0]]  # the fill's rows: no decode of the prefix
+                # (the entry as the fill left it: `listed`)
+                before: dict[Any, Any] | None = entry.answers  # type: ignore[assignment]
+            else:
+                rows = entry.whole()
+                if rows is None:
+                    return None
+                ids = [row[1] for row in rows]
+                before = cache.answers(key)  # under the entry's lock: what `rows` came from
+        found = tuple(sorted(ids))
         cache.keep(key, before, _ID2S, found, len(found))
         return found
 
