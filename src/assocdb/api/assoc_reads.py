@@ -29,6 +29,7 @@ _SCALARS = (int, str, type(None))  # arguments a kept answer's tag may hold
 _STORED = {bytes, type(None)}  # the types of data read from a shard
 _INTS = {int}
 _INDEX = "index"  # the answer tag of a whole small list by id2 (assoc_get)
+_INDEX_ASKED = "index asked"  # the marker of an entry's first assoc_get
 #: What a kept encoded answer holds besides its JSON: its tuple, the bytes object, the
 #: longer tag (measured with tracemalloc; `Cache.keep` adds ANSWER_BYTES).
 _ENCODED_BYTES = 200
@@ -313,9 +314,12 @@ class AssocReads:
         return found
 
     def _index_from_cache(self, id1: int, kind: AssocType) -> dict[int, ListRow] | None:
-        """A whole small list as rows by id2 (kept decoded after the first read), or
-        None: read the shard. Never fills: a filled prefix of a long list would not
-        answer, and one of a short list costs more than the lookup it saves."""
+        """A whole small list as rows by id2 (kept decoded), or None: read the shard.
+        Never fills: a filled prefix of a long list would not answer, and one of a
+        short list costs more than the lookup it saves. Built on the entry's second
+        assoc_get: building it decodes the whole list (up to 256 edges), which a
+        one-off assoc_get, most of them on real traffic, never repaid (issue 43:
+        the default cache's which-of-10 was ~15% slower than the cache off)."""
         cache = self._cache
         if cache is None:
             return None
@@ -325,6 +329,9 @@ class AssocReads:
             return index
         before = cache.answers(key)
         if before is None:  # no entry: the shard answers
+            return None
+        if _INDEX_ASKED not in before:  # (dropped with the entry's answers by any write)
+            cache.keep(key, before, _INDEX_ASKED, True, 0, 0)
             return None
         with cache.held(key) as entry:
             found = None if entry is None else entry.whole()
