@@ -14,8 +14,8 @@ import pytest
 
 import assocdb
 from assocdb import CacheConfig, Graph
-from assocdb.cache.tier1 import _DATA_SLOT, _Fill
-from assocdb.core.cachekeys import PREFIX
+from assocdb.cache.tier1 import _DATA_SLOT, Cache, _Fill
+from assocdb.core.cachekeys import COUNTS, PREFIX
 from assocdb.storage.registry import open_location
 from assocdb.writes.journal import Journal
 from tests.support.helpers import statements
@@ -44,6 +44,7 @@ def test_covered_reads_issue_no_sql(graph: Graph) -> None:
     assert statements(g, lambda: g.assoc_count(1, "follows")) == []
     assert statements(g, lambda: g.assoc_count(1, "follows", "removed")) == []
     assert statements(g, lambda: g.assoc_time_range(1, "follows", 20, 10)) == []
+    g.assoc_get(1, "follows", [101])  # the list's first assoc_get: the shard's (no index yet)
     assert statements(g, lambda: g.assoc_get(1, "follows", [105, 106, 999])) == []
     assert statements(g, lambda: g.obj_get(uid)) == []
     page = g.assoc_page(1, "follows", limit=7)
@@ -348,21 +349,22 @@ def test_an_empty_cache_admits_a_key_on_its_second_miss(tmp_path: Path) -> None:
     g.bulk_load([(1, "likes", n, n) for n in range(1, 2000)])
     cache = g.engine.cache
     assert cache is not None
-    for n, read in enumerate(
-        [lambda: g.assoc_range(1, "likes", limit=50), lambda: g.assoc_count(1, "likes")]
-    ):
-        assert len(statements(g, read)) == 1  # read once: just what was asked, no fill
-        assert cache.fills == n
-        assert len(statements(g, read)) == 1  # second miss: one fill, one statement
-        assert statements(g, read) == []  # cached
-        if n == 0:
-            entry = cache._lists[(1, g.schema.assoc_type("likes").id)]
-            assert entry.prefix is not None
-            assert len(entry.prefix) == 100  # twice the 50 read, not 1,000
-            assert entry.counts is None  # a list's fill reads no counts
+    read = lambda: g.assoc_range(1, "likes", limit=50)  # noqa: E731
+    assert len(statements(g, read)) == 1  # read once: just what was asked, no fill
+    assert cache.fills == 0
+    assert len(statements(g, read)) == 1  # second miss: one fill, one statement
+    assert statements(g, read) == []  # cached
+    entry = cache._lists[(1, g.schema.assoc_type("likes").id)]
+    assert entry.prefix is not None
+    assert len(entry.prefix) == 64  # the 50 read (at least 64), not 1,000
+    assert entry.counts is None  # a list's fill reads no counts
+    # A count's fill is the statement its uncached read runs: filled on its first miss.
+    assert len(statements(g, lambda: g.assoc_count(1, "likes"))) == 1
+    assert statements(g, lambda: g.assoc_count(1, "likes")) == []
+    assert g.assoc_count(1, "likes") == 1999
     stats = g.cache_stats()
     assert stats is not None
-    assert (stats.fills, stats.misses, stats.hits) == (2, 4, 2)
+    assert (stats.fills, stats.misses, stats.hits) == (2, 3, 3)
     assert stats.fill_us > 0
     g.close()
 
@@ -571,3 +573,56 @@ def test_a_growing_prefix_stays_exact_under_concurrent_writes(tmp_path: Path) ->
     assert cache.fills > 6  # the prefix grew
     plain.close()
     g.close()
+
+
+@pytest.mark.parametrize(("pos", "limit"), [(0, 50), (10, 30), (0, 200), (60, 10)])
+def test_a_fill_answers_from_the_rows_it_read(tmp_path: Path, pos: int, limit: int) -> None:
+    """The read that fills a list builds its records from the rows the fill read (no
+    data on them) or from the packed prefix (data): both as the shard answers, and the
+    answer kept for the next read."""
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig())  # admit_after 2
+    plain = assocdb.open(tmp_path / "g", cache=None)
+    g.define_assoc("likes")
+    g.bulk_load([(1, "likes", n, n) for n in range(1, 120)])  # no data
+    g.bulk_load([(2, "likes", n, n, {"n": n} if n % 3 else None) for n in range(1, 120)])
+    g.bulk_load([(3, "likes", n, n) for n in range(1, 20)])  # short: filled whole
+    for id1 in (1, 2, 3):
+        want = plain.assoc_range(id1, "likes", pos, limit)
+        assert g.assoc_range(id1, "likes", pos, limit) == want  # first miss
+        assert g.assoc_range(id1, "likes", pos, limit) == want  # the fill
+        assert statements(g, lambda i=id1: g.assoc_range(i, "likes", pos, limit)) == []
+        assert g.assoc_range(id1, "likes", pos, limit) == want
+        g.assoc_add(id1, "likes", 500, time=500)  # a write patches or drops what was kept
+        assert g.assoc_range(id1, "likes", pos, limit) == plain.assoc_range(
+            id1, "likes", pos, limit
+        )
+    plain.close()
+    g.close()
+
+
+@pytest.mark.parametrize("during", ["write", "unfinished write", "invalidation"])
+def test_a_count_fill_a_write_overlaps_is_not_installed(during: str) -> None:
+    """A count's fill has no ticket: what a write or an invalidation overlapped is
+    read, answered, and not kept (a later read fills again)."""
+    cache = Cache(CacheConfig())
+    key = (1, 2)
+
+    def load() -> dict[int, int]:
+        if during == "invalidation":
+            cache.invalidate([(COUNTS, key)])
+        else:
+            cache.writing([(COUNTS, key)])
+            if during == "write":
+                cache.written([(COUNTS, key)])
+        return {0: 5}
+
+    assert cache.fill_counts(key, load) == [5, 0, 0, 0]
+    assert cache.count(key, 0) is None
+    assert cache.stats().stale_fills == 1
+    if during == "unfinished write":
+        assert cache.fill_counts(key, lambda: {0: 6}) == [6, 0, 0, 0]
+        assert cache.count(key, 0) is None  # still being written
+        cache.written([(COUNTS, key)])
+    assert cache.fill_counts(key, lambda: {0: 6, 3: 1}) == [6, 0, 0, 1]
+    assert cache.count(key, 0) == 6
+    assert cache.count(key, 3) == 1

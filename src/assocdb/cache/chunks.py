@@ -100,7 +100,7 @@ def _chunk(id2s: list[int], times: list[int], stamps: list[int]) -> _Chunk:
     keys = array("q", _ZERO) * (2 * len(times))  # exact size (from bytes it over-allocates)
     keys[0::2] = array("q", times)
     keys[1::2] = array("q", id2s)
-    if min(times) >= -_BASE and max(times) <= _BASE:
+    if times[-1] >= -_BASE and times[0] <= _BASE:  # (descending: the least is last)
         bases: Iterable[int] = map(mul, times, repeat(1000))
     else:  # an explicit time near the ends of int64
         bases = map(_base, times)

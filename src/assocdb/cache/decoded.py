@@ -35,6 +35,7 @@ record, its three ints, a list slot), measured with tracemalloc by
 
 from __future__ import annotations
 
+import logging
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
@@ -43,6 +44,7 @@ from typing import Any, Protocol
 
 from ..core.merge import State
 
+log = logging.getLogger(__name__)
 SHARE = 0.25  # of CacheConfig.max_bytes, at most
 RECORD_BYTES = 200  # one decoded edge
 ANSWER_BYTES = 120  # one answer's own objects and its dict slot
@@ -85,6 +87,33 @@ class Decoded:
         if len(self._order) > 2 * self.count + 64:
             self._compact()
         return nbytes - freed
+
+    def patch(
+        self,
+        patch_answer: Callable[..., tuple[Any, ...] | None],
+        key: Any,
+        entry: _Holder,
+        kept: list[tuple[Any, Any]],
+        old: Any,
+        new: Any,
+    ) -> int:
+        """Give a written list's entry the answers it kept, brought up to date with the
+        change (`patch_answer`: tier 1's), in a new dict (readers holding the old one
+        keep nothing); the bytes added. Never fails the write: an answer that cannot
+        be patched is dropped."""
+        answers: dict[Hashable, Any] = {}
+        entry.answers = answers
+        added = 0
+        for tag, answer in kept:
+            try:
+                patched = patch_answer(key, tag, answer, entry, old, new)
+            except Exception:  # dropped: the next read builds it (and meets what went wrong)
+                log.exception("patching the cached answer %r of list %s failed", tag, key)
+                continue
+            if patched is not None:
+                nbytes = ANSWER_BYTES + len(patched) * RECORD_BYTES
+                added += self.keep(entry, answers, tag, patched, nbytes)
+        return added
 
     def forget(self, entry: _Holder) -> int:
         """Forget the entry's answers (it changed or was dropped); the bytes freed."""

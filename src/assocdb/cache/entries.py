@@ -176,7 +176,7 @@ class ListEntry:
         return _rows(prefix.columns(0, len(prefix)))
 
 
-_FILL_MIN = 64  # the fewest edges a list's fill reads
+_FILL_MIN = 64  # the fewest edges a list's fill reads (a short list is then whole)
 _NO_COLUMNS: Columns = ([], [], [])
 NO_DATA: dict[int, Any] = {}  # shared by entries without data; set_data never writes to it
 
@@ -194,11 +194,22 @@ def kept(raw: bytes) -> Any:
 
 def fill_size(need: int | None, cap: int) -> int:
     """How many of a list's newest edges a fill reads for a read that needs `need`
-    (None: as many as the cache keeps): twice the need, at least _FILL_MIN, at most
-    `cap`. A fill of 1,000 costs 5-8 uncached reads, one of 2x50 about 1.5."""
+    (None: as many as the cache keeps): what it needs, at least _FILL_MIN (so a
+    short list is cached whole: `assoc_get` answers from it), at most `cap`.
+    Read-ahead beyond that did not pay for itself on popularity-weighted traffic
+    (issue 43: a fill of 2x50 cost ~10 µs more than one of 50, and reads of the
+    newest 50 never used the rest); a deeper read grows the prefix instead."""
     if need is None:
         return cap
-    return min(cap, max(_FILL_MIN, 2 * need))
+    return min(cap, max(_FILL_MIN, need))
+
+
+def covers(fill: tuple[Sequence[ListRow], bool], want: int) -> bool:
+    """Whether a list's fill from tier 2 holds the `want` edges this fill reads (a
+    shorter fill stored it, else): if not, the shard is read, and the longer fill
+    stored for the others."""
+    rows, whole = fill
+    return whole or len(rows) >= want
 
 
 def newest(rows: Sequence[ListRow], cap: int) -> tuple[Sequence[ListRow], bool]:

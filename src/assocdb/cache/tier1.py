@@ -18,37 +18,33 @@ A read asks a list entry to answer (`ListEntry.range`, `.time_range`,
 range within the prefix, anything of a complete prefix, anything at all when
 the count is zero) and says None otherwise, and the read goes to the shard.
 A key is filled from the shard on its second miss (`admit_after`: a first
-miss reads just what it asks for), a list with about twice the edges its read
-needs (`fill_size`; its prefix grows as deeper reads need it); concurrent
-misses on one key share one fill (no thundering herd).
+miss reads just what it asks for: `admission`), a list with the edges its read
+needs, at least 64 (`fill_size`; its prefix grows as deeper reads need it);
+concurrent misses on one key share one fill (no thundering herd).
 
 Writes keep entries exact: every applied leg reports its changes (old and
-new row), and `apply` updates cached entries in place: remove the old entry
-from the prefix, insert the new one if it is visible and falls within the
-prefix, adjust the counts. A leg of timeline deliveries is merged into the
-cached blobs with the shard's own rule (`merge_blob`). A write that lands
-while a fill of the same key is in flight marks the fill stale, and a stale
-fill is not installed: a slow fill never hides a newer write. So a process
-always reads its own writes.
+new row), and `apply` updates cached entries in place (prefix and counts);
+timeline deliveries are merged into cached blobs with the shard's own rule
+(`merge_blob`). A fill that a write of its key overlapped is not installed
+(its ticket is marked stale; a count's fill, which has none, checks
+`_generation`): a slow fill never hides a newer write, so a process always
+reads its own writes.
 
 Writes of other processes are seen through tier 2 (Redis invalidations) or,
 without it, after `max_age` seconds at most: older entries are refilled.
 
-Memory is bounded in bytes with LRU eviction (for lists and objects its
-approximation CLOCK: a hit sets the entry's reference bit, eviction gives a
-set bit a second chance); the hottest keys (`HotKeys`) are spared when they come up for
-eviction. A list of 100 edges costs ~23.6 bytes an edge (`bench/cache.py`).
+Memory is bounded in bytes by CLOCK eviction (a hit sets the entry's
+reference bit, eviction gives a set bit a second chance; LRU for timelines),
+sparing the hottest keys (`HotKeys`). See `bench/cache.py` for bytes per edge.
 
 Hits take no lock. A list read again and again is answered from answers the
 API built before and the entry keeps (`cache.decoded`: one dict lookup; a
 write to the list patches its answers to the newest N, `patch_answer`); a
-count or an object is one dict lookup too. Everything a hit reads is either
-immutable or replaced whole by writers (answers, object entries), or a single
-int (a count). A hit only sets its entry's reference bit: it never changes a
-dict, and eviction takes the first key of one (`next(iter(...))`) under the
-lock, never iterating further, so a hit never meets a dict mid-iteration. A read the
-answers do not cover decodes the packed prefix under the lock, as writers
-change it in place.
+count or an object is one dict lookup too. A hit reads only what is immutable
+or replaced whole by writers, or a single int; it never changes a dict, and
+eviction only takes a dict's first key under the lock, so a hit never meets a
+dict mid-iteration. Reads the answers do not cover decode the packed prefix
+under the lock, as writers change it in place.
 """
 
 from __future__ import annotations
@@ -59,6 +55,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any
 
 from ..core.cachekeys import COUNTS, HOME, LIST, OBJECT, PREFIX, CacheKey
@@ -66,6 +63,8 @@ from ..core.merge import Changes, ObjRow, State
 from ..core.records import CacheConfig, CacheStats
 from ..core.scans import ListRow
 from ..core.timeline_list import TimelineEntry, merge_blob
+from .admission import Doorkeeper
+from .admission import Fill as _Fill
 from .chunks import PackedList
 from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, SHARE, Decoded
 from .entries import (
@@ -76,6 +75,7 @@ from .entries import (
     ListKey,
     ObjEntry,
     Tier2,
+    covers,
     fill_size,
     home_bytes,
     newest,
@@ -86,23 +86,7 @@ from .hotkeys import HotKeys
 log = logging.getLogger(__name__)
 _DATA_SLOT = DATA_SLOT  # (the name the tests measure entries with)
 _NORMAL = State.NORMAL
-_DOORKEEPER = 65_536  # keys remembered as missed once
 _WAITED = object()  # a fill another thread did: read the cache again
-
-
-class _Fill:
-    """One fill in flight: held until it is installed, so concurrent misses can wait."""
-
-    __slots__ = ("done", "stale")
-
-    def __init__(self) -> None:
-        self.done = threading.Lock()  # cheaper to make than an Event; released when done
-        self.done.acquire()
-        self.stale = False
-
-    def wait(self) -> None:
-        with self.done:
-            pass
 
 
 class Cache:
@@ -135,8 +119,9 @@ class Cache:
         self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
         self._home_bytes = 0
         self._fills: dict[CacheKey, _Fill] = {}
+        self._generation = 0  # changed by every write and invalidation, begun or ended
         self._writing: dict[CacheKey, int] = {}  # ticket keys a write is changing
-        self._doorkeeper: dict[CacheKey, int] = {}  # recent misses of uncached keys
+        self.doorkeeper = Doorkeeper(self.config.admit_after)  # which misses fill
         self._lock = threading.RLock()
         self.hot = HotKeys()
         self.decoded = Decoded(int(self.config.max_bytes * SHARE))
@@ -160,23 +145,48 @@ class Cache:
 
     def counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
         """The list's counts per state number (filled on a miss)."""
-        self.hot.seen((LIST, *key))
         entry = self._lists.get(key)
         if entry is not None and entry.counts is not None and self._touch(key, entry):
+            self.hot.seen((LIST, *key))
             return list(entry.counts)
+        if self.tier2 is None:
+            return self.fill_counts(key, load)
         with self._lock:
             entry = self._fresh_list(key)
             if entry is not None and entry.counts is not None:
                 self.hits += 1
                 return list(entry.counts)
-            admitted = self._admit((COUNTS, key))
-        if not admitted:
-            loaded = load()
-            return [loaded.get(s, 0) for s in range(4)]
+            self.misses += 1
         loaded = self._fill((COUNTS, key), load)
         if loaded is _WAITED:
             return self.counts(key, load)
-        return [loaded.get(s, 0) for s in range(4)]
+        return [loaded.get(0, 0), loaded.get(1, 0), loaded.get(2, 0), loaded.get(3, 0)]
+
+    def fill_counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
+        """A miss of a list's counts (`count` said None): read as an uncached read does,
+        installed unless a write or invalidation began or ended meanwhile (`_generation`;
+        no ticket: it cost ~2 µs, and each concurrent miss runs the one statement)."""
+        if self.tier2 is not None:
+            return self.counts(key, load)
+        generation = self._generation
+        began = time.perf_counter()
+        loaded = load()
+        counts = [loaded.get(0, 0), loaded.get(1, 0), loaded.get(2, 0), loaded.get(3, 0)]
+        with self._lock:
+            self.misses += 1
+            self.fills += 1
+            self.fill_seconds += time.perf_counter() - began
+            if generation != self._generation or (COUNTS, key) in self._writing:
+                self.stale_fills += 1
+            elif key in self._lists:
+                self._install((COUNTS, key), loaded)
+            else:  # the most common fill: a new entry
+                entry = self._lists[key] = ListEntry(self.clock())
+                entry.counts = counts.copy()
+                self.bytes += entry.nbytes
+                if self.bytes > self.config.max_bytes:
+                    self._evict()
+        return counts
 
     def known_counts(self, key: ListKey) -> list[int] | None:
         """The list's counts if they are cached (no fill)."""
@@ -258,19 +268,27 @@ class Cache:
 
     @contextmanager
     def listed(
-        self, key: ListKey, load: Callable[[int], Sequence[ListRow]], need: int | None = None
+        self,
+        key: ListKey,
+        load: Callable[[int], Sequence[ListRow]],
+        need: int | None = None,
+        filled: list[Sequence[ListRow]] | None = None,
     ) -> Iterator[ListEntry | None]:
         """The list's entry, its prefix filled on a miss, locked while in use.
 
         `need` is how many of the newest edges the read needs (None: as many as the
         cache keeps, for reads of the whole list or past a boundary). A miss fills
-        about twice that (`fill_size`), not the whole prefix: read-ahead that costs
-        about what the read itself costs. An entry whose prefix is shorter than `need`
-        (and not the whole list) is filled again, longer: the prefix grows with the
-        reads of the list.
+        that (at least 64: `fill_size`), not the whole prefix. An entry whose prefix
+        is shorter than `need` (and not the whole list) is filled again, longer: the
+        prefix grows with the reads of the list.
 
         None when it is not cached: the key was missed for the first time (admitted
         on its `admit_after`-th miss), or a write raced the fill. Read the shard.
+
+        When this call filled the entry and nothing changed it since, the rows the
+        fill installed are appended to `filled` (if given): the caller may build its
+        answer from them as an uncached read would, instead of decoding the prefix
+        it just packed.
         """
         self.hot.seen((LIST, *key))
         want = fill_size(need, self.config.prefix)
@@ -288,26 +306,31 @@ class Cache:
         if not admitted:  # read once so far: the caller reads just what it needs
             yield None
             return
-        self._fill((PREFIX, key), lambda: newest(load(want + 1), want), want)
+        installed: list[Any] = []
+        value = self._fill((PREFIX, key), lambda: newest(load(want + 1), want), want, installed)
         with self._lock:
             entry = self._lists.get(key)
-            yield entry if entry is not None and entry.prefix is not None else None
+            if entry is None or entry.prefix is None:
+                yield None
+                return
+            if filled is not None and installed and entry.answers is installed[0]:
+                filled.append(value[0][: self.config.prefix])  # what the entry holds
+            yield entry
 
     def passes(self, ticket_key: CacheKey) -> bool:
-        """Whether a read of a list's PREFIX or COUNTS is a miss that fills nothing: the
-        list has no entry and this is not its `admit_after`-th miss (the miss is
-        counted). Then the caller reads just what it needs from the shard, at the cost
-        of a read without a cache; False: ask `listed` or `counts`."""
+        """Whether a read of a list's PREFIX is a miss that fills nothing: the list has
+        no entry and this is not its `admit_after`-th miss (the miss is counted). Then
+        the caller reads just what it needs from the shard, at the cost of a read
+        without a cache; False: ask `listed`. (A list's COUNTS are filled on their
+        first miss: `fill_counts`, the statement an uncached read runs.)"""
+        # No lock, no hot-key sampling: see `admission` (stats: approximate, as hits').
         key = ticket_key[1]
-        if key in self._lists or self.config.admit_after <= 1:
+        if self.config.admit_after <= 1 or key in self._lists:
             return False
-        self.hot.seen((LIST, *key))
-        with self._lock:
-            if key in self._lists or (
-                self._doorkeeper.get(ticket_key, 0) + 1 >= self.config.admit_after
-            ):
-                return False  # (`listed` or `counts` admits it)
-            return not self._admit(ticket_key)
+        if self.doorkeeper.passing(ticket_key):
+            self.misses += 1
+            return True
+        return False  # (`listed` or `counts` admits it)
 
     @contextmanager
     def held(self, key: ListKey) -> Iterator[ListEntry | None]:
@@ -359,7 +382,7 @@ class Cache:
                 self.hits += 1
                 return found.row
             if found is not None:  # aged out while in use
-                self._readmit((OBJECT, id))
+                self.doorkeeper.readmit((OBJECT, id))
             admitted = self._admit((OBJECT, id))
         if not admitted:
             return load()
@@ -379,7 +402,7 @@ class Cache:
                 return found[0]
             if found is not None:  # aged out
                 self._drop_home(owner)
-                self._readmit((HOME, owner))
+                self.doorkeeper.readmit((HOME, owner))
             admitted = self._admit((HOME, owner))
         if not admitted:
             return load()
@@ -391,35 +414,24 @@ class Cache:
     # -- fills --------------------------------------------------------------------------
 
     def _admit(self, ticket_key: CacheKey) -> bool:
-        """Whether a miss of this key should fill the cache (call with the lock held).
-
-        A key is admitted on its `admit_after`-th recent miss (TinyLFU's
-        doorkeeper), whether or not the cache has room: most keys of real traffic
-        are read once, and a one-off read then costs what an uncached read costs
-        (plus one dict operation here) instead of a fill it never uses again.
-        """
+        """Whether a miss of this key should fill the cache (`Doorkeeper`; call with
+        the lock held)."""
         self.misses += 1
-        if self.config.admit_after <= 1:
-            return True
-        doorkeeper = self._doorkeeper
-        seen = doorkeeper.pop(ticket_key, 0) + 1
-        if seen >= self.config.admit_after:
-            return True
-        doorkeeper[ticket_key] = seen
-        if len(doorkeeper) > _DOORKEEPER:
-            del doorkeeper[next(iter(doorkeeper))]  # forget the oldest
-        return False
+        return self.doorkeeper.admits(ticket_key)
 
-    def _readmit(self, ticket_key: CacheKey) -> None:
-        """An invalidated entry was in use: its next miss fills it again."""
-        if self.config.admit_after > 1:
-            self._doorkeeper[ticket_key] = self.config.admit_after - 1
-
-    def _fill(self, ticket_key: CacheKey, load: Callable[[], Any], want: int = 0) -> Any:
+    def _fill(
+        self,
+        ticket_key: CacheKey,
+        load: Callable[[], Any],
+        want: int = 0,
+        installed: list[Any] | None = None,
+    ) -> Any:
         """Load on a miss and install the result, unless a write made it stale.
 
         A concurrent miss of the same key waits for this load instead of
-        issuing its own, then gets _WAITED and reads the cache again.
+        issuing its own, then gets _WAITED and reads the cache again. A list's
+        prefix installed appends the entry's new answers dict to `installed`
+        (the entry is unchanged while its `answers` is still that dict).
         """
         with self._lock:
             ongoing = self._fills.get(ticket_key)
@@ -448,7 +460,9 @@ class Cache:
                 if ticket.stale:
                     self.stale_fills += 1  # a write landed meanwhile: do not install
                 else:
-                    self._install(ticket_key, value)
+                    fresh = self._install(ticket_key, value)
+                    if installed is not None and fresh is not None:
+                        installed.append(fresh)
         except BaseException:
             ticket.stale = True  # not installed: the waiters load for themselves
             raise
@@ -461,21 +475,15 @@ class Cache:
         if self.tier2 is None:
             return load()
         value, version, found = self.tier2.get(ticket_key)
-        if found and (ticket_key[0] != PREFIX or self._covers(value, want)):
+        if found and (ticket_key[0] != PREFIX or covers(value, want)):
             return value
         value = load()
         self.tier2.put(ticket_key, value, version)
         return value
 
-    @staticmethod
-    def _covers(fill: tuple[Sequence[ListRow], bool], want: int) -> bool:
-        """Whether a list's fill from tier 2 holds the `want` edges this fill reads (a
-        shorter fill stored it, else): if not, the shard is read, and the longer fill
-        stored for the others."""
-        rows, whole = fill
-        return whole or len(rows) >= want
-
-    def _install(self, ticket_key: CacheKey, value: Any) -> None:
+    def _install(self, ticket_key: CacheKey, value: Any) -> dict[Any, Any] | None:
+        """Install a fill; a list prefix's entry gets a new answers dict, returned."""
+        fresh = None
         kind, key = ticket_key
         if kind == HOME:
             self._drop_home(key)
@@ -503,11 +511,14 @@ class Cache:
                 rows = rows[:cap]
                 entry.prefix = PackedList.from_rows(rows)
                 entry.data, entry.data_bytes = NO_DATA, 0
-                for r in rows:
-                    if r[3] is not None:
-                        entry.set_data(r[0], r[3])
+                if list(map(itemgetter(3), rows)).count(None) != len(rows):  # (in C)
+                    for r in rows:
+                        if r[3] is not None:
+                            entry.set_data(r[0], r[3])
+                fresh = entry.answers = {}  # (`forget` left the shared NO_ANSWERS)
             self.bytes += entry.nbytes
         self._evict()
+        return fresh
 
     def _fresh_list(self, key: ListKey, read: bool = True) -> ListEntry | None:
         """The list's entry unless it aged out; a `read` sets its reference bit."""
@@ -516,8 +527,8 @@ class Cache:
             return None
         if self.clock() - entry.born >= self.config.max_age:
             self._drop_list(key)
-            self._readmit((COUNTS, key))
-            self._readmit((PREFIX, key))
+            self.doorkeeper.readmit((COUNTS, key))
+            self.doorkeeper.readmit((PREFIX, key))
             return None
         if read:
             entry.used = True
@@ -539,6 +550,7 @@ class Cache:
     def written(self, tickets: Sequence[CacheKey]) -> None:
         """The write `writing` announced is applied here (or failed)."""
         with self._lock:
+            self._generation += 1
             writing = self._writing
             for ticket_key in tickets:
                 left = writing[ticket_key] - 1
@@ -558,12 +570,13 @@ class Cache:
                 self._stale((PREFIX, key))
                 entry = self._lists.get(key)
                 if entry is not None:
-                    kept = list(entry.answers.items()) if self.patch_answer else []
+                    patch = self.patch_answer
+                    kept = list(entry.answers.items()) if patch else []
                     self.bytes -= self.decoded.forget(entry) + entry.nbytes
                     self._apply_edge(entry, old, new)
                     self.bytes += entry.nbytes
-                    if kept:
-                        self._patch_answers(key, entry, kept, old, new)
+                    if kept and patch is not None:
+                        self.bytes += self.decoded.patch(patch, key, entry, kept, old, new)
             for row in changes.objects:
                 touched.append((OBJECT, row.id))
                 self._stale((OBJECT, row.id))
@@ -578,24 +591,6 @@ class Cache:
             self._evict()
         if self.tier2 is not None and touched:
             self.tier2.invalidate(list(dict.fromkeys(touched)))
-
-    def _patch_answers(
-        self, key: ListKey, entry: ListEntry, kept: list[tuple[Any, Any]], old: Any, new: Any
-    ) -> None:
-        """Give a written list's entry the answers it kept, brought up to date with the
-        change (`patch_answer`), in a new dict (readers holding the old one keep nothing).
-        Never fails the write: an answer that cannot be patched is dropped."""
-        answers: dict[Any, Any] = {}
-        entry.answers = answers
-        for tag, answer in kept:
-            try:
-                patched = self.patch_answer(key, tag, answer, entry, old, new)  # type: ignore[misc]
-            except Exception:  # dropped: the next read builds it (and meets what went wrong)
-                log.exception("patching the cached answer %r of list %s failed", tag, key)
-                continue
-            if patched is not None:
-                nbytes = ANSWER_BYTES + len(patched) * RECORD_BYTES
-                self.bytes += self.decoded.keep(entry, answers, tag, patched, nbytes)
 
     def _answer_obj(self, entry: ObjEntry) -> None:
         """Give a written object's new entry its answer (`obj_answer`), if that can be
@@ -657,6 +652,7 @@ class Cache:
             entry.prefix = None  # an empty prefix of a longer list tells nothing
 
     def _stale(self, ticket_key: CacheKey) -> None:
+        self._generation += 1  # (`_counts_fill` installs nothing read across it)
         ongoing = self._fills.get(ticket_key)
         if ongoing is not None:
             ongoing.stale = True
@@ -666,6 +662,7 @@ class Cache:
         (HOME, owner), or all."""
         with self._lock:
             if keys is None:
+                self._generation += 1
                 for fill in self._fills.values():
                     fill.stale = True
                 self._lists.clear()
@@ -678,19 +675,19 @@ class Cache:
                 if kind == HOME:
                     self._stale((kind, key))
                     if self._drop_home(key):
-                        self._readmit((kind, key))
+                        self.doorkeeper.readmit((kind, key))
                 elif kind == OBJECT:
                     self._stale((kind, key))
                     found = self._objects.pop(key, None)
                     if found is not None:
                         self.bytes -= found.nbytes
-                        self._readmit((kind, key))
+                        self.doorkeeper.readmit((kind, key))
                 else:
                     self._stale((COUNTS, key))
                     self._stale((PREFIX, key))
                     if self._drop_list(key):
-                        self._readmit((COUNTS, key))
-                        self._readmit((PREFIX, key))
+                        self.doorkeeper.readmit((COUNTS, key))
+                        self.doorkeeper.readmit((PREFIX, key))
 
     def forget(self, keys: list[CacheKey]) -> None:
         """Forget these entries here, in tier 2 and in every process (rows changed

@@ -224,10 +224,11 @@ class CacheConfig(msgspec.Struct, frozen=True):
     """How much to cache.
 
     `max_bytes` bounds the cache's memory; `prefix` is the most of a list's
-    newest edges that are kept (a miss fills about twice what its read needs,
+    newest edges that are kept (a miss fills what its read needs, at least 64,
     and the prefix grows with the reads); `admit_after` is how many recent
-    misses a key needs before it is cached (a key read once costs what an
-    uncached read does, and does not push hot keys out);
+    misses a list needs before it is cached (a list read once costs what an
+    uncached read does, and does not push hot keys out; counts are cached on
+    their first miss, whose fill is the read's own statement);
     `max_age` is how long an entry is used before it is refilled (writes of
     other processes are seen within that time, or as soon as tier 2 delivers
     invalidations). `redis` turns tier 2 on;

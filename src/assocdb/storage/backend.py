@@ -165,6 +165,12 @@ class Backend(Protocol):
     def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
         """The stored edges `(id1, atype, id2)` for these id2s, in any state."""
 
+    def list_rows(
+        self, shard: int, id1: int, atype: int, state: int, id2s: Sequence[int]
+    ) -> list[ListRow]:
+        """The edges `(id1, atype, id2)` of these id2s (at most `IN_CHUNK`) in `state`, as
+        list rows, newest first (assoc_get's read)."""
+
     def edges_at(self, shard: int, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
         """The stored rows of these edge keys `(id1, atype, id2)` (absent ones left out)."""
 

@@ -607,6 +607,11 @@ class ShardMapBackend:
     def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
         return self._read(shard, lambda b: b.edges(shard, id1, atype, id2s))
 
+    def list_rows(
+        self, shard: int, id1: int, atype: int, state: int, id2s: Sequence[int]
+    ) -> list[ListRow]:
+        return self._read(shard, lambda b: b.list_rows(shard, id1, atype, state, id2s))
+
     def edges_at(self, shard: int, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
         return self._read(shard, lambda b: b.edges_at(shard, keys))
 

@@ -10,13 +10,9 @@ subclasses it and supplies only what differs between engines, in two parts:
   a shard: its schema, its parameter marks), `_rollback`, and `open`, `spec`,
   `close`.
 
-A third engine (`postgres.py`) is one more of each. The engine part is a
-subclass rather than a composed object because tests and tools reach an
-engine's connections (`MySQLBackend._session`); it is one level, not mixins.
+A third engine (`postgres.py`) is one more of each; one level of subclass, no mixins.
 
-Statements are written once, as templates: tables are named `{s}.edges`
-(MySQL puts the shard's schema there, SQLite nothing) and parameters are `?`
-(`%s` for the MySQL drivers); `_q` renders a template for a shard and caches it.
+Statements are templates (`{s}.edges`, `?`); `_q` renders one for a shard and caches it.
 
 Writes. `apply` reads the current rows of the written keys, folds the writes
 in with the pure merge rule (`core.merge`), and stores the changed rows and
@@ -87,6 +83,7 @@ from .sqltext import (
     SELECT_EDGES,
     TABLE_COLUMNS,
     chunks,
+    list_rows_sql,
     marks,
     obj_row,
     past_params,
@@ -556,6 +553,10 @@ class SQLBackend(ABC):
             found = self._select(session, shard, f"{sql} AND {which}", (id1, atype, *chunk))
             rows += (EdgeRow(*r) for r in found)
         return rows
+
+    def list_rows(self, shard: int, id1: int, atype: int, state: int, id2s: Any) -> list[ListRow]:
+        sql = self._q(list_rows_sql(self._by_key, len(id2s)), shard)  # (one per size)
+        return self._query(shard, sql, (id1, atype, state, *id2s))
 
     def edges_at(self, shard: int, keys: Sequence[EdgeKey]) -> list[EdgeRow]:
         return self._edges_at(None, shard, keys)

@@ -88,6 +88,18 @@ def scan_sql(
     return sql + " OFFSET ?" if offset else sql
 
 
+@lru_cache(maxsize=256)
+def list_rows_sql(by_key: str, n: int) -> str:
+    """The edges of `n` id2s of a list in one state as list rows, newest first: each
+    id2 a lookup of the key index (`by_key`: the engine's hint to use it), the state
+    filtered and the few rows sorted by the engine (`assoc_get`)."""
+    return (
+        f"SELECT id2, time, updated_at, data FROM {{s}}.edges{by_key}"
+        f" WHERE id1 = ? AND atype = ? AND state = ? AND id2 IN ({marks(n)})"
+        " ORDER BY time DESC, id2 DESC"
+    )
+
+
 def seek_past(columns: Sequence[str], op: str, inclusive: bool, row_values: bool) -> str:
     """Rows past a key of `columns` in the direction `op` ("<" or ">") walks.
 

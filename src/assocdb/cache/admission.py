@@ -1,0 +1,86 @@
+"""Admission: which misses fill the cache (TinyLFU's doorkeeper), and the ticket
+of a fill in flight, which concurrent misses of its key wait on (no herd).
+
+A key is admitted on its `admit_after`-th recent miss, whether or not the
+cache has room: most keys of real traffic are read once, and a one-off read
+then costs what an uncached read costs (plus a dict operation here) instead
+of a fill it never uses again. The doorkeeper remembers the misses of the
+last SIZE keys missed, oldest forgotten first.
+
+`passing` is asked without the cache's lock (it is what a cached miss adds
+to an uncached read: ~0.4 µs, against ~1 µs with the lock and hot-key
+sampling). Dict operations are atomic under the GIL; racing misses of one
+key may count one of them once (the key is admitted a miss later), which
+costs a fill's delay, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import suppress
+
+from ..core.cachekeys import CacheKey
+
+SIZE = 65_536  # keys remembered as missed
+
+
+class Doorkeeper:
+    """Recent misses per cache key (ticket key: `(kind, key)`)."""
+
+    __slots__ = ("_seen", "admit_after")
+
+    def __init__(self, admit_after: int) -> None:
+        self.admit_after = admit_after
+        self._seen: dict[CacheKey, int] = {}
+
+    def passing(self, ticket_key: CacheKey) -> bool:
+        """Whether this miss is not the key's `admit_after`-th (it is counted, then): the
+        caller reads without filling. False: the miss admits it (not counted here)."""
+        seen = self._seen.get(ticket_key, 0) + 1
+        if seen >= self.admit_after:
+            return False
+        self._remember(ticket_key, seen)
+        return True
+
+    def admits(self, ticket_key: CacheKey) -> bool:
+        """Count a miss of the key; whether it is admitted now (its count then restarts)."""
+        if self.admit_after <= 1:
+            return True
+        seen = self._seen.pop(ticket_key, 0) + 1
+        if seen >= self.admit_after:
+            return True
+        self._remember(ticket_key, seen)
+        return False
+
+    def readmit(self, ticket_key: CacheKey) -> None:
+        """An invalidated entry was in use: its next miss fills it again."""
+        if self.admit_after > 1:
+            self._remember(ticket_key, self.admit_after - 1)
+
+    def clear(self) -> None:
+        self._seen.clear()
+
+    def _remember(self, ticket_key: CacheKey, seen: int) -> None:
+        seen_by_key = self._seen
+        seen_by_key[ticket_key] = seen
+        if len(seen_by_key) > SIZE:
+            # The oldest: an iterator that meets another thread's change fails, and
+            # the next miss trims instead.
+            with suppress(RuntimeError, KeyError, StopIteration):
+                del seen_by_key[next(iter(seen_by_key))]
+
+
+class Fill:
+    """One fill in flight: held until it is installed, so concurrent misses can wait;
+    `stale` once a write of its key began meanwhile (it is then not installed)."""
+
+    __slots__ = ("done", "stale")
+
+    def __init__(self) -> None:
+        self.done = threading.Lock()  # cheaper to make than an Event; released when done
+        self.done.acquire()
+        self.stale = False
+
+    def wait(self) -> None:
+        with self.done:
+            pass
