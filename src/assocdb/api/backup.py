@@ -331,7 +331,7 @@ def _copy(
     finally:
         if copy is not None:
             copy.close()
-    cut.copy_journal(target / JOURNAL)
+    _copy_journal(cut, target)
     return len(again)
 
 
@@ -353,7 +353,22 @@ def _copy_server(cut: servercut.ServerCut, target: Path, progress: Progress) -> 
         copy.make_durable(range(cut.shards))
     finally:
         copy.close()
-    cut.copy_journal(target / JOURNAL)
+    _copy_journal(cut, target)
+
+
+def _copy_journal(cut: SQLiteCut | servercut.ServerCut, target: Path) -> None:
+    """The cut's journal, beside the shards, written whole or not at all: a copy stopped
+    part way (Ctrl-C, a full disk) left a torn journal.db that every rerun then failed
+    on ("database disk image is malformed"). A journal of an earlier run goes too."""
+    file = target / JOURNAL
+    part = file.with_name(file.name + ".part")
+    part.unlink(missing_ok=True)
+    for old in (file, file.with_name(file.name + "-wal"), file.with_name(file.name + "-shm")):
+        old.unlink(missing_ok=True)
+    cut.copy_journal(part)
+    if part.exists():
+        _fsync(part)
+        os.replace(part, file)
 
 
 def _replay(target: Path, repair: bool) -> int:

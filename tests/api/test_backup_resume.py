@@ -1,0 +1,33 @@
+"""Resuming a stopped backup (`api/backup.py`) when the stop left something behind: a
+torn journal copy, or a feed trimmed past the position a copied shard was taken at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import assocdb
+from tests.api.test_backup import Stop, open_source, stored, type_ids
+
+
+def stop_halfway(done: int, total: int) -> None:
+    if done > total // 2:
+        raise Stop
+
+
+def test_a_journal_copy_torn_by_a_stop_does_not_block_the_rerun(tmp_path: Path) -> None:
+    g = open_source(tmp_path)
+    for i in range(1, 400):
+        g.assoc_add(i, "follows", 5000 + i % 13)
+    with pytest.raises(Stop):
+        assocdb.backup(g, tmp_path / "backup", progress=stop_halfway)
+    # What a copy of the journal stopped part way (a full disk, Ctrl-C) leaves.
+    torn = (tmp_path / "graph" / "journal.db").read_bytes()[:3000]
+    (tmp_path / "backup" / "journal.db").write_bytes(torn)
+    g.assoc_add(401, "follows", 5001)
+    assocdb.backup(g, tmp_path / "backup")
+    follows, _ = type_ids(g)
+    assert stored(tmp_path / "backup", follows) == stored(tmp_path / "graph", follows)
+    g.close()
+    assert assocdb.verify_backup(tmp_path / "backup").ok
