@@ -31,3 +31,24 @@ def test_a_journal_copy_torn_by_a_stop_does_not_block_the_rerun(tmp_path: Path) 
     assert stored(tmp_path / "backup", follows) == stored(tmp_path / "graph", follows)
     g.close()
     assert assocdb.verify_backup(tmp_path / "backup").ok
+
+
+def test_a_feed_trimmed_past_the_stopped_cut_copies_the_shard_again(tmp_path: Path) -> None:
+    g = open_source(tmp_path)
+    for i in range(1, 400):
+        g.assoc_add(i, "follows", 5000 + i % 13)
+    with pytest.raises(Stop):
+        assocdb.backup(g, tmp_path / "backup", progress=stop_halfway)
+    # Changes on every shard after the first cut, then the feed trimmed past them: the
+    # shards copied then cannot be caught up from the feed.
+    for i in range(1, 400, 3):
+        g.assoc_delete(i, "follows", 5000 + i % 13)
+    assert g.drain(30)
+    g.services.feed.trim(seconds=0, rows=0)
+    manifest = assocdb.backup(g, tmp_path / "backup")
+    follows, followed_by = type_ids(g)
+    assert stored(tmp_path / "backup", follows) == stored(tmp_path / "graph", follows)
+    assert stored(tmp_path / "backup", followed_by) == stored(tmp_path / "graph", followed_by)
+    assert manifest.caught_up == 0
+    g.close()
+    assert assocdb.verify_backup(tmp_path / "backup").ok

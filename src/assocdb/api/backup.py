@@ -310,20 +310,21 @@ def _copy(
         progress(done[0], total)
 
     copy = SQLiteBackend(target, cut.shards) if again else None
+    caught_up = 0
     try:
         for shard in range(cut.shards):
             file = target / f"shard-{shard:04d}.db"
             if copy is not None and shard in again:
-                cut.catch_up(source, copy, shard, again[shard])
-                copy.make_durable([shard])
+                if cut.catch_up(source, copy, shard, again[shard]):
+                    copy.make_durable([shard])
+                    caught_up += 1
+                else:  # the feed was trimmed past the earlier cut: copy it again
+                    copy.close()  # (its connection to the file being replaced)
+                    total += cut.pages(shard)
+                    _copy_shard(cut, shard, file, step)
+                    copy = SQLiteBackend(target, cut.shards)
             else:
-                part = file.with_name(file.name + ".part")
-                part.unlink(missing_ok=True)
-                if cut.copy_shard(shard, part, step):
-                    _fsync(part)
-                    for stale in ("-wal", "-shm"):  # of a copy an earlier run made
-                        file.with_name(file.name + stale).unlink(missing_ok=True)
-                    os.replace(part, file)
+                _copy_shard(cut, shard, file, step)
             position = cut.positions[shard]
             if position is not None:  # resumable only with the feed: it has the changes
                 record.copied[shard] = position
@@ -332,7 +333,17 @@ def _copy(
         if copy is not None:
             copy.close()
     _copy_journal(cut, target)
-    return len(again)
+    return caught_up
+
+
+def _copy_shard(cut: SQLiteCut, shard: int, file: Path, step: Callable[[int], None]) -> None:
+    part = file.with_name(file.name + ".part")
+    part.unlink(missing_ok=True)
+    if cut.copy_shard(shard, part, step):
+        _fsync(part)
+        for stale in ("-wal", "-shm"):  # of a copy an earlier run made
+            file.with_name(file.name + stale).unlink(missing_ok=True)
+        os.replace(part, file)
 
 
 def _copy_server(cut: servercut.ServerCut, target: Path, progress: Progress) -> None:

@@ -81,19 +81,23 @@ class SQLiteCut:
         self._copy(conn, dest, progress)
         return True
 
-    def catch_up(self, source: SQLiteBackend, copy: SQLiteBackend, shard: int, after: int) -> None:
+    def catch_up(self, source: SQLiteBackend, copy: SQLiteBackend, shard: int, after: int) -> bool:
         """Bring the shard's copy, taken at an earlier cut whose feed position was `after`,
         to this cut (a resumed backup): the source's feed records up to this cut's
         position merged into it, and what the feed does not carry (home timelines, index
-        entries, the id sequence, shard 0's settings) copied again from the snapshot."""
+        entries, the id sequence, shard 0's settings) copied again from the snapshot.
+        False if the feed no longer holds every record since `after` (trimmed since the
+        earlier cut): the copy lacks changes it cannot get, copy the shard again."""
         upto = self.positions[shard]
         conn = self._reads[shard]
         assert upto is not None
         assert conn is not None
         while after < upto:
-            rows = [r for r in sqlfeed.read(source, shard, after, PAGE) if r[0] <= upto]
-            if not rows:
-                break
+            page = sqlfeed.read(source, shard, after, PAGE)
+            # Positions are dense: a gap after `after` is a trimmed stretch.
+            if not page or page[0][0] != after + 1:
+                return False
+            rows = [r for r in page if r[0] <= upto]
             apply_records(copy, shard, rows)
             after = rows[-1][0]
         view = cast(SQLiteBackend, _OnSnapshot(source, conn))
@@ -111,6 +115,7 @@ class SQLiteCut:
             for key, value in sqltables.export_table(view, 0, "meta", None, 1_000_000):
                 if key != "shards":
                     copy.swap_meta(key, copy.get_meta(key), value)
+        return True
 
     def copy_journal(self, dest: Path) -> None:
         """Write the journal's snapshot (its unfinished jobs) to the new file `dest`."""
