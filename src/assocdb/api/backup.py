@@ -91,7 +91,7 @@ def backup(
         target.mkdir(parents=True, exist_ok=unfinished is not None)
         cut: SQLiteCut | servercut.ServerCut
         if isinstance(backend, SQLiteBackend):
-            cut = take(backend, journal)
+            cut = take(backend, _journals(backend, journal))
         else:
             cut = servercut.take(*_servers(backend), journal)
         try:
@@ -228,6 +228,16 @@ def _source(source: Graph | str | Path) -> tuple[Backend, Path | None, Callable[
             "up yet (docs/operations.md, Backups)"
         )
     return backend, None if str(journal) == ":memory:" else journal, close
+
+
+def _journals(backend: SQLiteBackend, journal: Path | None) -> list[Path]:
+    """The journals whose writers apply to the directory: its own (`journal.db`, which
+    every process opening it by default shares) and the source graph's, if elsewhere.
+    (A process given a journal of its own elsewhere is not known here: see the docs.)"""
+    shared = backend.path / JOURNAL
+    if journal is None or journal.resolve() == shared.resolve():
+        return [shared]
+    return [journal, shared]
 
 
 def _on_servers(backend: Backend) -> bool:

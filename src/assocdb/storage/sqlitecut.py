@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -45,6 +45,8 @@ STEP_PAGES = 512
 #: Feed records and table rows read at a time when a resumed backup catches a shard up.
 PAGE = 5000
 _FEED_SEQ = "SELECT value FROM seq WHERE name = 'feed'"
+#: What is copied of a job of a journal other than the first (`writes/journal.py`).
+_JOB_COLUMNS = "state, body, done, attempts, retries, next_at, created_at, error"
 
 
 class SQLiteCut:
@@ -54,7 +56,8 @@ class SQLiteCut:
         self.root = root
         self.shards = shards
         self._reads: list[sqlite3.Connection | None] = []
-        self._journal: sqlite3.Connection | None = None
+        #: Snapshots of every journal whose writers apply to this directory.
+        self._journals: list[sqlite3.Connection] = []
         #: How long writers were held (seconds).
         self.held = 0.0
         #: Wall-clock time of the cut, µs since the epoch (the clock `updated_at` follows):
@@ -118,9 +121,26 @@ class SQLiteCut:
         return True
 
     def copy_journal(self, dest: Path) -> None:
-        """Write the journal's snapshot (its unfinished jobs) to the new file `dest`."""
-        if self._journal is not None:
-            self._copy(self._journal, dest, lambda pages: None)
+        """Write the journals' snapshots (their unfinished jobs) to the new file `dest`:
+        the first as it is, the others' jobs appended to it (unclaimed)."""
+        if not self._journals:
+            return
+        first, *others = self._journals
+        self._copy(first, dest, lambda pages: None)
+        if not others:
+            return
+        target = sqlite3.connect(dest, isolation_level=None)
+        try:
+            target.execute("BEGIN")
+            for other in others:
+                rows = other.execute(f"SELECT {_JOB_COLUMNS} FROM jobs").fetchall()
+                marks = ", ".join("?" * len(_JOB_COLUMNS.split(",")))
+                target.executemany(f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({marks})", rows)
+            target.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise map_driver_error(exc, f"copying the journals to {dest}") from exc
+        finally:
+            target.close()
 
     def _copy(
         self, source: sqlite3.Connection, dest: Path, progress: Callable[[int], None]
@@ -141,17 +161,18 @@ class SQLiteCut:
             target.close()
 
     def close(self) -> None:
-        for conn in [*self._reads, self._journal]:
+        for conn in [*self._reads, *self._journals]:
             if conn is not None:
                 conn.close()
-        self._reads, self._journal = [], None
+        self._reads, self._journals = [], []
 
 
-def take(backend: SQLiteBackend, journal: Path | None, timeout: float = 30.0) -> SQLiteCut:
-    """The cut of the graph in `backend`'s directory (and of its `journal` file, if
-    there is one); the caller copies from it and closes it. A shard never written has
-    no file yet: its snapshot is None (the directory's setup lock is held through the
-    hold, so no shard file appears meanwhile)."""
+def take(backend: SQLiteBackend, journals: Sequence[Path], timeout: float = 30.0) -> SQLiteCut:
+    """The cut of the graph in `backend`'s directory and of its `journals` (those that
+    exist: the directory's own, shared by the processes that open it, and the backing-up
+    graph's if it keeps one elsewhere); the caller copies from it and closes it. A shard
+    never written has no file yet: its snapshot is None (the directory's setup lock is
+    held through the hold, so no shard file appears meanwhile)."""
     cut = SQLiteCut(backend.path, backend.shards)
     try:
         started = time.perf_counter()
@@ -162,8 +183,9 @@ def take(backend: SQLiteBackend, journal: Path | None, timeout: float = 30.0) ->
             # before it (and, if acknowledged as applied, applied before the hold); one
             # begun after `at` is journaled after it.
             cut.began = time.time_ns() // 1000
-            if journal is not None and journal.exists():
-                cut._journal = _snapshot(journal, timeout)
+            for journal in journals:
+                if journal.exists():
+                    cut._journals.append(_snapshot(journal, timeout))
             cut.at = time.time_ns() // 1000
         cut.held = time.perf_counter() - started
         cut.positions = [None if c is None else _feed_position(c) for c in cut._reads]
