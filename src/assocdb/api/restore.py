@@ -113,7 +113,10 @@ def _micros(to: datetime | int) -> int:
 
 
 def _show(micros: int) -> str:
-    return datetime.fromtimestamp(micros / 1e6, UTC).isoformat(timespec="milliseconds")
+    try:
+        return datetime.fromtimestamp(micros / 1e6, UTC).isoformat(timespec="milliseconds")
+    except (ValueError, OverflowError, OSError):  # beyond datetime's years 1-9999 in UTC
+        return f"{micros:,} µs since the epoch"
 
 
 def _open_source(source: str | Path | None, manifest: mf.Manifest, when: str) -> SQLBackend:
