@@ -6,7 +6,7 @@ reads them all as of one moment: MariaDB's `START TRANSACTION WITH CONSISTENT
 SNAPSHOT`, PostgreSQL's `REPEATABLE READ` (its snapshot is taken at the first
 statement). What the hold adds is the journal: while writers are held (MariaDB: `FLUSH
 TABLES WITH READ LOCK`, which waits for running transactions; PostgreSQL: `LOCK TABLE …
-IN SHARE MODE` on every shard's edges, counts, objects and node states), the snapshot
+IN SHARE MODE` on every shard's edges, counts, objects, node states and timelines), the snapshot
 and then the journal's are taken, and the hold is let go: the argument of
 `sqlitecut.py` holds as it is. The journal is this process's (a server graph has one
 per process that writes it): the unfinished jobs of other processes are not in it, and
@@ -179,8 +179,14 @@ def _hold(backend: SQLBackend, hold: Session) -> None:
         return
     backend._run(hold, 0, "BEGIN")
     for shard in range(backend.shards):
-        names = ", ".join(backend._q(f"{{s}}.{t}", shard) for t in _HELD_TABLES)
-        backend._run(hold, shard, f"LOCK TABLE {names} IN SHARE MODE")
+        held = [backend._q(f"{{s}}.{t}", shard) for t in _HELD_TABLES]
+        # A fan-out job's leg writes home timelines alone: unheld, it could apply (and
+        # its job complete) between the shards' snapshot and the journal's.
+        timelines = backend._q("{s}.timelines", shard)
+        found = backend._run(hold, shard, "SELECT to_regclass(%s)", (timelines,))
+        if found and found[0][0] is not None:
+            held.append(timelines)
+        backend._run(hold, shard, f"LOCK TABLE {', '.join(held)} IN SHARE MODE")
 
 
 def _feed_position(reader: SQLBackend, shard: int) -> int | None:
