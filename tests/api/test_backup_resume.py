@@ -3,11 +3,13 @@ torn journal copy, or a feed trimmed past the position a copied shard was taken 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 import assocdb
+from assocdb.core.errors import InvalidRequest
 from tests.api.test_backup import Stop, open_source, stored, type_ids
 
 
@@ -52,3 +54,27 @@ def test_a_feed_trimmed_past_the_stopped_cut_copies_the_shard_again(tmp_path: Pa
     assert manifest.caught_up == 0
     g.close()
     assert assocdb.verify_backup(tmp_path / "backup").ok
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        b"{not json",
+        b'{"source": {}, "shards": 8, "copied": {"0": "x"}}',
+        b'{"source": SOURCE, "shards": 8, "copied": {"99": 5}}',  # (was an IndexError)
+    ],
+)
+def test_a_damaged_record_of_a_stopped_backup_is_one_clear_error(
+    tmp_path: Path, record: bytes
+) -> None:
+    g = open_source(tmp_path)
+    g.assoc_add(1, "follows", 2)
+    (tmp_path / "backup").mkdir()
+    source = g.engine.backend.spec()
+    body = record.replace(b"SOURCE", json.dumps(source).encode())
+    (tmp_path / "backup" / ".unfinished.json").write_bytes(body)
+    try:
+        with pytest.raises(InvalidRequest, match=r"is damaged: delete .* and back up again"):
+            assocdb.backup(g, tmp_path / "backup")
+    finally:
+        g.close()

@@ -299,10 +299,14 @@ def _unfinished(target: Path) -> _Unfinished | None:
     file = target / _UNFINISHED
     if (target / mf.NAME).exists() or not file.exists():
         return None
+    damaged = InvalidRequest(f"{file} is damaged: delete {target} and back up again")
     try:
-        return msgspec.json.decode(file.read_bytes(), type=_Unfinished)
+        record = msgspec.json.decode(file.read_bytes(), type=_Unfinished)
     except msgspec.DecodeError:
-        raise InvalidRequest(f"{file} is damaged: delete {target} and back up again") from None
+        raise damaged from None
+    if not all(0 <= shard < record.shards for shard in record.copied):
+        raise damaged
+    return record
 
 
 def _copy(
