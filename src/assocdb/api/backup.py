@@ -81,6 +81,7 @@ def backup(
     caught_up = 0
     try:
         spec = _public_spec(backend)
+        source_id = graph_id(backend)
         if unfinished is not None and (unfinished.source, unfinished.shards) != (
             spec,
             backend.shards,
@@ -123,6 +124,7 @@ def backup(
         created_at=time.time_ns() // 1000,
         files=_sums(target),
         schema=schema,
+        source_id=source_id,
     )
     _write_durably(target / mf.NAME, mf.encode(manifest))
     (target / _UNFINISHED).unlink(missing_ok=True)  # (a stop before this: caught up again)
@@ -195,6 +197,13 @@ def restore_files(
             progress(done, total)
     _fsync(target)
     return manifest
+
+
+def graph_id(backend: Backend) -> str:
+    """The graph's id (`Engine._graph_id`), given it now if it has none yet."""
+    while (stored := backend.get_meta(_GRAPH_ID)) is None:
+        backend.swap_meta(_GRAPH_ID, None, uuid.uuid4().hex.encode())
+    return stored.decode()
 
 
 def new_identity(root: Path, shards: int) -> None:

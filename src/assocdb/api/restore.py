@@ -70,6 +70,11 @@ def restore_backup(
     check_recorded(manifest.positions, when)
     origin = _open_source(source, manifest, when)
     try:
+        if manifest.source_id and origin.get_meta("graph_id") != manifest.source_id.encode():
+            raise InvalidRequest(
+                f"cannot restore to {when}: {source or 'the source'} is not the graph this "
+                "backup was taken from (its change feed is another graph's)"
+            )
         check_history(origin, manifest.positions, when)
         restore_files(backup_dir, dest, progress)
         target = SQLiteBackend.open(dest, create=False)

@@ -49,6 +49,8 @@ class Manifest(msgspec.Struct, frozen=True):
     files: dict[str, FileSum]
     #: The type definitions, as `Schema.to_json` (for a reader; shard 0 holds them too).
     schema: str = ""
+    #: The source's graph id: `restore --to` rolls forward only from that graph's feed.
+    source_id: str = ""
 
 
 def encode(manifest: Manifest) -> bytes:
