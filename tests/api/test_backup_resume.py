@@ -4,6 +4,7 @@ torn journal copy, or a feed trimmed past the position a copied shard was taken 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,25 @@ def test_a_damaged_record_of_a_stopped_backup_is_one_clear_error(
             assocdb.backup(g, tmp_path / "backup")
     finally:
         g.close()
+
+
+@pytest.mark.parametrize("rolled", [False, True], ids=["as-of-cut", "to-time"])
+def test_a_restore_stopped_part_way_leaves_no_graph_behind(tmp_path: Path, rolled: bool) -> None:
+    g = open_source(tmp_path)
+    for i in range(1, 100):
+        g.assoc_add(i, "follows", 5000 + i % 13)
+    assocdb.backup(g, tmp_path / "backup")
+    g.close()
+    upto = time.time_ns() // 1000 if rolled else None
+
+    def stop_after_one_file(done: int, total: int) -> None:
+        raise Stop
+
+    with pytest.raises(Stop):
+        assocdb.restore(tmp_path / "backup", tmp_path / "r", to=upto, progress=stop_after_one_file)
+    # (A graph there would open, its shards not copied created empty.)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup", "graph"]
+    assocdb.restore(tmp_path / "backup", tmp_path / "r", to=upto)
+    with assocdb.open(tmp_path / "r") as r:
+        assert r.check_inverses() == []
+        assert r.assoc_count(5001, "followed_by") == 8

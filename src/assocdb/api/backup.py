@@ -74,7 +74,7 @@ def backup(
     target = Path(dest)
     unfinished = _unfinished(target)
     if unfinished is None:
-        _check_new(target)
+        check_new(target)
     backend, journal, close = _source(source)
     report = progress or (lambda done, total: None)
     server = not isinstance(backend, SQLiteBackend)
@@ -186,7 +186,7 @@ def restore_files(
     """Copy the backup to the new directory `dest` (a graph as of the backup's cut)."""
     root, target = Path(backup_dir), Path(dest)
     manifest = check_files(root)
-    _check_new(target)
+    check_new(target)
     target.mkdir(parents=True)
     total, done = sum(f.size for f in manifest.files.values()), 0
     for name, file in manifest.files.items():
@@ -284,7 +284,8 @@ def _public_spec(backend: Backend) -> dict[str, Any]:
     return spec
 
 
-def _check_new(target: Path) -> None:
+def check_new(target: Path) -> None:
+    """InvalidRequest unless `target` is a new directory's place."""
     if target.exists():
         raise InvalidRequest(f"{target} exists: a backup or restore goes to a new directory")
     if not target.parent.is_dir():
