@@ -101,3 +101,17 @@ def test_a_restore_stopped_part_way_leaves_no_graph_behind(tmp_path: Path, rolle
     with assocdb.open(tmp_path / "r") as r:
         assert r.check_inverses() == []
         assert r.assoc_count(5001, "followed_by") == 8
+
+
+def test_a_stopped_backup_that_cannot_resume_says_so(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "graph", shards=2)  # no feed: nothing to catch up from
+    g.define_assoc("follows", inverse="followed_by")
+    for i in range(1, 400):
+        g.assoc_add(i, "follows", 5000 + i % 13)
+    try:
+        with pytest.raises(Stop):
+            assocdb.backup(g, tmp_path / "backup", progress=stop_halfway)
+        with pytest.raises(InvalidRequest, match=r"holds a backup stopped .* delete it"):
+            assocdb.backup(g, tmp_path / "backup")
+    finally:
+        g.close()

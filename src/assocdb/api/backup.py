@@ -74,6 +74,11 @@ def backup(
     target = Path(dest)
     unfinished = _unfinished(target)
     if unfinished is None:
+        if target.is_dir() and not (target / mf.NAME).exists() and any(target.iterdir()):
+            raise InvalidRequest(
+                f"{target} holds a backup stopped before anything in it could be resumed "
+                "(or without the change feed, or of a server): delete it and back up again"
+            )
         check_new(target)
     backend, journal, close = _source(source)
     report = progress or (lambda done, total: None)
