@@ -6,7 +6,8 @@ reads them all as of one moment: MariaDB's `START TRANSACTION WITH CONSISTENT
 SNAPSHOT`, PostgreSQL's `REPEATABLE READ` (its snapshot is taken at the first
 statement). What the hold adds is the journal: while writers are held (MariaDB: `FLUSH
 TABLES WITH READ LOCK`, which waits for running transactions; PostgreSQL: `LOCK TABLE …
-IN SHARE MODE` on every shard's edges, counts, objects, node states and timelines), the snapshot
+IN SHARE MODE` on every shard's edges, counts, objects, node states, timelines and
+index entries), the snapshot
 and then the journal's are taken, and the hold is let go: the argument of
 `sqlitecut.py` holds as it is. The journal is this process's (a server graph has one
 per process that writes it): the unfinished jobs of other processes are not in it, and
@@ -35,6 +36,7 @@ from .sqlite import SQLiteBackend
 
 PAGE = 5000
 _HELD_TABLES = ("edges", "counts", "objects", "node_states")
+_EXISTING = "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL"
 
 
 class _OnSnapshot:
@@ -177,15 +179,17 @@ def _hold(backend: SQLBackend, hold: Session) -> None:
     if _mysql(backend):
         backend._run(hold, 0, "FLUSH TABLES WITH READ LOCK")
         return
+    # Legs that write home timelines alone (a fan-out job's) or index entries alone (an
+    # index sharded apart from its objects) are held too: unheld, one could apply (and
+    # its job complete) between the shards' snapshot and the journal's. Those tables
+    # exist only once used: the ones there are held.
+    optional = ["timelines", *(t for t in tables_of(backend) if t.startswith("index_"))]
     backend._run(hold, 0, "BEGIN")
     for shard in range(backend.shards):
         held = [backend._q(f"{{s}}.{t}", shard) for t in _HELD_TABLES]
-        # A fan-out job's leg writes home timelines alone: unheld, it could apply (and
-        # its job complete) between the shards' snapshot and the journal's.
-        timelines = backend._q("{s}.timelines", shard)
-        found = backend._run(hold, shard, "SELECT to_regclass(%s)", (timelines,))
-        if found and found[0][0] is not None:
-            held.append(timelines)
+        names = [backend._q(f"{{s}}.{t}", shard) for t in optional]
+        found = backend._run(hold, shard, _EXISTING, (names,))
+        held += [row[0] for row in found]
         backend._run(hold, shard, f"LOCK TABLE {', '.join(held)} IN SHARE MODE")
 
 
