@@ -50,7 +50,7 @@ def test_a_leg_that_writes_no_edge_waits_for_the_hold(stores: Stores, leg: str) 
     assert isinstance(other, SQLBackend)
     try:
         with servercut._session(backend) as hold:
-            servercut._hold(backend, hold)
+            servercut._hold(backend, hold, servercut._optional(backend, hold))
             try:
                 with pytest.raises(Unavailable):
                     write(other)

@@ -82,7 +82,7 @@ class ServerCut:
             if key != "shards":
                 target.swap_meta(key, target.get_meta(key), value)
         for shard, reader in enumerate(self.readers):
-            for table in tables:
+            for table in _present(reader, shard, tables):
                 after: list[Any] | None = None
                 while True:
                     rows = sqltables.export_table(reader, shard, table, after, PAGE)
@@ -127,10 +127,11 @@ def take(
         with ExitStack() as holds:
             # Connections first: writers are held from the first lock on, not meanwhile.
             locks = [holds.enter_context(_session(backend)) for backend in servers]
+            extra = [_optional(b, hold) for b, hold in zip(servers, locks, strict=True)]
             started = time.perf_counter()
-            for backend, hold in zip(servers, locks, strict=True):
+            for backend, hold, tables in zip(servers, locks, extra, strict=True):
                 holds.callback(_release, backend, hold)
-                _hold(backend, hold)
+                _hold(backend, hold, tables)
             for backend, session in zip(servers, sessions, strict=True):
                 _begin(backend, session)
             cut.began = time.time_ns() // 1000
@@ -175,22 +176,44 @@ def _session(backend: SQLBackend) -> AbstractContextManager[Session]:
     return backend._writing(0, True)
 
 
-def _hold(backend: SQLBackend, hold: Session) -> None:
+def _optional(backend: SQLBackend, session: Session) -> list[list[str]]:
+    """Per shard, the tables beside `_HELD_TABLES` that PostgreSQL's hold locks, those
+    that exist (looked up before the hold, so writers do not wait for it): home
+    timelines, written alone by a fan-out job's leg, and index entries, written alone
+    by an index sharded apart from its objects. Unheld, such a leg could apply (and its
+    job complete) between the shards' snapshot and the journal's. (MariaDB's hold
+    stops every write.)"""
+    if _mysql(backend):
+        return [[] for _ in range(backend.shards)]
+    optional = ["timelines", *(t for t in tables_of(backend) if t.startswith("index_"))]
+    names = [backend._q(f"{{s}}.{t}", s) for s in range(backend.shards) for t in optional]
+    found = {row[0] for row in backend._run(session, 0, _EXISTING, (names,))}
+    return [
+        [n for t in optional if (n := backend._q(f"{{s}}.{t}", s)) in found]
+        for s in range(backend.shards)
+    ]
+
+
+def _hold(backend: SQLBackend, hold: Session, optional: Sequence[Sequence[str]]) -> None:
     if _mysql(backend):
         backend._run(hold, 0, "FLUSH TABLES WITH READ LOCK")
         return
-    # Legs that write home timelines alone (a fan-out job's) or index entries alone (an
-    # index sharded apart from its objects) are held too: unheld, one could apply (and
-    # its job complete) between the shards' snapshot and the journal's. Those tables
-    # exist only once used: the ones there are held.
-    optional = ["timelines", *(t for t in tables_of(backend) if t.startswith("index_"))]
     backend._run(hold, 0, "BEGIN")
     for shard in range(backend.shards):
         held = [backend._q(f"{{s}}.{t}", shard) for t in _HELD_TABLES]
-        names = [backend._q(f"{{s}}.{t}", shard) for t in optional]
-        found = backend._run(hold, shard, _EXISTING, (names,))
-        held += [row[0] for row in found]
+        held += optional[shard]
         backend._run(hold, shard, f"LOCK TABLE {', '.join(held)} IN SHARE MODE")
+
+
+def _present(reader: SQLBackend, shard: int, tables: Sequence[str]) -> list[str]:
+    """The `tables` the shard has. A table made on first use (an index's, on a shard
+    none of its entries reached yet) may be missing, and on PostgreSQL reading it would
+    abort the snapshot transaction (every later read failing), so it is looked up."""
+    if _mysql(reader):  # (a missing table reads as no rows: `sqltables.export_table`)
+        return list(tables)
+    names = {reader._q(f"{{s}}.{t}", shard): t for t in tables}
+    found = {row[0] for row in reader._query(shard, _EXISTING, (list(names),))}
+    return [t for name, t in names.items() if name in found]
 
 
 def _feed_position(reader: SQLBackend, shard: int) -> int | None:
