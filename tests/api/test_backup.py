@@ -362,3 +362,20 @@ def test_a_stopped_backup_resumes_and_catches_up_what_it_had_copied(tmp_path: Pa
         assert r.obj_add("user", {}) not in (kept, made)
     finally:
         r.close()
+
+
+def test_a_roll_forward_from_another_graph_s_feed_is_refused(tmp_path: Path) -> None:
+    g = open_source(tmp_path)
+    g.assoc_add(1, "follows", 2)
+    assocdb.backup(g, tmp_path / "backup")
+    g.assoc_add(3, "follows", 4)
+    g.close()
+    other = assocdb.open(tmp_path / "other", shards=8)  # as many shards, its own feed
+    other.define_assoc("follows", inverse="followed_by")
+    other.enable_feed()
+    other.assoc_add(7, "follows", 8)
+    other.close()
+    with pytest.raises(InvalidRequest, match="is not the graph this backup was taken from"):
+        assocdb.restore(tmp_path / "backup", tmp_path / "r", to=now(), source=tmp_path / "other")
+    assert not (tmp_path / "r").exists()
+    assocdb.restore(tmp_path / "backup", tmp_path / "r", to=now(), source=tmp_path / "graph")

@@ -39,6 +39,9 @@ def test_backup_verify_restore_and_their_one_line_errors(tmp_path: Path) -> None
         (["restore", backup, restored], "exists"),
         (["restore", backup, str(tmp_path / "x"), "--to", "noon"], "ISO 8601"),
         (["restore", backup, str(tmp_path / "x"), "--to", "2001-01-01"], "retained history"),
+        # In UTC beyond datetime's years 1-9999 (was a ValueError traceback).
+        (["restore", backup, str(tmp_path / "x"), "--to", "9999-12-31T23:59:59-12:00"], "future"),
+        (["restore", backup, str(tmp_path / "x"), "--to", "0001-01-01T00:00+14:00"], "history"),
         (["backup", "verify", str(tmp_path / "nothing")], "no backup at"),
     ]:
         refused = run(main, args)

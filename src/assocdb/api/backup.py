@@ -74,13 +74,19 @@ def backup(
     target = Path(dest)
     unfinished = _unfinished(target)
     if unfinished is None:
-        _check_new(target)
+        if target.is_dir() and not (target / mf.NAME).exists() and any(target.iterdir()):
+            raise InvalidRequest(
+                f"{target} holds a backup stopped before anything in it could be resumed "
+                "(or without the change feed, or of a server): delete it and back up again"
+            )
+        check_new(target)
     backend, journal, close = _source(source)
     report = progress or (lambda done, total: None)
     server = not isinstance(backend, SQLiteBackend)
     caught_up = 0
     try:
         spec = _public_spec(backend)
+        source_id = graph_id(backend)
         if unfinished is not None and (unfinished.source, unfinished.shards) != (
             spec,
             backend.shards,
@@ -91,7 +97,7 @@ def backup(
         target.mkdir(parents=True, exist_ok=unfinished is not None)
         cut: SQLiteCut | servercut.ServerCut
         if isinstance(backend, SQLiteBackend):
-            cut = take(backend, journal)
+            cut = take(backend, _journals(backend, journal))
         else:
             cut = servercut.take(*_servers(backend), journal)
         try:
@@ -123,6 +129,7 @@ def backup(
         created_at=time.time_ns() // 1000,
         files=_sums(target),
         schema=schema,
+        source_id=source_id,
     )
     _write_durably(target / mf.NAME, mf.encode(manifest))
     (target / _UNFINISHED).unlink(missing_ok=True)  # (a stop before this: caught up again)
@@ -184,7 +191,7 @@ def restore_files(
     """Copy the backup to the new directory `dest` (a graph as of the backup's cut)."""
     root, target = Path(backup_dir), Path(dest)
     manifest = check_files(root)
-    _check_new(target)
+    check_new(target)
     target.mkdir(parents=True)
     total, done = sum(f.size for f in manifest.files.values()), 0
     for name, file in manifest.files.items():
@@ -195,6 +202,13 @@ def restore_files(
             progress(done, total)
     _fsync(target)
     return manifest
+
+
+def graph_id(backend: Backend) -> str:
+    """The graph's id (`Engine._graph_id`), given it now if it has none yet."""
+    while (stored := backend.get_meta(_GRAPH_ID)) is None:
+        backend.swap_meta(_GRAPH_ID, None, uuid.uuid4().hex.encode())
+    return stored.decode()
 
 
 def new_identity(root: Path, shards: int) -> None:
@@ -228,6 +242,16 @@ def _source(source: Graph | str | Path) -> tuple[Backend, Path | None, Callable[
             "up yet (docs/operations.md, Backups)"
         )
     return backend, None if str(journal) == ":memory:" else journal, close
+
+
+def _journals(backend: SQLiteBackend, journal: Path | None) -> list[Path]:
+    """The journals whose writers apply to the directory: its own (`journal.db`, which
+    every process opening it by default shares) and the source graph's, if elsewhere.
+    (A process given a journal of its own elsewhere is not known here: see the docs.)"""
+    shared = backend.path / JOURNAL
+    if journal is None or journal.resolve() == shared.resolve():
+        return [shared]
+    return [journal, shared]
 
 
 def _on_servers(backend: Backend) -> bool:
@@ -265,7 +289,8 @@ def _public_spec(backend: Backend) -> dict[str, Any]:
     return spec
 
 
-def _check_new(target: Path) -> None:
+def check_new(target: Path) -> None:
+    """InvalidRequest unless `target` is a new directory's place."""
     if target.exists():
         raise InvalidRequest(f"{target} exists: a backup or restore goes to a new directory")
     if not target.parent.is_dir():
@@ -289,10 +314,14 @@ def _unfinished(target: Path) -> _Unfinished | None:
     file = target / _UNFINISHED
     if (target / mf.NAME).exists() or not file.exists():
         return None
+    damaged = InvalidRequest(f"{file} is damaged: delete {target} and back up again")
     try:
-        return msgspec.json.decode(file.read_bytes(), type=_Unfinished)
+        record = msgspec.json.decode(file.read_bytes(), type=_Unfinished)
     except msgspec.DecodeError:
-        raise InvalidRequest(f"{file} is damaged: delete {target} and back up again") from None
+        raise damaged from None
+    if not all(0 <= shard < record.shards for shard in record.copied):
+        raise damaged
+    return record
 
 
 def _copy(
@@ -310,20 +339,21 @@ def _copy(
         progress(done[0], total)
 
     copy = SQLiteBackend(target, cut.shards) if again else None
+    caught_up = 0
     try:
         for shard in range(cut.shards):
             file = target / f"shard-{shard:04d}.db"
             if copy is not None and shard in again:
-                cut.catch_up(source, copy, shard, again[shard])
-                copy.make_durable([shard])
+                if cut.catch_up(source, copy, shard, again[shard]):
+                    copy.make_durable([shard])
+                    caught_up += 1
+                else:  # the feed was trimmed past the earlier cut: copy it again
+                    copy.close()  # (its connection to the file being replaced)
+                    total += cut.pages(shard)
+                    _copy_shard(cut, shard, file, step)
+                    copy = SQLiteBackend(target, cut.shards)
             else:
-                part = file.with_name(file.name + ".part")
-                part.unlink(missing_ok=True)
-                if cut.copy_shard(shard, part, step):
-                    _fsync(part)
-                    for stale in ("-wal", "-shm"):  # of a copy an earlier run made
-                        file.with_name(file.name + stale).unlink(missing_ok=True)
-                    os.replace(part, file)
+                _copy_shard(cut, shard, file, step)
             position = cut.positions[shard]
             if position is not None:  # resumable only with the feed: it has the changes
                 record.copied[shard] = position
@@ -331,8 +361,18 @@ def _copy(
     finally:
         if copy is not None:
             copy.close()
-    cut.copy_journal(target / JOURNAL)
-    return len(again)
+    _copy_journal(cut, target)
+    return caught_up
+
+
+def _copy_shard(cut: SQLiteCut, shard: int, file: Path, step: Callable[[int], None]) -> None:
+    part = file.with_name(file.name + ".part")
+    part.unlink(missing_ok=True)
+    if cut.copy_shard(shard, part, step):
+        _fsync(part)
+        for stale in ("-wal", "-shm"):  # of a copy an earlier run made
+            file.with_name(file.name + stale).unlink(missing_ok=True)
+        os.replace(part, file)
 
 
 def _copy_server(cut: servercut.ServerCut, target: Path, progress: Progress) -> None:
@@ -353,7 +393,22 @@ def _copy_server(cut: servercut.ServerCut, target: Path, progress: Progress) -> 
         copy.make_durable(range(cut.shards))
     finally:
         copy.close()
-    cut.copy_journal(target / JOURNAL)
+    _copy_journal(cut, target)
+
+
+def _copy_journal(cut: SQLiteCut | servercut.ServerCut, target: Path) -> None:
+    """The cut's journal, beside the shards, written whole or not at all: a copy stopped
+    part way (Ctrl-C, a full disk) left a torn journal.db that every rerun then failed
+    on ("database disk image is malformed"). A journal of an earlier run goes too."""
+    file = target / JOURNAL
+    part = file.with_name(file.name + ".part")
+    part.unlink(missing_ok=True)
+    for old in (file, file.with_name(file.name + "-wal"), file.with_name(file.name + "-shm")):
+        old.unlink(missing_ok=True)
+    cut.copy_journal(part)
+    if part.exists():
+        _fsync(part)
+        os.replace(part, file)
 
 
 def _replay(target: Path, repair: bool) -> int:

@@ -9,9 +9,11 @@ A restored graph is a new graph: it gets a graph id of its own (`backup.new_iden
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from ..storage.registry import open_backend
 from ..storage.rollforward import check_history, check_recorded, reserve_ids, roll_forward
 from ..storage.sql import SQLBackend
 from ..storage.sqlite import SQLiteBackend
-from .backup import Progress, check_files, new_identity, restore_files
+from .backup import Progress, check_files, check_new, new_identity, restore_files
 
 
 class Restored(msgspec.Struct, frozen=True):
@@ -54,9 +56,12 @@ def restore_backup(
     >>> assocdb.restore("backups/2026-11-28", "data/restored", to=datetime(2026, 11, 28, 14, 5))
     """
     manifest = check_files(backup_dir)
+    target = Path(dest)
+    check_new(target)
     if to is None:
-        restore_files(backup_dir, dest, progress)
-        new_identity(Path(dest), manifest.shards)
+        with _made_whole(target) as work:
+            restore_files(backup_dir, work, progress)
+            new_identity(work, manifest.shards)
         return Restored(manifest)
     upto = _micros(to)
     when = _show(upto)
@@ -70,23 +75,51 @@ def restore_backup(
     check_recorded(manifest.positions, when)
     origin = _open_source(source, manifest, when)
     try:
+        if manifest.source_id and origin.get_meta("graph_id") != manifest.source_id.encode():
+            raise InvalidRequest(
+                f"cannot restore to {when}: {source or 'the source'} is not the graph this "
+                "backup was taken from (its change feed is another graph's)"
+            )
         check_history(origin, manifest.positions, when)
-        restore_files(backup_dir, dest, progress)
-        target = SQLiteBackend.open(dest, create=False)
-        try:
-            applied = roll_forward(origin, target, manifest.positions, upto, rolled)
-            reserve_ids(origin, target)
-            _copy_schema(origin, target)
-            target.make_durable(range(target.shards))
-        except BaseException:
-            target.close()
-            shutil.rmtree(dest, ignore_errors=True)
-            raise
-        target.close()
+        with _made_whole(target) as work:
+            restore_files(backup_dir, work, progress)
+            copy = SQLiteBackend.open(work, create=False)
+            try:
+                applied = roll_forward(origin, copy, manifest.positions, upto, rolled)
+                reserve_ids(origin, copy)
+                _copy_schema(origin, copy)
+                copy.make_durable(range(copy.shards))
+            finally:
+                copy.close()
+            new_identity(work, manifest.shards)
     finally:
         origin.close()
-    new_identity(Path(dest), manifest.shards)
     return Restored(manifest, applied, upto)
+
+
+@contextmanager
+def _made_whole(target: Path) -> Iterator[Path]:
+    """A directory beside `target` to restore into, renamed to `target` once the restore
+    is done: a restore stopped part way (Ctrl-C, a full disk, a crash) never leaves a
+    graph at `target` that opens with shards missing (they would open empty)."""
+    work = target.with_name(f".{target.name}.restoring")
+    shutil.rmtree(work, ignore_errors=True)  # of a restore to `target` that was killed
+    try:
+        yield work
+        _fsync_dir(work)
+        os.rename(work, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def parse_time(text: str) -> int:
@@ -113,7 +146,10 @@ def _micros(to: datetime | int) -> int:
 
 
 def _show(micros: int) -> str:
-    return datetime.fromtimestamp(micros / 1e6, UTC).isoformat(timespec="milliseconds")
+    try:
+        return datetime.fromtimestamp(micros / 1e6, UTC).isoformat(timespec="milliseconds")
+    except (ValueError, OverflowError, OSError):  # beyond datetime's years 1-9999 in UTC
+        return f"{micros:,} µs since the epoch"
 
 
 def _open_source(source: str | Path | None, manifest: mf.Manifest, when: str) -> SQLBackend:

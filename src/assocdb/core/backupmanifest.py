@@ -7,6 +7,7 @@ reader makes before trusting a backup (a newer format, a damaged manifest).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -48,6 +49,8 @@ class Manifest(msgspec.Struct, frozen=True):
     files: dict[str, FileSum]
     #: The type definitions, as `Schema.to_json` (for a reader; shard 0 holds them too).
     schema: str = ""
+    #: The source's graph id: `restore --to` rolls forward only from that graph's feed.
+    source_id: str = ""
 
 
 def encode(manifest: Manifest) -> bytes:
@@ -70,6 +73,30 @@ def decode(body: bytes, where: str) -> Manifest:
             "restore it with a newer assocdb"
         )
     try:
-        return msgspec.json.decode(body, type=Manifest)
+        manifest = msgspec.json.decode(body, type=Manifest)
     except msgspec.ValidationError as exc:
         raise InvalidRequest(f"{where} is damaged: {exc} (corrupt backup)") from None
+    wrong = _inconsistency(manifest)
+    if wrong:
+        raise InvalidRequest(f"{where} is damaged: {wrong} (corrupt backup)")
+    return manifest
+
+
+_FILE = re.compile(r"shard-(\d{4,})\.db|journal\.db")
+
+
+def _inconsistency(manifest: Manifest) -> str:
+    """What does not add up in a manifest that decodes ("" if nothing): a reader copies
+    the files it names, so a name must be one a backup writes (never a path that leads
+    out of the backup) and the shard count must agree with the cut's positions."""
+    if manifest.shards < 1:
+        return f"{manifest.shards} shards"
+    if len(manifest.positions) != manifest.shards:
+        return f"{len(manifest.positions)} feed positions for {manifest.shards} shards"
+    for name, file in manifest.files.items():
+        named = _FILE.fullmatch(name)
+        if named is None or (named.group(1) and int(named.group(1)) >= manifest.shards):
+            return f"it names a file {name!r} that is not one of a backup's"
+        if file.size < 0:
+            return f"{name} has a negative size"
+    return ""

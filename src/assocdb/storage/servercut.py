@@ -6,7 +6,8 @@ reads them all as of one moment: MariaDB's `START TRANSACTION WITH CONSISTENT
 SNAPSHOT`, PostgreSQL's `REPEATABLE READ` (its snapshot is taken at the first
 statement). What the hold adds is the journal: while writers are held (MariaDB: `FLUSH
 TABLES WITH READ LOCK`, which waits for running transactions; PostgreSQL: `LOCK TABLE …
-IN SHARE MODE` on every shard's edges, counts, objects and node states), the snapshot
+IN SHARE MODE` on every shard's edges, counts, objects, node states, timelines and
+index entries), the snapshot
 and then the journal's are taken, and the hold is let go: the argument of
 `sqlitecut.py` holds as it is. The journal is this process's (a server graph has one
 per process that writes it): the unfinished jobs of other processes are not in it, and
@@ -35,6 +36,7 @@ from .sqlite import SQLiteBackend
 
 PAGE = 5000
 _HELD_TABLES = ("edges", "counts", "objects", "node_states")
+_EXISTING = "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL"
 
 
 class _OnSnapshot:
@@ -80,7 +82,7 @@ class ServerCut:
             if key != "shards":
                 target.swap_meta(key, target.get_meta(key), value)
         for shard, reader in enumerate(self.readers):
-            for table in tables:
+            for table in _present(reader, shard, tables):
                 after: list[Any] | None = None
                 while True:
                     rows = sqltables.export_table(reader, shard, table, after, PAGE)
@@ -125,10 +127,11 @@ def take(
         with ExitStack() as holds:
             # Connections first: writers are held from the first lock on, not meanwhile.
             locks = [holds.enter_context(_session(backend)) for backend in servers]
+            extra = [_optional(b, hold) for b, hold in zip(servers, locks, strict=True)]
             started = time.perf_counter()
-            for backend, hold in zip(servers, locks, strict=True):
+            for backend, hold, tables in zip(servers, locks, extra, strict=True):
                 holds.callback(_release, backend, hold)
-                _hold(backend, hold)
+                _hold(backend, hold, tables)
             for backend, session in zip(servers, sessions, strict=True):
                 _begin(backend, session)
             cut.began = time.time_ns() // 1000
@@ -173,14 +176,44 @@ def _session(backend: SQLBackend) -> AbstractContextManager[Session]:
     return backend._writing(0, True)
 
 
-def _hold(backend: SQLBackend, hold: Session) -> None:
+def _optional(backend: SQLBackend, session: Session) -> list[list[str]]:
+    """Per shard, the tables beside `_HELD_TABLES` that PostgreSQL's hold locks, those
+    that exist (looked up before the hold, so writers do not wait for it): home
+    timelines, written alone by a fan-out job's leg, and index entries, written alone
+    by an index sharded apart from its objects. Unheld, such a leg could apply (and its
+    job complete) between the shards' snapshot and the journal's. (MariaDB's hold
+    stops every write.)"""
+    if _mysql(backend):
+        return [[] for _ in range(backend.shards)]
+    optional = ["timelines", *(t for t in tables_of(backend) if t.startswith("index_"))]
+    names = [backend._q(f"{{s}}.{t}", s) for s in range(backend.shards) for t in optional]
+    found = {row[0] for row in backend._run(session, 0, _EXISTING, (names,))}
+    return [
+        [n for t in optional if (n := backend._q(f"{{s}}.{t}", s)) in found]
+        for s in range(backend.shards)
+    ]
+
+
+def _hold(backend: SQLBackend, hold: Session, optional: Sequence[Sequence[str]]) -> None:
     if _mysql(backend):
         backend._run(hold, 0, "FLUSH TABLES WITH READ LOCK")
         return
     backend._run(hold, 0, "BEGIN")
     for shard in range(backend.shards):
-        names = ", ".join(backend._q(f"{{s}}.{t}", shard) for t in _HELD_TABLES)
-        backend._run(hold, shard, f"LOCK TABLE {names} IN SHARE MODE")
+        held = [backend._q(f"{{s}}.{t}", shard) for t in _HELD_TABLES]
+        held += optional[shard]
+        backend._run(hold, shard, f"LOCK TABLE {', '.join(held)} IN SHARE MODE")
+
+
+def _present(reader: SQLBackend, shard: int, tables: Sequence[str]) -> list[str]:
+    """The `tables` the shard has. A table made on first use (an index's, on a shard
+    none of its entries reached yet) may be missing, and on PostgreSQL reading it would
+    abort the snapshot transaction (every later read failing), so it is looked up."""
+    if _mysql(reader):  # (a missing table reads as no rows: `sqltables.export_table`)
+        return list(tables)
+    names = {reader._q(f"{{s}}.{t}", shard): t for t in tables}
+    found = {row[0] for row in reader._query(shard, _EXISTING, (list(names),))}
+    return [t for name, t in names.items() if name in found]
 
 
 def _feed_position(reader: SQLBackend, shard: int) -> int | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -45,6 +45,8 @@ STEP_PAGES = 512
 #: Feed records and table rows read at a time when a resumed backup catches a shard up.
 PAGE = 5000
 _FEED_SEQ = "SELECT value FROM seq WHERE name = 'feed'"
+#: What is copied of a job of a journal other than the first (`writes/journal.py`).
+_JOB_COLUMNS = "state, body, done, attempts, retries, next_at, created_at, error"
 
 
 class SQLiteCut:
@@ -54,7 +56,8 @@ class SQLiteCut:
         self.root = root
         self.shards = shards
         self._reads: list[sqlite3.Connection | None] = []
-        self._journal: sqlite3.Connection | None = None
+        #: Snapshots of every journal whose writers apply to this directory.
+        self._journals: list[sqlite3.Connection] = []
         #: How long writers were held (seconds).
         self.held = 0.0
         #: Wall-clock time of the cut, µs since the epoch (the clock `updated_at` follows):
@@ -81,19 +84,23 @@ class SQLiteCut:
         self._copy(conn, dest, progress)
         return True
 
-    def catch_up(self, source: SQLiteBackend, copy: SQLiteBackend, shard: int, after: int) -> None:
+    def catch_up(self, source: SQLiteBackend, copy: SQLiteBackend, shard: int, after: int) -> bool:
         """Bring the shard's copy, taken at an earlier cut whose feed position was `after`,
         to this cut (a resumed backup): the source's feed records up to this cut's
         position merged into it, and what the feed does not carry (home timelines, index
-        entries, the id sequence, shard 0's settings) copied again from the snapshot."""
+        entries, the id sequence, shard 0's settings) copied again from the snapshot.
+        False if the feed no longer holds every record since `after` (trimmed since the
+        earlier cut): the copy lacks changes it cannot get, copy the shard again."""
         upto = self.positions[shard]
         conn = self._reads[shard]
         assert upto is not None
         assert conn is not None
         while after < upto:
-            rows = [r for r in sqlfeed.read(source, shard, after, PAGE) if r[0] <= upto]
-            if not rows:
-                break
+            page = sqlfeed.read(source, shard, after, PAGE)
+            # Positions are dense: a gap after `after` is a trimmed stretch.
+            if not page or page[0][0] != after + 1:
+                return False
+            rows = [r for r in page if r[0] <= upto]
             apply_records(copy, shard, rows)
             after = rows[-1][0]
         view = cast(SQLiteBackend, _OnSnapshot(source, conn))
@@ -111,11 +118,29 @@ class SQLiteCut:
             for key, value in sqltables.export_table(view, 0, "meta", None, 1_000_000):
                 if key != "shards":
                     copy.swap_meta(key, copy.get_meta(key), value)
+        return True
 
     def copy_journal(self, dest: Path) -> None:
-        """Write the journal's snapshot (its unfinished jobs) to the new file `dest`."""
-        if self._journal is not None:
-            self._copy(self._journal, dest, lambda pages: None)
+        """Write the journals' snapshots (their unfinished jobs) to the new file `dest`:
+        the first as it is, the others' jobs appended to it (unclaimed)."""
+        if not self._journals:
+            return
+        first, *others = self._journals
+        self._copy(first, dest, lambda pages: None)
+        if not others:
+            return
+        target = sqlite3.connect(dest, isolation_level=None)
+        try:
+            target.execute("BEGIN")
+            for other in others:
+                rows = other.execute(f"SELECT {_JOB_COLUMNS} FROM jobs").fetchall()
+                marks = ", ".join("?" * len(_JOB_COLUMNS.split(",")))
+                target.executemany(f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({marks})", rows)
+            target.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise map_driver_error(exc, f"copying the journals to {dest}") from exc
+        finally:
+            target.close()
 
     def _copy(
         self, source: sqlite3.Connection, dest: Path, progress: Callable[[int], None]
@@ -136,17 +161,18 @@ class SQLiteCut:
             target.close()
 
     def close(self) -> None:
-        for conn in [*self._reads, self._journal]:
+        for conn in [*self._reads, *self._journals]:
             if conn is not None:
                 conn.close()
-        self._reads, self._journal = [], None
+        self._reads, self._journals = [], []
 
 
-def take(backend: SQLiteBackend, journal: Path | None, timeout: float = 30.0) -> SQLiteCut:
-    """The cut of the graph in `backend`'s directory (and of its `journal` file, if
-    there is one); the caller copies from it and closes it. A shard never written has
-    no file yet: its snapshot is None (the directory's setup lock is held through the
-    hold, so no shard file appears meanwhile)."""
+def take(backend: SQLiteBackend, journals: Sequence[Path], timeout: float = 30.0) -> SQLiteCut:
+    """The cut of the graph in `backend`'s directory and of its `journals` (those that
+    exist: the directory's own, shared by the processes that open it, and the backing-up
+    graph's if it keeps one elsewhere); the caller copies from it and closes it. A shard
+    never written has no file yet: its snapshot is None (the directory's setup lock is
+    held through the hold, so no shard file appears meanwhile)."""
     cut = SQLiteCut(backend.path, backend.shards)
     try:
         started = time.perf_counter()
@@ -157,8 +183,9 @@ def take(backend: SQLiteBackend, journal: Path | None, timeout: float = 30.0) ->
             # before it (and, if acknowledged as applied, applied before the hold); one
             # begun after `at` is journaled after it.
             cut.began = time.time_ns() // 1000
-            if journal is not None and journal.exists():
-                cut._journal = _snapshot(journal, timeout)
+            for journal in journals:
+                if journal.exists():
+                    cut._journals.append(_snapshot(journal, timeout))
             cut.at = time.time_ns() // 1000
         cut.held = time.perf_counter() - started
         cut.positions = [None if c is None else _feed_position(c) for c in cut._reads]
