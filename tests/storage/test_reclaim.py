@@ -39,6 +39,7 @@ def moved(make_map: MapMaker) -> Iterator[tuple[Graph, Path, int, str]]:  # noqa
     add_backend(path, "db4")
     old = load(path).replicas[0][0].backend
     move_shard(path, 0, "db4", move=True, remove=old, settle=0)
+    cluster(g).reload()  # the graph knows db4 now, not once its reload thread looks
     yield g, path, 0, old
     g.close()
 
