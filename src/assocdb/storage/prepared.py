@@ -59,6 +59,7 @@ class Prepared:
             raise
         finally:
             self._held.close()
+        self._backend.change_feed().committed()  # wakes this process's feed readers
         return self.changes
 
     def rollback(self) -> None:
