@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 import assocdb
 from assocdb import Graph, InvalidRequest, NotFound, SchemaError
 from tests.conftest import OpenGraph
+from tests.support.helpers import wait_until
 
 
 def social(g: Graph) -> Graph:
@@ -128,6 +131,33 @@ def test_the_window_ends_and_a_purge_says_so(g: Graph) -> None:
     assert g.deletions.purge() == []
     with pytest.raises(InvalidRequest, match="purged"):
         g.obj_restore(uid)
+
+
+def test_the_cleaner_purges_what_is_past_its_window_and_says_so(
+    g: Graph, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept, gone = g.obj_add("user"), g.obj_add("user")
+    post = g.obj_add("post")
+    g.assoc_add(gone, "authored", post)
+    g.obj_delete(kept, cascade=True)  # within its 14 days
+    g.deletions.set_window(0.0)
+    g.obj_delete(gone, cascade=True)  # past its window once done
+    assert g.deletions.wait(30)
+    caplog.set_level(logging.INFO, logger="assocdb.deletions")
+    g.start_cleaner(interval=0.01)
+    wait_until(lambda: g.deletions.of_object(gone).status == "purged", patience=30)
+    assert g.deletions.of_object(kept).status == "done"
+    assert g.deletions.purged == 1
+    said = [r for r in caplog.records if r.name == "assocdb.deletions" and "purged" in r.message]
+    assert len(said) == 1
+    assert said[0].levelno == logging.INFO
+    assert said[0].exc_info is None
+    assert f"deletion 2 of object {gone}" in said[0].message
+    assert "post=1" in said[0].message
+    assert "user=1" in said[0].message
+    assert "authored=1" in said[0].message
+    g.obj_restore(kept)  # the other one is untouched
+    assert g.obj_get(kept) is not None
 
 
 def test_dangling_edges_and_orphans_are_found_and_repaired(g: Graph) -> None:

@@ -21,6 +21,7 @@ import logging
 import threading
 import time as _time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import msgspec
 
@@ -85,6 +86,8 @@ class Deletions:
         self._paused = threading.Event()
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
+        #: Deletions this process has purged (by `purge`, or the cleaner thread's).
+        self.purged = 0
         if self._runnable():
             self._start()
 
@@ -225,14 +228,19 @@ class Deletions:
         return self._public(done)
 
     def purge(self) -> list[Deletion]:
-        """Erase the records of finished deletions past their window; return them."""
+        """Erase the records of finished deletions past their window; return them (the
+        cleaner thread calls this too). Each purge is logged at INFO and counted in
+        `purged`."""
         now = self._clock()
         purged = []
-        for deletion in self.all():
-            if deletion.status not in ("done", "restored") or now <= deletion.restorable_until:
+        raw_seq = self._backend.get_meta(_SEQ)
+        for n in range(1, 1 + (0 if raw_seq is None else int(raw_seq))):
+            raw = self._backend.get_meta(_job_key(n))
+            if raw is None:
                 continue
-            raw = self._backend.get_meta(_job_key(deletion.id))
-            job = self._job(deletion.id)
+            job = _decode(raw)
+            if job.status not in ("done", "restored") or now <= job.started_at + job.window:
+                continue
             for k in range(job.chunks + 1):
                 key = _chunk_key(job.id, k)
                 found = self._backend.get_meta(key)
@@ -240,7 +248,16 @@ class Deletions:
                     self._backend.swap_meta(key, found, b"")
             gone = msgspec.structs.replace(job, status="purged")
             if self._backend.swap_meta(_job_key(job.id), raw, _encode(gone)):
-                purged.append(self._public(gone))
+                report = self._public(gone)
+                purged.append(report)
+                self.purged += 1
+                log.info(
+                    "purged deletion %d of object %d for good (restorable until %s): %s",
+                    report.id,
+                    report.root,
+                    _iso(report.restorable_until),
+                    _removed(report),
+                )
         return purged
 
     def dangling(self, repair: bool = False) -> DanglingReport:
@@ -528,3 +545,14 @@ def _encode(job: CascadeJob) -> bytes:
 
 def _decode(raw: bytes) -> CascadeJob:
     return msgspec.json.decode(raw, type=CascadeJob)
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
+
+
+def _removed(report: Deletion) -> str:
+    """What a deletion removed, by type: `objects user=1 post=2; edges follows=3`."""
+    objects = " ".join(f"{k}={v}" for k, v in sorted(report.objects.items())) or "none"
+    edges = " ".join(f"{k}={v}" for k, v in sorted(report.edges.items())) or "none"
+    return f"objects {objects}; edges {edges}"
