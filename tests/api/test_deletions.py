@@ -8,6 +8,8 @@ import pytest
 
 import assocdb
 from assocdb import Graph, InvalidRequest, NotFound, SchemaError
+from assocdb.core.ids import shard_of
+from assocdb.core.timeline_list import is_deleted, unpack
 from tests.conftest import OpenGraph
 from tests.support.helpers import wait_until
 
@@ -158,6 +160,40 @@ def test_the_cleaner_purges_what_is_past_its_window_and_says_so(
     assert "authored=1" in said[0].message
     g.obj_restore(kept)  # the other one is untouched
     assert g.obj_get(kept) is not None
+
+
+def _home_held(g: Graph, user: int) -> list[tuple[int, int]]:
+    """(item, author) of the live entries stored in `user`'s home list."""
+    backend = g.engine.backend
+    blob = backend.timelines(shard_of(user, backend.shards), [user]).get(user, b"")
+    return sorted((e[1], e[2]) for e in unpack(blob) if e[2] > 0 and not is_deleted(e))
+
+
+def test_a_cascade_clears_the_users_own_home_timeline_and_restore_brings_it_back(
+    g: Graph,
+) -> None:
+    g.define_timeline("follows", mode="write")
+    ada, bob, cat = g.obj_add("user"), g.obj_add("user"), g.obj_add("user")
+    g.assoc_add(ada, "follows", bob)
+    g.assoc_add(ada, "follows", cat)
+    g.post(bob, 1001, time=10)
+    g.post(bob, 1002, time=20)
+    g.post(cat, 1003, time=30)
+    assert g.drain(30)
+    assert _home_held(g, ada) == [(1001, bob), (1002, bob), (1003, cat)]
+    assert len(g.home_timeline(ada).items) == 3  # (cached, if the graph caches)
+
+    g.obj_delete(ada, cascade=True)
+    assert g.deletions.wait(30)
+    assert _home_held(g, ada) == []  # not just hidden by the removed follows: gone
+    assert g.deletions.of_object(ada).home == 3
+    g.post_delete(bob, 1002)  # deleted while ada is: stays deleted after the restore
+    assert g.drain(30)
+
+    g.obj_restore(ada)
+    assert g.drain(30)
+    assert _home_held(g, ada) == [(1001, bob), (1003, cat)]
+    assert [i.item for i in g.home_timeline(ada).items] == [1003, 1001]
 
 
 def test_dangling_edges_and_orphans_are_found_and_repaired(g: Graph) -> None:

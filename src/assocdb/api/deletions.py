@@ -41,6 +41,7 @@ from ..core.ids import check_id, shard_of
 from ..core.merge import EdgeRow, State
 from ..core.ops import EdgeWrite, ObjectWrite, Operation
 from ..core.records import WriteResult
+from ..core.timeline_list import entry
 from .dangling import find_dangling
 from .engine import Engine
 from .timelines import Timelines
@@ -394,7 +395,8 @@ class Deletions:
         ua = self._engine.clock.now()
         if job.phase == "object":
             objs = [r for r in self._backend.objects(shard, [node]) if r.state != State.REMOVED]
-            return Chunk(ua, node, "edges", 0, None, objects=objs)
+            home = self._timelines.home_held(node)
+            return Chunk(ua, node, "edges", 0, None, objects=objs, home=home)
         types = self._engine.schema.assoc_types
         if job.list_index >= len(types):  # types dropped since? (they never are) walk on
             return next_list(msgspec.structs.replace(job, list_index=len(types) - 1), len(types))
@@ -440,6 +442,11 @@ class Deletions:
             inverse = self._engine.inverse_id(kind)
             writes.append(EdgeWrite(row.atype, inverse, row.id1, row.id2, State.REMOVED, ua))
         self._submit(writes, ua)
+        if chunk.home:  # tombstones that win over every entry it held (merged again on a redo)
+            cleared = [
+                entry(t, item, author, ua, deleted=True) for t, item, author, _ in chunk.home
+            ]
+            self._timelines.home_merge(chunk.node, cleared)
         return [target for target in chunk.refcount if not self.owners_left(target)]
 
     def owners_left(self, target: int) -> int:
@@ -504,6 +511,10 @@ class Deletions:
                 raise result
         for row in reposts:
             self._timelines.post(row.id1, row.id2, row.time)
+        if chunk.home:  # deliveries newer than the cascade's tombstones; not items deleted since
+            kept = self._timelines.still_posted(chunk.home)
+            back = [entry(t, item, author, ua) for t, item, author, _ in kept]
+            self._timelines.home_merge(chunk.node, back)
 
     # -- meta ---------------------------------------------------------------------
 
