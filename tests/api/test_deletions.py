@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 import assocdb
 from assocdb import Graph, InvalidRequest, NotFound, SchemaError
+from assocdb.core.ids import shard_of
+from assocdb.core.timeline_list import is_deleted, unpack
 from tests.conftest import OpenGraph
+from tests.support.helpers import wait_until
 
 
 def social(g: Graph) -> Graph:
@@ -128,6 +133,67 @@ def test_the_window_ends_and_a_purge_says_so(g: Graph) -> None:
     assert g.deletions.purge() == []
     with pytest.raises(InvalidRequest, match="purged"):
         g.obj_restore(uid)
+
+
+def test_the_cleaner_purges_what_is_past_its_window_and_says_so(
+    g: Graph, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept, gone = g.obj_add("user"), g.obj_add("user")
+    post = g.obj_add("post")
+    g.assoc_add(gone, "authored", post)
+    g.obj_delete(kept, cascade=True)  # within its 14 days
+    g.deletions.set_window(0.0)
+    g.obj_delete(gone, cascade=True)  # past its window once done
+    assert g.deletions.wait(30)
+    caplog.set_level(logging.INFO, logger="assocdb.deletions")
+    g.start_cleaner(interval=0.01)
+    wait_until(lambda: g.deletions.of_object(gone).status == "purged", patience=30)
+    assert g.deletions.of_object(kept).status == "done"
+    assert g.deletions.purged == 1
+    said = [r for r in caplog.records if r.name == "assocdb.deletions" and "purged" in r.message]
+    assert len(said) == 1
+    assert said[0].levelno == logging.INFO
+    assert said[0].exc_info is None
+    assert f"deletion 2 of object {gone}" in said[0].message
+    assert "post=1" in said[0].message
+    assert "user=1" in said[0].message
+    assert "authored=1" in said[0].message
+    g.obj_restore(kept)  # the other one is untouched
+    assert g.obj_get(kept) is not None
+
+
+def _home_held(g: Graph, user: int) -> list[tuple[int, int]]:
+    """(item, author) of the live entries stored in `user`'s home list."""
+    backend = g.engine.backend
+    blob = backend.timelines(shard_of(user, backend.shards), [user]).get(user, b"")
+    return sorted((e[1], e[2]) for e in unpack(blob) if e[2] > 0 and not is_deleted(e))
+
+
+def test_a_cascade_clears_the_users_own_home_timeline_and_restore_brings_it_back(
+    g: Graph,
+) -> None:
+    g.define_timeline("follows", mode="write")
+    ada, bob, cat = g.obj_add("user"), g.obj_add("user"), g.obj_add("user")
+    g.assoc_add(ada, "follows", bob)
+    g.assoc_add(ada, "follows", cat)
+    g.post(bob, 1001, time=10)
+    g.post(bob, 1002, time=20)
+    g.post(cat, 1003, time=30)
+    assert g.drain(30)
+    assert _home_held(g, ada) == [(1001, bob), (1002, bob), (1003, cat)]
+    assert len(g.home_timeline(ada).items) == 3  # (cached, if the graph caches)
+
+    g.obj_delete(ada, cascade=True)
+    assert g.deletions.wait(30)
+    assert _home_held(g, ada) == []  # not just hidden by the removed follows: gone
+    assert g.deletions.of_object(ada).home == 3
+    g.post_delete(bob, 1002)  # deleted while ada is: stays deleted after the restore
+    assert g.drain(30)
+
+    g.obj_restore(ada)
+    assert g.drain(30)
+    assert _home_held(g, ada) == [(1001, bob), (1003, cat)]
+    assert [i.item for i in g.home_timeline(ada).items] == [1003, 1001]
 
 
 def test_dangling_edges_and_orphans_are_found_and_repaired(g: Graph) -> None:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from assocdb import Change, FeedExpired, Graph, InvalidCursor
 from assocdb.client.wire import status_of
-from assocdb.core.errors import NotFound, Unavailable
+from assocdb.core.errors import InvalidRequest, NotFound, Unavailable, UnknownType
 from assocdb.storage import sqlfeed
 from assocdb.storage.sql import SQLBackend
 from assocdb.writes.applier import RetryPolicy
@@ -167,6 +167,20 @@ def test_pages_cover_the_feed_once_in_each_shards_order(stores: Stores) -> None:
     assert [(c.type, c.id1) for c in g.changes(end).items] == [("likes", 1)]
     assert {c.kind for c in g.changes(kinds=["object"]).items} == {"object"}
     assert {c.type for c in g.changes(types=["followed_by"]).items} == {"followed_by"}
+
+
+def test_a_filter_naming_an_unknown_type_or_kind_is_refused(stores: Stores) -> None:
+    g = _feed_graph(stores, "g")
+    g.assoc_add(1, "likes", 2)
+    with pytest.raises(UnknownType) as caught:
+        g.changes(types=["likes", "liked"])
+    assert "'liked'" in str(caught.value)
+    assert status_of(caught.value) == 400
+    with pytest.raises(InvalidRequest, match="'edges'"):
+        g.changes(kinds=["edges"])
+    with pytest.raises(InvalidRequest):
+        g.changes(types="likes")  # a string is not a list of names
+    assert {c.type for c in g.changes(types=["likes", "user"]).items} == {"likes"}
 
 
 def test_unchanged_rows_record_nothing(stores: Stores) -> None:

@@ -382,6 +382,15 @@ def test_changes_prints_json_lines_and_commits_a_group(tmp_path: Path) -> None:
     assert again.stdout == ""  # committed
 
 
+def test_changes_refuses_an_unknown_type_with_one_error_line(tmp_path: Path) -> None:
+    where = tmp_path / "g"
+    with assocdb.open(where, shards=2) as g:
+        g.define_assoc("likes")
+        g.enable_feed()
+    result = CliRunner().invoke(main, ["changes", str(where), "--type", "lkes"])
+    _one_error_line(result, "'lkes'", "did you mean 'likes'")
+
+
 def test_changes_members_of_a_group_share_the_shards(tmp_path: Path) -> None:
     where = tmp_path / "g"
     with assocdb.open(where, shards=4) as g:

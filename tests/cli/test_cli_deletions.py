@@ -83,3 +83,20 @@ def test_restore_tells_an_object_from_a_backup_by_its_second_argument(tmp_path: 
     assert not_a_backup.exit_code == 1
     assert not_a_backup.output.startswith("Error:")
     assert not (tmp_path / "new").exists()
+
+
+def test_delete_says_how_many_home_timeline_entries_it_cleared(tmp_path: Path) -> None:
+    directory = tmp_path / "g"
+    with assocdb.open(directory) as g:
+        g.define_assoc("follows", inverse="followed_by", on_delete="shallow")
+        g.define_assoc("followed_by", inverse="follows", on_delete="shallow")
+        g.define_object("user")
+        g.define_timeline("follows", mode="write")
+        ada, bob = g.obj_add("user"), g.obj_add("user")
+        g.assoc_add(ada, "follows", bob)
+        g.post(bob, 1001)
+        g.post(bob, 1002)
+        assert g.drain(30)
+    deleted = CliRunner().invoke(main, ["delete", str(directory), str(ada)])
+    assert deleted.exit_code == 0, deleted.output
+    assert "; 2 home-timeline entries" in deleted.output

@@ -12,6 +12,7 @@ import pytest
 
 import assocdb
 from assocdb import Client, FeedExpired
+from assocdb.core.errors import UnknownType
 from assocdb.storage import sqlfeed
 from assocdb.storage.sqlite import SQLiteBackend
 from tests.support.http_server import ADMIN, READER, Server
@@ -54,6 +55,16 @@ def test_the_stream_sends_changes_as_server_sent_events(served: tuple[Server, Pa
     assert event[0] == "event: change"
     assert event[1].startswith("id: ")
     assert json.loads(event[2].removeprefix("data: "))["id1"] == 5
+
+
+def test_an_unknown_type_filter_is_400(served: tuple[Server, Path]) -> None:
+    server, _ = served
+    with Client(server.url, token=ADMIN) as c, pytest.raises(UnknownType, match="'nope'"):
+        c.changes(types=["nope"])
+    url = f"{server.url}/v1/changes/stream"
+    answer = httpx.get(url, params={"type": "nope", "token": READER})
+    assert answer.status_code == 400
+    assert "'nope'" in answer.text
 
 
 def test_the_stream_needs_a_token(served: tuple[Server, Path]) -> None:

@@ -19,7 +19,9 @@
   too. With `repair=True` it fixes what it finds.
 
 `start_cleaner()` runs builds and recent passes in a daemon thread, and once
-every `EXPIRE_ROUNDS` rounds the expiry pass of types with a ttl (`api.expiry`).
+every `EXPIRE_ROUNDS` rounds the expiry pass of types with a ttl (`api.expiry`)
+and the purge of cascading deletions past their restore window
+(`Deletions.purge`, which logs each one at INFO and counts it).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import msgspec
 
@@ -74,10 +76,17 @@ class Cleaner:
     each); it finds indexes and their objects through `indexes`, and removes expired
     edges through `expiry`."""
 
-    def __init__(self, engine: Engine, indexes: Indexes, expiry: EdgeExpiry) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        indexes: Indexes,
+        expiry: EdgeExpiry,
+        purge_deletions: Callable[[], object] | None = None,
+    ) -> None:
         self._engine = engine
         self._indexes = indexes
         self._expiry = expiry
+        self._purge_deletions = purge_deletions
         self._backend = engine.backend
         self._shards = engine.shards
         self._cleaner: threading.Thread | None = None
@@ -170,6 +179,8 @@ class Cleaner:
                 rounds += 1
                 if rounds % EXPIRE_ROUNDS == 1:  # the first round, then every EXPIRE_ROUNDS
                     self._expiry.expire(stop=stop)
+                    if self._purge_deletions is not None:  # past their restore window
+                        self._purge_deletions()
                 purge = time.monotonic() - purged_at >= PURGE_EVERY
                 for index in self._engine.read_schema().indexes:
                     if stop.is_set():
@@ -182,10 +193,10 @@ class Cleaner:
                             self.purge(index)
                 if purge:
                     purged_at = time.monotonic()
-            except AssocdbError:  # a shard down, an index dropped: next round
-                log.warning("the cleaner met an error; trying again", exc_info=True)
-            except Exception:  # a bug must not stop the cleaner for good
-                log.exception("the index cleaner failed; trying again")
+            except AssocdbError as exc:  # a shard down, an index dropped: next round
+                log.warning("the cleaner met an error (%s); trying again", exc)
+            except Exception as exc:  # a bug must not stop the cleaner; no traceback in logs
+                log.error("the cleaner failed: %s: %s; trying again", type(exc).__name__, exc)
 
     def purge(self, index: IndexDef, older_than: int = PURGE_AFTER) -> int:
         """Delete the index's removal entries older than `older_than` µs; how many."""

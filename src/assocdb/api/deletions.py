@@ -21,6 +21,7 @@ import logging
 import threading
 import time as _time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import msgspec
 
@@ -40,6 +41,7 @@ from ..core.ids import check_id, shard_of
 from ..core.merge import EdgeRow, State
 from ..core.ops import EdgeWrite, ObjectWrite, Operation
 from ..core.records import WriteResult
+from ..core.timeline_list import entry
 from .dangling import find_dangling
 from .engine import Engine
 from .timelines import Timelines
@@ -85,6 +87,8 @@ class Deletions:
         self._paused = threading.Event()
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
+        #: Deletions this process has purged (by `purge`, or the cleaner thread's).
+        self.purged = 0
         if self._runnable():
             self._start()
 
@@ -225,14 +229,19 @@ class Deletions:
         return self._public(done)
 
     def purge(self) -> list[Deletion]:
-        """Erase the records of finished deletions past their window; return them."""
+        """Erase the records of finished deletions past their window; return them (the
+        cleaner thread calls this too). Each purge is logged at INFO and counted in
+        `purged`."""
         now = self._clock()
         purged = []
-        for deletion in self.all():
-            if deletion.status not in ("done", "restored") or now <= deletion.restorable_until:
+        raw_seq = self._backend.get_meta(_SEQ)
+        for n in range(1, 1 + (0 if raw_seq is None else int(raw_seq))):
+            raw = self._backend.get_meta(_job_key(n))
+            if raw is None:
                 continue
-            raw = self._backend.get_meta(_job_key(deletion.id))
-            job = self._job(deletion.id)
+            job = _decode(raw)
+            if job.status not in ("done", "restored") or now <= job.started_at + job.window:
+                continue
             for k in range(job.chunks + 1):
                 key = _chunk_key(job.id, k)
                 found = self._backend.get_meta(key)
@@ -240,7 +249,16 @@ class Deletions:
                     self._backend.swap_meta(key, found, b"")
             gone = msgspec.structs.replace(job, status="purged")
             if self._backend.swap_meta(_job_key(job.id), raw, _encode(gone)):
-                purged.append(self._public(gone))
+                report = self._public(gone)
+                purged.append(report)
+                self.purged += 1
+                log.info(
+                    "purged deletion %d of object %d for good (restorable until %s): %s",
+                    report.id,
+                    report.root,
+                    _iso(report.restorable_until),
+                    _removed(report),
+                )
         return purged
 
     def dangling(self, repair: bool = False) -> DanglingReport:
@@ -377,7 +395,8 @@ class Deletions:
         ua = self._engine.clock.now()
         if job.phase == "object":
             objs = [r for r in self._backend.objects(shard, [node]) if r.state != State.REMOVED]
-            return Chunk(ua, node, "edges", 0, None, objects=objs)
+            home = self._timelines.home_held(node)
+            return Chunk(ua, node, "edges", 0, None, objects=objs, home=home)
         types = self._engine.schema.assoc_types
         if job.list_index >= len(types):  # types dropped since? (they never are) walk on
             return next_list(msgspec.structs.replace(job, list_index=len(types) - 1), len(types))
@@ -423,6 +442,11 @@ class Deletions:
             inverse = self._engine.inverse_id(kind)
             writes.append(EdgeWrite(row.atype, inverse, row.id1, row.id2, State.REMOVED, ua))
         self._submit(writes, ua)
+        if chunk.home:  # tombstones that win over every entry it held (merged again on a redo)
+            cleared = [
+                entry(t, item, author, ua, deleted=True) for t, item, author, _ in chunk.home
+            ]
+            self._timelines.home_merge(chunk.node, cleared)
         return [target for target in chunk.refcount if not self.owners_left(target)]
 
     def owners_left(self, target: int) -> int:
@@ -487,6 +511,10 @@ class Deletions:
                 raise result
         for row in reposts:
             self._timelines.post(row.id1, row.id2, row.time)
+        if chunk.home:  # deliveries newer than the cascade's tombstones; not items deleted since
+            kept = self._timelines.still_posted(chunk.home)
+            back = [entry(t, item, author, ua) for t, item, author, _ in kept]
+            self._timelines.home_merge(chunk.node, back)
 
     # -- meta ---------------------------------------------------------------------
 
@@ -528,3 +556,14 @@ def _encode(job: CascadeJob) -> bytes:
 
 def _decode(raw: bytes) -> CascadeJob:
     return msgspec.json.decode(raw, type=CascadeJob)
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
+
+
+def _removed(report: Deletion) -> str:
+    """What a deletion removed, by type: `objects user=1 post=2; edges follows=3`."""
+    objects = " ".join(f"{k}={v}" for k, v in sorted(report.objects.items())) or "none"
+    edges = " ".join(f"{k}={v}" for k, v in sorted(report.edges.items())) or "none"
+    return f"objects {objects}; edges {edges}"

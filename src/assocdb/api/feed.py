@@ -16,6 +16,8 @@ size cap; a cursor before the oldest position still held raises FeedExpired.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import logging
 import threading
 import time
@@ -25,10 +27,11 @@ from operator import itemgetter
 from ..core import feed as _feed
 from ..core import json as _json
 from ..core.compress import unpack
-from ..core.errors import AssocdbError, FeedExpired, InvalidRequest
+from ..core.errors import AssocdbError, FeedExpired, InvalidRequest, UnknownType
 from ..core.feed import EDGE, FEED_LIMIT, NODE, OBJECT, FeedRow
 from ..core.merge import State
 from ..core.records import STATE_NAMES, Change, ChangeKind, ChangePage
+from ..core.schema import Schema
 from ..storage.backend import ChangeFeed
 from .engine import Engine
 from .feed_groups import Groups
@@ -113,6 +116,7 @@ class Feed:
             raise InvalidRequest(f"wait must be 0..{MAX_WAIT} seconds, got {wait!r}")
         if not 0 < limit <= MAX_LIMIT:
             raise InvalidRequest(f"limit must be 1..{MAX_LIMIT}, got {limit!r}")
+        self._check_filters(types, kinds)
         deadline = time.monotonic() + wait
         store = self._on()
         after, owned = self._start(store, cursor, group, member)
@@ -242,6 +246,18 @@ class Feed:
             store.enable()
         return store
 
+    def _check_filters(self, types: Sequence[str] | None, kinds: Sequence[str] | None) -> None:
+        """Refuse a filter naming a kind or type that does not exist (it would match nothing)."""
+        if isinstance(types, str) or isinstance(kinds, str):
+            raise InvalidRequest("types and kinds are lists of names, not one string")
+        unknown = [k for k in kinds or () if k not in _KINDS.values()]
+        if unknown:
+            raise InvalidRequest(
+                f"unknown change kind {unknown[0]!r}; kinds: {', '.join(_KINDS.values())}"
+            )
+        for name in types or ():
+            self._engine.named(functools.partial(_either, name=name))
+
     def _check_held(
         self, backend: ChangeFeed, after: tuple[int, ...], owned: frozenset[int] | None
     ) -> None:
@@ -275,3 +291,15 @@ class Feed:
             return Change(*common)
         shown = None if data is None or state == State.REMOVED else _json.decode(data)
         return Change(*common, id2=id2, time=time_, data=shown)
+
+
+def _either(schema: Schema, *, name: object) -> None:
+    """Nothing if `name` is an object or association type, else UnknownType naming it."""
+    known = [t.name for t in schema.assoc_types] + [t.name for t in schema.object_types]
+    if name in known:
+        return
+    message = f"no object or association type {name!r} to filter the feed by"
+    close = difflib.get_close_matches(str(name), known, n=1)
+    if close:
+        message += f"; did you mean {close[0]!r}?"
+    raise UnknownType(message, type=str(name))

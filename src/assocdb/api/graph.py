@@ -143,7 +143,6 @@ class Graph:
         self._queries = Queries(engine)
         self._indexes = Indexes(engine)
         expiry = EdgeExpiry(engine, self._writes)
-        self._cleaner = Cleaner(engine, self._indexes, expiry)
         self._queue = QueueAdmin(engine)
         self._checks = Checks(engine)
         #: The services tools built on the library call beyond Graph's methods: the
@@ -157,6 +156,7 @@ class Graph:
         #: Cascading deletions (`obj_delete(cascade=True)`): list, get, wait, purge,
         #: window, and `dangling` checks (api/deletions.py; docs/api.md, "Deletion").
         self.deletions = Deletions(engine, self._timelines)
+        self._cleaner = Cleaner(engine, self._indexes, expiry, self.deletions.purge)
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from ..core.ops import EdgeWrite
 from ..core.records import Mode, Page, TimelineConfig, TimelineItem, WriteResult
 from ..core.scans import EdgeScan, ListRow
 from ..core.schema import AssocType
-from ..core.timeline_list import entry, unpack
+from ..core.timeline_list import TimelineEntry, entry, is_deleted, unpack
 from ..writes.fanout import FanoutJob
 from .assoc_reads import AssocReads
 from .engine import Engine
@@ -176,6 +176,35 @@ class Timelines:
                 FanoutJob(author, followers.id, _ALL_STATES, tombstone, config.cap)
             )
         return result
+
+    # -- a deleted user's own home list (`api.deletions`) ------------------------------
+
+    def home_held(self, user: int) -> list[TimelineEntry]:
+        """The live entries of `user`'s stored home list (none without timelines)."""
+        if self.timeline_config() is None and self.timeline_config(fresh=True) is None:
+            return []
+        blob = self._backend.timelines(shard_of(user, self._shards), [user]).get(user, b"")
+        return [e for e in unpack(blob) if e[2] > 0 and not is_deleted(e)]
+
+    def home_merge(self, user: int, writes: list[TimelineEntry]) -> None:
+        """Merge `writes` into `user`'s home list and its cached copy (idempotent)."""
+        cap = self._config().cap
+        found = {user: writes}
+        self._backend.merge_timelines(shard_of(user, self._shards), found, cap)
+        if self._cache is not None:
+            self._cache.deliver(found, cap)
+
+    def still_posted(self, entries: list[TimelineEntry]) -> list[TimelineEntry]:
+        """The entries whose item its author still has posted (one read per author)."""
+        posts, _ = self._timeline_types(self._config())
+        by_author: dict[int, list[int]] = {}
+        for _, item, author, _ in entries:
+            by_author.setdefault(author, []).append(item)
+        live: set[tuple[int, int]] = set()
+        for author, items in by_author.items():
+            rows = self._backend.edges(shard_of(author, self._shards), author, posts.id, items)
+            live |= {(author, r.id2) for r in rows if r.state == State.NORMAL}
+        return [e for e in entries if (e[2], e[1]) in live]
 
     # -- reads -------------------------------------------------------------------------
 

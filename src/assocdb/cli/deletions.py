@@ -67,4 +67,5 @@ def _line(d: assocdb.Deletion) -> str:
     return (
         f"deletion {d.id} of object {d.root}: {d.status}, restorable until {until}; "
         f"removed {objects}; edges {edges}"
+        + (f"; {d.home} home-timeline entries" if d.home else "")
     )

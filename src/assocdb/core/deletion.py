@@ -27,6 +27,7 @@ from typing import Literal
 import msgspec
 
 from .merge import EdgeRow, ObjRow
+from .timeline_list import TimelineEntry
 
 DeletionStatus = Literal["running", "done", "restored", "purged"]
 Phase = Literal["object", "edges"]
@@ -40,7 +41,9 @@ class Deletion(msgspec.Struct, frozen=True):
 
     `objects` and `edges` count what was removed per type name (an edge counts
     once, with its mirrored row); `restorable_until` is a Unix time, after which
-    `purge_deletions` erases the record (status "purged").
+    `purge_deletions` erases the record (status "purged"). `home` counts the
+    entries cleared from the deleted objects' own home timelines (a restore puts
+    back those whose item is still posted).
     """
 
     id: int
@@ -51,6 +54,7 @@ class Deletion(msgspec.Struct, frozen=True):
     restorable_until: float
     objects: dict[str, int]
     edges: dict[str, int]
+    home: int = 0
 
 
 class DanglingEdge(msgspec.Struct, frozen=True):
@@ -97,6 +101,7 @@ class CascadeJob(msgspec.Struct):
     found: bool = False  # the current pass over the lists removed something
     objects: dict[int, int] = {}  # otype id -> objects removed
     edges: dict[int, int] = {}  # atype id -> edges removed
+    home: int = 0  # entries cleared from deleted objects' own home timelines
 
 
 class Chunk(msgspec.Struct, array_like=True):
@@ -112,6 +117,8 @@ class Chunk(msgspec.Struct, array_like=True):
     edges: list[tuple[EdgeRow, EdgeRow | None]] = []
     deep: list[int] = []  # targets to delete
     refcount: list[int] = []  # targets to delete once nothing deep points to them
+    #: the live entries of the node's own home timeline (fan-out on write), cleared
+    home: list[TimelineEntry] = []
 
 
 def advance(job: CascadeJob, chunk: Chunk, orphans: list[int]) -> CascadeJob:
@@ -139,6 +146,7 @@ def advance(job: CascadeJob, chunk: Chunk, orphans: list[int]) -> CascadeJob:
         found=job.found or bool(chunk.edges),
         objects=objects,
         edges=edges,
+        home=job.home + len(chunk.home),
     )
 
 
@@ -168,4 +176,5 @@ def public(job: CascadeJob, otype_name: dict[int, str], atype_name: dict[int, st
         job.started_at + job.window,
         {otype_name.get(k, str(k)): n for k, n in sorted(job.objects.items())},
         {atype_name.get(k, str(k)): n for k, n in sorted(job.edges.items())},
+        job.home,
     )
