@@ -147,10 +147,17 @@ def test_the_cleaner_purges_what_is_past_its_window_and_says_so(
     assert g.deletions.wait(30)
     caplog.set_level(logging.INFO, logger="assocdb.deletions")
     g.start_cleaner(interval=0.01)
-    wait_until(lambda: g.deletions.of_object(gone).status == "purged", patience=30)
+
+    def said_so() -> list[logging.LogRecord]:  # the purge's last step: status, count, line
+        return [
+            r for r in caplog.records if r.name == "assocdb.deletions" and "purged" in r.message
+        ]
+
+    wait_until(lambda: bool(said_so()), patience=30)
+    assert g.deletions.of_object(gone).status == "purged"
     assert g.deletions.of_object(kept).status == "done"
     assert g.deletions.purged == 1
-    said = [r for r in caplog.records if r.name == "assocdb.deletions" and "purged" in r.message]
+    said = said_so()
     assert len(said) == 1
     assert said[0].levelno == logging.INFO
     assert said[0].exc_info is None
