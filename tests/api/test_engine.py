@@ -56,7 +56,7 @@ SERVICES = [
 
 #: Graph's public names before it was composed of services (mixins, until then).
 PUBLIC = {
-    *("obj_add", "obj_get", "obj_update", "obj_delete"),
+    *("obj_add", "obj_get", "obj_update", "obj_delete", "obj_restore"),
     *("assoc_add", "assoc_delete", "assoc_archive", "assoc_negate", "assoc_change_type"),
     *("batch", "bulk_load", "assoc_get", "assoc_count", "assoc_contains", "assoc_edge"),
     *("assoc_range", "assoc_time_range", "assoc_page", "assoc_pages", "assoc_iter"),
@@ -126,7 +126,8 @@ def test_index_entries_are_wired_before_the_engine_starts(tmp_path: Path) -> Non
 def test_graph_keeps_its_public_methods() -> None:
     public = {name for name in dir(Graph) if not name.startswith("_")}
     assert public == PUBLIC
-    assert set(METHODS) - {"query_page", "query_count"} <= public  # queries run via select
+    served = {m for m in METHODS if not m.startswith("deletions_")}  # g.deletions.NAME
+    assert served - {"query_page", "query_count"} <= public  # queries run via select
     for name in public - {"schema", "shards"}:
         assert inspect.getdoc(getattr(Graph, name)), f"help(Graph.{name}) says nothing"
 
