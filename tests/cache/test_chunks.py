@@ -84,6 +84,24 @@ def test_bulk_built_lists_match(pairs: list[tuple[int, int]]) -> None:
         assert len(packed) == len(entries)
 
 
+def test_a_fill_packs_one_chunk_or_many_at_the_chunk_boundaries() -> None:
+    # `from_rows` packs up to CHUNK rows as one chunk without slicing, more as
+    # several; rows from tier 2 may be lists rather than tuples.
+    for n in (0, 1, _chunks.CHUNK - 1, _chunks.CHUNK, _chunks.CHUNK + 1, 2 * _chunks.CHUNK + 3):
+        entries = [(10**12 - k, k + 1, (10**12 - k) * 1000 + 3) for k in range(n)]
+        for rows in (
+            [(i, t, u, None) for t, i, u in entries],
+            [[i, t, u, b"1"] for t, i, u in entries],
+        ):
+            packed = PackedList.from_rows(rows)
+            assert list(packed) == entries
+            assert len(packed._chunks) == -(-n // _chunks.CHUNK)
+            assert packed.nbytes() == 18 * n
+            if n:
+                assert packed.find(entries[n // 2][:2]) == entries[n // 2]
+                assert packed.index(entries[-1][:2], True) == n - 1
+
+
 def test_an_entry_costs_18_bytes_in_the_common_case() -> None:
     entries = [(10**12 - n, n, (10**12 - n) * 1000 + 500) for n in range(1000)]
     assert PackedList(entries).nbytes() == 18 * 1000  # offsets under 2^15: 16 bits
