@@ -34,16 +34,26 @@ def driver() -> ModuleType:
         return require("pymysql", "mysql", "a mysql:// graph")
 
 
+#: The storage engines a MySQL graph's tables may use, by their URL spelling.
+ENGINES = {"innodb": "InnoDB", "rocksdb": "ROCKSDB"}
+
+
 def parse_url(url: str, **overrides: Any) -> Settings:
     """Settings from `mysql://user:pw@host:port/NAME?shards=16&query_timeout=2`.
 
     Options in the query string: shards, connect_timeout, query_timeout,
-    pool_size; keyword `overrides` that are not None win over them.
+    pool_size, engine (`innodb`, the default, or `rocksdb`: MyRocks, which the
+    server must have loaded); keyword `overrides` that are not None win over them.
     """
     given = parse_server_url(
-        url, "mysql", "mysql://root@127.0.0.1:3306/mygraph", frozenset(), overrides
+        url, "mysql", "mysql://root@127.0.0.1:3306/mygraph", frozenset({"engine"}), overrides
     )
-    return settings_of(given, "mysql", 3306, "root")
+    engine = str(given.options.get("engine", "innodb")).lower()
+    if engine not in ENGINES:
+        raise InvalidRequest(
+            f"unknown mysql URL engine {engine!r} in {url!r}: use one of {sorted(ENGINES)}"
+        )
+    return settings_of(given, "mysql", 3306, "root", engine=ENGINES[engine])
 
 
 def connect_args(settings: Settings, mysqlclient: bool, read_timeout: float) -> dict[str, Any]:
