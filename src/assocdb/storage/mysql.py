@@ -95,6 +95,7 @@ _WRITE_TURN_DDL = [
     "CREATE TABLE IF NOT EXISTS {s}.write_turn (id TINYINT NOT NULL PRIMARY KEY) ENGINE=ROCKSDB",
     "INSERT IGNORE INTO {s}.write_turn VALUES (0)",
 ]
+_MAX_ROW_LOCKS = 1 << 30  # MyRocks' largest: its 1M default fails a big bulk load's round
 _WRITE_TURN = "SELECT id FROM {s}.write_turn WHERE id = 0 FOR UPDATE"
 _META_DDL = """CREATE TABLE IF NOT EXISTS {s}.meta (
     name VARCHAR(191) NOT NULL PRIMARY KEY, value MEDIUMBLOB NOT NULL
@@ -308,6 +309,8 @@ class MySQLBackend(SQLBackend):
                     with conn.cursor() as cursor:
                         cursor.execute(f"SET SESSION TRANSACTION ISOLATION LEVEL {level}")
                         cursor.execute(f"SET SESSION group_concat_max_len = {_PAGE_BYTES}")
+                        if self._rocks:  # a bulk load's round locks more than the 1M default
+                            cursor.execute(f"SET SESSION rocksdb_max_row_locks = {_MAX_ROW_LOCKS}")
                 except Exception:
                     conn.close()
                     raise
