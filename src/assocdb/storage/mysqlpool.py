@@ -62,6 +62,10 @@ def connect_args(settings: Settings, mysqlclient: bool, read_timeout: float) -> 
     # A lock wait gives up before the socket read does, so a blocked write
     # ends with a clean server error (and a usable connection), not a hang.
     lock_wait = max(1, int(read_timeout / 2))
+    rocks = ""
+    if settings.engine == "ROCKSDB":  # its own lock wait (1 s by default), and no
+        # deadlock detection by default: a cycle would wait out the lock wait, not rerun
+        rocks = f"rocksdb_lock_wait_timeout = {lock_wait}, rocksdb_deadlock_detect = ON, "
     return {
         "host": settings.host,
         "port": settings.port,
@@ -73,7 +77,7 @@ def connect_args(settings: Settings, mysqlclient: bool, read_timeout: float) -> 
         "autocommit": True,
         "charset": "utf8mb4",
         "init_command": (
-            f"SET SESSION innodb_lock_wait_timeout = {lock_wait}, "
+            f"SET SESSION innodb_lock_wait_timeout = {lock_wait}, {rocks}"
             "sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
         ),
     }
