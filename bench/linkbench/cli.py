@@ -62,6 +62,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--diff", metavar="A,B", help="differential mode on two stores")
     p.add_argument("--mysql-url", default=os.environ.get("ASSOCDB_TEST_MYSQL_URL"))
     p.add_argument("--postgres-url", default=os.environ.get("ASSOCDB_TEST_POSTGRES_URL"))
+    p.add_argument("--myrocks-url", default=os.environ.get("ASSOCDB_TEST_MYROCKS_URL"))
     p.add_argument("--dir", type=Path, help="where stores keep their files (default: a temp dir)")
     p.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the results as a PNG")
     p.add_argument(
@@ -95,6 +96,7 @@ def _run(args: argparse.Namespace, workload: Workload, root: Path) -> None:
         tuple(shared.id2s.link_types()),
         args.mysql_url,
         postgres_url=args.postgres_url,
+        myrocks_url=args.myrocks_url,
     )
     names = (args.diff or args.stores).split(",")
     print(
@@ -128,6 +130,8 @@ def _run(args: argparse.Namespace, workload: Workload, root: Path) -> None:
     for store in stores:
         try:
             load = run_load(store, links, nodes)
+            if hasattr(store, "disk_bytes"):  # server stores: what the load takes on disk
+                print(f"{store.name}: {store.disk_bytes():,} bytes on disk after the load")
             gc.collect()
             result = run_requests(
                 store,

@@ -12,10 +12,13 @@
 # --skip-grant-tables, so `mysql://root@127.0.0.1:PORT/` works without a
 # password. Starting is idempotent: a server that answers is reused.
 # Small buffers: these are test servers on a 2-core machine.
+# The server on $ASSOCDB_MYROCKS_PORT (default 3310; not started by default) loads
+# MyRocks (Debian's mariadb-plugin-rocksdb) for `mysql://...?engine=rocksdb` graphs.
 set -euo pipefail
 
 ROOT=${ASSOCDB_MARIADB_DIR:-/tmp/assocdb-mariadb}
 RUN_AS=${ASSOCDB_MARIADB_USER:-mysql}
+MYROCKS_PORT=${ASSOCDB_MYROCKS_PORT:-3310}
 action=${1:-status}
 shift || true
 ports=("$@")
@@ -41,12 +44,16 @@ start() {  # port
         }
     fi
     chown -R "$RUN_AS" "$dir" 2>/dev/null || true
+    local extra=()
+    if [ "$port" = "$MYROCKS_PORT" ]; then  # MyRocks: loaded at start (INSTALL SONAME crashes 10.11)
+        extra=(--plugin-load-add=ha_rocksdb.so --rocksdb-block-cache-size=64M)
+    fi
     setsid mariadbd --no-defaults --user="$RUN_AS" --datadir="$dir/data" \
         --socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --port="$port" \
         --bind-address=127.0.0.1 --skip-grant-tables --skip-name-resolve \
         --innodb-buffer-pool-size=64M --innodb-log-file-size=32M \
         --performance-schema=OFF --max-connections=300 \
-        --log-error="$dir/error.log" </dev/null >/dev/null 2>&1 &
+        --log-error="$dir/error.log" "${extra[@]}" </dev/null >/dev/null 2>&1 &
     for _ in $(seq 1 60); do
         if ping "$port"; then
             echo "mariadb $port: started ($dir)"

@@ -8,6 +8,10 @@ whose path is the database the test graphs' schemas go in) is; each is
 skipped otherwise, and when its server does not answer, unless
 ASSOCDB_TEST_REQUIRE_SERVICES=1 (then that fails). Each graph on a server
 gets its own random name (so its own schemas) and is dropped when disposed of.
+
+Kind "myrocks" (not in BACKENDS: its own modules run the core tests on it) is a
+MySQL graph with `?engine=rocksdb` on ASSOCDB_TEST_MYROCKS_URL, a MariaDB server
+that loaded MyRocks (`tests/support/mariadb_instances.sh start 3310`).
 """
 
 from __future__ import annotations
@@ -27,17 +31,19 @@ from assocdb import Graph
 BACKENDS = ["sqlite", "mysql", "postgres"]
 MYSQL_URL = os.environ.get("ASSOCDB_TEST_MYSQL_URL")
 POSTGRES_URL = os.environ.get("ASSOCDB_TEST_POSTGRES_URL")
+MYROCKS_URL = os.environ.get("ASSOCDB_TEST_MYROCKS_URL")
 REQUIRED = os.environ.get("ASSOCDB_TEST_REQUIRE_SERVICES") == "1"
 
 
 @functools.cache
-def _mysql_problem() -> str | None:
-    """Why the test MySQL server can't be used, or None."""
-    if not MYSQL_URL:
-        return "ASSOCDB_TEST_MYSQL_URL is not set"
+def _mysql_problem(rocks: bool = False) -> str | None:
+    """Why the test MySQL server (`rocks`: with MyRocks) can't be used, or None."""
+    url = MYROCKS_URL if rocks else MYSQL_URL
+    if not url:
+        return f"ASSOCDB_TEST_{'MYROCKS' if rocks else 'MYSQL'}_URL is not set"
     from assocdb.storage.mysqlpool import driver
 
-    parts = urlparse(MYSQL_URL)
+    parts = urlparse(url)
     try:
         conn = driver().connect(
             host=parts.hostname or "127.0.0.1",
@@ -46,9 +52,19 @@ def _mysql_problem() -> str | None:
             password=parts.password or "",
             connect_timeout=2,
         )
-        conn.close()
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(
+                    "SELECT COUNT(*) FROM information_schema.engines "
+                    "WHERE engine = 'ROCKSDB' AND support IN ('YES', 'DEFAULT')"
+                )
+                (rocksdb,) = cursor.fetchone()
+        finally:
+            conn.close()
     except Exception as exc:
-        return f"MySQL at {MYSQL_URL} does not answer: {exc}"
+        return f"MySQL at {url} does not answer: {exc}"
+    if rocks and not rocksdb:
+        return f"MariaDB at {url} has not loaded MyRocks (mariadb-plugin-rocksdb)"
     return None
 
 
@@ -72,9 +88,10 @@ def require(kind: str) -> None:
     """Skip (or fail, when services are required) if `kind` can't run here."""
     if kind == "sqlite":
         return
-    problem = _mysql_problem() if kind == "mysql" else _postgres_problem()
+    problem = _postgres_problem() if kind == "postgres" else _mysql_problem(kind == "myrocks")
     if problem is not None:
-        if REQUIRED and (MYSQL_URL if kind == "mysql" else POSTGRES_URL):
+        url = {"mysql": MYSQL_URL, "myrocks": MYROCKS_URL}.get(kind, POSTGRES_URL)
+        if REQUIRED and url:
             pytest.fail(problem)
         pytest.skip(problem)
 
@@ -109,16 +126,18 @@ def postgres_url(name: str, options: str = TEST_TIMEOUTS) -> str:
 
 
 def server_url(kind: str, name: str, options: str = TEST_TIMEOUTS) -> str:
-    """The URL of graph `name` on the test server of `kind` ("mysql" or "postgres")."""
+    """The URL of graph `name` on the test server of `kind` ("mysql", "myrocks", "postgres")."""
+    if kind == "myrocks":
+        return mysql_url(name, MYROCKS_URL, f"{options}&engine=rocksdb".lstrip("&"))
     return mysql_url(name, options=options) if kind == "mysql" else postgres_url(name, options)
 
 
 def drop(kind: str, name: str) -> None:
     """Drop graph `name` from the test server of `kind`."""
-    if kind == "mysql":
+    if kind in ("mysql", "myrocks"):
         from assocdb.storage.mysql import MySQLBackend
 
-        MySQLBackend.drop(mysql_url(name))
+        MySQLBackend.drop(server_url(kind, name))
     else:
         from assocdb.storage.postgres import PostgresBackend
 

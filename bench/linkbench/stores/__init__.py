@@ -34,6 +34,7 @@ class StoreContext:
     mysql_url: str | None = None
     shards: int = 16
     postgres_url: str | None = None
+    myrocks_url: str | None = None  # a MariaDB server that loaded MyRocks
 
 
 class StoreUnavailable(Exception):
@@ -80,6 +81,19 @@ def _assocdb_mariadb(ctx: StoreContext) -> Store:
     return AssocdbMariaDBStore(ctx.directory / "assocdb-mariadb", ctx.link_types, ctx.mysql_url)
 
 
+def _assocdb_myrocks(ctx: StoreContext) -> Store:
+    if not ctx.myrocks_url:
+        raise StoreUnavailable(
+            "the assocdb-myrocks store needs --myrocks-url or ASSOCDB_TEST_MYROCKS_URL, a "
+            "MariaDB server that loaded MyRocks (tests/support/mariadb_instances.sh start 3310)"
+        )
+    from .assocdb_mariadb import AssocdbMariaDBStore
+
+    return AssocdbMariaDBStore(
+        ctx.directory / "assocdb-myrocks", ctx.link_types, ctx.myrocks_url, engine="rocksdb"
+    )
+
+
 def _postgres(ctx: StoreContext) -> Store:
     if not ctx.postgres_url:
         raise StoreUnavailable(
@@ -110,6 +124,7 @@ FACTORIES: dict[str, Callable[[StoreContext], Store]] = {
     "sqlite": _sqlite,
     "mariadb": _mariadb,
     "assocdb-mariadb": _assocdb_mariadb,
+    "assocdb-myrocks": _assocdb_myrocks,
     "postgres": _postgres,
     "assocdb-postgres": _assocdb_postgres,
 }

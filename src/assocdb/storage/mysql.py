@@ -19,6 +19,17 @@ default, so absent keys are gap-locked): two applies on the same keys are
 serialized. When InnoDB breaks a deadlock between two such transactions, the
 loser is run again (`MySQLDialect.retryable`).
 
+`?engine=rocksdb` makes every table MyRocks (`ENGINE=ROCKSDB`, an LSM tree; the
+server must have loaded Debian's mariadb-plugin-rocksdb at start). MyRocks takes
+no gap locks: a `FOR UPDATE` read of an absent key locks nothing, so two applies
+of the same new edge would both see it absent and both count it. So on MyRocks
+every write transaction first locks the shard's one `write_turn` row (the
+shard's write turn, as SQLite's `BEGIN IMMEDIATE`), and, the writers of a shard
+being serialized by it, runs at READ COMMITTED: each statement reads the latest
+commit, so the second apply merges against the first's result with no snapshot
+conflict. The engine is chosen when the graph is made; opening it with another
+is refused.
+
 Connections come from one bounded pool per server (`mysqlpool`), a second
 one with the long maintenance timeout for bulk loads, scans of whole shards
 and DDL; a pooled connection the server closed meanwhile is replaced once.
@@ -32,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from ..core.errors import AssocdbError, Unavailable
+from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.merge import EdgeTuple
 from .backend import map_driver_error
 from .dialect import Session
@@ -79,6 +90,13 @@ _SHARD_DDL = [
     # A capped home timeline (`core.timeline_list`): up to 10,000 entries of 32 bytes.
     _TIMELINES_DDL,
 ]
+#: MyRocks only: the row every write transaction of a shard locks first (module doc).
+_WRITE_TURN_DDL = [
+    "CREATE TABLE IF NOT EXISTS {s}.write_turn (id TINYINT NOT NULL PRIMARY KEY) ENGINE=ROCKSDB",
+    "INSERT IGNORE INTO {s}.write_turn VALUES (0)",
+]
+_MAX_ROW_LOCKS = 1 << 30  # MyRocks' largest: its 1M default fails a big bulk load's round
+_WRITE_TURN = "SELECT id FROM {s}.write_turn WHERE id = 0 FOR UPDATE"
 _META_DDL = """CREATE TABLE IF NOT EXISTS {s}.meta (
     name VARCHAR(191) NOT NULL PRIMARY KEY, value MEDIUMBLOB NOT NULL
 ) ENGINE=InnoDB"""
@@ -98,6 +116,11 @@ _PAGE_TEXT = (
 #: The longest page read as one value, under the default max_allowed_packet (16 MiB): a
 #: page of big data blobs is longer, comes back truncated, and is read row by row.
 _PAGE_BYTES = 8 << 20
+
+
+def _engine(ddl_text: str, engine: str) -> str:
+    """A CREATE TABLE of this module for tables of `engine`."""
+    return ddl_text.replace("ENGINE=InnoDB", f"ENGINE={engine}")
 
 
 def _edges_from_text(rows: list[Any]) -> list[tuple[Any, ...]]:
@@ -142,13 +165,16 @@ class MySQLDialect:
     row_values = False  # `(a, b) > (x, y)` is not a range to the optimizer
     meta_key = "name"
     timelines_ddl = _TIMELINES_DDL
-    feed_ddl = ddl("MEDIUMBLOB", " ENGINE=InnoDB")
     feed_settle = (  # (PROCESS privilege; trx_started is in whole seconds: it errs early)
         "SELECT COUNT(*) FROM information_schema.innodb_trx "
         "WHERE trx_started < ? AND trx_mysql_thread_id <> CONNECTION_ID()"
     )
     feed_now = "SELECT NOW(6)"
     feed_recheck = 0.25
+
+    def __init__(self, engine: str = "InnoDB") -> None:
+        self.engine = engine
+        self.feed_ddl = ddl("MEDIUMBLOB", f" ENGINE={engine}")
 
     def use_index(self, name: str) -> str:
         return f" FORCE INDEX ({name})"
@@ -163,7 +189,7 @@ class MySQLDialect:
             f"CREATE TABLE IF NOT EXISTS {{s}}.index_{index} ("
             "ikey VARBINARY(1024) NOT NULL, id BIGINT NOT NULL, updated_at BIGINT NOT NULL, "
             "version BIGINT NOT NULL, state TINYINT NOT NULL, PRIMARY KEY (ikey, id), "
-            f"KEY index_{index}_by_id (id)) ENGINE=InnoDB"
+            f"KEY index_{index}_by_id (id)) ENGINE={self.engine}"
         ]
 
     def missing_table(self, exc: AssocdbError) -> bool:
@@ -186,8 +212,12 @@ class MySQLBackend(SQLBackend):
     driver_errors = (Exception,)  # two drivers, and the sockets under them
 
     def __init__(self, settings: Settings, shards: int) -> None:
-        super().__init__(shards, MySQLDialect(), settings.query_timeout)
+        super().__init__(shards, MySQLDialect(settings.engine), settings.query_timeout)
         self.settings = settings
+        self._rocks = settings.engine == "ROCKSDB"
+        self._shard_ddl = [_engine(d, settings.engine) for d in _SHARD_DDL]
+        if self._rocks:
+            self._shard_ddl += _WRITE_TURN_DDL
         self._driver = driver()
         self._mysqlclient = self._driver.__name__ == "MySQLdb"
         self._schemas = [f"`{settings.name}_s{n}`" for n in range(shards)]
@@ -230,10 +260,10 @@ class MySQLBackend(SQLBackend):
     def _create(self) -> None:
         with self._session(slow=True) as session:  # DDL waits for the disk
             self._run(session, 0, f"CREATE DATABASE IF NOT EXISTS {self._meta}")
-            self._run(session, 0, _META_DDL.format(s=self._meta))
+            self._run(session, 0, _engine(_META_DDL, self.settings.engine).format(s=self._meta))
             for shard, schema in enumerate(self._schemas):
                 self._run(session, shard, f"CREATE DATABASE IF NOT EXISTS {schema}")
-                for ddl in _SHARD_DDL:
+                for ddl in self._shard_ddl:
                     self._run(session, shard, ddl.format(s=schema))
 
     def _stored_shards(self) -> int | None:
@@ -247,6 +277,18 @@ class MySQLBackend(SQLBackend):
             )
             if not found[0][0]:
                 return None
+            made = self._run(
+                session,
+                0,
+                "SELECT engine FROM information_schema.tables "
+                "WHERE table_schema = %s AND table_name = 'edges'",
+                (self._schemas[0].strip("`"),),
+            )
+        if made and str(made[0][0]).upper() != self.settings.engine.upper():
+            raise InvalidRequest(
+                f"graph {self.settings.name!r} was made with engine {made[0][0]}, not "
+                f"{self.settings.engine}: open it with ?engine={str(made[0][0]).lower()}"
+            )
         value = self.get_meta("shards")
         return None if value is None else int(value)
 
@@ -260,11 +302,15 @@ class MySQLBackend(SQLBackend):
             try:
                 conn = self._driver.connect(**args)
                 # The locking reads rely on gap locks, which READ COMMITTED does not
-                # take: pin the level whatever the server's default.
+                # take: pin the level whatever the server's default (MyRocks: the
+                # shard's write turn serializes writers instead, module doc).
+                level = "READ COMMITTED" if self._rocks else "REPEATABLE READ"
                 try:
                     with conn.cursor() as cursor:
-                        cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                        cursor.execute(f"SET SESSION TRANSACTION ISOLATION LEVEL {level}")
                         cursor.execute(f"SET SESSION group_concat_max_len = {_PAGE_BYTES}")
+                        if self._rocks:  # a bulk load's round locks more than the 1M default
+                            cursor.execute(f"SET SESSION rocksdb_max_row_locks = {_MAX_ROW_LOCKS}")
                 except Exception:
                     conn.close()
                     raise
@@ -312,6 +358,14 @@ class MySQLBackend(SQLBackend):
     def _writing(self, shard: int, slow: bool) -> AbstractContextManager[Session]:
         return self._session(slow)
 
+    def _run(
+        self, session: Session, shard: int, sql: str, params: Any = (), many: bool = False
+    ) -> list[Any]:
+        rows = super()._run(session, shard, sql, params, many)
+        if self._rocks and shard >= 0 and sql == self.dialect.begin:
+            super()._run(session, shard, self._q(_WRITE_TURN, shard))  # the shard's turn
+        return rows
+
     def _rollback(self, session: Session, shard: int) -> None:
         if session.broken:  # the pool drops it, and with it the transaction
             return
@@ -332,7 +386,7 @@ class MySQLBackend(SQLBackend):
     def make_shard(self, shard: int) -> None:
         """The shard's schema and tables, made if missing: before a copy of the shard joins
         its replica set here (`storage.moves`), when reclaim may have dropped them."""
-        statements = ["CREATE DATABASE IF NOT EXISTS {s}", *_SHARD_DDL]
+        statements = ["CREATE DATABASE IF NOT EXISTS {s}", *self._shard_ddl]
         if self.feed:
             statements.append(self.dialect.feed_ddl)
         with self._session(slow=True) as session:  # DDL waits for the disk
@@ -396,7 +450,8 @@ class MySQLBackend(SQLBackend):
             self._run(session, shard, f"{head} VALUES {values}{tail}")
 
     def spec(self) -> dict[str, Any]:
-        return server_spec("mysql", "mysql", self.settings, self.shards)
+        query = "?engine=rocksdb" if self._rocks else ""
+        return server_spec("mysql", "mysql", self.settings, self.shards, query)
 
     def close(self) -> None:
         self._pool.close()

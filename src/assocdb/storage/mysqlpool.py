@@ -34,16 +34,26 @@ def driver() -> ModuleType:
         return require("pymysql", "mysql", "a mysql:// graph")
 
 
+#: The storage engines a MySQL graph's tables may use, by their URL spelling.
+ENGINES = {"innodb": "InnoDB", "rocksdb": "ROCKSDB"}
+
+
 def parse_url(url: str, **overrides: Any) -> Settings:
     """Settings from `mysql://user:pw@host:port/NAME?shards=16&query_timeout=2`.
 
     Options in the query string: shards, connect_timeout, query_timeout,
-    pool_size; keyword `overrides` that are not None win over them.
+    pool_size, engine (`innodb`, the default, or `rocksdb`: MyRocks, which the
+    server must have loaded); keyword `overrides` that are not None win over them.
     """
     given = parse_server_url(
-        url, "mysql", "mysql://root@127.0.0.1:3306/mygraph", frozenset(), overrides
+        url, "mysql", "mysql://root@127.0.0.1:3306/mygraph", frozenset({"engine"}), overrides
     )
-    return settings_of(given, "mysql", 3306, "root")
+    engine = str(given.options.get("engine", "innodb")).lower()
+    if engine not in ENGINES:
+        raise InvalidRequest(
+            f"unknown mysql URL engine {engine!r} in {url!r}: use one of {sorted(ENGINES)}"
+        )
+    return settings_of(given, "mysql", 3306, "root", engine=ENGINES[engine])
 
 
 def connect_args(settings: Settings, mysqlclient: bool, read_timeout: float) -> dict[str, Any]:
@@ -52,6 +62,10 @@ def connect_args(settings: Settings, mysqlclient: bool, read_timeout: float) -> 
     # A lock wait gives up before the socket read does, so a blocked write
     # ends with a clean server error (and a usable connection), not a hang.
     lock_wait = max(1, int(read_timeout / 2))
+    rocks = ""
+    if settings.engine == "ROCKSDB":  # its own lock wait (1 s by default), and no
+        # deadlock detection by default: a cycle would wait out the lock wait, not rerun
+        rocks = f"rocksdb_lock_wait_timeout = {lock_wait}, rocksdb_deadlock_detect = ON, "
     return {
         "host": settings.host,
         "port": settings.port,
@@ -63,7 +77,7 @@ def connect_args(settings: Settings, mysqlclient: bool, read_timeout: float) -> 
         "autocommit": True,
         "charset": "utf8mb4",
         "init_command": (
-            f"SET SESSION innodb_lock_wait_timeout = {lock_wait}, "
+            f"SET SESSION innodb_lock_wait_timeout = {lock_wait}, {rocks}"
             "sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
         ),
     }

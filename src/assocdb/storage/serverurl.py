@@ -101,6 +101,7 @@ class Settings(NamedTuple):
     query_timeout: float = 2.0
     pool_size: int = 8
     database: str = ""  # PostgreSQL: the database that holds the graph's schemas
+    engine: str = "InnoDB"  # MySQL: the tables' storage engine (`?engine=rocksdb`: MyRocks)
 
     def server_url(self) -> str:
         """The URL without the graph name and options (no password)."""
@@ -108,7 +109,7 @@ class Settings(NamedTuple):
 
 
 def settings_of(
-    given: ServerURL, scheme: str, port: int, user: str, database: str = ""
+    given: ServerURL, scheme: str, port: int, user: str, database: str = "", engine: str = ""
 ) -> Settings:
     """The settings a parsed URL says, with the engine's default `port` and `user`."""
     parts = given.parts
@@ -124,6 +125,7 @@ def settings_of(
         query_timeout=given.query_timeout,
         pool_size=given.pool_size,
         database=database,
+        engine=engine or "InnoDB",
     )
 
 
