@@ -119,6 +119,9 @@ class Chunk(msgspec.Struct, array_like=True):
     refcount: list[int] = []  # targets to delete once nothing deep points to them
     #: the live entries of the node's own home timeline (fan-out on write), cleared
     home: list[TimelineEntry] = []
+    #: the step moved past empty lists into a new pass over them: the job's `found`
+    #: (of the pass before) is reset before this chunk's edges count
+    fresh: bool = False
 
 
 def advance(job: CascadeJob, chunk: Chunk, orphans: list[int]) -> CascadeJob:
@@ -143,7 +146,7 @@ def advance(job: CascadeJob, chunk: Chunk, orphans: list[int]) -> CascadeJob:
         phase="edges",
         list_index=chunk.list_index,
         after=chunk.after,
-        found=job.found or bool(chunk.edges),
+        found=(job.found and not chunk.fresh) or bool(chunk.edges),
         objects=objects,
         edges=edges,
         home=job.home + len(chunk.home),
