@@ -11,7 +11,8 @@ without being recorded.
 
 The walk: for each object in `pending` (the root first), its object row is
 recorded and tombstoned, then every list `(object, type)` of every type is
-paged in id2 order; each live edge is removed with its mirrored row (both
+paged in id2 order (a step walks past empty lists to the next page of edges,
+so they cost a probe each, not a step); each live edge is removed with its mirrored row (both
 directions, counts exact), a *deep* type's target joins `pending`, and a
 *refcount* type's target joins it once no live deep or refcount edge points
 to it (counted on the target, through the types' inverses). When a pass over
