@@ -1,6 +1,6 @@
 """A cascading deletion's rate, and what it costs other writers (issue 39).
 
-    python -m bench deletion [--edges N] [--runs R]
+    python -m bench deletion [--edges N] [--runs R] [--deep P]
 
 Each run loads a fresh graph (4 SQLite shards) where one user has N followers
 (`follows`/`followed_by`, shallow: N edges, 2N rows, counts on both sides) and
@@ -15,6 +15,9 @@ measures, in the same run:
   store just before (p50 and p99 latency).
 
 Medians over the runs, with the spread (min to max).
+
+With `--deep P`: instead, a user owning P posts (`authored`, deep), each liked once
+(shallow), deleted with `cascade=True`: the cascade's objects per second until done.
 """
 
 from __future__ import annotations
@@ -83,6 +86,37 @@ def _bare(graph: assocdb.Graph, edges: int) -> None:
                 batch.assoc_delete(10**6 + f, "follows", ROOT)
 
 
+def _deep(path: Path, posts: int) -> tuple[float, assocdb.Deletion]:
+    """A user owning `posts` posts (`authored`, deep), each liked by one other user
+    (`likes`, shallow): the cascade's seconds until it is done, and its report."""
+    graph = assocdb.open(path, shards=4)
+    graph.define_assoc("authored", inverse="author", on_delete="deep")
+    graph.define_assoc("author", inverse="authored", on_delete="shallow")
+    graph.define_assoc("likes", inverse="liked_by", on_delete="shallow")
+    graph.define_assoc("liked_by", inverse="likes", on_delete="shallow")
+    graph.define_assoc("follows", inverse="followed_by", on_delete="shallow")
+    graph.define_assoc("followed_by", inverse="follows", on_delete="shallow")
+    graph.define_object("user")
+    graph.define_object("post", owned=True)
+    graph.obj_add("user", {"name": "author"}, id=ROOT)
+    first = 10**6
+    for start in range(0, posts, BATCH):
+        with graph.batch() as batch:
+            for p in range(start, min(start + BATCH, posts)):
+                batch.obj_add("post", {"n": p}, id=first + p)
+    graph.bulk_load(((ROOT, "authored", first + p, p + 1) for p in range(posts)), workers=1)
+    graph.bulk_load(((2, "likes", first + p, p + 1) for p in range(posts)), workers=1)
+    took = time.perf_counter()
+    graph.obj_delete(ROOT, cascade=True)
+    assert graph.deletions.wait(3600)
+    took = time.perf_counter() - took
+    report = graph.deletions.of_object(ROOT)
+    assert report.objects == {"post": posts, "user": 1}, report
+    assert graph.assoc_count(2, "likes") == 0
+    graph.close()
+    return took, report
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -92,7 +126,20 @@ def main(args: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench deletion")
     parser.add_argument("--edges", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--deep", type=int, default=0, help="a user owning N deep posts")
     options = parser.parse_args(args)
+    if options.deep:
+        rates = []
+        for _ in range(options.runs):
+            with tempfile.TemporaryDirectory() as tmp:
+                took, report = _deep(Path(tmp) / "deep", options.deep)
+            rates.append((options.deep + 1) / took)
+        print(
+            f"cascade of a user owning {options.deep:,} deep posts (each liked once), "
+            f"{options.runs} runs: {statistics.median(rates):,.0f} objects/s "
+            f"({min(rates):,.0f} to {max(rates):,.0f}); removed {report.objects}, {report.edges}"
+        )
+        return
     n = options.edges
     rows: dict[str, list[float]] = {}
     for _ in range(options.runs):

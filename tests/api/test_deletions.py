@@ -242,3 +242,39 @@ def test_deleting_again_is_the_same_deletion(g: Graph) -> None:
     g.obj_restore(ada)
     assert g.obj_get(post) is not None
     assert g.assoc_count(bob, "follows") == 1
+
+
+def test_a_cascade_into_many_deep_posts_skips_empty_lists_with_exact_counts(g: Graph) -> None:
+    """A user owning 600 posts (2 pages of `authored`), each liked by another user:
+    every post and both legs of every edge go, counts exact, and the lists a post does
+    not have are walked within the step that finds the next non-empty one (the job's
+    `fresh` chunks), so the record is one object chunk and one edges chunk per post."""
+    g.define_assoc("likes_post", inverse="liked_by", on_delete="shallow")
+    g.define_assoc("liked_by", inverse="likes_post", on_delete="shallow")
+    ada, bob = g.obj_add("user", {"n": "ada"}), g.obj_add("user", {"n": "bob"})
+    posts = 600
+    first = 10**6
+    for start in range(0, posts, 300):
+        with g.batch() as batch:
+            for p in range(start, start + 300):
+                batch.obj_add("post", {"n": p}, id=first + p)
+    g.bulk_load(((ada, "authored", first + p, p + 1) for p in range(posts)), workers=1)
+    g.bulk_load(((bob, "likes_post", first + p, p + 1) for p in range(posts)), workers=1)
+    g.obj_delete(ada, cascade=True)
+    assert g.deletions.wait(600)
+    report = g.deletions.of_object(ada)
+    assert report.status == "done"
+    assert report.objects == {"user": 1, "post": posts}
+    assert report.edges == {"authored": posts, "liked_by": posts}
+    assert g.assoc_count(ada, "authored") == 0
+    assert g.assoc_count(bob, "likes_post") == 0
+    assert g.obj_get(first) is None
+    assert g.obj_get(first + posts - 1) is None
+    assert g.check_counts() == []
+    assert g.check_inverses() == []
+    job = g.deletions._job(report.id)
+    assert job.chunks == 1 + 2 + 2 * posts  # ada: object, 2 pages; each post: object, likes
+    g.obj_restore(ada)
+    assert g.assoc_count(ada, "authored") == posts
+    assert g.assoc_count(bob, "likes_post") == posts
+    assert g.obj_get(first + 7) is not None

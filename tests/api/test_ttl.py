@@ -213,6 +213,40 @@ def test_types_without_a_ttl_are_never_scanned(stores: Stores) -> None:
     assert g.assoc_count(1, "follows") == 1
 
 
+def test_the_pass_reads_only_expired_rows_of_ttl_types(stores: Stores) -> None:
+    """The shard's filtered walk (`export_edges(..., older)`) returns exactly the live rows
+    of the types with a ttl whose time is below the bound, page by page in key order:
+    never a row of a type without a ttl, a fresh row or a removed one."""
+    g = stores.open("g", shards=2)
+    g.define_assoc("seen", inverse="seen_by", ttl=3600)
+    g.define_assoc("follows", inverse="followed_by")
+    old = int(time.time() * 1000) - 2 * HOUR_MS
+    for id2 in range(1, 31):
+        g.assoc_add(id2 % 4 + 1, "seen", 100 + id2, time=old if id2 % 3 else None)
+        g.assoc_add(id2 % 4 + 1, "follows", 100 + id2, time=old)
+    g.assoc_delete(2, "seen", 101)  # removed: a tombstone, old, not to be read again
+    kinds = g.services.expiry.kinds()
+    lows = {id: lowest_visible(int(time.time() * 1000), 3600) for id in kinds}
+    everything = [e for s in range(g.shards) for e in g.engine.backend.export_edges(s, None, 999)]
+    wanted = sorted(
+        (e.id1, e.atype, e.id2)
+        for e in everything
+        if e.atype in lows and e.state != State.REMOVED and e.time < lows[e.atype]
+    )
+    read = []
+    for shard in range(g.shards):
+        after = None
+        while rows := g.engine.backend.export_edges(shard, after, 4, lows):
+            read += [(e.id1, e.atype, e.id2) for e in rows]
+            after = read[-1]
+    assert len(wanted) == 2 * 19  # 20 old edges of 30, one deleted: both legs
+    assert sorted(read) == wanted
+    assert g.services.expiry.expire() == 19
+    assert g.check_counts() == []
+    assert g.check_inverses() == []
+    assert sum(g.assoc_count(n, "follows") for n in range(1, 5)) == 30
+
+
 def test_the_cli_expires_edges_now(tmp_path: Path) -> None:
     with assocdb.open(tmp_path / "g", shards=2) as g:
         g.define_assoc("seen", inverse="seen_by", ttl=60)

@@ -400,10 +400,17 @@ class Deletions:
         types = self._engine.schema.assoc_types
         if job.list_index >= len(types):  # types dropped since? (they never are) walk on
             return next_list(msgspec.structs.replace(job, list_index=len(types) - 1), len(types))
-        kind = types[job.list_index]
-        ids = self._backend.scan_id2(shard, node, kind.id, _LIVE, job.after, True, STEP_EDGES)
-        if not ids:
-            return next_list(job, len(types))
+        fresh = False  # the walk wrapped to a new pass over the lists before finding edges
+        while True:  # empty lists cost a probe each, not a step (a job rewrite) each
+            kind = types[job.list_index]
+            ids = self._backend.scan_id2(shard, node, kind.id, _LIVE, job.after, True, STEP_EDGES)
+            if ids:
+                break
+            moved = next_list(job, len(types))
+            if moved is None or moved.phase == "object":
+                return moved
+            fresh = fresh or (moved.list_index == 0 and not moved.found)
+            job = moved
         rows = self._backend.edges(shard, node, kind.id, [row[0] for row in ids])
         rows = [row for row in rows if row.state != State.REMOVED]
         mirrored = self._mirrored(rows, self._engine.inverse_id(kind))
@@ -412,7 +419,9 @@ class Deletions:
         deep = targets if kind.on_delete == "deep" else []
         refcount = targets if kind.on_delete == "refcount" else []
         last = ids[-1][0]
-        return Chunk(ua, node, "edges", job.list_index, last, [], edges, deep, refcount)
+        return Chunk(
+            ua, node, "edges", job.list_index, last, [], edges, deep, refcount, fresh=fresh
+        )
 
     def _mirrored(self, rows: list[EdgeRow], inverse: int | None) -> dict[int, EdgeRow]:
         if inverse is None:

@@ -17,16 +17,22 @@ after the judged row ties with the deletion and loses, as the merge rule gives
 removal the tie; a clock step of one µs between two writes of one edge.)
 
 Each row is left as a tombstone, as every deletion is (the merge needs it to
-refuse older writes). The pass reads the whole edge table: its cost grows with
-the graph, not with what expired; `Cleaner` runs it once every `EXPIRE_ROUNDS`
-rounds (every 10 s at its default interval of 1 s), and `expire()` runs one pass now.
+refuse older writes). The pass asks each shard only for the live rows of the
+types with a ttl whose time is below the bound (`Backend.export_edges` with
+`older`), a page at a time in key order: the shard evaluates that filter on its
+key index `(id1, atype, id2)`, which carries atype, state and time, so rows that
+have not expired are never fetched nor decoded — but the index is still walked
+whole, so a pass's cost still grows with the shard's edges (index entries, not
+rows), plus what expired. No index orders the edges by (atype, time) across
+lists. `Cleaner` runs it once every `EXPIRE_ROUNDS` rounds (every 10 s at its
+default interval of 1 s), and `expire()` runs one pass now.
 """
 
 from __future__ import annotations
 
 import threading
 
-from ..core.merge import EdgeRow, State
+from ..core.merge import EdgeRow
 from ..core.records import WriteResult
 from ..core.schema import AssocType
 from ..core.ttl import lowest_visible
@@ -50,7 +56,8 @@ class EdgeExpiry:
         return {kind.id: kind for kind in schema.assoc_types if kind.ttl is not None}
 
     def expire(self, page: int = PAGE, stop: threading.Event | None = None) -> int:
-        """Remove every edge that has expired; how many edge rows were found expired.
+        """Remove every edge that has expired; how many edges it removed (both legs of an
+        edge with an inverse count once: deleting one leg removes the other).
         `stop` (the cleaner thread's) ends the pass after the page in hand.
 
         >>> g.services.expiry.expire()
@@ -63,32 +70,32 @@ class EdgeExpiry:
         for shard in range(self._engine.shards):
             after = None
             while stop is None or not stop.is_set():
-                rows = self._engine.backend.export_edges(shard, after, page)
+                now = self._engine.clock.wall_ms()
+                lows = {id: lowest_visible(now, kind.ttl or 0.0) for id, kind in kinds.items()}
+                rows = self._engine.backend.export_edges(shard, after, page, lows)
                 if not rows:
                     break
                 last = rows[-1]
                 after = (last.id1, last.atype, last.id2)
-                found += self._remove(self._expired(rows, kinds))
+                found += self._remove(rows)
+                if len(rows) < page:
+                    break
         return found
 
-    def _expired(self, rows: list[EdgeRow], kinds: dict[int, AssocType]) -> list[EdgeRow]:
-        now = self._engine.clock.wall_ms()
-        lows = {id: lowest_visible(now, kind.ttl or 0.0) for id, kind in kinds.items()}
-        return [
-            row
-            for row in rows
-            if row.state != State.REMOVED and row.atype in lows and row.time < lows[row.atype]
-        ]
-
     def _remove(self, rows: list[EdgeRow]) -> int:
-        if not rows:
-            return 0
+        """Delete the edges of these rows; a row whose inverse leg is also in the page is
+        the same edge: deleted once (the filtered walk often holds both legs)."""
         schema = self._engine.schema
+        edges: dict[tuple[int, int, int], EdgeRow] = {}
+        for row in rows:
+            inverse = schema.inverse(schema.assoc_by_id(row.atype))
+            if inverse is None or (row.id2, inverse.id, row.id1) not in edges:
+                edges[(row.id1, row.atype, row.id2)] = row
         writes = [
             self._writes.delete_op(
                 row.id1, schema.assoc_by_id(row.atype).name, row.id2, row.updated_at + 1
             )
-            for row in rows
+            for row in edges.values()
         ]
         results = self._engine.submit_many(writes)
         return sum(isinstance(result, WriteResult) for result in results)

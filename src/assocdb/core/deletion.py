@@ -11,7 +11,8 @@ without being recorded.
 
 The walk: for each object in `pending` (the root first), its object row is
 recorded and tombstoned, then every list `(object, type)` of every type is
-paged in id2 order; each live edge is removed with its mirrored row (both
+paged in id2 order (a step walks past empty lists to the next page of edges,
+so they cost a probe each, not a step); each live edge is removed with its mirrored row (both
 directions, counts exact), a *deep* type's target joins `pending`, and a
 *refcount* type's target joins it once no live deep or refcount edge points
 to it (counted on the target, through the types' inverses). When a pass over
@@ -119,6 +120,9 @@ class Chunk(msgspec.Struct, array_like=True):
     refcount: list[int] = []  # targets to delete once nothing deep points to them
     #: the live entries of the node's own home timeline (fan-out on write), cleared
     home: list[TimelineEntry] = []
+    #: the step moved past empty lists into a new pass over them: the job's `found`
+    #: (of the pass before) is reset before this chunk's edges count
+    fresh: bool = False
 
 
 def advance(job: CascadeJob, chunk: Chunk, orphans: list[int]) -> CascadeJob:
@@ -143,7 +147,7 @@ def advance(job: CascadeJob, chunk: Chunk, orphans: list[int]) -> CascadeJob:
         phase="edges",
         list_index=chunk.list_index,
         after=chunk.after,
-        found=job.found or bool(chunk.edges),
+        found=(job.found and not chunk.fresh) or bool(chunk.edges),
         objects=objects,
         edges=edges,
         home=job.home + len(chunk.home),

@@ -72,6 +72,10 @@ def is_server_url(target: object) -> bool:
     )
 
 
+#: The expiry pass's filter of `Backend.export_edges`: {atype: time bound} (None: all edges).
+Older = Mapping[int, int] | None
+
+
 class ChangeFeed(Protocol):
     """Each shard's change feed, recorded by `apply` in its transaction once it is on
     (`storage.sqlfeed`; the API's `api/feed.py` reads it)."""
@@ -206,8 +210,14 @@ class Backend(Protocol):
     ) -> dict[tuple[int, int], NodeRow]:
         """The stored node states of these lists `(node, atype)`."""
 
-    def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
-        """Up to `limit` edges of the shard in key order, starting after `after`."""
+    def export_edges(
+        self, shard: int, after: EdgeKey | None, limit: int, older: Older = None
+    ) -> list[EdgeRow]:
+        """Up to `limit` edges of the shard in key order, starting after `after`; with
+        `older` ({atype: bound}) only the live ones (not removed) of those types whose
+        time is below their type's bound: the filter is evaluated on the key index
+        `(id1, atype, id2)`, which holds atype, state and time in every engine, so
+        only the matching rows are fetched, though the index is still walked whole."""
 
     def export_table(
         self, shard: int, table: str, after: Sequence[Any] | None, limit: int

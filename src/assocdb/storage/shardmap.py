@@ -63,7 +63,7 @@ from ..core.merge import NO_CHANGES, Changes, EdgeKey, EdgeRow, EdgeTuple, NodeR
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
 from ..core.timeline_list import TimelineEntry
-from .backend import Backend, ForgetHook
+from .backend import Backend, ForgetHook, Older
 from .detector import Health
 from .shardmap_config import ShardMap, from_dict, load, shown
 
@@ -648,8 +648,10 @@ class ShardMapBackend:
     ) -> dict[tuple[int, int], NodeRow]:
         return self._read(shard, lambda b: b.node_states(shard, keys))
 
-    def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
-        return self._read(shard, lambda b: b.export_edges(shard, after, limit))
+    def export_edges(
+        self, shard: int, after: EdgeKey | None, limit: int, older: Older = None
+    ) -> list[EdgeRow]:
+        return self._read(shard, lambda b: b.export_edges(shard, after, limit, older))
 
     def export_table(
         self, shard: int, table: str, after: Sequence[Any] | None, limit: int

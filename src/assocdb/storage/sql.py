@@ -5,10 +5,9 @@ subclasses it and supplies only what differs between engines, in two parts:
 
 * a `Dialect`: DDL, upsert syntax, the locking-read suffix, index hints,
   how a keyset comparison is spelled, and what the engine's error numbers mean;
-* its connections: `_query` (one read), `_writing` (a session that holds the
-  shard's write turn), `_execute` (one driver call), `_render` (a statement on
-  a shard: its schema, its parameter marks), `_rollback`, and `open`, `spec`,
-  `close`.
+* its connections: `_query` (one read), `_writing` (a session that holds the shard's
+  write turn), `_execute` (one driver call), `_render` (a statement on a shard: its
+  schema, its parameter marks), `_rollback`, and `open`, `spec`, `close`.
 
 A third engine (`postgres.py`) is one more of each; one level of subclass, no mixins.
 
@@ -22,10 +21,9 @@ one write lock, on MySQL each read ends in `FOR UPDATE` (REPEATABLE READ, so
 the gaps where absent keys would be are locked too). So two applies of the
 same keys are serialized, the second merges against the first's result, and
 counts stay exact. A transaction the engine aborted to break a deadlock is run
-again (the merge is idempotent). `bulk_merge` is `apply` for a bulk load's
-round: the same merge, but it reads many lists per statement, and only lists
-that have count rows. Index entries (`core.entities.merge_entries`)
-and home timelines (`core.timeline_list.merge_blob`) are merged the same way.
+again (the merge is idempotent). `bulk_merge` is `apply` for a bulk load's round: the
+same merge, but it reads many lists per statement, and only lists that have count rows.
+Index entries (`core.entities.merge_entries`) and home timelines merge the same way.
 With the feed on (`sqlfeed.SQLFeed.turned_on`), `_apply` hands its changes to `record`.
 
 Tables made on first use (`index_N`; `timelines` in MySQL graphs older than
@@ -69,7 +67,7 @@ from . import sqlfeed as _feed
 from . import sqlindexes as _indexes
 from . import sqltables as _tables
 from . import sqltimelines as _timelines
-from .backend import ForgetHook, map_driver_error
+from .backend import ForgetHook, Older, map_driver_error
 from .dialect import Dialect, Session
 from .sqltext import (
     COUNT_COLUMNS,
@@ -675,8 +673,10 @@ class SQLBackend(ABC):
                     found[(row[0], row[1])] = NodeRow(*row)
         return found
 
-    def export_edges(self, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
-        return _tables.export_edges(self, shard, after, limit)
+    def export_edges(
+        self, shard: int, after: EdgeKey | None, limit: int, older: Older = None
+    ) -> list[EdgeRow]:
+        return _tables.export_edges(self, shard, after, limit, older)
 
     def export_table(
         self, shard: int, table: str, after: Sequence[Any] | None, limit: int

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.merge import EdgeKey, EdgeRow, EdgeTuple, merge_edges
+from ..core.merge import EdgeKey, EdgeRow, EdgeTuple, State, merge_edges
 from ..core.records import CountMismatch
+from .backend import Older
 from .dialect import Session
 from .sqltext import (
     EDGES,
@@ -28,10 +29,17 @@ if TYPE_CHECKING:
     from .sql import SQLBackend
 
 
-def export_edges(b: SQLBackend, shard: int, after: EdgeKey | None, limit: int) -> list[EdgeRow]:
+def export_edges(
+    b: SQLBackend, shard: int, after: EdgeKey | None, limit: int, older: Older = None
+) -> list[EdgeRow]:
     sql = f"SELECT {EDGES} FROM {{s}}.edges{b._by_key}"
     where, params = walk_after(("id1", "atype", "id2"), after, b.dialect.row_values)
     sql += where
+    if older is not None:  # the expiry pass: only live rows of ttl types older than the bound
+        bounds = sorted(older.items())
+        terms = " OR ".join(["(atype = ? AND time < ?)"] * len(bounds)) or "1 = 0"
+        sql += f"{' AND' if where else ' WHERE'} state <> ? AND ({terms})"
+        params += [int(State.REMOVED), *(v for bound in bounds for v in bound)]
     sql += " ORDER BY id1, atype, id2 LIMIT ?"
     rows = b._query(shard, b._q(sql, shard), [*params, limit], slow=True)
     return [EdgeRow(*r) for r in rows]
