@@ -50,18 +50,3 @@ def test_backup_verify_restore_and_their_one_line_errors(tmp_path: Path) -> None
         assert message in refused.output
         assert len(refused.output.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
-
-
-def test_a_backup_onto_a_graph_refuses_without_telling_to_delete_it(tmp_path: Path) -> None:
-    """A DEST that is some other directory (here the source graph itself) is refused in
-    one line that names it as existing, and the graph is left as it was."""
-    source = tmp_path / "g"
-    with assocdb.open(source) as g:
-        g.define_assoc("follows")
-        g.assoc_add(1, "follows", 2)
-    result = CliRunner().invoke(main, ["backup", str(source), str(source)])
-    assert result.exit_code == 1
-    assert result.output.startswith("Error:")
-    assert "exists and holds no backup to resume" in result.output
-    with assocdb.open(source) as g:
-        assert g.assoc_count(1, "follows") == 1

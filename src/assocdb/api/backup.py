@@ -76,8 +76,8 @@ def backup(
     if unfinished is None:
         if target.is_dir() and not (target / mf.NAME).exists() and any(target.iterdir()):
             raise InvalidRequest(
-                f"{target} exists and holds no backup to resume: a backup goes to a new "
-                "directory (one that stopped before it could be resumed: delete it first)"
+                f"{target} holds a backup stopped before anything in it could be resumed "
+                "(or without the change feed, or of a server): delete it and back up again"
             )
         check_new(target)
     backend, journal, close = _source(source)
