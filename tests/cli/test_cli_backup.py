@@ -50,3 +50,24 @@ def test_backup_verify_restore_and_their_one_line_errors(tmp_path: Path) -> None
         assert message in refused.output
         assert len(refused.output.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_a_backup_onto_a_graph_is_refused_as_existing_and_the_graph_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    """A DEST mistyped as a live graph (here the source itself) is refused in one line
+    that says it exists, never with advice to delete it, and the graph is left as it was."""
+    source = tmp_path / "g"
+    with assocdb.open(source) as g:
+        g.define_assoc("follows")
+        g.assoc_add(1, "follows", 2)
+    before = sorted(p.name for p in source.iterdir())
+    result = CliRunner().invoke(main, ["backup", str(source), str(source)])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error:")
+    assert len(result.output.strip().splitlines()) == 1
+    assert "exists: a backup or restore goes to a new directory" in result.output
+    assert "delete" not in result.output
+    assert sorted(p.name for p in source.iterdir()) == before
+    with assocdb.open(source) as g:
+        assert g.assoc_count(1, "follows") == 1

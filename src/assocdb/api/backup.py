@@ -74,7 +74,7 @@ def backup(
     target = Path(dest)
     unfinished = _unfinished(target)
     if unfinished is None:
-        if target.is_dir() and not (target / mf.NAME).exists() and any(target.iterdir()):
+        if (target / _STARTED).exists() and not (target / mf.NAME).exists():
             raise InvalidRequest(
                 f"{target} holds a backup stopped before anything in it could be resumed "
                 "(or without the change feed, or of a server): delete it and back up again"
@@ -95,6 +95,7 @@ def backup(
                 f"{target} holds an unfinished backup of another graph: delete it first"
             )
         target.mkdir(parents=True, exist_ok=unfinished is not None)
+        (target / _STARTED).touch()
         cut: SQLiteCut | servercut.ServerCut
         if isinstance(backend, SQLiteBackend):
             cut = take(backend, _journals(backend, journal))
@@ -133,6 +134,7 @@ def backup(
     )
     _write_durably(target / mf.NAME, mf.encode(manifest))
     (target / _UNFINISHED).unlink(missing_ok=True)  # (a stop before this: caught up again)
+    (target / _STARTED).unlink(missing_ok=True)
     return manifest
 
 
@@ -307,6 +309,9 @@ class _Unfinished(msgspec.Struct):
 
 
 _UNFINISHED = ".unfinished.json"
+#: Marks a directory this module made for a backup (until its manifest is written), so
+#: that only such a directory is ever called a stopped backup: any other is just taken.
+_STARTED = ".backup-started"
 
 
 def _unfinished(target: Path) -> _Unfinished | None:
