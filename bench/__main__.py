@@ -15,6 +15,8 @@ quick scale; `python -m bench NAME [options]` runs one with its own options:
     python -m bench cache                      (needs Redis)
     python -m bench reads [--edges N] [--snap FILE] [--runs R] [--calls C] [--no-kuzu]
                           (cache on/off vs SQLite by hand [vs Kùzu], popularity-weighted)
+    python -m bench space [--edges N] [--snap FILE]   (bytes on disk after a bulk load, by table
+                                               and index, beside SQLite by hand)
     python -m bench linkbench [options]        (--help for them)
     python -m bench mysql                      (needs MariaDB/MySQL)
     python -m bench postgres                   (needs PostgreSQL)
@@ -54,6 +56,7 @@ from . import (
     mysql,
     postgres,
     reads,
+    space,
     thrift,
     timelines,
     ttl,
@@ -78,6 +81,7 @@ BENCHMARKS: dict[str, tuple[Callable[[list[str]], None], list[str]]] = {
     "thrift": (thrift.main, ["--seconds", "1"]),
     "cache": (lambda args: cache.main(), []),
     "reads": (reads.main, ["--edges", "20000", "--runs", "2", "--calls", "200", "--no-kuzu"]),
+    "space": (space.main, ["--edges", "20000"]),
     "linkbench": (linkbench.main, ["--preset", "tiny"]),
     "mysql": (lambda args: mysql.main(), []),
     "postgres": (lambda args: postgres.main(), []),
