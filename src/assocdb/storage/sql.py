@@ -586,6 +586,9 @@ class SQLBackend(ABC):
     def set_ids(self, shard: int, query: SetScan) -> list[int]:
         return _sets.set_ids(self, shard, query)
 
+    def _union_rows_template(self, id1s: int, states: int, bounded: bool, fwd: bool) -> str:
+        return _sets.rows_template(id1s, states, bounded, fwd)  # (`sqlsets._united`)
+
     def probe_id2s(
         self,
         shard: int,
