@@ -144,11 +144,14 @@ class Assocdb(Store):
         return (g.select(a, "follows") & g.select(b, "follows")).page(limit=100).items
 
     def two_hop(self, a: int) -> int:
+        # The union of the followees' lists: one statement per shard they are on.
         g = self.g
-        reach: set[int] = set()
-        for followee in g.assoc_range(a, "follows", 0, BIG):
-            reach.update(e.id2 for e in g.assoc_range(followee.id2, "follows", 0, BIG))
-        return len(reach)
+        followees = g.select(a, "follows").page(limit=BIG).items
+        if not followees:
+            return 0
+        first, *rest = (g.select(b, "follows") for b in followees)
+        reach = first.union(*rest) if rest else first
+        return sum(len(page.items) for page in reach.pages(limit=BIG))
 
     def hits(self) -> tuple[int, int]:
         stats = self.g.cache_stats()

@@ -39,7 +39,7 @@ from ..core.ids import shard_of
 from ..core.merge import State
 from ..core.query import Compound, Difference, Intersect, Query, Runner, Term, Union
 from ..core.records import STATE_NAMES, Assoc, Count, Page, StateName
-from ..core.scans import EdgeScan
+from ..core.scans import EdgeScan, IdsJoin, ListsUnion
 from ..core.schema import AssocType
 from .engine import Engine
 from .ttl_reads import Expiry
@@ -49,6 +49,7 @@ EXACT_LIMIT = 10_000  # a compound count walks at most this many ids to be exact
 RESOLVED = 4096  # terms whose resolution a Queries keeps; more start the memo afresh
 _NORMAL = State.NORMAL
 _ID2S = "id2s"  # the answer tag of a whole small cached list's id2s, ascending
+_VISIBLE = (int(_NORMAL),)  # the state codes of a term on visible edges
 
 
 class Queries:
@@ -70,7 +71,7 @@ class Queries:
         id2s: Iterable[int] | None = None,
     ) -> Query:
         query = Term(runner, node, atype, incoming, states, id2s)
-        self._executor().kind(query)  # unknown types and missing inverses are refused now
+        self._resolved.where(query)  # unknown types and missing inverses are refused now
         return query
 
     def _executor(self) -> _Executor:
@@ -95,7 +96,7 @@ class Queries:
         ids, after, before = _cursor.paginate(
             lambda s, n: run.take(query, s, n),
             lambda id2: (id2,),
-            query.scope,
+            lambda: query.scope,
             seek,
             limit,
         )
@@ -289,6 +290,9 @@ class _Executor:
         boundary = None if seek.boundary is None else seek.boundary[0]
         if boundary is not None and seek.inclusive:  # ids are integers: b inclusive = b±1 exclusive
             boundary += 1 if seek.forward else -1
+        few = self._few_statements(q, boundary, seek.forward, n)
+        if few is not None:
+            return few
         if not isinstance(q, Intersect):
             return list(itertools.islice(self.stream(q, boundary, seek.forward, n), n))
         taken: list[int] = []
@@ -298,6 +302,77 @@ class _Executor:
                 del taken[n:]
                 break
         return taken
+
+    def _few_statements(
+        self, q: Query, boundary: int | None, forward: bool, n: int
+    ) -> list[int] | None:
+        """A page's ids of the usual compounds of plain lists (no id2 restriction, no
+        ttl) in as few statements as a hand-written query would take, or None (the
+        general plan): two lists of one shard joined in one statement; the union of
+        many lists with one statement per shard; an intersection across shards whose
+        first operand is short, as one read of it and one probe of the other."""
+        parts = q.parts if isinstance(q, Compound) else ()
+        where = [self.where(p) for p in parts if isinstance(p, Term) and p.id2s is None]
+        if len(where) != len(parts) or any(w.kind.ttl is not None for w in where):
+            return None
+        if isinstance(q, Union):
+            return self._union_of_lists(q, where, boundary, forward, n)
+        if len(parts) != 2:
+            return None
+        (left, right), (a, b) = parts, where
+        assert isinstance(left, Term)
+        assert isinstance(right, Term)
+        keep = isinstance(q, Intersect)
+        if a.shard == b.shard:
+            if keep and self.upper(right) < self.upper(left):  # walk the smaller
+                (left, right), (a, b) = (right, left), (b, a)
+            join = IdsJoin(
+                left.node, a.atype, a.codes, right.node, b.atype, b.codes, keep,
+                boundary, forward, n,
+            )  # fmt: skip
+            return self._backend.set_ids(a.shard, join)
+        if not keep or self._engine.cache is not None:
+            # The general plan: a difference reads the left side's chunks and probes
+            # the right (two statements); warm lists come from the cache.
+            return None
+        size = _first(n)
+        rows = self._backend.scan_id2(a.shard, left.node, a.atype, a.codes, boundary, forward, size)
+        if len(rows) >= size:  # long: the plan from the counts walks the smaller side
+            return None
+        return self._probe_term(right, [row[0] for row in rows], forward, n)
+
+    def _union_of_lists(
+        self, q: Union, where: list[_Where], boundary: int | None, forward: bool, n: int
+    ) -> list[int] | None:
+        """The first `n` ids of a union of lists of one type (a two-hop reach: the lists
+        of someone's followees): the first `n` of each shard's, one statement each."""
+        first = where[0]
+        if any(w.atype != first.atype or w.codes != first.codes for w in where):
+            return None
+        cache = self._engine.cache
+        nodes: dict[int, list[int]] = {}
+        found: set[int] = set()
+        for part, w in zip(q.parts, where, strict=True):
+            node: int = part.node  # type: ignore[attr-defined]
+            # A small list's id2s kept by an earlier query (visible edges only): no statement.
+            cached = (
+                None
+                if cache is None or w.codes != _VISIBLE
+                else cache.answer((node, w.atype), _ID2S)
+            )
+            if cached is None:
+                nodes.setdefault(w.shard, []).append(node)
+            elif boundary is None:
+                found.update(cached)
+            else:  # (ascending)
+                cut = bisect.bisect_left(cached, boundary)
+                found.update(
+                    cached[:cut] if forward else cached[bisect.bisect_right(cached, boundary) :]
+                )
+        for shard, id1s in nodes.items():
+            scan = ListsUnion(id1s, first.atype, first.codes, boundary, forward, n)
+            found.update(self._backend.set_ids(shard, scan))
+        return sorted(found, reverse=forward)[:n]
 
     def stream(
         self, q: Query, boundary: int | None, forward: bool, want: int | None = None

@@ -143,9 +143,15 @@ def _layout(key_size: int) -> struct.Struct:
 
 
 def paginate(
-    scan: Scan[T], key: Callable[[T], CursorKey], scope: bytes, seek: Seek, limit: int
+    scan: Scan[T],
+    key: Callable[[T], CursorKey],
+    scope: bytes | Callable[[], bytes],
+    seek: Seek,
+    limit: int,
 ) -> tuple[list[T], str | None, str | None]:
-    """Read one page at `seek` with one scan: (items in list order, next, prev cursors)."""
+    """Read one page at `seek` with one scan: (items in list order, next, prev cursors).
+    `scope` may be given as a function, called only when a cursor is made (describing
+    a union of many lists costs more than a short page of it)."""
     rows = list(scan(seek, limit + 1))
     onwards = len(rows) > limit
     del rows[limit:]
@@ -165,8 +171,10 @@ def paginate(
         has_next, has_prev = onwards, came_from_elsewhere
     else:
         has_next, has_prev = came_from_elsewhere, onwards
+    sealed = scope() if callable(scope) and (has_next or has_prev) else scope
+    assert isinstance(sealed, bytes) or not (has_next or has_prev)
     return (
         rows,
-        encode(scope, ahead) if has_next else None,
-        encode(scope, behind) if has_prev else None,
+        encode(sealed, ahead) if has_next else None,  # type: ignore[arg-type]
+        encode(sealed, behind) if has_prev else None,  # type: ignore[arg-type]
     )

@@ -29,6 +29,7 @@ from .records import STATE_NAMES, Count, Page
 MAX_ID2S = 10_000
 
 DEFAULT_LIMIT = 50
+_NORMAL_ONLY = ("normal",)
 
 
 class Runner(Protocol):
@@ -195,6 +196,8 @@ class Difference(Compound):
 
 
 def _states(states: object) -> tuple[str, ...]:
+    if states == _NORMAL_ONLY and type(states) is tuple:  # select's default: checked
+        return _NORMAL_ONLY
     if isinstance(states, str) or not isinstance(states, Sequence) or not states:
         raise InvalidRequest(f"states must be a non-empty list of state names, got {states!r}")
     for state in states:

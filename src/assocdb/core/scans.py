@@ -6,7 +6,7 @@ read paths that build records from them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from .cursor import Seek
@@ -47,6 +47,40 @@ class EdgeScan(NamedTuple):
     high: int | None = None
     low: int | None = None
     offset: int = 0
+
+
+class IdsJoin(NamedTuple):
+    """The id2s of the list `(id1, atype)` in `states` that are in (`keep`) or not in
+    the list `(other, other_atype)` in `other_states`, both on one shard, in id2 order
+    (descending when `forward`) past id2 `boundary`, at most `limit`: one statement."""
+
+    id1: int
+    atype: int
+    states: tuple[int, ...]
+    other: int
+    other_atype: int
+    other_states: tuple[int, ...]
+    keep: bool
+    boundary: int | None
+    forward: bool
+    limit: int
+
+
+class ListsUnion(NamedTuple):
+    """The distinct id2s of the lists `(id1, atype)` in `states` for these id1s, all on
+    one shard, in id2 order (descending when `forward`) past id2 `boundary`, at most
+    `limit`: one statement."""
+
+    id1s: Sequence[int]
+    atype: int
+    states: tuple[int, ...]
+    boundary: int | None
+    forward: bool
+    limit: int
+
+
+#: A set statement on one shard (`Backend.set_ids`).
+SetScan = IdsJoin | ListsUnion
 
 
 #: A secondary index entry: (index id, key, object id, updated_at, version, state)

@@ -46,7 +46,7 @@ from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.feed import FeedRow
 from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ..core.records import CountMismatch
-from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
+from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, SetScan, Tracer
 from ..core.timeline_list import TimelineEntry
 
 if TYPE_CHECKING:
@@ -204,6 +204,10 @@ class Backend(Protocol):
         """Those of `id2s` whose edge `(id1, atype, id2)` is in `states`, in id2 order
         (descending when `forward`), at most `limit` (None: all): reads of the
         `(id1, atype, id2)` index alone, which holds the state too."""
+
+    def set_ids(self, shard: int, query: SetScan) -> list[int]:
+        """The id2s a set statement on one shard finds (`IdsJoin`: two lists joined;
+        `ListsUnion`: many lists' id2s, distinct), in id2 order, at most its limit."""
 
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]

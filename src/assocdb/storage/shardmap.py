@@ -61,7 +61,7 @@ from ..core.cachekeys import COUNTS, OBJECT, PREFIX, CacheKey
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.merge import NO_CHANGES, Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ..core.records import CountMismatch
-from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
+from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, SetScan, Tracer
 from ..core.timeline_list import TimelineEntry
 from .backend import Backend, ForgetHook, Older
 from .detector import Health
@@ -642,6 +642,9 @@ class ShardMapBackend:
         return self._read(
             shard, lambda b: b.probe_id2s(shard, id1, atype, states, id2s, forward, limit)
         )
+
+    def set_ids(self, shard: int, query: SetScan) -> list[int]:
+        return self._read(shard, lambda b: b.set_ids(shard, query))
 
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]

@@ -61,10 +61,11 @@ from ..core.merge import (
     merge_objects,
 )
 from ..core.records import CountMismatch
-from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, Tracer
+from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, SetScan, Tracer
 from ..core.timeline_list import TimelineEntry
 from . import sqlfeed as _feed
 from . import sqlindexes as _indexes
+from . import sqlsets as _sets
 from . import sqltables as _tables
 from . import sqltimelines as _timelines
 from .backend import ForgetHook, Older, map_driver_error
@@ -580,16 +581,13 @@ class SQLBackend(ABC):
         forward: bool,
         limit: int,
     ) -> list[Id2Row]:
-        op, order = ("<", "DESC") if forward else (">", "ASC")
-        # Only id2: the index holds state and time too, but no caller needs them,
-        # and building Python ints for them costs more than the walk.
-        sql = f"SELECT id2 FROM {{s}}.edges{self._by_key} WHERE id1 = ? AND atype = ?"
-        params: list[Any] = [id1, atype]
-        if boundary is not None:
-            sql += f" AND id2 {op} ?"
-            params.append(boundary)
-        sql += f" AND state IN ({marks(len(states))}) ORDER BY id2 {order} LIMIT ?"
-        return self._query(shard, self._q(sql, shard), [*params, *states, limit])
+        return _sets.scan_id2(self, shard, id1, atype, states, boundary, forward, limit)
+
+    def set_ids(self, shard: int, query: SetScan) -> list[int]:
+        return _sets.set_ids(self, shard, query)
+
+    def _union_rows_template(self, id1s: int, states: int, bounded: bool, fwd: bool) -> str:
+        return _sets.rows_template(id1s, states, bounded, fwd)  # (`sqlsets._united`)
 
     def probe_id2s(
         self,
