@@ -32,7 +32,7 @@ def statements_of(g: Graph) -> list[tuple[int, str]]:
     seen: list[tuple[int, str]] = []
 
     def record(shard: int, sql: str) -> None:
-        word = sql.split()[0]
+        word = sql.split(maxsplit=1)[0]
         reads = word == "SELECT" and ("edges" in sql or "node_states" in sql)
         seen.append((shard, "READ" if reads else word))
 
@@ -51,10 +51,12 @@ def test_a_big_round_reads_once_per_shard_inside_its_transaction(tmp_path: Path)
     assert all(s in ("BEGIN", "READ", "SELECT", "INSERT", "COMMIT") for _, s in seen), seen
     for shard in {shard for shard, _ in seen}:
         mine = [s for sh, s in seen if sh == shard]
-        assert mine[:2] == ["BEGIN", "READ"] and mine[-1] == "COMMIT"
+        assert mine[:2] == ["BEGIN", "READ"]
+        assert mine[-1] == "COMMIT"
         assert mine.count("READ") == 1  # (a SELECT left: the change feed's, now and then)
         assert mine.count("BEGIN") == 1
-    assert g.check_counts() == [] and g.check_inverses() == []
+    assert g.check_counts() == []
+    assert g.check_inverses() == []
     g.close()
 
 
@@ -87,13 +89,16 @@ def test_a_big_round_resolves_as_before(
         assert edge.state == ("removed" if n % 4 == 1 else "normal")
     for n in range(ROUND // 4):
         edge = g.assoc_edge(9, "follows", 500 + n)
-        assert edge is not None and edge.state == "archived"
+        assert edge is not None
+        assert edge.state == "archived"
         mirrored = g.assoc_edge(500 + n, "followed_by", 9)
-        assert mirrored is not None and mirrored.state == "archived"
+        assert mirrored is not None
+        assert mirrored.state == "archived"
     live = ROUND - len(range(1, ROUND, 4))
     assert sum(g.assoc_count(1 + k, "follows") for k in range(5)) == live
     assert g.assoc_count(9, "follows") == 0
-    assert g.check_counts() == [] and g.check_inverses() == []
+    assert g.check_counts() == []
+    assert g.check_inverses() == []
     g.close()
 
 
@@ -118,5 +123,6 @@ def test_a_failed_journal_commit_leaves_a_big_round_unstored(tmp_path: Path) -> 
         for n in range(ROUND):
             b.assoc_add(1 + n % 7, "follows", 100 + n)
     assert sum(g.assoc_count(1 + k, "follows") for k in range(7)) == ROUND
-    assert g.check_counts() == [] and g.check_inverses() == []
+    assert g.check_counts() == []
+    assert g.check_inverses() == []
     g.close()
