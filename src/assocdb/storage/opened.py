@@ -30,7 +30,7 @@ from .prepared import Prepared
 from .sql import SQLBackend
 from .sqltext import EDGES, marks
 
-__all__ = ["Opened", "open_reading"]
+__all__ = ["Opened", "open_reading", "read_stored"]
 
 #: Keys read by the one combined statement (3 parameters each, under SQLite's 999).
 _MAX_KEYS = 250
@@ -100,19 +100,32 @@ def open_reading(
     return Opened(backend, shard, held, session, current, states)
 
 
+def read_stored(
+    backend: SQLBackend, shard: int, keys: Sequence[EdgeKey], lists: Sequence[tuple[int, int]]
+) -> tuple[dict[EdgeKey, EdgeTuple], dict[tuple[int, int], NodeRow]]:
+    """The stored rows of `keys` and the node states of `lists` on `shard`, read outside
+    any transaction in one statement (when they fit in one): what resolving writes
+    before journaling reads (`writes.current`)."""
+    return _read(backend, None, shard, sorted(set(keys)), lists)
+
+
 def _read(
     b: SQLBackend,
-    session: Session,
+    session: Session | None,
     shard: int,
     keys: list[EdgeKey],
     lists: Sequence[tuple[int, int]],
 ) -> tuple[dict[EdgeKey, EdgeTuple], dict[tuple[int, int], NodeRow]]:
-    """The stored rows of `keys` and node states of `lists`: one statement when they fit
-    in one, else the backend's own reads."""
+    """The stored rows of `keys` and node states of `lists` (in `session`'s transaction,
+    or on their own): one statement when they fit in one, else the backend's own reads."""
     wanted = set(lists)
     nodes = sorted({node for node, _ in wanted})
     if not keys or len(keys) > _MAX_KEYS or len(nodes) > _MAX_KEYS:
-        stored = b._current_edges(session, shard, keys)  # type: ignore[arg-type]
+        stored: dict[EdgeKey, EdgeTuple]
+        if session is None:
+            stored = {row[:3]: row for row in b.edges_at(shard, keys)} if keys else {}
+        else:
+            stored = b._current_edges(session, shard, keys)  # type: ignore[arg-type]
         return stored, b._node_states(session, shard, sorted(wanted)) if wanted else {}
     match = " OR ".join(["(id1 = ? AND atype = ? AND id2 = ?)"] * len(keys))
     sql = f"SELECT 0, {EDGES} FROM {{s}}.edges{b._by_key} WHERE {match}"
@@ -126,7 +139,11 @@ def _read(
         params += nodes
     current: dict[EdgeKey, EdgeTuple] = {}
     states: dict[tuple[int, int], NodeRow] = {}
-    for kind, *row in b._run(session, shard, b._q(sql, shard), params):
+    if session is None:
+        found = b._query(shard, b._q(sql, shard), params)
+    else:
+        found = b._run(session, shard, b._q(sql, shard), params)
+    for kind, *row in found:
         if kind == 0:
             current[(row[0], row[1], row[2])] = EdgeRow(*row)
         elif (row[0], row[1]) in wanted:
