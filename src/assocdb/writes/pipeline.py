@@ -7,7 +7,9 @@ everything that waits as one batch:
 1. it *resolves* them: the stored rows the operations depend on are read
    with one read per shard (`Applier.read_current_many`) and each operation
    becomes concrete rows by the pure rule (`core.ops.resolve`); a refused
-   one (NotFound, Conflict) is answered with its error and goes no further;
+   one (NotFound, Conflict) is answered with its error and goes no further.
+   (A round of many edge writes on SQLite reads inside its shard
+   transactions instead, opened first: `Overlap.journal_resolving`);
 2. it *journals* them: every job in one transaction and **one fsync**
    (`Journal.append_many`). From here on each write is acknowledged;
 3. it *applies* them: the legs of all their jobs grouped by shard, each
