@@ -1,6 +1,7 @@
 """Where a lone durable write's time goes (issue 37), step by step.
 
     python -m bench.write_steps [--preload N] [--writes W] [--rounds R] [--ab]
+        [--batch B] [--ab-in-shards]
 
 Preloads a 16-shard graph with N random `follows` edges (inverse
 `followed_by`, ids over 2,000,000; default 1,000,000) and a bare file with
@@ -29,6 +30,12 @@ With `--ab`, each round also writes W lone `assoc_add`s with the overlap off
 (journal, then prepare and commit: the write path before issue 37's overlap),
 an A/B pair on the same tree.
 
+With `--batch B`, the writes go in `g.batch()`es of B (the bare side: B per
+COMMIT), and the p50 latencies are a batch's. With `--ab-in-shards`, the A/B
+rounds turn off only the resolution of rounds of 32+ edge writes inside
+their shard transactions (`Overlap.journal_resolving`: open, fill), so they
+read before journaling and prepare during the fsync as a small round does.
+
 Figures are µs per write, the median over the rounds (spread in brackets).
 """
 
@@ -46,10 +53,10 @@ from pathlib import Path
 from typing import Any
 
 from assocdb.storage.sqlite import SQLiteBackend
-from assocdb.writes import fence
+from assocdb.writes import fence, pipeline
 from assocdb.writes.applier import Applier
 from assocdb.writes.journal import Journal
-from assocdb.writes.overlap import Overlap
+from assocdb.writes.overlap import RESOLVE_IN_SHARDS_FROM, Overlap
 from assocdb.writes.pipeline import Pipeline
 
 from .writes import NODES, Bare, preloaded_graph
@@ -60,6 +67,9 @@ STEPS = [
     ("journal + prepare, overlapped: in all", Overlap, "journal"),
     ("  journal: INSERT + fsynced COMMIT", Journal, "_commit"),
     ("  prepare: shard transactions, no COMMIT", Applier, "prepare_batch"),
+    ("resolved in the shards (32+ writes): in all", Overlap, "journal_resolving"),
+    ("  open: BEGIN + one read per shard", Overlap, "_open"),
+    ("  fill: merge + upserts, no COMMIT", Applier, "fill_batch"),
     ("commit: shard COMMITs, cache, bookkeeping", Applier, "commit_batch"),
     ("apply, not overlapped: in all", Applier, "run_batch"),
     ("pipeline in all", Pipeline, "submit"),
@@ -69,6 +79,7 @@ STEPS = [
 SERIAL = [
     "resolve: in all",
     "journal + prepare, overlapped: in all",
+    "resolved in the shards (32+ writes): in all",
     "commit: shard COMMITs, cache, bookkeeping",
     "apply, not overlapped: in all",
 ]
@@ -85,13 +96,26 @@ def timed(spent: dict[str, float], label: str, method: Callable[..., Any]) -> Ca
     return call
 
 
+#: Writes per `g.batch()` (`--batch`; 1: lone `assoc_add`s).
+BATCH = 1
+#: `--ab` compares the resolution in the shards on and off, not the overlap.
+IN_SHARDS_OFF = False
+
+
 def lone_writes(graph: Any, rnd: random.Random, writes: int, latencies: list[float]) -> float:
-    """Write `writes` random edges one at a time; the seconds it took."""
+    """Write `writes` random edges one at a time (or in batches of `BATCH`); the seconds
+    it took."""
     started = time.perf_counter()
-    for _ in range(writes):
-        a, b = rnd.randrange(1, NODES), rnd.randrange(1, NODES)
+    for _ in range(0, writes, BATCH):
+        pairs = [(rnd.randrange(1, NODES), rnd.randrange(1, NODES)) for _ in range(BATCH)]
         t = time.perf_counter()
-        graph.assoc_add(a, "follows", b)
+        if BATCH == 1:
+            a, b = pairs[0]
+            graph.assoc_add(a, "follows", b)
+        else:
+            with graph.batch() as batch:
+                for a, b in pairs:
+                    batch.assoc_add(a, "follows", b)
         latencies.append(time.perf_counter() - t)
     return time.perf_counter() - started
 
@@ -104,17 +128,26 @@ def ab_round(
     rows: dict[str, list[float]],
     latencies: dict[str, list[float]],
 ) -> None:
-    """A round of lone writes with the overlap off (journal, then apply)."""
+    """A round of the same writes with the overlap off (journal, then apply), or with
+    `IN_SHARDS_OFF` only the resolution in the shards off (read before journaling)."""
     overlap = graph.engine.pipeline.overlap
-    overlap.enabled = False
+    name = "not in the shards" if IN_SHARDS_OFF else "overlap off"
     spent.clear()
+    if IN_SHARDS_OFF:
+        pipeline.RESOLVE_IN_SHARDS_FROM = 10**9
+    else:
+        overlap.enabled = False
     try:
-        total = lone_writes(graph, rnd, writes, latencies["assoc_add, overlap off"])
+        total = lone_writes(graph, rnd, writes, latencies[f"assoc_add, {name}"])
     finally:
         overlap.enabled = True
-    rows["overlap off (A/B): assoc_add, in all"].append(total)
-    for label in ("  journal: INSERT + fsynced COMMIT", "apply, not overlapped: in all"):
-        rows[f"overlap off (A/B): {label.strip()}"].append(spent[label])
+        pipeline.RESOLVE_IN_SHARDS_FROM = RESOLVE_IN_SHARDS_FROM
+    rows[f"{name} (A/B): assoc_add, in all"].append(total)
+    labels = ["  journal: INSERT + fsynced COMMIT", "apply, not overlapped: in all"]
+    if IN_SHARDS_OFF:
+        labels = ["resolve: in all", "journal + prepare, overlapped: in all"]
+    for label in labels:
+        rows[f"{name} (A/B): {label.strip()}"].append(spent[label])
 
 
 def main(args: list[str] | None = None) -> None:
@@ -130,8 +163,19 @@ def main(args: list[str] | None = None) -> None:
         action="store_true",
         help="each round also writes with the overlap off (journal, then apply): an A/B pair",
     )
+    parser.add_argument(
+        "--batch", type=int, default=1, help="writes per g.batch() (bare: per COMMIT)"
+    )
+    parser.add_argument(
+        "--ab-in-shards",
+        action="store_true",
+        help="the A/B rounds turn off the resolution in the shards (32+ writes) only",
+    )
     options = parser.parse_args(args)
     fence.FENCE_SECONDS = options.fence_seconds
+    global BATCH, IN_SHARDS_OFF
+    BATCH = options.batch
+    IN_SHARDS_OFF = options.ab_in_shards
     directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-write-steps-"))
     spent: dict[str, float] = defaultdict(float)
     try:
@@ -152,12 +196,12 @@ def main(args: list[str] | None = None) -> None:
             rows["the rest (API, pipeline, cache)"].append(
                 total - sum(spent[label] for label in SERIAL)
             )
-            if options.ab:
+            if options.ab or options.ab_in_shards:
                 ab_round(graph, rnd, options.writes, spent, rows, latencies)
             started = time.perf_counter()
-            for _ in range(options.writes):
+            for _ in range(0, options.writes, BATCH):
                 t = time.perf_counter()
-                bare.commit(rnd, 1)
+                bare.commit(rnd, BATCH)
                 latencies["bare"].append(time.perf_counter() - t)
             rows["bare same-work write, in all"].append(time.perf_counter() - started)
         graph.close()
@@ -166,8 +210,8 @@ def main(args: list[str] | None = None) -> None:
         shutil.rmtree(directory, ignore_errors=True)
     per = 1e6 / options.writes
     print(
-        f"lone writes, µs per write: median (min-max) of {options.rounds} rounds of "
-        f"{options.writes}, preloaded with {options.preload:,} edges"
+        f"writes in batches of {BATCH}, µs per write: median (min-max) of "
+        f"{options.rounds} rounds of {options.writes}, preloaded with {options.preload:,} edges"
     )
     for label, values in rows.items():
         us = [v * per for v in values]

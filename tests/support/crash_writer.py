@@ -11,7 +11,7 @@ are applied, or between a shard's commit and the fence that syncs it.
 
 With KILL_AT and WHERE it kills itself, from its KILL_AT-th shard statement on,
 while a batch's shard transactions are prepared during its journal commit
-(`writes.overlap`): WHERE is `during` (at a shard's BEGIN once the journal's
+(`writes.overlap`): WHERE is `during` (at a shard's BEGIN or INSERT once the journal's
 commit has begun: earlier shards prepared, the fsync in flight), `journaled`
 (just after the journal's commit returned, before any shard's COMMIT) or
 `unjournaled` (just before the journal's commit).
@@ -93,11 +93,13 @@ def prepared(graph: assocdb.Graph, count: int, kill_at: int, where: str) -> None
             seen["statements"] += 1
             if sql == "COMMIT":  # the round's journal commit returned
                 seen["open"] = 0
-            elif sql.startswith("BEGIN"):
+            elif sql.startswith(("BEGIN", "INSERT")):
                 if not seen["open"]:
                     seen["open"] = 1
                     seen["prepared"] += 1
                     cond.notify_all()
+                # (A round resolved in its shard transactions, `Overlap.journal_resolving`,
+                # opens them before its journal commit and fills them during it.)
                 if where == "during" and seen["statements"] >= kill_at:
                     cond.wait_for(lambda: seen["journaled"] >= seen["prepared"], timeout=60)
                     kill()

@@ -616,14 +616,16 @@ def test_a_row_the_store_refuses_does_not_park_the_writes_batched_with_it(
     of them. The others are retried on their own, not parked as bad jobs at once."""
     g = open_graph(tmp_path / "g", retry=assocdb.RetryPolicy(base=0.01, cap=0.05))
     backend = g.engine.backend
-    apply = backend._apply  # the transaction's body, prepared or not (`storage.prepared`)
+    # Every transaction body stores its rows through `_store`: applied, prepared
+    # (`storage.prepared`) or opened first (`storage.opened`).
+    store = backend._store
 
-    def refusing(session: Any, shard: int, edges: Any, objects: Any, nodes: Any) -> Any:
-        if any(edge[0] == 1 and edge[2] == 2 for edge in edges):  # the row 1 -> 2
+    def refusing(session: Any, shard: int, template: str, rows: Any) -> Any:
+        if any(len(row) > 2 and row[0] == 1 and row[2] == 2 for row in rows):  # the row 1 -> 2
             raise map_driver_error(sqlite3.DataError("value out of range (test)"), "shard")
-        return apply(session, shard, edges, objects, nodes)
+        return store(session, shard, template, rows)
 
-    monkeypatch.setattr(backend, "_apply", refusing)
+    monkeypatch.setattr(backend, "_store", refusing)
     assert shard_of(1, 4) == shard_of(5, 4)  # both rows in one transaction
     with g.batch() as b:
         refused = b.assoc_add(1, "follows", 2)

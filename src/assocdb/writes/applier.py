@@ -54,7 +54,7 @@ from .journal import Journal
 from .nodejob import node_job_page
 from .pending import Pending
 from .retrier import Background
-from .shards import Landed, Preparing, ShardWriter, landed_somewhere
+from .shards import Landed, OpenedLeg, Preparing, ShardWriter, landed_somewhere
 from .work import Work, decode, encode
 
 __all__ = [
@@ -240,6 +240,26 @@ class Applier:
         prepared); whether each job is now fully applied, as `run_batch`."""
         outcomes = self.shards.commit_batch(batch.prepared)
         return self._settle(list(zip(jobs, batch.rows, strict=True)), batch, outcomes)
+
+    def fill_batch(self, rows: Sequence[Rows], opened: dict[int, OpenedLeg]) -> PreparedBatch:
+        """`prepare_batch` into shard transactions opened before `rows` were resolved
+        (`ShardWriter.open_leg`, one per shard they write): each filled, or rolled back
+        if no row lands there. Nothing is left open if it raises."""
+        batch = self._by_shard(rows, time.perf_counter())
+        prepared: list[Preparing] = []
+        try:
+            for leg in batch.legs:
+                found = opened.pop(leg.shard, None)
+                if found is None:  # (its keys were read on it: unreachable)
+                    prepared.append(RuntimeError(f"shard {leg.shard} was not opened"))
+                else:
+                    prepared.append(self.shards.fill_leg(found, leg))
+        except BaseException:
+            self.shards.rollback_batch(prepared)
+            raise
+        finally:
+            self.shards.close_opened(list(opened.values()))
+        return batch._replace(prepared=prepared)
 
     def rollback_batch(self, batch: PreparedBatch) -> None:
         """Undo a prepared batch (the journal did not take it)."""

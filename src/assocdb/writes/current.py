@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from ..core.errors import AssocdbError
@@ -10,6 +11,8 @@ from ..core.ids import shard_of
 from ..core.merge import EdgeKey, NodeRow
 from ..core.ops import ListKey, ObjectWrite, Operation, RowKey, Stored
 from ..storage.backend import Backend
+from ..storage.opened import read_stored
+from ..storage.sql import SQLBackend
 from .shards import ShardWriter
 
 
@@ -98,6 +101,15 @@ class CurrentRows:
         self, shard: int, wanted: _Wanted, rows: dict[RowKey, Any], states: dict[ListKey, NodeRow]
     ) -> None:
         backend = self.backend
+        if wanted.edges and wanted.lists and isinstance(backend, SQLBackend) and backend.local:
+            # Both in one statement (`storage.opened.read_stored`): a statement less.
+            found, found_states = self.shards.read(
+                partial(read_stored, backend), shard, sorted(wanted.edges), sorted(wanted.lists)
+            )
+            rows.update(found)  # type: ignore[arg-type]
+            states.update(found_states)
+            wanted.edges.clear()
+            wanted.lists.clear()
         if wanted.edges:
             for row in self.shards.read(backend.edges_at, shard, sorted(wanted.edges)):
                 rows[row[:3]] = row

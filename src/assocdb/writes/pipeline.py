@@ -7,7 +7,9 @@ everything that waits as one batch:
 1. it *resolves* them: the stored rows the operations depend on are read
    with one read per shard (`Applier.read_current_many`) and each operation
    becomes concrete rows by the pure rule (`core.ops.resolve`); a refused
-   one (NotFound, Conflict) is answered with its error and goes no further;
+   one (NotFound, Conflict) is answered with its error and goes no further.
+   (A round of many edge writes on SQLite reads inside its shard
+   transactions instead, opened first: `Overlap.journal_resolving`);
 2. it *journals* them: every job in one transaction and **one fsync**
    (`Journal.append_many`). From here on each write is acknowledged;
 3. it *applies* them: the legs of all their jobs grouped by shard, each
@@ -68,9 +70,9 @@ import msgspec
 
 from ..core.clock import HybridClock
 from ..core.errors import AssocdbError, InvalidRequest, KeyTaken, Unavailable
-from ..core.ops import ObjectWrite, Operation, RowKey, Rows, Stored, is_rejection
+from ..core.ops import EdgeWrite, ObjectWrite, Operation, RowKey, Rows, Stored, is_rejection
 from .applier import FENCE_JOBS, Applier, PreparedBatch, encode, exclusive, reads_of, restamped
-from .overlap import Overlap
+from .overlap import RESOLVE_IN_SHARDS_FROM, Overlap
 
 log = logging.getLogger("assocdb.journal")
 #: How long the pipeline waits, after a batch that answered several writers, for them
@@ -303,6 +305,19 @@ class Pipeline:
         unclaimed, so a later write of the round taking a key one of them frees
         (a delete, then an add of its key) would be refused."""
         claims = self.applier.pending.claims
+        if self._resolves_in_shards(entries, more):
+            ops: list[EdgeWrite] = [entry.work for entry in entries]  # type: ignore[misc]
+            try:
+                done = self.overlap.journal_resolving(ops)
+            except BaseException as exc:  # not journaled: not acknowledged
+                claims.release(entries)
+                for entry in entries:
+                    entry.answer(exc)
+                return None
+            if done is not None:
+                resolved, jobs, batch = done
+                pairs: list[tuple[_Entry, Submitted]] = list(zip(entries, resolved, strict=True))
+                return self._journaled(pairs, jobs, batch, more)
         try:
             works = self._resolve(entries)
         except BaseException:  # nothing of the round is journaled: its unique keys are free
@@ -324,6 +339,18 @@ class Pipeline:
             for entry, _ in live:
                 entry.answer(exc)
             return None
+        return self._journaled(live, jobs, prepared, more)
+
+    def _journaled(
+        self,
+        live: Sequence[tuple[_Entry, Submitted]],
+        jobs: list[int],
+        prepared: PreparedBatch | None,
+        more: bool,
+    ) -> _Journaled | None:
+        """Record a journaled round's jobs (pending, their claims), answer the writes not
+        applied now (`queued`): what is left to apply, if anything."""
+        claims = self.applier.pending.claims
         self.applier.pending.add_many(
             jobs, [work.keys for _, work in live], [not isinstance(w, Rows) for _, w in live]
         )
@@ -346,6 +373,17 @@ class Pipeline:
             [w for _, _, w in applying],
             prepared,
         )
+
+    def _resolves_in_shards(self, entries: list[_Entry], more: bool) -> bool:
+        """Whether the round is resolved inside its shard transactions
+        (`Overlap.journal_resolving`): enough edge writes applied now, on a local
+        engine, none reading a row whose journaled write is still pending."""
+        if not self.overlap.enabled or len(entries) < RESOLVE_IN_SHARDS_FROM:
+            return False
+        if not all(isinstance(e.work, EdgeWrite) and (e.sync or more) for e in entries):
+            return False
+        reads = [reads_of(entry.work) for entry in entries]  # type: ignore[arg-type]
+        return not any(self.applier.pending.which_blocked(reads))
 
     def _overlaps(self, live: list[tuple[_Entry, Submitted]], more: bool) -> bool:
         """Whether the round's shard transactions are prepared while it is journaled

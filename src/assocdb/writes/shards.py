@@ -26,8 +26,10 @@ from typing import Any, NamedTuple, TypeVar
 from ..cache.tier1 import Cache
 from ..core.cachekeys import COUNTS, OBJECT, PREFIX, CacheKey
 from ..core.errors import Unavailable
-from ..core.ops import Leg
+from ..core.merge import EdgeKey
+from ..core.ops import Leg, ListKey
 from ..storage.backend import Backend
+from ..storage.opened import Opened, open_reading
 from ..storage.prepared import Prepared, prepare
 from .health import ShardHealth
 
@@ -55,6 +57,14 @@ class PreparedLeg(NamedTuple):
 
 #: A leg of a prepared batch: open, or why it could not be prepared.
 Preparing = PreparedLeg | BaseException
+
+
+class OpenedLeg(NamedTuple):
+    """A shard transaction opened before its rows are resolved (`storage.opened`), and
+    the cache entries it announced."""
+
+    opened: Opened
+    tickets: list[CacheKey]
 
 
 class ShardWriter:
@@ -165,6 +175,46 @@ class ShardWriter:
             raise
         return PreparedLeg(leg, txn, tickets)
 
+    def open_leg(self, shard: int, keys: Sequence[EdgeKey], lists: Sequence[ListKey]) -> OpenedLeg:
+        """Open `shard`'s transaction and read the stored rows of `keys` and the node
+        states of `lists` in it (`storage.opened`); raises if the shard fails (or is
+        cooling down), with nothing left open."""
+        self.health.check(shard)
+        tickets = _key_tickets(keys) if self.cache is not None else []
+        if self.cache is not None:
+            self.cache.writing(tickets)  # no fill lands between the commit and `apply`
+        try:
+            opened = open_reading(self.backend, shard, keys, lists)  # type: ignore[arg-type]
+        except BaseException as exc:
+            if self.cache is not None:
+                self.cache.written(tickets)
+            if isinstance(exc, Unavailable):
+                self.health.leg_failed(shard, exc)
+            raise
+        return OpenedLeg(opened, tickets)
+
+    def fill_leg(self, opened: OpenedLeg, leg: Leg) -> Preparing:
+        """Write the leg's rows into its opened transaction (no COMMIT); a shard that
+        fails gives its error instead (its transaction rolled back)."""
+        try:
+            txn = opened.opened.fill(leg.edges)
+        except Exception as exc:  # a bug or a bad row must not lose the write
+            if self.cache is not None:
+                self.cache.written(opened.tickets)
+            if isinstance(exc, Unavailable):
+                self.health.leg_failed(leg.shard, exc)
+            return exc
+        return PreparedLeg(leg, txn, opened.tickets)
+
+    def close_opened(self, opened: Sequence[OpenedLeg]) -> None:
+        """Roll back opened transactions that were not filled."""
+        for leg in opened:
+            try:
+                leg.opened.rollback()
+            finally:
+                if leg.tickets and self.cache is not None:
+                    self.cache.written(leg.tickets)
+
     def commit_batch(self, prepared: Sequence[Preparing]) -> list[BaseException | None]:
         """Commit each prepared leg (the journal holds its jobs); each one's error, or None."""
         return [p if isinstance(p, BaseException) else self._commit(p) for p in prepared]
@@ -231,6 +281,12 @@ class ShardWriter:
 def landed_somewhere(error: BaseException) -> bool:
     """Whether a failed leg was written to some replicas of its shard (`storage.shardmap`)."""
     return isinstance(error, Unavailable) and bool(error.details.get("partial"))
+
+
+def _key_tickets(keys: Sequence[EdgeKey]) -> list[CacheKey]:
+    """The cache entries writes of these edge keys change (`Cache.writing`)."""
+    lists = dict.fromkeys((key[0], key[1]) for key in keys)
+    return [(COUNTS, key) for key in lists] + [(PREFIX, key) for key in lists]
 
 
 def _tickets(leg: Leg) -> list[CacheKey]:
