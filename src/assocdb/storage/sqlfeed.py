@@ -264,6 +264,11 @@ def read(b: SQLBackend, shard: int, after: int, limit: int) -> list[FeedRow]:
     return [(*row[:8], None if row[8] is None else bytes(row[8])) for row in rows]
 
 
+def recording(b: SQLBackend, shard: int) -> bool:
+    """Whether the shard's feed is on (its `seq` row `feed` is there)."""
+    return bool(b._query(shard, b._q(_SEQ, shard)))
+
+
 def bounds(b: SQLBackend, shard: int) -> tuple[int, int]:
     """(oldest position held, last position given) of the shard; an empty feed holds
     `last + 1` onwards."""
