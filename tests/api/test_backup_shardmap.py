@@ -34,7 +34,7 @@ def test_eight_writers_through_a_backup_of_three_servers(
     writes = list(writers.writes())
     g.close()
     assert manifest.source["kind"] == "shardmap"
-    assert manifest.positions == [None] * manifest.shards  # (no feed on shard maps yet)
+    assert manifest.positions == [None] * manifest.shards  # (its feed is off)
 
     backed = stored(tmp_path / "backup", follows)
     for key in {w.key for w in writes}:

@@ -94,7 +94,7 @@ def graph(make_map: MapMaker) -> Iterator[Graph]:  # noqa: F811 (the fixture imp
     g.define_assoc("follows", inverse="followed_by")
     g.enable_feed()
     cluster(g).parallel_writes = True
-    _diverge(g, "db1", 200)
+    _diverge(g, "db1", 60)
     yield g
     g.close()
 
@@ -176,3 +176,37 @@ def _position(g: Graph, cursor: str | None, shard: int) -> int:
 
     assert cursor is not None
     return feed.decode(cursor, g.engine.backend.shards)[shard]
+
+
+def test_a_shard_whose_replicas_are_all_down_is_behind_and_the_others_flow(graph: Graph) -> None:
+    backend, consumer = cluster(graph), Consumer(graph)
+    down = {
+        s
+        for s, reps in enumerate(backend.map.replicas)
+        if {r.backend for r in reps} <= {"db1", "db2"}
+    }
+    assert down
+    assert len(down) < backend.shards
+    before = [(n, 8_000_000 + n) for n in range(1, 40)]
+    for id1, id2 in before:
+        graph.assoc_add(id1, "follows", id2)
+    consumer.until(lambda: legs(before) <= set(consumer.seen))
+    cures = [fail(backend, "db1"), fail(backend, "db2")]
+    wait_until(lambda: not up(backend, "db1") and not up(backend, "db2"))
+    during = [(n, 8_100_000 + n) for n in range(1, 200)]
+    for id1, id2 in during:  # (legs on the down shards are queued: acknowledged)
+        graph.assoc_add(id1, "follows", id2)
+    # A write with a leg on a down shard waits whole in the journal; the others land.
+    landed = [w for w in during if not {shard_of(n, backend.shards) for n in w} & down]
+    readable = legs(landed)
+    assert readable
+    page = graph.changes(consumer.cursor, limit=1000)
+    assert set(page.behind) == down  # it says which shards it could not read
+    assert {s for s in range(backend.shards) if s not in down} >= {c.shard for c in page.items}
+    consumer.until(lambda: readable <= set(consumer.seen))
+    for cure in cures:
+        cure()
+    wait_until(lambda: up(backend, "db1") and up(backend, "db2"))
+    assert graph.drain(timeout=60)
+    consumer.until(lambda: legs(during) <= set(consumer.seen))  # the held-back shards' too
+    assert graph.changes(consumer.cursor).behind == []

@@ -182,15 +182,22 @@ class Feed:
         owned: frozenset[int] | None,
     ) -> tuple[ChangePage, tuple[int, ...]]:
         read = _feed.share(limit, backend.shards)
-        runs = [
-            backend.read(shard, pos, read) if owned is None or shard in owned else []
-            for shard, pos in enumerate(after)
-        ]
+        wanted = [s for s in range(backend.shards) if owned is None or s in owned]
+        runs: list[list[FeedRow]] = [[] for _ in after]
+        behind = []
+        for shard in wanted:
+            try:
+                runs[shard] = backend.read(shard, after[shard], read)
+            except Unavailable:
+                behind.append(shard)  # (its position stays: read once it is back)
+        if wanted and len(behind) == len(wanted):
+            raise Unavailable(f"no shard's feed could be read: shards {behind} are down")
+        readable = frozenset(wanted) - set(behind)
         if not backend.checks_held and any(
-            (owned is None or shard in owned) and (not run or run[0][0] != after[shard] + 1)
+            shard in readable and (not run or run[0][0] != after[shard] + 1)
             for shard, run in enumerate(runs)
         ):
-            self._check_held(backend, after, owned)
+            self._check_held(backend, after, readable)
         wanted_kinds = None if kinds is None else set(kinds)
         wanted_types = None if types is None else set(types)
 
@@ -204,7 +211,7 @@ class Feed:
             runs, _POSITION, _TIME, limit, keep if filtered else None, after, read
         )
         items = [self._change(shard, row) for shard, row in rows]
-        return ChangePage(items, _feed.encode(moved)), moved
+        return ChangePage(items, _feed.encode(moved), behind), moved
 
     def follow(self, cursor: str | None, types: Sequence[str] | None) -> Iterator[Change]:
         """Every change after `cursor`, waiting for new ones until the graph closes."""
@@ -264,11 +271,11 @@ class Feed:
             self._engine.named(functools.partial(_either, name=name))
 
     def _check_held(
-        self, backend: ChangeFeed, after: tuple[int, ...], owned: frozenset[int] | None
+        self, backend: ChangeFeed, after: tuple[int, ...], read: frozenset[int]
     ) -> None:
-        oldest = [backend.bounds(shard)[0] for shard in range(backend.shards)]
+        oldest = [backend.bounds(s)[0] if s in read else 0 for s in range(backend.shards)]
         if any(
-            pos + 1 < held and (owned is None or shard in owned)
+            pos + 1 < held and shard in read
             for shard, (pos, held) in enumerate(zip(after, oldest, strict=True))
         ):
             raise FeedExpired(

@@ -184,7 +184,7 @@ class ReplicatedFeed:
             names = self._readable(shard)
             for me in names:
                 for peer in names:
-                    if me != peer:
+                    if me != peer and not self._stop.is_set():
                         try:
                             self._align(shard, me, peer)
                         except Unavailable:
