@@ -58,21 +58,22 @@ def align(
     """The checkpoint `(P, Q)` moved on from `at` over `mine` (this replica's records after
     `Q`, in order) against `theirs` (the peer's records around and after `P`); see the
     module doc. Positions are the replicas' own."""
-    newest: dict[Key, tuple[int, int]] = {}  # key: (updated_at, the peer's position)
-    exact: dict[tuple[Key, int, int], int] = {}  # (key, updated_at, state): position
+    of_key: dict[Key, list[tuple[int, int, int]]] = {}  # key: [(updated_at, state, position)]
     for row in theirs:
-        k = key(row)
-        exact.setdefault((k, row[7], row[5]), row[0])
-        if newest.get(k, (-1, 0))[0] < row[7]:
-            newest[k] = (row[7], row[0])
+        of_key.setdefault(key(row), []).append((row[7], row[5], row[0]))
     upto, done = at
     for row in mine:
-        k = key(row)
-        found = exact.get((k, row[7], row[5]))
+        # The same change, else the first newer one of its key (not the newest: the
+        # checkpoint moves no further than it must, and the lookback stays short).
+        found = next(
+            (
+                pos
+                for at_, state, pos in of_key.get(key(row), ())
+                if at_ > row[7] or (at_, state) == (row[7], row[5])
+            ),
+            None,
+        )
         if found is None:
-            newer = newest.get(k)
-            if newer is None or newer[0] <= row[7]:
-                break  # the peer has not recorded it (yet)
-            found = newer[1]
+            break  # the peer has not recorded it (yet)
         upto, done = max(upto, found), row[0]
     return upto, done
