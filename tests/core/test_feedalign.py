@@ -92,3 +92,12 @@ def test_a_record_the_peer_has_not_recorded_yet_stops_the_checkpoint() -> None:
     assert feedalign.align(mine, theirs, (0, 0)) == (1, 1)
     newer: list[FeedRow] = [*theirs, (2, EDGE, 3, 1, 4, 1, 0, 12, None)]
     assert feedalign.align(mine, newer, (0, 0)) == (2, 2)  # overtaken by a newer change
+
+
+def test_a_commit_moves_forward_on_one_replica_and_onto_another_after_a_failover() -> None:
+    a, b = feedalign.tag_of("db1"), feedalign.tag_of("db3")
+    assert a != b
+    assert feedalign.later(feedalign.tagged(a, 9), feedalign.tagged(a, 5)) == feedalign.tagged(a, 9)
+    assert feedalign.later(feedalign.tagged(a, 9), feedalign.tagged(b, 2)) == feedalign.tagged(b, 2)
+    assert feedalign.later(0, feedalign.tagged(b, 2)) == feedalign.tagged(b, 2)
+    assert feedalign.later(7, 3) == 7  # (untagged: one database)

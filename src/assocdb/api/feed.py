@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
 
 from ..core import feed as _feed
+from ..core import feedalign
 from ..core import json as _json
 from ..core.compress import unpack
 from ..core.errors import AssocdbError, FeedExpired, InvalidRequest, Unavailable, UnknownType
@@ -170,7 +171,7 @@ class Feed:
         if member is None:
             return after or held, None
         mine = after or held  # a shard new to the member: from the group's position
-        return tuple(map(max, mine, held)), self._groups.join(group, member)
+        return tuple(map(feedalign.later, held, mine)), self._groups.join(group, member)
 
     def _page(
         self,

@@ -47,6 +47,15 @@ def split(position: int) -> tuple[int, int]:
     return position >> SHIFT, position & LOCAL
 
 
+def later(old: int, new: int) -> int:
+    """The further of two positions of one shard (a member's commit never moves back);
+    on another replica than `old`'s, `new` (positions of two replicas do not compare:
+    the newer cursor was translated)."""
+    if not old or not new or split(old)[0] == split(new)[0]:
+        return max(old, new)
+    return new
+
+
 def key(row: FeedRow) -> Key:
     """What a record is a change of: an edge leg, an object, a node state."""
     return (row[1], row[2], row[3], row[4] if row[1] == EDGE else 0)
