@@ -134,7 +134,7 @@ def test_a_consumer_loses_nothing_when_the_replica_it_reads_fails_over(graph: Gr
 
 def test_a_failover_right_after_the_writes_loses_nothing(graph: Graph) -> None:
     backend, consumer = cluster(graph), Consumer(graph)
-    consumer.until(lambda: len(consumer.seen) >= 1000 and not consumer.read())
+    consumer.until(lambda: len(consumer.seen) > 0 and not consumer.read())  # (caught up)
     for n in range(1, 60):
         graph.assoc_add(n, "follows", 5000 + n)
     consumer.until(lambda: legs([(n, 5000 + n) for n in range(1, 60)]) <= set(consumer.seen))
