@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from ..core import backupmanifest as mf
+from ..core import feedalign
 from ..core.errors import InvalidRequest, NotFound
 from ..core.records import CountMismatch, HangingEdge
 from ..storage import servercut, sqltables
@@ -261,19 +262,21 @@ def _on_servers(backend: Backend) -> bool:
     return smap is not None and not smap.local
 
 
-def _servers(backend: Backend) -> tuple[list[SQLBackend], list[int]]:
-    """The servers to snapshot, and per shard the one its copy is read from (a shard
-    map's primary replica: the one every write reaches first)."""
+def _servers(backend: Backend) -> tuple[list[SQLBackend], list[int], list[int] | None]:
+    """The servers to snapshot, per shard the one its copy is read from (a shard map's
+    primary replica: the one every write reaches first), and per shard the tag of that
+    replica in feed positions (`core.feedalign`; None: one server, untagged)."""
     smap = backend.replicated()
     if smap is None:
         assert isinstance(backend, SQLBackend)
-        return [backend], [0] * backend.shards
+        return [backend], [0] * backend.shards, None
     names = [replicas[0].backend for replicas in smap.map.replicas]
     distinct = sorted(set(names))
     servers = [smap.member(name) for name in distinct]
     if not all(isinstance(server, SQLBackend) for server in servers):
         raise InvalidRequest("backup reads a shard map's members as SQL servers")
-    return [cast(SQLBackend, s) for s in servers], [distinct.index(n) for n in names]
+    placement, tags = [distinct.index(n) for n in names], [feedalign.tag_of(n) for n in names]
+    return [cast(SQLBackend, s) for s in servers], placement, tags
 
 
 def _public_spec(backend: Backend) -> dict[str, Any]:

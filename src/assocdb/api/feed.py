@@ -25,9 +25,10 @@ from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
 
 from ..core import feed as _feed
+from ..core import feedalign
 from ..core import json as _json
 from ..core.compress import unpack
-from ..core.errors import AssocdbError, FeedExpired, InvalidRequest, UnknownType
+from ..core.errors import AssocdbError, FeedExpired, InvalidRequest, Unavailable, UnknownType
 from ..core.feed import EDGE, FEED_LIMIT, NODE, OBJECT, FeedRow
 from ..core.merge import State
 from ..core.records import STATE_NAMES, Change, ChangeKind, ChangePage
@@ -71,7 +72,12 @@ class Feed:
 
     def enable(self) -> None:
         """Record every change from now on (and on every later open of the graph)."""
-        self._store().enable()
+        store = self._store()
+        store.enable()
+        if store.missing:  # (a member that never recorded would lose changes: see replfeed.py)
+            raise Unavailable(
+                f"the change feed needs every member up to be turned on; down: {store.missing}"
+            )
         backend = self._engine.backend
         backend.swap_meta(_KEY, backend.get_meta(_KEY), b"on")
         self._start_trimming()
@@ -165,7 +171,7 @@ class Feed:
         if member is None:
             return after or held, None
         mine = after or held  # a shard new to the member: from the group's position
-        return tuple(map(max, mine, held)), self._groups.join(group, member)
+        return tuple(map(feedalign.later, held, mine)), self._groups.join(group, member)
 
     def _page(
         self,
@@ -177,15 +183,22 @@ class Feed:
         owned: frozenset[int] | None,
     ) -> tuple[ChangePage, tuple[int, ...]]:
         read = _feed.share(limit, backend.shards)
-        runs = [
-            backend.read(shard, pos, read) if owned is None or shard in owned else []
-            for shard, pos in enumerate(after)
-        ]
-        if any(
-            (owned is None or shard in owned) and (not run or run[0][0] != after[shard] + 1)
+        wanted = [s for s in range(backend.shards) if owned is None or s in owned]
+        runs: list[list[FeedRow]] = [[] for _ in after]
+        behind = []
+        for shard in wanted:
+            try:
+                runs[shard] = backend.read(shard, after[shard], read)
+            except Unavailable:
+                behind.append(shard)  # (its position stays: read once it is back)
+        if wanted and len(behind) == len(wanted):
+            raise Unavailable(f"no shard's feed could be read: shards {behind} are down")
+        readable = frozenset(wanted) - set(behind)
+        if not backend.checks_held and any(
+            shard in readable and (not run or run[0][0] != after[shard] + 1)
             for shard, run in enumerate(runs)
         ):
-            self._check_held(backend, after, owned)
+            self._check_held(backend, after, readable)
         wanted_kinds = None if kinds is None else set(kinds)
         wanted_types = None if types is None else set(types)
 
@@ -199,7 +212,7 @@ class Feed:
             runs, _POSITION, _TIME, limit, keep if filtered else None, after, read
         )
         items = [self._change(shard, row) for shard, row in rows]
-        return ChangePage(items, _feed.encode(moved)), moved
+        return ChangePage(items, _feed.encode(moved), behind), moved
 
     def follow(self, cursor: str | None, types: Sequence[str] | None) -> Iterator[Change]:
         """Every change after `cursor`, waiting for new ones until the graph closes."""
@@ -231,7 +244,7 @@ class Feed:
     def _store(self) -> ChangeFeed:
         store = self._engine.backend.change_feed()
         if store is None:
-            raise InvalidRequest("the change feed needs SQL shards (not yet a shard map)")
+            raise InvalidRequest("the change feed needs SQL shards")
         return store
 
     def _on(self) -> ChangeFeed:
@@ -259,11 +272,11 @@ class Feed:
             self._engine.named(functools.partial(_either, name=name))
 
     def _check_held(
-        self, backend: ChangeFeed, after: tuple[int, ...], owned: frozenset[int] | None
+        self, backend: ChangeFeed, after: tuple[int, ...], read: frozenset[int]
     ) -> None:
-        oldest = [backend.bounds(shard)[0] for shard in range(backend.shards)]
+        oldest = [backend.bounds(s)[0] if s in read else 0 for s in range(backend.shards)]
         if any(
-            pos + 1 < held and (owned is None or shard in owned)
+            pos + 1 < held and shard in read
             for shard, (pos, held) in enumerate(zip(after, oldest, strict=True))
         ):
             raise FeedExpired(

@@ -24,6 +24,7 @@ from collections.abc import Callable
 import msgspec
 
 from ..core import feed as _feed
+from ..core import feedalign
 from ..core.errors import InvalidRequest
 from ..storage.backend import Backend
 
@@ -73,7 +74,7 @@ class Groups:
                 stored = _feed.start(shards) if raw is None else _feed.decode(raw.decode(), shards)
                 value = _feed.encode(
                     tuple(
-                        max(new, old) if s in owned else old
+                        feedalign.later(old, new) if s in owned else old
                         for s, (new, old) in enumerate(zip(positions, stored, strict=True))
                     )
                 )

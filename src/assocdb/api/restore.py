@@ -21,8 +21,8 @@ import msgspec
 
 from ..core import backupmanifest as mf
 from ..core.errors import InvalidRequest
-from ..storage.backend import SERVER_SCHEMES, is_server_url
-from ..storage.registry import open_backend
+from ..storage.backend import SERVER_SCHEMES, Backend, is_server_url
+from ..storage.registry import open_backend, open_shardmap
 from ..storage.rollforward import check_history, check_recorded, reserve_ids, roll_forward
 from ..storage.sql import SQLBackend
 from ..storage.sqlite import SQLiteBackend
@@ -152,28 +152,33 @@ def _show(micros: int) -> str:
         return f"{micros:,} µs since the epoch"
 
 
-def _open_source(source: str | Path | None, manifest: mf.Manifest, when: str) -> SQLBackend:
+def _open_source(source: str | Path | None, manifest: mf.Manifest, when: str) -> Backend:
     """The source graph's backend (whose feed holds the history after the cut): `source`
-    (a directory or a server URL), else the one the manifest names."""
+    (a directory, a server URL or a shard map file), else the one the manifest names."""
     spec = dict(manifest.source)
     if source is not None:
         if is_server_url(source):
             spec.update(url=str(source), kind=SERVER_SCHEMES[str(source).split("://", 1)[0]])
         else:
-            spec = {"kind": "sqlite", "path": str(source), "shards": manifest.shards}
-    if spec.get("kind") == "sqlite" and not Path(spec.get("path", "")).is_dir():
+            kind = "shardmap" if Path(source).is_file() else "sqlite"
+            spec = {"kind": kind, "path": str(source), "shards": manifest.shards}
+    local = {"sqlite": Path.is_dir, "shardmap": Path.is_file}.get(str(spec.get("kind")))
+    if local is not None and not local(Path(spec.get("path", ""))):
         raise InvalidRequest(
             f"cannot restore to {when}: the source graph {spec.get('path')}, whose change feed "
             "holds the history after the cut, is not there (name it with --from)"
         )
-    opened = open_backend(spec, create=False)
-    if not isinstance(opened, SQLBackend):
+    if spec.get("kind") == "shardmap":  # (a map's manifest names its file)
+        opened: Backend = open_shardmap(spec["path"], manifest.shards)
+    else:
+        opened = open_backend(spec, create=False)
+    if not isinstance(opened, SQLBackend) and opened.replicated() is None:
         opened.close()
-        raise InvalidRequest(f"cannot restore to {when}: the source is not one SQL graph")
+        raise InvalidRequest(f"cannot restore to {when}: the source is not a SQL graph")
     return opened
 
 
-def _copy_schema(origin: SQLBackend, target: SQLiteBackend) -> None:
+def _copy_schema(origin: Backend, target: SQLiteBackend) -> None:
     """Types defined after the cut (schema changes are not in the feed; types are only
     ever added, so the source's schema covers every record rolled forward)."""
     key = "schema"

@@ -357,7 +357,10 @@ class Change(msgspec.Struct, frozen=True, gc=False):
 
 
 class ChangePage(msgspec.Struct, frozen=True):
-    """A page of changes and the cursor after it (always one: a feed has no end)."""
+    """A page of changes and the cursor after it (always one: a feed has no end).
+    `behind`: the shards that could not be read (down): the page has none of their
+    changes, and the cursor keeps their positions, so none is skipped."""
 
     items: list[Change]
     next_cursor: str
+    behind: list[int] = []

@@ -89,6 +89,14 @@ class ChangeFeed(Protocol):
         """Whether this process records every apply (the feed was turned on)."""
 
     @property
+    def missing(self) -> Sequence[str]:
+        """Members whose feed is not on yet (a shard map's members that were down)."""
+
+    @property
+    def checks_held(self) -> bool:
+        """Whether `read` raises FeedExpired itself (else the reader compares `bounds`)."""
+
+    @property
     def read_only(self) -> bool:
         """A snapshot: it has its feed or none; nothing is created or trimmed."""
 

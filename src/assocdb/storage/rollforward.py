@@ -20,16 +20,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..core.compress import unpack
-from ..core.errors import InvalidRequest
+from ..core.errors import FeedExpired, InvalidRequest
 from ..core.merge import EdgeTuple, NodeRow, ObjRow
 from . import sqlfeed
+from .backend import Backend, ChangeFeed
 from .sql import SQLBackend
 
 #: Records read (and applied in one transaction) at a time.
 PAGE = 2000
 
 
-def check_history(source: SQLBackend, positions: Sequence[int | None], when: str) -> None:
+def check_history(source: Backend, positions: Sequence[int | None], when: str) -> None:
     """InvalidRequest unless the source's feed still holds every record after `positions`
     (the backup's cut) on every shard; `when` names the requested time in the message."""
     check_recorded(positions, when)
@@ -38,9 +39,16 @@ def check_history(source: SQLBackend, positions: Sequence[int | None], when: str
             f"cannot restore to {when}: the source has {source.shards} shards, "
             f"the backup {len(positions)}"
         )
+    feed = _feed(source, when)
     for shard, position in enumerate(positions):
-        oldest, end = sqlfeed.bounds(source, shard)
         assert position is not None
+        try:
+            if feed.checks_held:  # (a shard map's positions name their replica)
+                feed.read(shard, position, 1)
+                continue
+            oldest, end = feed.bounds(shard)
+        except FeedExpired:
+            oldest, end = position + 2, position
         if oldest > position + 1 or end < position:
             raise InvalidRequest(
                 f"cannot restore to {when}: outside the retained history (shard {shard}'s "
@@ -60,19 +68,21 @@ def check_recorded(positions: Sequence[int | None], when: str) -> None:
 
 
 def roll_forward(
-    source: SQLBackend,
+    source: Backend,
     target: SQLBackend,
     positions: Sequence[int | None],
     upto: int,
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Apply to `target` every record of `source`'s feed after `positions` stamped at or
-    before `upto` (µs); return how many were applied (`progress(n)` after each page)."""
-    applied = 0
+    before `upto` (µs); return how many were applied (`progress(n)` after each page).
+    A shard map's feed is read from each shard's replica at the cut, or from another
+    after a failover (`storage.replfeed`: what comes twice changes nothing the second time)."""
+    feed, applied = _feed(source, "a time"), 0
     for shard, position in enumerate(positions):
         after = 0 if position is None else position
         while True:
-            rows = sqlfeed.read(source, shard, after, PAGE)
+            rows = feed.read(shard, after, PAGE)
             if not rows:
                 break
             after = rows[-1][0]
@@ -84,6 +94,13 @@ def roll_forward(
             if len(rows) < PAGE:
                 break
     return applied
+
+
+def _feed(source: Backend, when: str) -> ChangeFeed:
+    feed = source.change_feed()
+    if feed is None:
+        raise InvalidRequest(f"cannot restore to {when}: the source has no change feed")
+    return feed
 
 
 def apply_records(target: SQLBackend, shard: int, rows: Sequence[sqlfeed.FeedRow]) -> None:
@@ -105,10 +122,14 @@ def apply_records(target: SQLBackend, shard: int, rows: Sequence[sqlfeed.FeedRow
 _OBJECT_SEQ = "SELECT value FROM {s}.seq WHERE name = 'objects'"
 
 
-def reserve_ids(source: SQLBackend, target: SQLBackend) -> None:
-    """Reserve on each `target` shard the object ids `source` reserved beyond it."""
+def reserve_ids(source: Backend, target: SQLBackend) -> None:
+    """Reserve on each `target` shard the object ids `source` reserved beyond it (a
+    shard map's are reserved on each shard's primary)."""
+    smap = source.replicated()
     for shard in range(target.shards):
-        want = _sequence(source, shard) - _sequence(target, shard)
+        origin = source if smap is None else smap.member(smap.map.replicas[shard][0].backend)
+        assert isinstance(origin, SQLBackend)
+        want = _sequence(origin, shard) - _sequence(target, shard)
         if want > 0:
             target.allocate(shard, want)
 

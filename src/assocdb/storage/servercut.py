@@ -27,6 +27,7 @@ from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any, cast
 
+from ..core import feedalign
 from . import sqlfeed, sqltables
 from .copier import Page, write_page
 from .dialect import Session
@@ -114,11 +115,15 @@ class ServerCut:
 
 
 def take(
-    servers: Sequence[SQLBackend], placement: Sequence[int], journal: Path | None
+    servers: Sequence[SQLBackend],
+    placement: Sequence[int],
+    tags: Sequence[int] | None,
+    journal: Path | None,
 ) -> ServerCut:
     """The cut of a graph whose shard `s` is read from server `servers[placement[s]]`
-    (one server: every shard on it; a shard map: each shard's primary), and of this
-    process's `journal` file. Writers of every server are held together."""
+    (one server: every shard on it; a shard map: each shard's primary, whose feed
+    positions carry `tags[s]`: `core.feedalign`), and of this process's `journal` file.
+    Writers of every server are held together."""
     cut = ServerCut(len(placement))
     try:
         sessions = [cut._stack.enter_context(_session(b)) for b in servers]
@@ -145,7 +150,7 @@ def take(
             cast(SQLBackend, _OnSnapshot(b, s)) for b, s in zip(servers, sessions, strict=True)
         ]
         cut.readers = [views[placement[shard]] for shard in range(cut.shards)]
-        cut.positions = [_feed_position(r, s) for s, r in enumerate(cut.readers)]
+        cut.positions = [_feed_position(r, s, tags) for s, r in enumerate(cut.readers)]
     except BaseException:
         cut.close()
         raise
@@ -216,10 +221,12 @@ def _present(reader: SQLBackend, shard: int, tables: Sequence[str]) -> list[str]
     return [t for name, t in names.items() if name in found]
 
 
-def _feed_position(reader: SQLBackend, shard: int) -> int | None:
-    if reader.get_meta("feed") != b"on":
+def _feed_position(reader: SQLBackend, shard: int, tags: Sequence[int] | None) -> int | None:
+    if tags is None:
+        return sqlfeed.bounds(reader, shard)[1] if reader.get_meta("feed") == b"on" else None
+    if not sqlfeed.recording(reader, shard):  # (a member holds settings only on shard 0)
         return None
-    return sqlfeed.bounds(reader, shard)[1]
+    return feedalign.tagged(tags[shard], sqlfeed.bounds(reader, shard)[1])
 
 
 def _sequence(reader: SQLBackend, shard: int) -> int:

@@ -65,6 +65,7 @@ from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, SetSc
 from ..core.timeline_list import TimelineEntry
 from .backend import Backend, ForgetHook, Older
 from .detector import Health
+from .replfeed import ReplicatedFeed
 from .shardmap_config import ShardMap, from_dict, load, shown
 
 log = logging.getLogger("assocdb.shardmap")
@@ -129,12 +130,8 @@ class ShardMapBackend:
         self._random = random.Random()
         d = smap.detector
         self._members = {
-            name: _Member(
-                name,
-                smap.member_spec(name),
-                Health(d.threshold, d.probe_interval, d.probe_max),
-            )
-            for name in smap.backends
+            n: _Member(n, smap.member_spec(n), Health(d.threshold, d.probe_interval, d.probe_max))
+            for n in smap.backends
         }
         for name, config in smap.backends.items():
             if config.down:
@@ -152,6 +149,7 @@ class ShardMapBackend:
         self._fresh_only = threading.local()  # see `fresh_reads`
         self._meta_copies: set[str] = set()  # settings not yet copied to every replica
         self._retired: list[Backend] = []  # members replaced by a reload, closed at the end
+        self._feed = ReplicatedFeed(self)
         self._stop = threading.Event()
         self._prober = threading.Thread(
             target=self._probe_loop, args=(probe_tick,), name="assocdb-prober", daemon=True
@@ -376,8 +374,12 @@ class ShardMapBackend:
     def replicated(self) -> ShardMapBackend:
         return self
 
-    def change_feed(self) -> None:
-        return None  # each member numbers its own records: see docs/architecture.md
+    def change_feed(self) -> ReplicatedFeed:
+        return self._feed  # (positions name their replica: storage/replfeed.py)
+
+    def call(self, name: str, fn: Callable[[Backend], T]) -> T:
+        """`fn` on member `name`, feeding its failure detector (Unavailable if down)."""
+        return self._call(self._members[name], fn)
 
     def exclusive_writes(self) -> AbstractContextManager[None]:
         return nullcontext()  # several databases: see docs/architecture.md
@@ -772,6 +774,7 @@ class ShardMapBackend:
 
     def close(self) -> None:
         self._stop.set()
+        self._feed.close()
         for thread in (self._prober, self._reloader):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout=5)

@@ -62,6 +62,9 @@ _INSERT = f"INSERT INTO {{s}}.changes ({', '.join(COLUMNS)}) VALUES ({', '.join(
 _SEQ = "SELECT value FROM {s}.seq WHERE name = 'feed'"
 _READ = f"SELECT {', '.join(COLUMNS)} FROM {{s}}.changes WHERE pos > ? ORDER BY pos LIMIT ?"
 _OLDEST = "SELECT MIN(pos) FROM {s}.changes"
+_CHECKPOINT = (
+    "SELECT name, value FROM {s}.seq WHERE name >= ? AND name <= ? ORDER BY name DESC LIMIT 1"
+)
 _NEWER = "SELECT MIN(pos) FROM {s}.changes WHERE updated_at >= ?"
 
 
@@ -110,6 +113,9 @@ class SQLFeed:
         self._off_until: dict[int, float] = {}  # shard: not asked again before (monotonic)
         self._changed = threading.Condition()
         self._generation = 0  # applies committed since the backend opened (with the feed on)
+
+    checks_held = False  # (the reader compares `bounds`)
+    missing: tuple[str, ...] = ()  # (one database: on or not)
 
     @property
     def shards(self) -> int:
@@ -196,6 +202,26 @@ class SQLFeed:
         """Delete the shard's records older than `before` and all but the last `keep`."""
         return trim(self._b, shard, before, keep)
 
+    def checkpoint(self, shard: int, peer: int, at: tuple[int, int]) -> None:
+        """Store the alignment checkpoint `at` = (P, Q) against the replica tagged `peer`
+        (`core.feedalign`): a `seq` row `fa:PEER:P` of value Q, on this shard."""
+        b = self._b
+        sql = b._q(b.dialect.upsert("seq", ("name", "value"), 1), shard)
+        b._durably(shard, lambda s: b._run(s, shard, sql, (_align_name(peer, at[0]), at[1])))
+
+    def translate(self, shard: int, peer: int, position: int) -> tuple[int, int] | None:
+        """The newest checkpoint (P, Q) against `peer` with P <= `position`, or None."""
+        b = self._b
+        sql = b._q(_CHECKPOINT, shard)
+        rows = b._query(shard, sql, (_align_name(peer, 0), _align_name(peer, position)))
+        return (int(rows[0][0][7:]), int(rows[0][1])) if rows else None
+
+    def forget_checkpoints(self, shard: int, below: int) -> None:
+        """Delete the checkpoints that translate to a position before `below` (trimmed)."""
+        b = self._b
+        sql = b._q("DELETE FROM {s}.seq WHERE name LIKE 'fa:%' AND value < ?", shard)
+        b._durably(shard, lambda s: b._run(s, shard, sql, (below,)))
+
     def _turn_on(self, shards: Any) -> None:
         self._on.update(shards)
         if len(self._on) == self._b.shards:
@@ -221,6 +247,10 @@ class SQLFeed:
             log.warning("the feed is on; could not wait for older transactions: %s", exc)
 
 
+def _align_name(peer: int, position: int) -> str:
+    return f"fa:{peer:03d}:{position:020d}"  # (names sort as positions do: 27 characters)
+
+
 def enable(b: SQLBackend) -> None:
     """`SQLFeed.enable` of the backend's feed."""
     b.change_feed().enable()
@@ -232,6 +262,11 @@ def read(b: SQLBackend, shard: int, after: int, limit: int) -> list[FeedRow]:
     if not any(type(row[8]) is memoryview for row in rows):  # (PostgreSQL's bytea)
         return [tuple(row) for row in rows] if rows and type(rows[0]) is not tuple else rows
     return [(*row[:8], None if row[8] is None else bytes(row[8])) for row in rows]
+
+
+def recording(b: SQLBackend, shard: int) -> bool:
+    """Whether the shard's feed is on (its `seq` row `feed` is there)."""
+    return bool(b._query(shard, b._q(_SEQ, shard)))
 
 
 def bounds(b: SQLBackend, shard: int) -> tuple[int, int]:
