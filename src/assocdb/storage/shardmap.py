@@ -1,15 +1,13 @@
 """A Backend made of other backends: logical shards on replica sets (Gizzard's replication).
 
-`ShardMapBackend` implements the `Backend` protocol over the member backends
-a shard map (`shardmap_config`) names, each opened with the map's shard
-count (a member holds shard s under number s). Each member has a failure
-detector (`detector.Health`).
+`ShardMapBackend` implements the `Backend` protocol over the member backends a shard map
+(`shardmap_config`) names, each opened with the map's shard count (a member holds shard s
+under number s). Each member has a failure detector (`detector.Health`).
 
-Writes go to every replica of the shard (at once, on a thread pool, when the
-members are database servers). Because `apply` is an idempotent,
-commutative merge, a failed replica is simply written again later: if any
-replica fails (or is marked down), `apply` raises `Unavailable` and the
-journal retries the whole leg, which is harmless where it already landed.
+Writes go to every replica of the shard (at once, on a thread pool, when the members are
+database servers). Because `apply` is an idempotent, commutative merge, a failed replica
+is simply written again later: if any replica fails (or is marked down), `apply` raises
+`Unavailable` and the journal retries the whole leg, harmless where it already landed.
 The `Changes` returned are the replicas' common answer; when replicas
 answered differently (one had the write already) or a write landed only
 partly, the cache cannot patch itself exactly, so the keys are handed to the
