@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from assocdb import Graph, InvalidRequest
+from assocdb.api import cascade_walk
 from tests.support.deletion_model import TYPES, DeletionModel
 from tests.support.stores import Stores, examples
 
@@ -153,6 +154,28 @@ DeletionMachine.TestCase.settings = settings(
     max_examples=examples("sqlite", 25), stateful_step_count=20, deadline=None
 )
 TestDeletions = DeletionMachine.TestCase
+
+
+class SmallStepsDeletionMachine(DeletionMachine):
+    """The same rules with batches of 2 objects and steps of 3 edges, so that a step's
+    page ends inside a list, crosses lists and objects, and batches follow each other
+    (the defaults, 100 and 500, are larger than these graphs)."""
+
+    def __init__(self) -> None:
+        self.patch = pytest.MonkeyPatch()
+        self.patch.setattr(cascade_walk, "BATCH_OBJECTS", 2)
+        self.patch.setattr(cascade_walk, "STEP_EDGES", 3)
+        super().__init__()
+
+    def teardown(self) -> None:
+        super().teardown()
+        self.patch.undo()
+
+
+SmallStepsDeletionMachine.TestCase.settings = settings(
+    max_examples=examples("sqlite", 25), stateful_step_count=20, deadline=None
+)
+TestSmallStepsDeletions = SmallStepsDeletionMachine.TestCase
 
 
 class MySQLDeletionMachine(DeletionMachine):

@@ -178,9 +178,7 @@ class Cleaner:
             try:
                 rounds += 1
                 if rounds % EXPIRE_ROUNDS == 1:  # the first round, then every EXPIRE_ROUNDS
-                    self._expiry.expire(stop=stop)
-                    if self._purge_deletions is not None:  # past their restore window
-                        self._purge_deletions()
+                    self._expire_and_purge(stop)
                 purge = time.monotonic() - purged_at >= PURGE_EVERY
                 for index in self._engine.read_schema().indexes:
                     if stop.is_set():
@@ -197,6 +195,16 @@ class Cleaner:
                 log.warning("the cleaner met an error (%s); trying again", exc)
             except Exception as exc:  # a bug must not stop the cleaner; no traceback in logs
                 log.error("the cleaner failed: %s: %s; trying again", type(exc).__name__, exc)
+
+    def _expire_and_purge(self, stop: threading.Event) -> None:
+        """The expiry pass, then the purge of deletions past their restore window: the
+        purge runs even when the expiry pass failed (a slow shard must not hold back
+        the other's work for EXPIRE_ROUNDS more rounds)."""
+        try:
+            self._expiry.expire(stop=stop)
+        finally:
+            if self._purge_deletions is not None and not stop.is_set():
+                self._purge_deletions()
 
     def purge(self, index: IndexDef, older_than: int = PURGE_AFTER) -> int:
         """Delete the index's removal entries older than `older_than` µs; how many."""

@@ -16,7 +16,6 @@ write left queued makes the step fail and the runner try again later.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time as _time
@@ -27,21 +26,21 @@ import msgspec
 
 from ..core.deletion import (
     DEFAULT_WINDOW,
-    STEP_EDGES,
     CascadeJob,
     Chunk,
     DanglingReport,
     Deletion,
     advance,
-    next_list,
+    current,
     public,
 )
-from ..core.errors import AssocdbError, Conflict, InvalidRequest, NotFound, Unavailable
+from ..core.errors import AssocdbError, Conflict, InvalidRequest, NotFound
 from ..core.ids import check_id, shard_of
-from ..core.merge import EdgeRow, State
+from ..core.merge import State
 from ..core.ops import EdgeWrite, ObjectWrite, Operation
 from ..core.records import WriteResult
 from ..core.timeline_list import entry
+from .cascade_walk import CascadeWalk
 from .dangling import find_dangling
 from .engine import Engine
 from .timelines import Timelines
@@ -53,10 +52,7 @@ _SEQ = "deletion:seq"
 #: The ids of running deletions (JSON list): what runners read, rather than every job.
 _ACTIVE = "deletion:active"
 _WINDOW = "deletion:window"
-RETRY_SECONDS = 1.0
-#: Removals per journaled batch: other writers' batches go in between (a step's 500
-#: in one batch held them up to ~10x their quiet p99).
-SUBMIT = 100  # the runner's wait before it tries a failed step again
+RETRY_SECONDS = 1.0  # the runner's wait before it tries a failed step again
 
 
 def _job_key(n: int) -> str:
@@ -87,6 +83,7 @@ class Deletions:
         self._paused = threading.Event()
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._walk = CascadeWalk(engine, timelines, self._chunk)
         #: Deletions this process has purged (by `purge`, or the cleaner thread's).
         self.purged = 0
         if self._runnable():
@@ -110,7 +107,7 @@ class Deletions:
         job = CascadeJob(
             n, id, "running", self._clock(), self.window(), owner=self._engine.journal.owner
         )
-        job = msgspec.structs.replace(job, pending=[id], seen=[id])
+        job = msgspec.structs.replace(job, batch=[id])
         self._set_active(n, True)  # before the job exists: a runner never misses it
         if not self._backend.swap_meta(_job_key(n), None, _encode(job)):
             raise Conflict(f"deletion {n} exists already")  # a seq swap makes this unreachable
@@ -139,9 +136,13 @@ class Deletions:
                 status="running",
                 finished_at=None,
                 owner=self._engine.journal.owner,
-                pending=[id],
-                seen=[id],  # a walk afresh: what it reached before may be live again
-                phase="edges",
+                # a walk afresh: what it reached before may be live again; the queue
+                # starts after the chunks already recorded
+                pending=[],
+                batch=[id],
+                queue=(job.chunks, 0),
+                phase="object",
+                node_index=0,
                 list_index=0,
                 after=None,
                 found=False,
@@ -248,8 +249,11 @@ class Deletions:
                 if found:
                     self._backend.swap_meta(key, found, b"")
             gone = msgspec.structs.replace(job, status="purged")
+            # The report is made (a schema read: it may fail) before the swap, so that a
+            # purge that happened is always counted and logged: once the status says
+            # "purged", no later pass would log it.
+            report = self._public(gone)
             if self._backend.swap_meta(_job_key(job.id), raw, _encode(gone)):
-                report = self._public(gone)
                 purged.append(report)
                 self.purged += 1
                 log.info(
@@ -355,11 +359,11 @@ class Deletions:
             return None
         me = self._engine.journal.owner
         if job.owner == me:
-            return job
+            return current(job)
         if job.owner and self._engine.journal.owner_alive(job.owner):
             return None
         mine = msgspec.structs.replace(job, owner=me)
-        return mine if self._backend.swap_meta(_job_key(n), raw, _encode(mine)) else None
+        return current(mine) if self._backend.swap_meta(_job_key(n), raw, _encode(mine)) else None
 
     # -- one step -----------------------------------------------------------------
 
@@ -371,128 +375,28 @@ class Deletions:
         after: CascadeJob | None
         if written:  # planned and maybe applied before a crash: apply it (again)
             chunk = msgspec.msgpack.decode(written, type=Chunk)
-            after = advance(job, chunk, self._apply(chunk))
+            self._walk.apply(chunk)
+            after = advance(job, chunk)
+        elif (planned := self._walk.plan(job)) is not None:
+            self._backend.swap_meta(key, written, msgspec.msgpack.encode(planned))
+            self._walk.apply(planned)
+            after = advance(job, planned)
         else:
-            chunk_or_job = self._plan(job)
-            if isinstance(chunk_or_job, Chunk):
-                self._backend.swap_meta(key, written, msgspec.msgpack.encode(chunk_or_job))
-                after = advance(job, chunk_or_job, self._apply(chunk_or_job))
-            else:
-                after = chunk_or_job
+            after = None
         ended = after is None
         if after is None:
-            after = msgspec.structs.replace(job, status="done", finished_at=self._clock())
+            after = msgspec.structs.replace(
+                job, status="done", finished_at=self._clock(), batch=[], node_index=0
+            )
         if not self._backend.swap_meta(_job_key(job.id), raw, _encode(after)):
             raise Conflict(f"deletion {job.id} was changed by another process")
         if ended:
             self._set_active(job.id, False)
         return None if ended else after
 
-    def _plan(self, job: CascadeJob) -> Chunk | CascadeJob | None:
-        """The next chunk of removals, or (none to make) the job moved on, or None: done."""
-        node = job.pending[0]
-        shard = shard_of(node, self._engine.shards)
-        ua = self._engine.clock.now()
-        if job.phase == "object":
-            objs = [r for r in self._backend.objects(shard, [node]) if r.state != State.REMOVED]
-            home = self._timelines.home_held(node)
-            return Chunk(ua, node, "edges", 0, None, objects=objs, home=home)
-        types = self._engine.schema.assoc_types
-        if job.list_index >= len(types):  # types dropped since? (they never are) walk on
-            return next_list(msgspec.structs.replace(job, list_index=len(types) - 1), len(types))
-        fresh = False  # the walk wrapped to a new pass over the lists before finding edges
-        while True:  # empty lists cost a probe each, not a step (a job rewrite) each
-            kind = types[job.list_index]
-            ids = self._backend.scan_id2(shard, node, kind.id, _LIVE, job.after, True, STEP_EDGES)
-            if ids:
-                break
-            moved = next_list(job, len(types))
-            if moved is None or moved.phase == "object":
-                return moved
-            fresh = fresh or (moved.list_index == 0 and not moved.found)
-            job = moved
-        rows = self._backend.edges(shard, node, kind.id, [row[0] for row in ids])
-        rows = [row for row in rows if row.state != State.REMOVED]
-        mirrored = self._mirrored(rows, self._engine.inverse_id(kind))
-        edges = [(row, mirrored.get(row.id2)) for row in rows]
-        targets = [row.id2 for row in rows]
-        deep = targets if kind.on_delete == "deep" else []
-        refcount = targets if kind.on_delete == "refcount" else []
-        last = ids[-1][0]
-        return Chunk(
-            ua, node, "edges", job.list_index, last, [], edges, deep, refcount, fresh=fresh
-        )
-
-    def _mirrored(self, rows: list[EdgeRow], inverse: int | None) -> dict[int, EdgeRow]:
-        if inverse is None:
-            return {}
-        by_shard: dict[int, list[tuple[int, int, int]]] = {}
-        for row in rows:
-            key = (row.id2, inverse, row.id1)
-            by_shard.setdefault(shard_of(row.id2, self._engine.shards), []).append(key)
-        found: dict[int, EdgeRow] = {}
-        for shard, keys in sorted(by_shard.items()):
-            for row in self._backend.edges_at(shard, keys):
-                found[row.id1] = row
-        return found
-
-    def _apply(self, chunk: Chunk) -> list[int]:
-        """Write the chunk's removals (applied before this returns); the refcount
-        targets that no deep or refcount edge points to any more."""
-        ua = chunk.updated_at
-        writes: list[Operation] = [
-            ObjectWrite(r.id, ua, state=State.REMOVED) for r in chunk.objects
-        ]
-        posts = self._posts_type()
-        for row, _ in chunk.edges:
-            if row.atype == posts:
-                self._unpost(row.id1, row.id2)
-            kind = self._engine.schema.assoc_by_id(row.atype)
-            inverse = self._engine.inverse_id(kind)
-            writes.append(EdgeWrite(row.atype, inverse, row.id1, row.id2, State.REMOVED, ua))
-        self._submit(writes, ua)
-        if chunk.home:  # tombstones that win over every entry it held (merged again on a redo)
-            cleared = [
-                entry(t, item, author, ua, deleted=True) for t, item, author, _ in chunk.home
-            ]
-            self._timelines.home_merge(chunk.node, cleared)
-        return [target for target in chunk.refcount if not self.owners_left(target)]
-
     def owners_left(self, target: int) -> int:
         """How many live deep or refcount edges point to `target` (through inverses)."""
-        schema = self._engine.schema
-        shard = shard_of(target, self._engine.shards)
-        total = 0
-        for kind in schema.assoc_types:
-            inverse = schema.inverse(kind)
-            if kind.on_delete in ("deep", "refcount") and inverse is not None:
-                counts = self._backend.counts(shard, target, inverse.id)
-                total += sum(counts.get(state, 0) for state in _LIVE)
-        return total
-
-    def _submit(self, writes: list[Operation], ua: int) -> None:
-        for start in range(0, len(writes), SUBMIT):
-            batch = [(op, ua) for op in writes[start : start + SUBMIT]]
-            for result in self._engine.submit_many(batch, sync=True):
-                if isinstance(result, NotFound):
-                    continue  # an object deleted meanwhile with no row left: nothing to do
-                if isinstance(result, BaseException):
-                    raise result
-                if result.status != "applied":
-                    raise Unavailable("a removal was queued (a shard is down); will retry")
-
-    # -- timelines ----------------------------------------------------------------
-
-    def _posts_type(self) -> int | None:
-        config = self._timelines.timeline_config()
-        if config is None:
-            return None
-        kind = self._engine.schema.assoc_by_name(config.posts)
-        return None if kind is None else kind.id
-
-    def _unpost(self, author: int, item: int) -> None:
-        with contextlib.suppress(NotFound):  # removed by an earlier try of this chunk
-            self._timelines.post_delete(author, item)
+        return self._walk.owners_left(target)
 
     # -- restore ------------------------------------------------------------------
 
@@ -501,7 +405,7 @@ class Deletions:
         writes: list[Operation] = []
         for obj in chunk.objects:
             writes.append(ObjectWrite(obj.id, ua, otype=obj.otype, data=obj.data))
-        posts = self._posts_type()
+        posts = self._walk.posts_type()
         reposts = []
         for row, _ in chunk.edges:
             if row.atype == posts:
@@ -520,10 +424,12 @@ class Deletions:
                 raise result
         for row in reposts:
             self._timelines.post(row.id1, row.id2, row.time)
-        if chunk.home:  # deliveries newer than the cascade's tombstones; not items deleted since
-            kept = self._timelines.still_posted(chunk.home)
+        homes = [(chunk.node, chunk.home)] if chunk.home else []
+        for node, held in [*homes, *chunk.homes]:
+            # deliveries newer than the cascade's tombstones; not items deleted since
+            kept = self._timelines.still_posted(held)
             back = [entry(t, item, author, ua) for t, item, author, _ in kept]
-            self._timelines.home_merge(chunk.node, back)
+            self._timelines.home_merge(node, back)
 
     # -- meta ---------------------------------------------------------------------
 

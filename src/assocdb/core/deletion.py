@@ -9,16 +9,26 @@ the chunk is written redoes that chunk, whatever the store holds by then, so
 the record of what a deletion removed is never lost and nothing is removed
 without being recorded.
 
-The walk: for each object in `pending` (the root first), its object row is
-recorded and tombstoned, then every list `(object, type)` of every type is
-paged in id2 order (a step walks past empty lists to the next page of edges,
-so they cost a probe each, not a step); each live edge is removed with its mirrored row (both
-directions, counts exact), a *deep* type's target joins `pending`, and a
-*refcount* type's target joins it once no live deep or refcount edge points
-to it (counted on the target, through the types' inverses). When a pass over
-the lists found edges, another pass follows, so that an edge written to the
-object while the cascade ran is removed too; the object is done after a pass
-that finds none.
+The walk goes a *batch* of objects at a time (up to `BATCH_OBJECTS`, the root
+alone first): one step records and tombstones the batch's objects (and clears
+their home timelines), then every list `(object, type)` of every object of the
+batch is paged in id2 order, one step taking up to `STEP_EDGES` edges across
+lists and objects (empty lists cost a probe each, not a step); each live edge
+is removed with its mirrored row (both directions, counts exact). When a pass
+over the batch's lists found edges, another pass follows, so that an edge
+written to an object while the cascade ran is removed too; the batch is done
+after a pass that finds none.
+
+The objects still to delete are not kept in the job: they are the *deep* and
+*refcount* targets recorded in the applied chunks, in chunk order, and the job
+keeps only its place in that queue (`queue`: a chunk and a position in its
+targets), so the job stays small and is rewritten in constant time per step,
+however many objects the cascade reaches. A refcount target joins a batch when
+it is taken from the queue and no live deep or refcount edge points to it any
+more (counted on the target, through the types' inverses); the choice is
+recorded in the batch's chunk, so a redo makes the same batch. An object
+reached twice costs a second walk of probes over its (empty) lists, never a
+second record: its row is tombstoned already and left out.
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ Phase = Literal["object", "edges"]
 #: Objects stay restorable this long after their deletion, unless configured otherwise.
 DEFAULT_WINDOW = 14 * 24 * 3600.0
 STEP_EDGES = 500  # edges removed per step: one step holds the job's lock this long
+#: Objects deleted together: tombstoned in one step, their lists walked in few.
+BATCH_OBJECTS = 100
 
 
 class Deletion(msgspec.Struct, frozen=True):
@@ -94,15 +106,21 @@ class CascadeJob(msgspec.Struct):
     owner: str = ""
     finished_at: float | None = None
     chunks: int = 0  # chunks applied; chunk `chunks` may be written and not yet applied
-    pending: list[int] = []  # objects to delete, the current one first
-    seen: list[int] = []  # every object that ever joined pending
-    phase: Phase = "object"
+    #: objects still to take before the chunks' targets (jobs stored before batches:
+    #: see `current`); new jobs leave it empty
+    pending: list[int] = []
+    seen: list[int] = []  # unused since batches (kept so stored jobs still decode)
+    phase: Phase = "object"  # "object": the batch's objects are not yet recorded
     list_index: int = 0  # the current type, by position in the schema's types
     after: int | None = None  # the last id2 done in the current list
-    found: bool = False  # the current pass over the lists removed something
+    found: bool = False  # the current pass over the batch's lists removed something
     objects: dict[int, int] = {}  # otype id -> objects removed
     edges: dict[int, int] = {}  # atype id -> edges removed
     home: int = 0  # entries cleared from deleted objects' own home timelines
+    batch: list[int] = []  # the objects being deleted now
+    node_index: int = 0  # the batch's object whose lists are walked; len(batch): pass ended
+    #: the next object to take: (chunk, position in its deep then refcount targets)
+    queue: tuple[int, int] = (0, 0)
 
 
 class Chunk(msgspec.Struct, array_like=True):
@@ -123,49 +141,69 @@ class Chunk(msgspec.Struct, array_like=True):
     #: the step moved past empty lists into a new pass over them: the job's `found`
     #: (of the pass before) is reset before this chunk's edges count
     fresh: bool = False
+    node_index: int = 0  # the walk's place after the chunk: the batch's object
+    #: a new batch taken by this chunk (None: the job's batch goes on)
+    batch: list[int] | None = None
+    queue: tuple[int, int] | None = None  # the queue's place after the new batch
+    taken: int = 0  # how many of the job's `pending` the new batch took
+    #: (object, the live entries of its home timeline) cleared, for a batch
+    homes: list[tuple[int, list[TimelineEntry]]] = []
 
 
-def advance(job: CascadeJob, chunk: Chunk, orphans: list[int]) -> CascadeJob:
-    """The job after `chunk` was applied; `orphans` are its refcount targets left
-    with no deep or refcount edge."""
-    seen = set(job.seen)
-    pending = list(job.pending)
-    for target in [*chunk.deep, *orphans]:
-        if target not in seen:
-            seen.add(target)
-            pending.append(target)
+def advance(job: CascadeJob, chunk: Chunk) -> CascadeJob:
+    """The job after `chunk` was applied."""
     objects, edges = dict(job.objects), dict(job.edges)
     for row in chunk.objects:
         objects[row.otype] = objects.get(row.otype, 0) + 1
     for edge, _ in chunk.edges:
         edges[edge.atype] = edges.get(edge.atype, 0) + 1
+    batch, queue, pending = job.batch, job.queue, job.pending
+    if chunk.batch is not None:
+        batch, pending = chunk.batch, job.pending[chunk.taken :]
+        queue = job.queue if chunk.queue is None else chunk.queue
     return msgspec.structs.replace(
         job,
         chunks=job.chunks + 1,
         pending=pending,
-        seen=sorted(seen),
+        batch=batch,
+        queue=queue,
         phase="edges",
+        node_index=chunk.node_index,
         list_index=chunk.list_index,
         after=chunk.after,
         found=(job.found and not chunk.fresh) or bool(chunk.edges),
         objects=objects,
         edges=edges,
-        home=job.home + len(chunk.home),
+        home=job.home + len(chunk.home) + sum(len(held) for _, held in chunk.homes),
     )
 
 
-def next_list(job: CascadeJob, types: int) -> CascadeJob | None:
-    """The job moved past its current list: the next list, another pass, the next
-    object, or None when every pending object is done."""
+def next_list(job: CascadeJob, types: int) -> CascadeJob:
+    """The job moved past its current list: the next list of the batch's object, or
+    the next object's first list (`node_index == len(batch)`: the pass ended)."""
     if job.list_index + 1 < types:
         return msgspec.structs.replace(job, list_index=job.list_index + 1, after=None)
-    if job.found:  # edges were written meanwhile, maybe behind the cursor: look again
-        return msgspec.structs.replace(job, list_index=0, after=None, found=False)
-    rest = job.pending[1:]
-    if not rest:
-        return None
+    return msgspec.structs.replace(job, node_index=job.node_index + 1, list_index=0, after=None)
+
+
+def new_pass(job: CascadeJob) -> CascadeJob:
+    """The job at the start of another pass over its batch's lists."""
+    return msgspec.structs.replace(job, node_index=0, list_index=0, after=None, found=False)
+
+
+def targets(chunk: Chunk) -> list[tuple[int, bool]]:
+    """The objects `chunk` queued, in order: (id, whether it is a refcount target)."""
+    return [(t, False) for t in chunk.deep] + [(t, True) for t in chunk.refcount]
+
+
+def current(job: CascadeJob) -> CascadeJob:
+    """A running job stored before batches (its queue in `pending`, the object being
+    walked first) as a batched one: that object alone is the batch, the rest of
+    `pending` is taken before the queue, which starts at the job's next chunk."""
+    if job.status != "running" or job.batch or not job.pending:
+        return job
     return msgspec.structs.replace(
-        job, pending=rest, phase="object", list_index=0, after=None, found=False
+        job, batch=job.pending[:1], pending=job.pending[1:], seen=[], queue=(job.chunks, 0)
     )
 
 
