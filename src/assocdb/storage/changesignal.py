@@ -73,10 +73,15 @@ class ChangeSignal:
         return view[: self._start] + view[self._end :]
 
     def close(self) -> None:
-        try:
-            self._map.close()
-        finally:
-            os.close(self._fd)  # (and with it the slot's lock)
+        """Give the slot back (closing twice is harmless)."""
+        with self._lock:
+            fd, self._fd = self._fd, -1
+            if fd < 0:
+                return
+            try:
+                self._map.close()
+            finally:
+                os.close(fd)  # (and with it the slot's lock)
 
 
 def open_signal(root: Path) -> ChangeSignal | None:
