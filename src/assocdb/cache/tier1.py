@@ -19,7 +19,7 @@ range within the prefix, anything of a complete prefix, anything at all when
 the count is zero) and says None otherwise, and the read goes to the shard.
 A key is filled from the shard on its second miss (`admit_after`: a first
 miss reads just what it asks for: `admission`), a list with the edges its read
-needs, at least 64 (`fill_size`; its prefix grows as deeper reads need it);
+needs, at least 50 (`fill_size`; its prefix grows as deeper reads need it);
 concurrent misses on one key share one fill (no thundering herd).
 
 Writes keep entries exact: every applied leg reports its changes (old and
@@ -287,7 +287,7 @@ class Cache:
 
         `need` is how many of the newest edges the read needs (None: as many as the
         cache keeps, for reads of the whole list or past a boundary). A miss fills
-        that (at least 64: `fill_size`), not the whole prefix. An entry whose prefix
+        that (at least 50: `fill_size`), not the whole prefix. An entry whose prefix
         is shorter than `need` (and not the whole list) is filled again, longer: the
         prefix grows with the reads of the list.
 
