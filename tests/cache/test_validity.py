@@ -7,6 +7,8 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import assocdb
 from assocdb import CacheConfig, Graph
@@ -71,34 +73,78 @@ def _truth(path: Path, id1: int) -> tuple[list[int], int]:
         )
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_two_caches_on_one_directory_agree_with_the_shards_after_max_age(
-    tmp_path: Path, seed: int
-) -> None:
-    """Random writes through two graphs (as two processes would) on one directory:
-    once max_age has passed, each cache answers what the shards hold (within it, a
-    cache may miss the other's writes: then its own writes patch what it holds)."""
-    rnd = random.Random(seed)
+Step = tuple[int, bool, int, int, int, bool]  # writer, add?, id1, id2, time, advance?
+
+
+def _run(root: Path, steps: list[Step]) -> None:
+    """Writes through two graphs (as two processes would) on one directory; once
+    max_age has passed for a reader, its cache answers what the shards hold
+    (within it, a cache may miss the other's writes: its own writes then patch
+    what it holds)."""
     clocks = [FakeClock(), FakeClock()]
     graphs: list[Graph] = []
-    with assocdb.open(tmp_path / "g", shards=2) as setup:
+    with assocdb.open(root, shards=2) as setup:
         setup.define_assoc("likes")
     for clock in clocks:
-        backend, journal = open_location(tmp_path / "g", 2, 2.0, True, None)
+        backend, journal = open_location(root, 2, 2.0, True, None)
         config = CacheConfig(max_age=1.0, admit_after=1, prefix=8)
         graphs.append(Graph(backend, Journal(journal), cache=config, cache_clock=clock))
-    for _ in range(120):
-        writer = rnd.randrange(2)
-        g, id1, id2 = graphs[writer], rnd.randrange(1, 4), rnd.randrange(1, 12)
-        if rnd.random() < 0.7:
-            g.assoc_add(id1, "likes", id2, time=rnd.randrange(1, 50))
-        else:
-            g.assoc_delete(id1, "likes", id2)
-        for reader, clock in zip(graphs, clocks, strict=True):
-            if rnd.random() < 0.5:
+    try:
+        for writer, add, id1, id2, time, advance in steps:
+            g = graphs[writer]
+            if add:
+                g.assoc_add(id1, "likes", id2, time=time)
+            else:
+                g.assoc_delete(id1, "likes", id2)
+            g.assoc_range(id1, "likes", 0, 50)  # (fills, or patches, the writer's entry)
+            reader, clock = graphs[1 - writer], clocks[1 - writer]
+            reader.assoc_count(id1, "likes")
+            if advance:
                 clock.now += 1.5  # past max_age: the signal is asked
                 for node in range(1, 4):
                     got = [a.id2 for a in reader.assoc_range(node, "likes", 0, 50)]
-                    assert (got, reader.assoc_count(node, "likes")) == _truth(tmp_path / "g", node)
-    for g in graphs:
-        g.close()
+                    assert (got, reader.assoc_count(node, "likes")) == _truth(root, node)
+    finally:
+        for g in graphs:
+            g.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_two_caches_on_one_directory_agree_with_the_shards_after_max_age(
+    tmp_path: Path, seed: int
+) -> None:
+    rnd = random.Random(seed)
+    steps = [
+        (
+            rnd.randrange(2),
+            rnd.random() < 0.7,
+            rnd.randrange(1, 4),
+            rnd.randrange(1, 12),
+            rnd.randrange(1, 50),
+            rnd.random() < 0.3,
+        )
+        for _ in range(100)
+    ]
+    _run(tmp_path / "g", steps)
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 1),
+            st.booleans(),
+            st.integers(1, 3),
+            st.integers(1, 6),
+            st.integers(1, 9),
+            st.booleans(),
+        ),
+        max_size=25,
+    )
+)
+def test_two_caches_agree_with_the_shards_after_max_age_property(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[Step]
+) -> None:
+    _run(tmp_path_factory.mktemp("g") / "g", steps)
