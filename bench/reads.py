@@ -2,7 +2,7 @@
 plain SQLite written by hand and, when `kuzu` is importable, Kùzu, in one run.
 
     python -m bench reads [--edges N | --snap FILE] [--runs R] [--calls C] [--no-kuzu]
-                          [--cache-prefix N] [--cache-max-age S]
+                          [--cache-prefix N] [--cache-max-age S] [--cache-admit-after N]
 
 The graph is `bench.bulk.slashdot_like` (the shape of SNAP soc-Slashdot0902:
 82,168 nodes, 948,464 edges) or the real file (`--snap`), loaded as `follows`
@@ -35,9 +35,9 @@ for the cached column, then bulk-load edges/s and bytes on disk after the
 load, and the cache's accounted bytes per cached edge at the end. Answers are
 checked to agree across stores on the first calls of every run.
 
-`--cache-prefix` and `--cache-max-age` change the cached column's
-`CacheConfig` (how many edges a miss fills; how long an entry lives), to
-see what each costs on this traffic.
+`--cache-prefix`, `--cache-max-age` and `--cache-admit-after` change the cached
+column's `CacheConfig` (how many edges a miss fills; how long an entry lives;
+on which miss a list is filled), to see what each costs on this traffic.
 """
 
 from __future__ import annotations
@@ -533,9 +533,14 @@ def report(
     )
 
 
-def cache_config(prefix: int | None, max_age: float | None) -> tuple[CacheConfig, str]:
+def cache_config(
+    prefix: int | None, max_age: float | None, admit_after: int | None = None
+) -> tuple[CacheConfig, str]:
     """The cached column's config and its label ("default cache" when unchanged)."""
     config, changed = CacheConfig(), []
+    if admit_after is not None:
+        config = msgspec.structs.replace(config, admit_after=admit_after)
+        changed.append(f"admit_after {admit_after}")
     if prefix is not None:
         config = msgspec.structs.replace(config, prefix=prefix)
         changed.append(f"prefix {prefix}")
@@ -555,6 +560,7 @@ def main(args: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=43)
     parser.add_argument("--cache-prefix", type=int, help="edges a list's fill keeps")
     parser.add_argument("--cache-max-age", type=float, help="seconds a cached entry lives")
+    parser.add_argument("--cache-admit-after", type=int, help="the miss that fills a list")
     options = parser.parse_args(args)
     if options.snap:
         pairs = read_snap(options.snap)
@@ -568,7 +574,9 @@ def main(args: list[str]) -> None:
     stores: list[Store] = []
     try:
         loads, where = load_all(root, pairs, kuzu)
-        config, label = cache_config(options.cache_prefix, options.cache_max_age)
+        config, label = cache_config(
+            options.cache_prefix, options.cache_max_age, options.cache_admit_after
+        )
         cached = Assocdb(f"assocdb, {label}", where["assocdb"], config)
         stores = [
             Hand(where["hand"]),

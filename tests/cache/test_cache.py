@@ -92,7 +92,7 @@ def test_reads_beyond_the_prefix_go_to_the_shard(graph: Graph) -> None:
     g = graph
     g.bulk_load([(2, "likes", n, n) for n in range(1, 251)])  # longer than the prefix of 100
     assert [a.id2 for a in g.assoc_range(2, "likes", limit=5)] == [250, 249, 248, 247, 246]
-    assert statements(g, lambda: g.assoc_range(2, "likes", pos=50, limit=10)) == []  # 64 filled
+    assert statements(g, lambda: g.assoc_range(2, "likes", pos=40, limit=10)) == []  # 50 filled
     assert len(statements(g, lambda: g.assoc_range(2, "likes", pos=90, limit=10))) == 1  # grows
     assert statements(g, lambda: g.assoc_range(2, "likes", pos=90, limit=10)) == []
     deep = g.assoc_range(2, "likes", pos=95, limit=10)
@@ -356,7 +356,7 @@ def test_an_empty_cache_admits_a_key_on_its_second_miss(tmp_path: Path) -> None:
     assert statements(g, read) == []  # cached
     entry = cache._lists[(1, g.schema.assoc_type("likes").id)]
     assert entry.prefix is not None
-    assert len(entry.prefix) == 64  # the 50 read (at least 64), not 1,000
+    assert len(entry.prefix) == 50  # the 50 read, not 1,000
     assert entry.counts is None  # a list's fill reads no counts
     # A count's fill is the statement its uncached read runs: filled on its first miss.
     assert len(statements(g, lambda: g.assoc_count(1, "likes"))) == 1

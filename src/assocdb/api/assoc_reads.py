@@ -31,6 +31,7 @@ _STORED = {bytes, type(None)}  # the types of data read from a shard
 _INTS = {int}
 _INDEX = "index"  # the answer tag of a whole small list by id2 (assoc_get)
 _INDEX_ASKED = "index asked"  # the marker of an entry's first assoc_get
+_NO_INDEX = "no index"  # the marker of an entry that cannot answer assoc_get (`whole`)
 #: What a kept encoded answer holds besides its JSON: its tuple, the bytes object, the
 #: longer tag (measured with tracemalloc; `Cache.keep` adds ANSWER_BYTES).
 _ENCODED_BYTES = 200
@@ -367,12 +368,16 @@ class AssocReads:
         if _INDEX_ASKED not in before:  # (dropped with the entry's answers by any write)
             cache.keep(key, before, _INDEX_ASKED, True, 0, 0)
             return None
+        if _NO_INDEX in before:  # (dropped, as any answer, when the entry changes)
+            return None
         with cache.held(key) as entry:
             found = None if entry is None else entry.whole()
-            if found is None:
-                return None
-            data = entry.data  # type: ignore[union-attr]
-            index = {id2: (id2, time, ua, data.get(id2)) for time, id2, ua in found}
+            if found is not None:
+                data = entry.data  # type: ignore[union-attr]
+                index = {id2: (id2, time, ua, data.get(id2)) for time, id2, ua in found}
+        if index is None:  # a prefix of a longer list: no lock and no search next time
+            cache.keep(key, before, _NO_INDEX, True, 0, 0)
+            return None
         cache.keep(key, before, _INDEX, index, len(index))
         return index
 

@@ -97,8 +97,15 @@ class Engine:
         self.cache = None
         if cache is not None:
             answers = KeptAnswers(lambda: self.schema)
+            # Another process's writes to a SQLite graph are signalled (`changesignal`).
+            signal = getattr(backend, "signal", None)
             self.cache = Cache(
-                cache, self._graph_id(), answers=answers, tier2=tier2, clock=cache_clock
+                cache,
+                self._graph_id(),
+                answers=answers,
+                tier2=tier2,
+                clock=cache_clock,
+                foreign=None if signal is None else signal.foreign,
             )
         if self.cache is not None:
             backend.forget_hooks.append(self.cache.forget)

@@ -19,7 +19,7 @@ range within the prefix, anything of a complete prefix, anything at all when
 the count is zero) and says None otherwise, and the read goes to the shard.
 A key is filled from the shard on its second miss (`admit_after`: a first
 miss reads just what it asks for: `admission`), a list with the edges its read
-needs, at least 64 (`fill_size`; its prefix grows as deeper reads need it);
+needs, at least 50 (`fill_size`; its prefix grows as deeper reads need it);
 concurrent misses on one key share one fill (no thundering herd).
 
 Writes keep entries exact: every applied leg reports its changes (old and
@@ -30,8 +30,9 @@ timeline deliveries are merged into cached blobs with the shard's own rule
 `_generation`): a slow fill never hides a newer write, so a process always
 reads its own writes.
 
-Writes of other processes are seen through tier 2 (Redis invalidations) or,
-without it, after `max_age` seconds at most: older entries are refilled.
+Writes of other processes are seen through tier 2 (Redis invalidations), a
+change signal (`foreign`: entries live until another process writes) or,
+without either, after `max_age` seconds at most: see `validity`.
 
 Memory is bounded in bytes by CLOCK eviction (a hit sets the entry's
 reference bit, eviction gives a set bit a second chance; LRU for timelines),
@@ -82,6 +83,7 @@ from .entries import (
     object_bytes,
 )
 from .hotkeys import HotKeys
+from .validity import Validity
 
 log = logging.getLogger(__name__)
 _DATA_SLOT = DATA_SLOT  # (the name the tests measure entries with)
@@ -100,17 +102,22 @@ class Cache:
         answers: Answers | None = None,
         tier2: Tier2 | None = None,
         clock: Callable[[], float] = time.monotonic,
+        foreign: Callable[[], bool] | None = None,
     ) -> None:
         """`answers` builds what hits answer from (the API that reads, `Answers`);
         `tier2` is the shared tier (default: Redis, if `config.redis` names one);
-        `clock` says the time in seconds, which entries' ages (`max_age`) count in."""
+        `clock` says the time in seconds, which entries' ages (`max_age`) count in;
+        `foreign` says whether another process wrote the graph since it was last
+        asked (used without tier 2: entries then do not age, `validity`)."""
         self.config = config or CacheConfig()
         self.clock = clock
         self.tier2: Tier2 | None = tier2
         if tier2 is None and self.config.redis is not None:
             from .redis_tier import RedisTier
 
-            self.tier2 = RedisTier(self.config.redis, graph_id, self.config.redis_ttl, self._remote)
+            self.tier2 = RedisTier(
+                self.config.redis, graph_id, self.config.redis_ttl, self.invalidate
+            )
         # Lists are evicted by CLOCK (second chance) rather than LRU: a hit sets a flag
         # instead of moving its key, so it never changes the dict, and a plain dict
         # costs ~50 bytes less per list than an ordered one.
@@ -123,6 +130,8 @@ class Cache:
         self._writing: dict[CacheKey, int] = {}  # ticket keys a write is changing
         self.doorkeeper = Doorkeeper(self.config.admit_after)  # which misses fill
         self._lock = threading.RLock()
+        signal = foreign if self.tier2 is None else None  # (tier 2's can be lost: age)
+        self._aged = Validity(self.config.max_age, clock, signal, self.invalidate).aged
         self.hot = HotKeys()
         self.decoded = Decoded(int(self.config.max_bytes * SHARE))
         #: What an object entry's hits answer from, built from its row, and its bytes
@@ -260,7 +269,7 @@ class Cache:
 
     def _touch(self, key: ListKey, entry: ListEntry) -> bool:
         """Whether a hit on this entry is fresh; if so, count it and mark it used."""
-        if self.clock() - entry.born >= self.config.max_age:
+        if self._aged(entry.born):
             return False
         entry.used = True
         self.hits += 1
@@ -278,7 +287,7 @@ class Cache:
 
         `need` is how many of the newest edges the read needs (None: as many as the
         cache keeps, for reads of the whole list or past a boundary). A miss fills
-        that (at least 64: `fill_size`), not the whole prefix. An entry whose prefix
+        that (at least 50: `fill_size`), not the whole prefix. An entry whose prefix
         is shorter than `need` (and not the whole list) is filled again, longer: the
         prefix grows with the reads of the list.
 
@@ -343,7 +352,7 @@ class Cache:
         """The object's entry if it is cached and fresh (a hit: counted, no lock), else
         None: then read through `obj`."""
         found = self._objects.get(id)
-        if found is None or self.clock() - found.born >= self.config.max_age:
+        if found is None or self._aged(found.born):
             return None
         found.used = True
         self.hits += 1
@@ -377,7 +386,7 @@ class Cache:
         self.hot.seen((OBJECT, id))
         with self._lock:
             found = self._objects.get(id)
-            if found is not None and self.clock() - found.born < self.config.max_age:
+            if found is not None and not self._aged(found.born):
                 found.used = True
                 self.hits += 1
                 return found.row
@@ -396,7 +405,7 @@ class Cache:
         self.hot.seen((HOME, owner))
         with self._lock:
             found = self._homes.get(owner)
-            if found is not None and self.clock() - found[1] < self.config.max_age:
+            if found is not None and not self._aged(found[1]):
                 self._homes.move_to_end(owner)
                 self.hits += 1
                 return found[0]
@@ -525,7 +534,7 @@ class Cache:
         entry = self._lists.get(key)
         if entry is None:
             return None
-        if self.clock() - entry.born >= self.config.max_age:
+        if self._aged(entry.born):
             self._drop_list(key)
             self.doorkeeper.readmit((COUNTS, key))
             self.doorkeeper.readmit((PREFIX, key))
@@ -701,10 +710,6 @@ class Cache:
         self.invalidate()
         if self.tier2 is not None:
             self.tier2.flush()
-
-    def _remote(self, keys: list[CacheKey] | None) -> None:
-        """Invalidations from other processes, delivered by tier 2."""
-        self.invalidate(keys)
 
     def close(self) -> None:
         if self.tier2 is not None:

@@ -224,14 +224,16 @@ class CacheConfig(msgspec.Struct, frozen=True):
     """How much to cache.
 
     `max_bytes` bounds the cache's memory; `prefix` is the most of a list's
-    newest edges that are kept (a miss fills what its read needs, at least 64,
+    newest edges that are kept (a miss fills what its read needs, at least 50,
     and the prefix grows with the reads); `admit_after` is how many recent
     misses a list needs before it is cached (a list read once costs what an
     uncached read does, and does not push hot keys out; counts are cached on
     their first miss, whose fill is the read's own statement);
-    `max_age` is how long an entry is used before it is refilled (writes of
-    other processes are seen within that time, or as soon as tier 2 delivers
-    invalidations). `redis` turns tier 2 on;
+    `max_age` bounds how long another process's write goes unseen: on a
+    SQLite graph without tier 2, entries live until another process writes
+    the graph, which a read notices within `max_age` (`cache.validity`);
+    otherwise an entry is refilled once it is that old (or as soon as tier 2
+    delivers invalidations). `redis` turns tier 2 on;
     values there live `redis_ttl` seconds.
     """
 

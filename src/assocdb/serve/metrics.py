@@ -192,6 +192,7 @@ class _JournalCollector(Collector):
                 ("assocdb_cache_hit_ratio", cache.hit_rate, "Tier-1 hits / lookups."),
                 ("assocdb_cache_fills", cache.fills, "Cache fills from tier 2 or the shards."),
                 ("assocdb_cache_fill_seconds", cache.fill_us / 1e6, "Mean time a fill reads."),
+                ("assocdb_cache_stale_fills", cache.stale_fills, "Fills a write overlapped."),
                 ("assocdb_cache_evictions", cache.evictions, "Tier-1 entries evicted."),
                 ("assocdb_cache_bytes", cache.bytes, "Tier-1 memory, bytes."),
                 ("assocdb_cache_entries", cache.entries, "Tier-1 entries."),

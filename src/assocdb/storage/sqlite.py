@@ -44,6 +44,7 @@ from typing import Any
 
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from .backend import map_driver_error
+from .changesignal import ChangeSignal, open_signal
 from .dialect import Session
 from .sql import SQLBackend
 from .sqlfeed import ddl
@@ -156,6 +157,9 @@ class SQLiteBackend(SQLBackend):
         #: read as it is; its writes fail.
         self.read_only = not _writable_dir(path)
         self._writer_lock = WriterLock(path / WRITER_LOCK, WRITER_LOCK_TIMEOUT)
+        #: This backend's slot in the graph's change signal: its write transactions tell
+        #: other processes' caches that rows changed (`storage.changesignal`).
+        self.signal: ChangeSignal | None = None if self.read_only else open_signal(path)
 
     @classmethod
     def open(
@@ -275,6 +279,8 @@ class SQLiteBackend(SQLBackend):
             yield self._conn(shard)
         finally:
             writer.release()
+            if self.signal is not None:  # (after the COMMIT: a reader then sees the rows)
+                self.signal.bump()
 
     def _rollback(self, session: Session, shard: int) -> None:
         if session.conn.in_transaction:  # a connection survives any error: keep it
@@ -341,6 +347,8 @@ class SQLiteBackend(SQLBackend):
                 conn.close()
             self._all.clear()
         self._writer_lock.close()
+        if self.signal is not None:
+            self.signal.close()
         self._local = threading.local()
 
 
