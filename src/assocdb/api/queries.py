@@ -331,15 +331,41 @@ class _Executor:
                 boundary, forward, n,
             )  # fmt: skip
             return self._backend.set_ids(a.shard, join)
-        if not keep or self._engine.cache is not None:
+        if not keep:
             # The general plan: a difference reads the left side's chunks and probes
             # the right (two statements); warm lists come from the cache.
             return None
-        size = _first(n)
-        rows = self._backend.scan_id2(a.shard, left.node, a.atype, a.codes, boundary, forward, size)
-        if len(rows) >= size:  # long: the plan from the counts walks the smaller side
+        ids = self._kept_id2s(left, a, boundary, forward)
+        if ids is None:
+            size = _first(n)
+            rows = self._backend.scan_id2(
+                a.shard, left.node, a.atype, a.codes, boundary, forward, size
+            )
+            if len(rows) >= size:  # long: the plan from the counts walks the smaller side
+                return None
+            ids = [row[0] for row in rows]
+        kept = self._kept_id2s(right, b, boundary, forward)
+        if kept is None:
+            return self._probe_term(right, ids, forward, n)
+        inside = set(kept)
+        return [i for i in ids if i in inside][:n]
+
+    def _kept_id2s(
+        self, q: Term, w: _Where, boundary: int | None, forward: bool
+    ) -> list[int] | None:
+        """The ids past `boundary` (descending if `forward`) of a small list whose whole
+        id2s tier 1 keeps from an earlier query, or None: no statement, and no fill."""
+        cache = self._engine.cache
+        if cache is None or w.codes != _VISIBLE:
             return None
-        return self._probe_term(right, [row[0] for row in rows], forward, n)
+        kept: tuple[int, ...] | None = cache.answer((q.node, w.atype), _ID2S)
+        if kept is None:
+            return None
+        if boundary is None:
+            return list(kept[::-1] if forward else kept)
+        if forward:
+            return list(kept[: bisect.bisect_left(kept, boundary)][::-1])
+        return list(kept[bisect.bisect_right(kept, boundary) :])
 
     def _union_of_lists(
         self, q: Union, where: list[_Where], boundary: int | None, forward: bool, n: int
