@@ -335,7 +335,15 @@ class _Executor:
             # The general plan: a difference reads the left side's chunks and probes
             # the right (two statements); warm lists come from the cache.
             return None
-        ids = self._kept_id2s(left, a, boundary, forward)
+        ids, kept = (
+            self._kept_id2s(left, a, boundary, forward),
+            self._kept_id2s(right, b, boundary, forward),
+        )
+        if ids is not None and kept is not None:
+            inside = set(kept)
+            return [i for i in ids if i in inside][:n]
+        if kept is not None:  # the right side is small and in tier 1: probe the left
+            return self._probe_term(left, kept, forward, n)
         if ids is None:
             size = _first(n)
             rows = self._backend.scan_id2(
@@ -344,11 +352,7 @@ class _Executor:
             if len(rows) >= size:  # long: the plan from the counts walks the smaller side
                 return None
             ids = [row[0] for row in rows]
-        kept = self._kept_id2s(right, b, boundary, forward)
-        if kept is None:
-            return self._probe_term(right, ids, forward, n)
-        inside = set(kept)
-        return [i for i in ids if i in inside][:n]
+        return self._probe_term(right, ids, forward, n)
 
     def _kept_id2s(
         self, q: Term, w: _Where, boundary: int | None, forward: bool
