@@ -86,6 +86,7 @@ class Deletions:
         self._walk = CascadeWalk(engine, timelines, self._chunk)
         #: Deletions this process has purged (by `purge`, or the cleaner thread's).
         self.purged = 0
+        self._low = 1  # every deletion before it has ended (`_unlisted`)
         if self._runnable():
             self._start()
 
@@ -328,15 +329,36 @@ class Deletions:
         return bool(self._running())
 
     def _running(self) -> list[int]:
-        """The running deletions (those listed active whose job ended are unlisted)."""
+        """The running deletions (those listed active whose job ended are unlisted), and
+        any running one the active list does not name (`_unlisted`)."""
         raw = self._backend.get_meta(_ACTIVE)
+        listed = [] if raw is None else msgspec.json.decode(raw, type=list[int])
         found = []
-        for n in [] if raw is None else msgspec.json.decode(raw, type=list[int]):
+        for n in listed:
             stored = self._backend.get_meta(_job_key(n))
             if stored is None or _decode(stored).status == "running":
                 found.append(n)  # none yet: being created
             else:
                 self._set_active(n, False)
+        return found + self._unlisted(set(listed))
+
+    def _unlisted(self, listed: set[int]) -> list[int]:
+        """Running deletions missing from the active list, found by their own records.
+        On MySQL and PostgreSQL a running job was seen dropped from the list (its
+        cascade then never ran and `wait` returned at once); the cause is not found, so
+        a job's record, not the list, has the last word. Reads the records from the
+        oldest that may still run (`_low`) to the newest: a few per call."""
+        raw_seq = self._backend.get_meta(_SEQ)
+        newest = 0 if raw_seq is None else int(raw_seq)
+        found, settled = [], True
+        for n in range(self._low, newest + 1):
+            stored = self._backend.get_meta(_job_key(n))
+            running = stored is None or _decode(stored).status == "running"
+            if settled and not running:
+                self._low = n + 1
+            settled = settled and not running
+            if running and stored is not None and n not in listed:
+                found.append(n)
         return found
 
     def _set_active(self, n: int, running: bool) -> None:
