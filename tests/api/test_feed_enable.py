@@ -112,11 +112,23 @@ def test_a_waiting_reader_wakes_when_its_watched_sequence_moves(
         other.services.feed.watch(reads.sequence)
         end = other.changes().next_cursor
         got: list[list[int | None]] = []
+        # The worst moment for the write: just after the reader's first read found
+        # nothing, before it waits.
+        read_page = other.services.feed._page
+        first = threading.Event()
+
+        def a_write_after_the_page(*args: object) -> object:
+            page = read_page(*args)
+            if not first.is_set():
+                first.set()
+                one.assoc_add(1, "likes", 2)
+            return page
+
+        monkeypatch.setattr(other.services.feed, "_page", a_write_after_the_page)
         reader = threading.Thread(
             target=lambda: got.append([c.id2 for c in other.changes(end, wait=50).items])
         )
         reader.start()
-        one.assoc_add(1, "likes", 2)
         reader.join(30)
         assert got == [[2]]
     finally:

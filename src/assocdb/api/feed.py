@@ -127,13 +127,14 @@ class Feed:
         store = self._on()
         after, owned = self._start(store, cursor, group, member)
         while True:
-            seen = store.generation  # before the read: a commit after it ends the wait
+            # Both marks before the read: a commit or a watched move after it ends the wait.
+            seen, mark = store.generation, self._mark()
             page, moved = self._page(store, after, limit, types, kinds, owned)
             left = deadline - time.monotonic()
             if page.items or left <= 0 or self._closed.is_set():
                 return page
             if moved == after:  # (else it passed filtered records: read on)
-                self._wait(store, seen, min(POLL_SECONDS, left))
+                self._wait(store, seen, mark, min(POLL_SECONDS, left))
             after = moved
 
     def watch(self, sequence: Callable[[], int]) -> None:
@@ -142,13 +143,18 @@ class Feed:
         invalidations, `serve/peers.py`), looked at every `WATCH_SECONDS`."""
         self._watched = sequence
 
-    def _wait(self, store: ChangeFeed, seen: int, seconds: float) -> None:
-        """Until this process commits an apply, the watched sequence moves, or `seconds`."""
+    def _mark(self) -> int | None:
+        """Where the watched sequence is now (None: nothing watched)."""
+        return None if self._watched is None else self._watched()
+
+    def _wait(self, store: ChangeFeed, seen: int, mark: int | None, seconds: float) -> None:
+        """Until this process commits an apply, the watched sequence moves from `mark`
+        (taken before the read that found nothing), or `seconds`."""
         watched = self._watched
-        if watched is None:
+        if watched is None or mark is None:
             store.wait(seen, seconds)
             return
-        mark, end = watched(), time.monotonic() + seconds
+        end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0 and watched() == mark:
             if store.wait(seen, min(WATCH_SECONDS, left)) != seen:
                 return
