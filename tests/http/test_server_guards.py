@@ -10,6 +10,7 @@ import signal
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -371,8 +372,18 @@ def test_a_batch_stops_at_its_deadline(tmp_path: Path) -> None:
     server = app.state.server
     finished = threading.Event()
     run_batch = server._run_batch
+    untils: list[float] = []
+    handed: list[float] = []  # when the request handed the batch to a worker thread
+    in_thread = server._in_thread
+
+    async def handing(*args: object) -> bytes:
+        handed.append(time.monotonic())
+        return await in_thread(*args)  # type: ignore[no-any-return, arg-type]
+
+    server._in_thread = handing
 
     def watched(*args: object) -> bytes:
+        untils.append(args[2])  # type: ignore[arg-type]
         try:
             return run_batch(*args)  # type: ignore[no-any-return]
         finally:
@@ -392,6 +403,10 @@ def test_a_batch_stops_at_its_deadline(tmp_path: Path) -> None:
         assert answer.json()["error"]["code"] == "timeout"
         release.set()
         assert finished.wait(60)
+        # The batch's own deadline is the request's, from its arrival: no later than
+        # the worker's (which the 503 keeps), however late the worker thread started
+        # (from the thread's start, on a loaded machine, the batch ran on after the 503).
+        assert untils[0] <= handed[0] + 0.2
         # The first read was held past the deadline, or (on a loaded machine) the
         # thread started after it and ran none: either way, none after it.
         assert len(calls) <= 1

@@ -187,12 +187,14 @@ class Server:
 
     async def route_batch(self, request: Request) -> Response:
         header = request.headers.get("authorization")  # a batch with writes needs the scope
-        deadline = self.limits.deadline
+        # The request's deadline, from its arrival: not from when a worker thread starts
+        # the batch (on a loaded machine that can be after the request answered Timeout).
+        until = time.monotonic() + self.limits.deadline
         return await self._call(
             request,
             "batch",
             "read",
-            lambda body: self._run_batch(body, header, time.monotonic() + deadline),
+            lambda body: self._run_batch(body, header, until),
             inline=False,
         )
 
