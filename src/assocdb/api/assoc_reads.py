@@ -130,13 +130,10 @@ class AssocReads:
             return None  # expired: gone, as it will be once the cleaner removes it
         return rows[0] if rows else None
 
-    def assoc_range(self, id1: int, atype: str, pos: int = 0, limit: int = 50) -> list[Assoc]:
-        return self._range(id1, atype, pos, limit)
-
-    def _range(
+    def assoc_range(
         self, id1: int, atype: str, pos: int = 0, limit: int = 50, *, keep: bool = True
     ) -> list[Assoc]:
-        """`assoc_range`; with `keep` False a miss keeps no answer (`encoded`)."""
+        """With `keep` False a miss keeps no answer (`encoded`)."""
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         if self._cache is not None and type(pos) is int and type(limit) is int:
@@ -158,7 +155,7 @@ class AssocReads:
                 return cached if kind.ttl is None else self._unexpired(kind, cached)
         # Positional: a NamedTuple built with a keyword costs a tenth of a µs more.
         scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, None, None, pos)
-        found = normal_assocs(id1, kind.name, self.scan(id1, scan))
+        found = normal_assocs(id1, kind.name, self._backend.scan(shard_of(id1, self._shards), scan))
         return found if kind.ttl is None else self._unexpired(kind, found)
 
     def _unexpired(self, kind: AssocType, found: Iterable[Assoc]) -> list[Assoc]:
@@ -198,7 +195,7 @@ class AssocReads:
     def _records(self, read: str, id1: int, atype: str, args: tuple[Any, ...]) -> Any:
         """What an encoded read encodes, its records not kept: a server answers from
         the JSON, and keeping both took the answers' share of the cache twice over."""
-        method = self._range if read == "assoc_range" else self._page
+        method = self.assoc_range if read == "assoc_range" else self._page
         return method(id1, atype, *args, keep=False)
 
     def assoc_time_range(
