@@ -31,6 +31,7 @@ from assocdb.core import cursor
 from assocdb.core.ids import check_id, shard_of
 from assocdb.core.records import CacheConfig
 from assocdb.core.scans import EdgeScan, normal_assocs
+from assocdb.storage.sqlite import _list_rows
 
 from . import reads
 from .bulk import EDGES, NODES, slashdot_like
@@ -66,8 +67,7 @@ def uncached(where: Path, graph: reads.Graph, rounds: int) -> dict[str, float]:
     scan = f"SELECT {cols} FROM edges WHERE id1 = ? AND atype = ? AND state = ?"
     scan += " ORDER BY time DESC, id2 DESC LIMIT ?"
     count_sql = "SELECT state, n FROM counts WHERE id1 = ? AND atype = ?"
-    get_sql = f"SELECT id1, atype, {cols.replace('id2, ', 'id2, state, ')} FROM edges"
-    get_sql += " INDEXED BY edges_key WHERE id1 = ? AND atype = ? AND id2 IN (?,?,?,?,?,?,?,?,?,?)"
+    get_sql = _list_rows(10)  # assoc_get's statement on SQLite (sorted in Python)
     rows = {a: conns[shard[a]].execute(scan, (a, follows.id, 0, 50)).fetchall() for (a,) in newest}
     run = reads.HAND_SQL
 
@@ -111,12 +111,12 @@ def uncached(where: Path, graph: reads.Graph, rounds: int) -> dict[str, float]:
             counts,
         ),
         "which: API assoc_get(10)": (lambda a, ids: g.assoc_get(a, "follows", ids), which),
-        "which: backend.edges": (
-            lambda a, ids: backend.edges(shard[a], a, follows.id, ids),
+        "which: backend.list_rows": (
+            lambda a, ids: backend.list_rows(shard[a], a, follows.id, 0, ids),
             which,
         ),
         "which: driver, assocdb SQL": (
-            on_shard(get_sql, lambda a, ids: (a, follows.id, *ids)),
+            on_shard(get_sql, lambda a, ids: (*ids, a, follows.id, 0)),
             which,
         ),
         "which: _id_list (10 ids)": (lambda a, ids: _id_list(ids, 6000), which),

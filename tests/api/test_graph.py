@@ -267,6 +267,14 @@ def test_get_filters_by_id2_and_time(timeline: Graph) -> None:
     assert timeline.assoc_get(1, "follows", []) == []
 
 
+def test_get_answers_each_id2_once(timeline: Graph) -> None:
+    asked = [3, 21, 3, 2, 21]
+    assert ids(timeline.assoc_get(1, "follows", asked)) == [21, 3, 2]
+    assert asked == [3, 21, 3, 2, 21]  # the caller's list as it was
+    many = [*range(2, 22)] * 400  # more ids than the type's limit, fewer once distinct
+    assert ids(timeline.assoc_get(1, "follows", many)) == [*range(21, 1, -1)]
+
+
 def test_limit_is_clamped_to_the_type_limit(graph: Graph) -> None:
     graph.bulk_load([(1, "likes", n, n) for n in range(1, 151)])
     assert len(graph.assoc_range(1, "likes", limit=10**9)) == 100

@@ -140,6 +140,8 @@ CASES: list[tuple[str, Call, type[Exception], str]] = [
         "at most 100",
     ),
     ("id2s bad id", lambda g: g.assoc_get(1, "follows", [1, 0]), InvalidRequest, "id2 must be"),
+    ("id2s bool", lambda g: g.assoc_get(1, "follows", [1, True]), InvalidRequest, "id2 must be"),
+    ("id2s big", lambda g: g.assoc_get(1, "follows", [1, 2**63]), InvalidRequest, "id2 must be"),
     ("high string", lambda g: g.assoc_time_range(1, "follows", "x", 0), InvalidRequest, "high"),
     ("obj unknown type", lambda g: g.obj_add("usr", {}), UnknownType, "did you mean 'user'"),
     ("obj data list", lambda g: g.obj_add("user", [1, 2]), InvalidRequest, "JSON object"),

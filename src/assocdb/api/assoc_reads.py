@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..cache.chunks import Columns, ListItem
 from ..cache.entries import ListEntry
@@ -66,25 +66,22 @@ class AssocReads:
         low = check_int64(low, "low") if low is not None else None
         if kind.ttl is not None:
             low = self.expiry.low(kind, low)
-        index = self._index_from_cache(id1, kind)
-        shard = shard_of(id1, self._shards)
+        index = None if self._cache is None else self._index_from_cache(id1, kind)
         if index is not None:
             found = [index[id2] for id2 in wanted if id2 in index]
             if len(found) > 1:
                 found.sort(key=_list_key, reverse=True)
-        elif 0 < len(wanted) <= IN_CHUNK:  # one statement: the state and the order in SQL
+            return self._assocs(id1, kind, _bounded(found, high, low))
+        shard = shard_of(id1, self._shards)
+        if 0 < len(wanted) <= IN_CHUNK:  # one statement: the state in SQL
             found = self._backend.list_rows(shard, id1, kind.id, _NORMAL, wanted)
         else:
             rows = self._backend.edges(shard, id1, kind.id, wanted)
             found = [(r.id2, r.time, r.updated_at, r.data) for r in rows if r.state == _NORMAL]
             found.sort(key=_list_key, reverse=True)
-        if high is not None or low is not None:
-            found = [
-                row
-                for row in found
-                if (high is None or row[1] <= high) and (low is None or row[1] >= low)
-            ]
-        return self._assocs(id1, kind, found)
+        # Rows as the shard gives them: built in one pass (`_assocs` transposes them
+        # first, which pays for 50 rows, not for the few an assoc_get finds).
+        return normal_assocs(id1, kind.name, _bounded(found, high, low))
 
     def assoc_count(self, id1: int, atype: str, state: StateName = "normal") -> int:
         id1 = check_id(id1, "id1")
@@ -133,13 +130,10 @@ class AssocReads:
             return None  # expired: gone, as it will be once the cleaner removes it
         return rows[0] if rows else None
 
-    def assoc_range(self, id1: int, atype: str, pos: int = 0, limit: int = 50) -> list[Assoc]:
-        return self._range(id1, atype, pos, limit)
-
-    def _range(
+    def assoc_range(
         self, id1: int, atype: str, pos: int = 0, limit: int = 50, *, keep: bool = True
     ) -> list[Assoc]:
-        """`assoc_range`; with `keep` False a miss keeps no answer (`encoded`)."""
+        """With `keep` False a miss keeps no answer (`encoded`)."""
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
         if self._cache is not None and type(pos) is int and type(limit) is int:
@@ -161,7 +155,7 @@ class AssocReads:
                 return cached if kind.ttl is None else self._unexpired(kind, cached)
         # Positional: a NamedTuple built with a keyword costs a tenth of a µs more.
         scan = EdgeScan(id1, kind.id, _NORMAL, _cursor.START, limit, None, None, pos)
-        found = normal_assocs(id1, kind.name, self.scan(id1, scan))
+        found = normal_assocs(id1, kind.name, self._backend.scan(shard_of(id1, self._shards), scan))
         return found if kind.ttl is None else self._unexpired(kind, found)
 
     def _unexpired(self, kind: AssocType, found: Iterable[Assoc]) -> list[Assoc]:
@@ -201,7 +195,7 @@ class AssocReads:
     def _records(self, read: str, id1: int, atype: str, args: tuple[Any, ...]) -> Any:
         """What an encoded read encodes, its records not kept: a server answers from
         the JSON, and keeping both took the answers' share of the cache twice over."""
-        method = self._range if read == "assoc_range" else self._page
+        method = self.assoc_range if read == "assoc_range" else self._page
         return method(id1, atype, *args, keep=False)
 
     def assoc_time_range(
@@ -462,6 +456,8 @@ def _limit(limit: object, kind: AssocType) -> int:
 
 
 def _id_list(id2s: Iterable[int], most: int) -> list[int]:
+    if _distinct_ids(id2s, most):
+        return id2s.copy()
     if type(id2s) not in (list, tuple) and (  # the usual types skip the slower checks
         isinstance(id2s, (str, bytes)) or not isinstance(id2s, Iterable)
     ):
@@ -476,6 +472,20 @@ def _id_list(id2s: Iterable[int], most: int) -> list[int]:
     if len(wanted) > most:
         raise InvalidRequest(f"at most {most} id2s per call, got {len(wanted)}")
     return wanted
+
+
+def _distinct_ids(id2s: object, most: int) -> TypeGuard[list[int]]:
+    """Whether `id2s` is the usual list of up to `most` distinct valid ids, checked in C:
+    a dict to drop duplicates costs more than the check that there are none (~0.45 µs
+    of 10 ids)."""
+    return (
+        type(id2s) is list
+        and 0 < len(id2s) <= most
+        and set(map(type, id2s)) == _INTS
+        and min(id2s) >= 1
+        and max(id2s) <= MAX_INT64
+        and len(set(id2s)) == len(id2s)
+    )
 
 
 def _data(raw: bytes | None) -> Any:
@@ -515,6 +525,15 @@ def _fill_rows(rows: Sequence[ListRow], at: slice, complete: bool) -> list[ListR
         if row[3] is not None:
             return None
     return found
+
+
+def _bounded(rows: list[ListRow], high: int | None, low: int | None) -> list[ListRow]:
+    """The rows whose time is within `[low, high]` (None: unbounded)."""
+    if high is None and low is None:
+        return rows
+    return [
+        row for row in rows if (high is None or row[1] <= high) and (low is None or row[1] >= low)
+    ]
 
 
 def _list_key(row: ListRow) -> tuple[int, int]:
