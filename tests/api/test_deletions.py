@@ -307,3 +307,28 @@ def test_a_cascade_into_many_deep_posts_skips_empty_lists_with_exact_counts(g: G
     assert g.assoc_count(ada, "authored") == posts
     assert g.assoc_count(bob, "likes_post") == posts
     assert g.obj_get(first + 7) is not None
+
+
+def test_a_cascades_removals_give_way_to_client_writes(
+    g: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """They go through the pipeline's low lane (`writes.lanes`): a client's write never
+    waits for a whole step of the cascade, only for a slice of it at most."""
+    ada = g.obj_add("user", {"n": "ada"})
+    with g.batch() as b:
+        for f in range(30):
+            b.assoc_add(10_000 + f, "follows", ada)
+    lanes: list[bool] = []
+    submit = g.engine.submit_many
+
+    def spied(writes, sync=None, low=False):  # type: ignore[no-untyped-def]
+        lanes.append(low)
+        return submit(writes, sync, low)
+
+    monkeypatch.setattr(g.engine, "submit_many", spied)
+    g.obj_delete(ada, cascade=True)
+    assert g.deletions.wait(30)
+    assert lanes
+    assert all(lanes)
+    assert g.assoc_count(ada, "followed_by") == 0
+    assert g.deletions.of_object(ada).edges == {"followed_by": 30}

@@ -32,9 +32,6 @@ from .engine import Engine
 from .timelines import Timelines
 
 LIVE = [State.NORMAL, State.NEGATIVE, State.ARCHIVED]
-#: Removals per journaled batch: other writers' batches go in between (a step's 500
-#: in one batch held them up to ~10x their quiet p99).
-SUBMIT = 100
 
 #: (object, type, the id2s of its live edges found) for one list's page
 _Found = tuple[int, AssocType, list[int]]
@@ -230,15 +227,17 @@ class CascadeWalk:
         return total
 
     def _submit(self, writes: list[Operation], ua: int) -> None:
-        for start in range(0, len(writes), SUBMIT):
-            batch = [(op, ua) for op in writes[start : start + SUBMIT]]
-            for result in self._engine.submit_many(batch, sync=True):
-                if isinstance(result, NotFound):
-                    continue  # an object deleted meanwhile with no row left: nothing to do
-                if isinstance(result, BaseException):
-                    raise result
-                if result.status != "applied":
-                    raise Unavailable("a removal was queued (a shard is down); will retry")
+        """Apply the step's removals in the pipeline's low lane: other clients' writes
+        go first, between its slices (a step's 500 in one batch held them up to ~10x
+        their quiet p99; merged with them in batches of 100, x9 on their p50)."""
+        batch = [(op, ua) for op in writes]
+        for result in self._engine.submit_many(batch, sync=True, low=True):
+            if isinstance(result, NotFound):
+                continue  # an object deleted meanwhile with no row left: nothing to do
+            if isinstance(result, BaseException):
+                raise result
+            if result.status != "applied":
+                raise Unavailable("a removal was queued (a shard is down); will retry")
 
     # -- timelines ------------------------------------------------------------------
 
