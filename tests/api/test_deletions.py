@@ -228,6 +228,30 @@ def test_a_cascade_clears_the_users_own_home_timeline_and_restore_brings_it_back
     assert [i.item for i in g.home_timeline(ada).items] == [1003, 1001]
 
 
+def test_a_delivery_landing_after_the_clear_is_cleared_too_and_restored(g: Graph) -> None:
+    """A post's fan-out that read its followers before the cascade removed the
+    follows edge delivers after the home was cleared: the batch's end clears it."""
+    g.define_timeline("follows", mode="write")
+    ada, bob = g.obj_add("user"), g.obj_add("user")
+    g.assoc_add(ada, "follows", bob)
+    g.post(bob, 1001, time=10)
+    assert g.drain(30)
+    g.deletions.pause()  # the tombstone and the clear now, the walk later
+    g.obj_delete(ada, cascade=True)
+    assert _home_held(g, ada) == []
+    g.post(bob, 1002, time=20)  # ada still follows bob: delivered after the clear
+    assert g.drain(30)
+    assert _home_held(g, ada) == [(1002, bob)]
+    g.deletions.resume()
+    assert g.deletions.wait(30)
+    assert _home_held(g, ada) == []
+    assert g.deletions.of_object(ada).home == 2
+
+    g.obj_restore(ada)
+    assert g.drain(30)
+    assert _home_held(g, ada) == [(1001, bob), (1002, bob)]
+
+
 def test_dangling_edges_and_orphans_are_found_and_repaired(g: Graph) -> None:
     ada, bob = g.obj_add("user"), g.obj_add("user")
     post, lonely = g.obj_add("post"), g.obj_add("post")

@@ -113,11 +113,38 @@ class CascadeWalk:
         )
 
     def _next_batch(self, ua: int, job: CascadeJob) -> Chunk | None:
-        """The chunk that takes and records the next batch of objects, or None."""
+        """The chunk that takes and records the next batch of objects, or None. First,
+        the one clearing what reached the batch's home timelines since its objects'
+        step (`_late_homes`)."""
+        late = self._late_homes(ua, job)
+        if late is not None:
+            return late
         batch, queue, taken = self._take(job)
         if not batch:
             return None
         return self._objects(ua, batch, queue, taken, fresh=True, new=True)
+
+    def _late_homes(self, ua: int, job: CascadeJob) -> Chunk | None:
+        """The chunk clearing live entries in the home timelines of the batch's objects,
+        now that its walk is done, or None if there are none. A fan-out that read its
+        followers before the walk removed their follows edges delivers after the
+        objects' step cleared those homes; once the edges are gone, only a delivery
+        whose page was read before and is applied after this (one in the error queue)
+        can still land."""
+        if not job.batch or self._timelines.timeline_config(fresh=True) is None:
+            return None
+        homes = [(id, held) for id in job.batch if (held := self._timelines.home_held(id))]
+        if not homes:
+            return None
+        return Chunk(
+            ua,
+            job.batch[0],
+            "edges",
+            job.list_index,
+            job.after,
+            homes=homes,
+            node_index=job.node_index,
+        )
 
     def _take(self, job: CascadeJob) -> tuple[list[int], tuple[int, int], int]:
         """Up to BATCH_OBJECTS objects from the queue (the job's `pending` first, then
