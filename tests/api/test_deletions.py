@@ -228,6 +228,30 @@ def test_a_cascade_clears_the_users_own_home_timeline_and_restore_brings_it_back
     assert [i.item for i in g.home_timeline(ada).items] == [1003, 1001]
 
 
+def test_a_delivery_landing_after_the_clear_is_cleared_too_and_restored(g: Graph) -> None:
+    """A post's fan-out that read its followers before the cascade removed the
+    follows edge delivers after the home was cleared: the batch's end clears it."""
+    g.define_timeline("follows", mode="write")
+    ada, bob = g.obj_add("user"), g.obj_add("user")
+    g.assoc_add(ada, "follows", bob)
+    g.post(bob, 1001, time=10)
+    assert g.drain(30)
+    g.deletions.pause()  # the tombstone and the clear now, the walk later
+    g.obj_delete(ada, cascade=True)
+    assert _home_held(g, ada) == []
+    g.post(bob, 1002, time=20)  # ada still follows bob: delivered after the clear
+    assert g.drain(30)
+    assert _home_held(g, ada) == [(1002, bob)]
+    g.deletions.resume()
+    assert g.deletions.wait(30)
+    assert _home_held(g, ada) == []
+    assert g.deletions.of_object(ada).home == 2
+
+    g.obj_restore(ada)
+    assert g.drain(30)
+    assert _home_held(g, ada) == [(1001, bob), (1002, bob)]
+
+
 def test_dangling_edges_and_orphans_are_found_and_repaired(g: Graph) -> None:
     ada, bob = g.obj_add("user"), g.obj_add("user")
     post, lonely = g.obj_add("post"), g.obj_add("post")
@@ -307,3 +331,28 @@ def test_a_cascade_into_many_deep_posts_skips_empty_lists_with_exact_counts(g: G
     assert g.assoc_count(ada, "authored") == posts
     assert g.assoc_count(bob, "likes_post") == posts
     assert g.obj_get(first + 7) is not None
+
+
+def test_a_cascades_removals_give_way_to_client_writes(
+    g: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """They go through the pipeline's low lane (`writes.lanes`): a client's write never
+    waits for a whole step of the cascade, only for a slice of it at most."""
+    ada = g.obj_add("user", {"n": "ada"})
+    with g.batch() as b:
+        for f in range(30):
+            b.assoc_add(10_000 + f, "follows", ada)
+    lanes: list[bool] = []
+    submit = g.engine.submit_many
+
+    def spied(writes, sync=None, low=False):  # type: ignore[no-untyped-def]
+        lanes.append(low)
+        return submit(writes, sync, low)
+
+    monkeypatch.setattr(g.engine, "submit_many", spied)
+    g.obj_delete(ada, cascade=True)
+    assert g.deletions.wait(30)
+    assert lanes
+    assert all(lanes)
+    assert g.assoc_count(ada, "followed_by") == 0
+    assert g.deletions.of_object(ada).edges == {"followed_by": 30}

@@ -205,6 +205,27 @@ def test_the_cleaner_thread_removes_expired_edges(stores: Stores) -> None:
     assert [a.id2 for a in g.assoc_range(1, "seen")] == [99]
 
 
+def test_the_pass_removes_in_the_low_lane(stores: Stores, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Background work: its removals give way to client writes (`writes.lanes`)."""
+    g = stores.open("g", shards=2)
+    g.define_assoc("seen", inverse="seen_by", ttl=60)
+    old = int(time.time() * 1000) - HOUR_MS
+    for id2 in range(1, 6):
+        g.assoc_add(1, "seen", id2, time=old)
+    lanes: list[bool] = []
+    submit = g.engine.submit_many
+
+    def spied(writes, sync=None, low=False):  # type: ignore[no-untyped-def]
+        lanes.append(low)
+        return submit(writes, sync, low)
+
+    monkeypatch.setattr(g.engine, "submit_many", spied)
+    assert g.services.expiry.expire() == 5
+    assert lanes
+    assert all(lanes)
+    assert stores_count(g, 1, "seen") == 0
+
+
 def test_types_without_a_ttl_are_never_scanned(stores: Stores) -> None:
     g = stores.open("g", shards=2)
     g.define_assoc("follows", inverse="followed_by")

@@ -32,9 +32,6 @@ from .engine import Engine
 from .timelines import Timelines
 
 LIVE = [State.NORMAL, State.NEGATIVE, State.ARCHIVED]
-#: Removals per journaled batch: other writers' batches go in between (a step's 500
-#: in one batch held them up to ~10x their quiet p99).
-SUBMIT = 100
 
 #: (object, type, the id2s of its live edges found) for one list's page
 _Found = tuple[int, AssocType, list[int]]
@@ -116,11 +113,38 @@ class CascadeWalk:
         )
 
     def _next_batch(self, ua: int, job: CascadeJob) -> Chunk | None:
-        """The chunk that takes and records the next batch of objects, or None."""
+        """The chunk that takes and records the next batch of objects, or None. First,
+        the one clearing what reached the batch's home timelines since its objects'
+        step (`_late_homes`)."""
+        late = self._late_homes(ua, job)
+        if late is not None:
+            return late
         batch, queue, taken = self._take(job)
         if not batch:
             return None
         return self._objects(ua, batch, queue, taken, fresh=True, new=True)
+
+    def _late_homes(self, ua: int, job: CascadeJob) -> Chunk | None:
+        """The chunk clearing live entries in the home timelines of the batch's objects,
+        now that its walk is done, or None if there are none. A fan-out that read its
+        followers before the walk removed their follows edges delivers after the
+        objects' step cleared those homes; once the edges are gone, only a delivery
+        whose page was read before and is applied after this (one in the error queue)
+        can still land."""
+        if not job.batch or self._timelines.timeline_config(fresh=True) is None:
+            return None
+        homes = [(id, held) for id in job.batch if (held := self._timelines.home_held(id))]
+        if not homes:
+            return None
+        return Chunk(
+            ua,
+            job.batch[0],
+            "edges",
+            job.list_index,
+            job.after,
+            homes=homes,
+            node_index=job.node_index,
+        )
 
     def _take(self, job: CascadeJob) -> tuple[list[int], tuple[int, int], int]:
         """Up to BATCH_OBJECTS objects from the queue (the job's `pending` first, then
@@ -230,15 +254,17 @@ class CascadeWalk:
         return total
 
     def _submit(self, writes: list[Operation], ua: int) -> None:
-        for start in range(0, len(writes), SUBMIT):
-            batch = [(op, ua) for op in writes[start : start + SUBMIT]]
-            for result in self._engine.submit_many(batch, sync=True):
-                if isinstance(result, NotFound):
-                    continue  # an object deleted meanwhile with no row left: nothing to do
-                if isinstance(result, BaseException):
-                    raise result
-                if result.status != "applied":
-                    raise Unavailable("a removal was queued (a shard is down); will retry")
+        """Apply the step's removals in the pipeline's low lane: other clients' writes
+        go first, between its slices (a step's 500 in one batch held them up to ~10x
+        their quiet p99; merged with them in batches of 100, x9 on their p50)."""
+        batch = [(op, ua) for op in writes]
+        for result in self._engine.submit_many(batch, sync=True, low=True):
+            if isinstance(result, NotFound):
+                continue  # an object deleted meanwhile with no row left: nothing to do
+            if isinstance(result, BaseException):
+                raise result
+            if result.status != "applied":
+                raise Unavailable("a removal was queued (a shard is down); will retry")
 
     # -- timelines ------------------------------------------------------------------
 

@@ -275,12 +275,16 @@ class Engine:
         return WriteResult(outcome, updated_at if stamp is None else stamp)
 
     def submit_many(
-        self, writes: Sequence[tuple[Operation | Rows, int]], sync: bool | None = None
+        self,
+        writes: Sequence[tuple[Operation | Rows, int]],
+        sync: bool | None = None,
+        low: bool = False,
     ) -> list[WriteResult | BaseException]:
         """`submit` for several writes at once, in order: each one's result, or why it
         was refused (the others go on). `sync` overrides the graph's mode for them:
-        False answers `queued` once they are journaled."""
-        answers = self.pipeline.submit([op for op, _ in writes], sync)
+        False answers `queued` once they are journaled. `low`: background work, which
+        gives way to client writes (the pipeline's low lane)."""
+        answers = self.pipeline.submit([op for op, _ in writes], sync, low=low)
         return [
             outcome
             if isinstance(outcome, BaseException)

@@ -7,7 +7,8 @@ time, and deletes each live edge of a type with a ttl whose time is below the
 type's visibility bound *at that page* (so it never removes an edge a read
 could still see), through the ordinary write path: a deletion of both legs,
 counts changed in the same transactions, the cache updated from the
-changeset, the journal making it durable.
+changeset, the journal making it durable; in the write pipeline's low lane,
+so that clients' writes go first (`writes.lanes`).
 
 The deletion is stamped `updated_at + 1` of the row it judged, not now: it
 wins over that row and over any older write still to arrive (a replayed add of
@@ -97,5 +98,6 @@ class EdgeExpiry:
             )
             for row in edges.values()
         ]
-        results = self._engine.submit_many(writes)
+        # background work: it gives way to client writes (the pipeline's low lane)
+        results = self._engine.submit_many(writes, low=True)
         return sum(isinstance(result, WriteResult) for result in results)

@@ -55,6 +55,11 @@ they are journaled as the operation adding them, judged in journal order).
 `sync` is the pipeline's default; a `submit` may choose for its own writes
 (FlockDB's low-priority writes are acknowledged once journaled on a
 synchronous graph).
+
+Background work (a cascading deletion's removals) enters the *low lane*
+(`submit(..., low=True)`, `writes.lanes`): it never shares a batch with client
+writes, goes through a slice at a time, and gives way to client writes while
+it has had its share of the pipeline's time.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ from ..core.clock import HybridClock
 from ..core.errors import AssocdbError, InvalidRequest, KeyTaken, Unavailable
 from ..core.ops import EdgeWrite, ObjectWrite, Operation, RowKey, Rows, Stored, is_rejection
 from .applier import FENCE_JOBS, Applier, PreparedBatch, encode, exclusive, reads_of, restamped
+from .lanes import LowLane
 from .overlap import RESOLVE_IN_SHARDS_FROM, Overlap
 
 log = logging.getLogger("assocdb.journal")
@@ -156,6 +162,7 @@ class Pipeline:
         self.batches = 0  # batches taken, and the writes in them: for benchmarks and tests
         self.writes = 0
         self._inbox: list[_Entry] = []
+        self._low: LowLane[_Entry] = LowLane()  # background writes (`writes.lanes`)
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
@@ -165,7 +172,12 @@ class Pipeline:
         self._gathering = 0
 
     def submit(
-        self, works: Sequence[Submitted], sync: bool | None = None, *, stamp_on_entry: bool = False
+        self,
+        works: Sequence[Submitted],
+        sync: bool | None = None,
+        *,
+        stamp_on_entry: bool = False,
+        low: bool = False,
     ) -> list[Answer]:
         """Write `works` (in this order) with whatever else is waiting; their outcomes,
         each with the stamp its resolution raised it to, if it did (`ObjectWrite.rebase`).
@@ -176,7 +188,9 @@ class Pipeline:
         are stamped now as they are resolved, in the order writes enter: a write
         stamped earlier that enters after it must see the node state (it reads
         it), and one that entered before it is covered by its node job (which
-        takes the edges stamped before it)."""
+        takes the edges stamped before it).
+
+        `low`: background work, carried through in the low lane (see the module doc)."""
         if not works:
             return []
         ticket = _Ticket(len(works))
@@ -190,11 +204,11 @@ class Pipeline:
                     target=self._run, name="assocdb-writes", daemon=True
                 )
                 self._thread.start()
-            alone = not (self._inbox or self._busy or self._gathering)
+            alone = not (low or self._inbox or self._busy or self._gathering or self._low.owed())
             if alone:
                 self._busy = True
             else:
-                self._inbox.extend(mine)
+                (self._low.waiting if low else self._inbox).extend(mine)
                 self._arrived.notify()
         if alone:
             self._run_alone(mine)
@@ -205,12 +219,15 @@ class Pipeline:
         """A pipeline with nothing in it: the writer carries its own writes through (no
         thread hand-off: a lone write costs one fsync plus one apply). Writes arriving
         meanwhile wait in the inbox for the pipeline's thread."""
+        start = time.monotonic()
         try:
             self._run_batch(entries)
         finally:
             with self._lock:
                 self._busy = False
-                if self._inbox or self._closed:  # else waking the thread is wasted
+                now = time.monotonic()
+                self._low.ran(now - start, False, now)
+                if self._inbox or self._low.waiting or self._closed:  # else waking is wasted
                     self._arrived.notify()
 
     def close(self) -> None:
@@ -230,21 +247,45 @@ class Pipeline:
             with self._lock:
                 if self._gathering:
                     self._gather()
-                while (not self._inbox or self._busy) and not self._closed:
-                    self._arrived.wait()
-                while self._busy:  # closing: let the lone writer finish first
-                    self._arrived.wait()
-                if not self._inbox:  # closed, and everything entered has gone through
+                if not self._wait_for_work():  # closed, and everything has gone through
                     return
-                batch, self._inbox = self._inbox, []
+                batch, low = self._take()
                 self._busy = True
-            writers = len({id(entry.ticket) for entry in batch})
+            # (a slice answers no client: nothing to gather for)
+            writers = 0 if low else len({id(entry.ticket) for entry in batch})
+            start = time.monotonic()
             try:
                 self._run_batch(batch)
             finally:
                 with self._lock:
                     self._busy = False
+                    now = time.monotonic()
+                    self._low.ran(now - start, low, now)
                     self._gathering = writers if writers > 1 else 0
+
+    def _wait_for_work(self) -> bool:
+        """(Holding the lock) wait until a batch may be taken; False once closed with
+        nothing left. Only background work waiting: it gives a client that was just
+        answered its grace to write again first (`writes.lanes`)."""
+        while True:
+            while not (self._inbox or self._low.waiting) or self._busy:
+                if self._closed and not self._busy:
+                    break
+                self._arrived.wait()
+            if not (self._inbox or self._low.waiting):
+                return False
+            left = 0.0 if self._inbox or self._closed else self._low.grace(time.monotonic())
+            if left <= 0:
+                return True
+            self._arrived.wait(left)
+
+    def _take(self) -> tuple[list[_Entry], bool]:
+        """(Holding the lock) the next batch, and whether it is a slice of the low lane:
+        the client writes waiting, unless the low lane is owed its share."""
+        if self._inbox and not self._low.owed():
+            batch, self._inbox = self._inbox, []
+            return batch, False
+        return self._low.take(), True
 
     def _gather(self) -> None:
         """Wait (holding the lock's condition) until as many writes wait as the last
