@@ -78,7 +78,7 @@ def backup(
         if (target / _STARTED).exists() and not (target / mf.NAME).exists():
             raise InvalidRequest(
                 f"{target} holds a backup stopped before anything in it could be resumed "
-                "(or without the change feed, or of a server): delete it and back up again"
+                "(or without the change feed): delete it and back up again"
             )
         check_new(target)
     backend, journal, close = _source(source)
@@ -103,12 +103,12 @@ def backup(
         else:
             cut = servercut.take(*_servers(backend), journal)
         try:
+            record = unfinished or _Unfinished(spec, backend.shards, {})
             if isinstance(cut, SQLiteCut):
                 assert isinstance(backend, SQLiteBackend)
-                started = _Unfinished(spec, backend.shards, {})
-                caught_up = _copy(cut, backend, target, report, unfinished or started)
+                caught_up = _copy(cut, backend, target, report, record)
             else:
-                _copy_server(cut, target, report)
+                caught_up = _copy_server(cut, target, report, record)
         finally:
             cut.close()
     finally:
@@ -383,10 +383,18 @@ def _copy_shard(cut: SQLiteCut, shard: int, file: Path, step: Callable[[int], No
         os.replace(part, file)
 
 
-def _copy_server(cut: servercut.ServerCut, target: Path, progress: Progress) -> None:
+def _copy_server(
+    cut: servercut.ServerCut, target: Path, progress: Progress, record: _Unfinished
+) -> int:
+    """Copy every shard of the cut into `target`, and the journal; a shard the unfinished
+    backup `record` copied at an earlier cut is caught up instead (its feed records
+    since, read on this cut's snapshot: `ServerCut.catch_up`). How many were. A shard
+    not recorded as copied may hold part of a stopped run's copy: it is copied anew."""
+    again = {s: p for s, p in record.copied.items() if cut.positions[s] is not None}
     total = sum(
         sqltables.count_rows(cut.readers[s], s, t)
         for s in range(cut.shards)
+        if s not in again
         for t in ("edges", "objects", "node_states")
     )
     done = [0]
@@ -395,13 +403,39 @@ def _copy_server(cut: servercut.ServerCut, target: Path, progress: Progress) -> 
         done[0] += rows
         progress(min(done[0], total), total)
 
+    for shard in range(cut.shards):
+        if shard not in again:
+            _drop_shard(target, shard)
     copy = SQLiteBackend.open(target, cut.shards)
+    caught_up = 0
     try:
-        cut.copy(copy, step)
-        copy.make_durable(range(cut.shards))
+        cut.copy_settings(copy)
+        for shard in range(cut.shards):
+            if shard in again and cut.catch_up(copy, shard, again[shard]):
+                caught_up += 1
+            else:
+                if shard in again:  # the feed cannot catch it up: copy it again
+                    copy.close()
+                    _drop_shard(target, shard)
+                    copy = SQLiteBackend.open(target, cut.shards)
+                    cut.copy_settings(copy)
+                cut.copy_shard(copy, shard, step)
+            copy.make_durable([shard])
+            position = cut.positions[shard]
+            if position is not None:  # resumable only with the feed: it has the changes
+                record.copied[shard] = position
+                _write_durably(target / _UNFINISHED, msgspec.json.encode(record))
     finally:
         copy.close()
     _copy_journal(cut, target)
+    return caught_up
+
+
+def _drop_shard(target: Path, shard: int) -> None:
+    """Delete the shard's files in `target` (what a stopped run copied of it)."""
+    file = target / f"shard-{shard:04d}.db"
+    for name in (file, file.with_name(file.name + "-wal"), file.with_name(file.name + "-shm")):
+        name.unlink(missing_ok=True)
 
 
 def _copy_journal(cut: SQLiteCut | servercut.ServerCut, target: Path) -> None:
