@@ -17,6 +17,12 @@ import pytest
 import assocdb
 from assocdb.api.backup import read_manifest
 from tests.api.test_backup import Stop
+from tests.storage.test_shardmap import SERVERS as MAP_SERVERS
+from tests.storage.test_shardmap import (
+    MapMaker,
+    make_map,  # noqa: F401 (a fixture)
+    open_cluster,
+)
 from tests.support.stores import Stores
 
 SERVERS = ["mysql", "postgres"]
@@ -160,5 +166,28 @@ def test_a_backup_killed_part_way_resumes_with_the_same_command(
     manifest = read_manifest(tmp_path / "backup")
     assert manifest.caught_up >= 1
     assocdb.backup(g, tmp_path / "fresh")
+    assert contents(tmp_path / "backup") == contents(tmp_path / "fresh")
+    assert assocdb.verify_backup(tmp_path / "backup").ok
+
+
+@pytest.mark.skipif(not MAP_SERVERS, reason="ASSOCDB_TEST_MYSQL_URLS is not set")
+@pytest.mark.parametrize("make_map", ["mysql"], indirect=True)
+def test_a_stopped_backup_of_three_servers_resumes(
+    make_map: MapMaker,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    g = open_cluster(make_map, cache=None)
+    g.define_object("user")
+    g.enable_feed()
+    try:
+        write_some(g, 1, 400)
+        with pytest.raises(Stop):
+            assocdb.backup(g, tmp_path / "backup", progress=stop_halfway)
+        change_every_shard(g)
+        manifest = assocdb.backup(g, tmp_path / "backup")
+        assocdb.backup(g, tmp_path / "fresh")
+    finally:
+        g.close()
+    assert manifest.caught_up >= 1
     assert contents(tmp_path / "backup") == contents(tmp_path / "fresh")
     assert assocdb.verify_backup(tmp_path / "backup").ok
