@@ -35,6 +35,7 @@ from ..storage.sql import SQLBackend
 from ..storage.sqlite import SQLiteBackend
 from ..storage.sqlitecut import SQLiteCut, take
 from ..writes.journal import BAD, Journal
+from . import incremental
 from .graph import Graph
 from .open import open_graph
 
@@ -62,15 +63,21 @@ class BackupCheck(msgspec.Struct, frozen=True):
 
 
 def backup(
-    source: Graph | str | Path, dest: str | Path, progress: Progress | None = None
+    source: Graph | str | Path,
+    dest: str | Path,
+    progress: Progress | None = None,
+    since: str | Path | None = None,
 ) -> mf.Manifest:
     """Back up the graph `source` (an open `Graph` of a directory, or a directory) into the
     new directory `dest`, while it serves writes; return the manifest.
 
     Every write acknowledged before the backup's cut is in it, none begun after; counts
-    and inverse pairs are exact. Raises InvalidRequest if `dest` exists.
+    and inverse pairs are exact. With `since`, an earlier backup of the same graph (taken
+    with its change feed on), `dest` starts as a copy of it, caught up through the feed
+    (`api/incremental.py`). Raises InvalidRequest if `dest` exists.
 
     >>> assocdb.backup("data/graph", "backups/2026-11-28")
+    >>> assocdb.backup("data/graph", "backups/2026-11-29", since="backups/2026-11-28")
     """
     target = Path(dest)
     unfinished = _unfinished(target)
@@ -81,6 +88,8 @@ def backup(
                 "(or without the change feed): delete it and back up again"
             )
         check_new(target)
+    # (A stopped incremental backup resumes like any other: what it seeded is recorded.)
+    prev = None if since is None or unfinished is not None else read_manifest(since)
     backend, journal, close = _source(source)
     report = progress or (lambda done, total: None)
     server = not isinstance(backend, SQLiteBackend)
@@ -95,6 +104,9 @@ def backup(
             raise InvalidRequest(
                 f"{target} holds an unfinished backup of another graph: delete it first"
             )
+        if prev is not None:
+            assert since is not None
+            unfinished = _seeded(backend, prev, Path(since), source_id, target)
         target.mkdir(parents=True, exist_ok=unfinished is not None)
         (target / _STARTED).touch()
         cut: SQLiteCut | servercut.ServerCut
@@ -132,6 +144,7 @@ def backup(
         files=_sums(target),
         schema=schema,
         source_id=source_id,
+        since=0 if prev is None else prev.cut_at,
     )
     _write_durably(target / mf.NAME, mf.encode(manifest))
     (target / _UNFINISHED).unlink(missing_ok=True)  # (a stop before this: caught up again)
@@ -329,6 +342,20 @@ def _unfinished(target: Path) -> _Unfinished | None:
         raise damaged from None
     if not all(0 <= shard < record.shards for shard in record.copied):
         raise damaged
+    return record
+
+
+def _seeded(
+    backend: Backend, prev: mf.Manifest, where: Path, source_id: str, target: Path
+) -> _Unfinished:
+    """The new directory `target` seeded from the backup `prev` (in `where`) of the graph
+    in `backend`, and its record: every shard copied at `prev`'s cut (`api/incremental`)."""
+    incremental.check(prev, where, source_id, backend.shards)
+    target.mkdir()
+    (target / _STARTED).touch()
+    incremental.seed(where, prev, target)
+    record = _Unfinished(_public_spec(backend), backend.shards, incremental.positions(prev))
+    _write_durably(target / _UNFINISHED, msgspec.json.encode(record))
     return record
 
 

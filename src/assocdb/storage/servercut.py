@@ -110,6 +110,8 @@ class ServerCut:
             (was, after), (now, upto) = feedalign.split(after), feedalign.split(upto)
             if was != now:
                 return False
+        if upto < after:  # (not this feed's numbering)
+            return False
         while after < upto:
             page = sqlfeed.read(reader, shard, after, PAGE)
             # Positions are dense (`sqlfeed`): a gap after `after` is a trimmed stretch.
