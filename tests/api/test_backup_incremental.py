@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 import assocdb
+from assocdb.core.ids import shard_of
+from tests.api.test_backup import stored
 from tests.api.test_backup_resume_servers import change_every_shard, contents, write_some
 from tests.support.stores import Stores
 
@@ -109,3 +111,30 @@ def test_a_base_that_cannot_seed_the_backup_is_one_clear_error(
             assocdb.backup(graph, tmp_path / "inc", since=since)
         assert not (tmp_path / "inc").exists(), message
     assert g.assoc_count(5001, "followed_by") == before
+
+
+def half_apply(g: assocdb.Graph, id1: int, id2: int) -> None:
+    """A follows edge without its inverse: what another process's job leaves when it
+    stops between its legs (its journal is not the backing-up process's)."""
+    follows = g.schema.assoc_type("follows").id
+    now = time.time_ns() // 1000
+    shard = shard_of(id1, g.engine.shards)
+    g.engine.backend.apply(shard, [(id1, follows, id2, 0, now // 1000, now, None)], [], [])
+
+
+@pytest.mark.parametrize("backend_kind", ["mysql", "postgres"])
+def test_pairs_left_half_applied_are_completed_in_an_incremental_backup(
+    stores: Stores, tmp_path: Path
+) -> None:
+    g = open_with_feed(stores)
+    write_some(g, 1, 100)
+    half_apply(g, 9001, 9002)  # before the base: completed in the base
+    assocdb.backup(g, tmp_path / "base")
+    change_every_shard(g)
+    half_apply(g, 9003, 9004)  # since: only the edges the feed changed are checked
+    made = assocdb.backup(g, tmp_path / "inc", since=tmp_path / "base")
+    assert made.caught_up == 8
+    check = assocdb.verify_backup(tmp_path / "inc")
+    assert check.ok, check.hanging[:3]
+    followed_by = g.schema.assoc_type("followed_by").id
+    assert {(9002, 9001), (9004, 9003)} <= stored(tmp_path / "inc", followed_by).keys()

@@ -36,6 +36,7 @@ from ..storage.sqlite import SQLiteBackend
 from ..storage.sqlitecut import SQLiteCut, take
 from ..writes.journal import BAD, Journal
 from . import incremental
+from .checks import Checks
 from .graph import Graph
 from .open import open_graph
 
@@ -126,7 +127,11 @@ def backup(
     finally:
         close()
     new_identity(target, backend.shards)
-    replayed = _replay(target, repair=server)
+    # An incremental backup whose every shard was caught up needs the inverses of only
+    # the edges the feed changed since PREV checked (PREV's were: `_replay`).
+    seeded = prev is not None and caught_up == backend.shards
+    touched = cut.touched if seeded and isinstance(cut, servercut.ServerCut) else None
+    replayed = _replay(target, repair=server, only=touched)
     _settle(target, backend.shards)
     edges, schema = _summary(target, backend.shards)
     manifest = mf.Manifest(
@@ -480,10 +485,12 @@ def _copy_journal(cut: SQLiteCut | servercut.ServerCut, target: Path) -> None:
         os.replace(part, file)
 
 
-def _replay(target: Path, repair: bool) -> int:
+def _replay(target: Path, repair: bool, only: list[tuple[int, int, int]] | None = None) -> int:
     """Apply the journal's unfinished jobs of the cut into the copy; how many there were.
     With `repair`, complete the inverse pairs other processes' jobs left half applied
-    (a server graph: their journals are not here)."""
+    (a server graph: their journals are not here): every pair, or those of the edges
+    `only` (an incremental backup: a pair half applied at the earlier cut was completed
+    in the earlier backup, and stays so unless the feed changed one of its edges since)."""
     journal, waiting = target / JOURNAL, 0
     if journal.exists():
         conn = sqlite3.connect(journal)
@@ -498,7 +505,7 @@ def _replay(target: Path, repair: bool) -> int:
         if not g.drain(REPLAY_SECONDS):
             raise InvalidRequest(f"the cut's unfinished writes did not apply in {target}")
         if repair:
-            g.check_inverses(repair=True)
+            Checks(g.engine).check_inverses(repair=True, keys=only)
     finally:
         g.close()
     return waiting

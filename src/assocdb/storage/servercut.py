@@ -72,6 +72,8 @@ class ServerCut:
         self.positions: list[int | None] = []
         #: Whether positions name their replica (a shard map's: `core.feedalign`).
         self.tagged = False
+        #: The edge legs (id1, atype, id2) `catch_up` merged in from the feed.
+        self.touched: list[tuple[int, int, int]] = []
 
     @property
     def reader(self) -> SQLBackend:
@@ -119,6 +121,7 @@ class ServerCut:
                 return False
             rows = [r for r in page if r[0] <= upto]
             apply_records(target, shard, rows)
+            self.touched += ((r[2], r[3], r[4]) for r in rows if r[1] == sqlfeed.EDGE)
             after = rows[-1][0]
         cap = timeline_cap(self.reader)
         unfed = [t for t in tables_of(self.reader) if t == "timelines" or t.startswith("index_")]
