@@ -12,8 +12,13 @@ import pytest
 
 import assocdb
 from assocdb.core.ids import shard_of
-from tests.api.test_backup import stored
-from tests.api.test_backup_resume_servers import change_every_shard, contents, write_some
+from tests.api.test_backup import Stop, stored
+from tests.api.test_backup_resume_servers import (
+    change_every_shard,
+    contents,
+    stop_halfway,
+    write_some,
+)
 from tests.support.stores import Stores
 
 
@@ -138,3 +143,21 @@ def test_pairs_left_half_applied_are_completed_in_an_incremental_backup(
     assert check.ok, check.hanging[:3]
     followed_by = g.schema.assoc_type("followed_by").id
     assert {(9002, 9001), (9004, 9003)} <= stored(tmp_path / "inc", followed_by).keys()
+
+
+def test_a_stopped_incremental_backup_resumes_with_the_same_command(
+    stores: Stores, tmp_path: Path
+) -> None:
+    g = open_with_feed(stores)
+    write_some(g, 1, 400)
+    base = assocdb.backup(g, tmp_path / "base")
+    change_every_shard(g)
+    g.services.feed.trim(seconds=0, rows=0)  # (so that shards are copied: a stop there)
+    with pytest.raises(Stop):
+        assocdb.backup(g, tmp_path / "inc", since=tmp_path / "base", progress=stop_halfway)
+    write_some(g, 2000, 30)
+    made = assocdb.backup(g, tmp_path / "inc", since=tmp_path / "base")
+    assocdb.backup(g, tmp_path / "fresh")
+    assert made.since == base.cut_at
+    assert contents(tmp_path / "inc") == contents(tmp_path / "fresh")
+    assert assocdb.verify_backup(tmp_path / "inc").ok

@@ -149,7 +149,7 @@ def backup(
         files=_sums(target),
         schema=schema,
         source_id=source_id,
-        since=0 if prev is None else prev.cut_at,
+        since=0 if unfinished is None else unfinished.since,
     )
     _write_durably(target / mf.NAME, mf.encode(manifest))
     (target / _UNFINISHED).unlink(missing_ok=True)  # (a stop before this: caught up again)
@@ -327,6 +327,8 @@ class _Unfinished(msgspec.Struct):
     source: dict[str, Any]
     shards: int
     copied: dict[int, int]
+    #: An incremental backup's: the cut of the backup it was seeded from.
+    since: int = 0
 
 
 _UNFINISHED = ".unfinished.json"
@@ -359,7 +361,8 @@ def _seeded(
     target.mkdir()
     (target / _STARTED).touch()
     incremental.seed(where, prev, target)
-    record = _Unfinished(_public_spec(backend), backend.shards, incremental.positions(prev))
+    copied = incremental.positions(prev)
+    record = _Unfinished(_public_spec(backend), backend.shards, copied, prev.cut_at)
     _write_durably(target / _UNFINISHED, msgspec.json.encode(record))
     return record
 
@@ -423,17 +426,11 @@ def _copy_server(
     since, read on this cut's snapshot: `ServerCut.catch_up`). How many were. A shard
     not recorded as copied may hold part of a stopped run's copy: it is copied anew."""
     again = {s: p for s, p in record.copied.items() if cut.positions[s] is not None}
-    total = sum(
-        sqltables.count_rows(cut.readers[s], s, t)
-        for s in range(cut.shards)
-        if s not in again
-        for t in ("edges", "objects", "node_states")
-    )
-    done = [0]
+    done = [0, sum(_rows(cut, s) for s in range(cut.shards) if s not in again)]
 
     def step(rows: int) -> None:
         done[0] += rows
-        progress(min(done[0], total), total)
+        progress(min(done[0], done[1]), done[1])
 
     for shard in range(cut.shards):
         if shard not in again:
@@ -448,9 +445,12 @@ def _copy_server(
             else:
                 if shard in again:  # the feed cannot catch it up: copy it again
                     copy.close()
+                    del record.copied[shard]  # (its copy is about to be partial)
+                    _write_durably(target / _UNFINISHED, msgspec.json.encode(record))
                     _drop_shard(target, shard)
                     copy = SQLiteBackend.open(target, cut.shards)
                     cut.copy_settings(copy)
+                    done[1] += _rows(cut, shard)
                 cut.copy_shard(copy, shard, step)
             copy.make_durable([shard])
             position = cut.positions[shard]
@@ -461,6 +461,12 @@ def _copy_server(
         copy.close()
     _copy_journal(cut, target)
     return caught_up
+
+
+def _rows(cut: servercut.ServerCut, shard: int) -> int:
+    """The rows a copy of the shard reads (for a progress total)."""
+    tables = ("edges", "objects", "node_states")
+    return sum(sqltables.count_rows(cut.readers[shard], shard, t) for t in tables)
 
 
 def _drop_shard(target: Path, shard: int) -> None:
