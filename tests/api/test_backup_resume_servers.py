@@ -191,3 +191,25 @@ def test_a_stopped_backup_of_three_servers_resumes(
     assert manifest.caught_up >= 1
     assert contents(tmp_path / "backup") == contents(tmp_path / "fresh")
     assert assocdb.verify_backup(tmp_path / "backup").ok
+
+
+@pytest.mark.skipif(not MAP_SERVERS, reason="ASSOCDB_TEST_MYSQL_URLS is not set")
+@pytest.mark.parametrize("make_map", ["mysql"], indirect=True)
+def test_an_incremental_backup_of_three_servers_equals_a_fresh_one(
+    make_map: MapMaker,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    g = open_cluster(make_map, cache=None)
+    g.define_object("user")
+    g.enable_feed()
+    try:
+        write_some(g, 1, 400)
+        assocdb.backup(g, tmp_path / "base")
+        change_every_shard(g)
+        made = assocdb.backup(g, tmp_path / "inc", since=tmp_path / "base")
+        assocdb.backup(g, tmp_path / "fresh")
+    finally:
+        g.close()
+    assert made.caught_up == made.shards
+    assert contents(tmp_path / "inc") == contents(tmp_path / "fresh")
+    assert assocdb.verify_backup(tmp_path / "inc").ok
