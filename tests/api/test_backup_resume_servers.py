@@ -97,6 +97,25 @@ def test_a_stopped_server_backup_resumes_to_a_fresh_backups_equal(
     assert check.ok, (check.counts[:3], check.hanging[:3])
 
 
+def test_a_shard_a_stopped_run_copied_part_of_is_copied_anew(
+    stores: Stores, tmp_path: Path
+) -> None:
+    g = open_server_source(stores)
+    write_some(g, 1, 400)
+    with pytest.raises(Stop):
+        assocdb.backup(g, tmp_path / "backup", progress=stop_halfway)
+    copied = json.loads((tmp_path / "backup" / ".unfinished.json").read_bytes())["copied"]
+    partial = min(set(range(8)) - {int(s) for s in copied})  # (the one it stopped in)
+    # What the source no longer has (purged since the stopped run's cut), in that copy.
+    conn = sqlite3.connect(tmp_path / "backup" / f"shard-{partial:04d}.db")
+    with conn:
+        conn.execute("INSERT INTO objects VALUES (987654321, 1, 0, 1, 1, x'00')")
+    conn.close()
+    assocdb.backup(g, tmp_path / "backup")
+    assocdb.backup(g, tmp_path / "fresh")
+    assert contents(tmp_path / "backup") == contents(tmp_path / "fresh")
+
+
 def test_a_feed_trimmed_past_the_stopped_cut_copies_the_server_shard_again(
     stores: Stores, tmp_path: Path
 ) -> None:
