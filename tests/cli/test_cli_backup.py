@@ -71,3 +71,35 @@ def test_a_backup_onto_a_graph_is_refused_as_existing_and_the_graph_is_unchanged
     assert sorted(p.name for p in source.iterdir()) == before
     with assocdb.open(source) as g:
         assert g.assoc_count(1, "follows") == 1
+
+
+def test_an_incremental_backup_and_its_one_line_errors(tmp_path: Path) -> None:
+    source, other = str(tmp_path / "g"), str(tmp_path / "o")
+    base, inc = str(tmp_path / "base"), str(tmp_path / "inc")
+    run = CliRunner().invoke
+    with assocdb.open(other, shards=4) as o:
+        o.enable_feed()
+    with assocdb.open(source, shards=4) as g:
+        g.define_assoc("follows", inverse="followed_by")
+        g.enable_feed()
+        g.assoc_add(1, "follows", 2)
+        assert run(main, ["backup", source, base]).exit_code == 0
+        g.assoc_add(3, "follows", 2)
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "manifest.json").write_bytes(b"{not json")
+    for args, message in [
+        (["backup", other, inc, "--since", base], "is a backup of another graph"),
+        (["backup", source, inc, "--since", str(tmp_path / "corrupt")], "corrupt backup"),
+    ]:
+        refused = run(main, args)
+        assert refused.exit_code == 1, args
+        assert refused.output.startswith("Error: "), refused.output
+        assert message in refused.output
+        assert len(refused.output.strip().splitlines()) == 1
+        assert not (tmp_path / "inc").exists()
+
+    made = run(main, ["backup", source, inc, "--since", base])
+    assert made.exit_code == 0, made.output
+    assert "backed up 4 edges of 4 shards" in made.output
+    assert "4 shards caught up through the feed" in made.output
+    assert run(main, ["backup", "verify", inc]).exit_code == 0

@@ -35,6 +35,8 @@ from ..storage.sql import SQLBackend
 from ..storage.sqlite import SQLiteBackend
 from ..storage.sqlitecut import SQLiteCut, take
 from ..writes.journal import BAD, Journal
+from . import incremental
+from .checks import Checks
 from .graph import Graph
 from .open import open_graph
 
@@ -62,15 +64,21 @@ class BackupCheck(msgspec.Struct, frozen=True):
 
 
 def backup(
-    source: Graph | str | Path, dest: str | Path, progress: Progress | None = None
+    source: Graph | str | Path,
+    dest: str | Path,
+    progress: Progress | None = None,
+    since: str | Path | None = None,
 ) -> mf.Manifest:
     """Back up the graph `source` (an open `Graph` of a directory, or a directory) into the
     new directory `dest`, while it serves writes; return the manifest.
 
     Every write acknowledged before the backup's cut is in it, none begun after; counts
-    and inverse pairs are exact. Raises InvalidRequest if `dest` exists.
+    and inverse pairs are exact. With `since`, an earlier backup of the same graph (taken
+    with its change feed on), `dest` starts as a copy of it, caught up through the feed
+    (`api/incremental.py`). Raises InvalidRequest if `dest` exists.
 
     >>> assocdb.backup("data/graph", "backups/2026-11-28")
+    >>> assocdb.backup("data/graph", "backups/2026-11-29", since="backups/2026-11-28")
     """
     target = Path(dest)
     unfinished = _unfinished(target)
@@ -78,9 +86,11 @@ def backup(
         if (target / _STARTED).exists() and not (target / mf.NAME).exists():
             raise InvalidRequest(
                 f"{target} holds a backup stopped before anything in it could be resumed "
-                "(or without the change feed, or of a server): delete it and back up again"
+                "(or without the change feed): delete it and back up again"
             )
         check_new(target)
+    # (A stopped incremental backup resumes like any other: what it seeded is recorded.)
+    prev = None if since is None or unfinished is not None else read_manifest(since)
     backend, journal, close = _source(source)
     report = progress or (lambda done, total: None)
     server = not isinstance(backend, SQLiteBackend)
@@ -95,6 +105,9 @@ def backup(
             raise InvalidRequest(
                 f"{target} holds an unfinished backup of another graph: delete it first"
             )
+        if prev is not None:
+            assert since is not None
+            unfinished = _seeded(backend, prev, Path(since), source_id, target)
         target.mkdir(parents=True, exist_ok=unfinished is not None)
         (target / _STARTED).touch()
         cut: SQLiteCut | servercut.ServerCut
@@ -103,18 +116,22 @@ def backup(
         else:
             cut = servercut.take(*_servers(backend), journal)
         try:
+            record = unfinished or _Unfinished(spec, backend.shards, {})
             if isinstance(cut, SQLiteCut):
                 assert isinstance(backend, SQLiteBackend)
-                started = _Unfinished(spec, backend.shards, {})
-                caught_up = _copy(cut, backend, target, report, unfinished or started)
+                caught_up = _copy(cut, backend, target, report, record)
             else:
-                _copy_server(cut, target, report)
+                caught_up = _copy_server(cut, target, report, record)
         finally:
             cut.close()
     finally:
         close()
     new_identity(target, backend.shards)
-    replayed = _replay(target, repair=server)
+    # An incremental backup whose every shard was caught up needs the inverses of only
+    # the edges the feed changed since PREV checked (PREV's were: `_replay`).
+    seeded = prev is not None and caught_up == backend.shards
+    touched = cut.touched if seeded and isinstance(cut, servercut.ServerCut) else None
+    replayed = _replay(target, repair=server, only=touched)
     _settle(target, backend.shards)
     edges, schema = _summary(target, backend.shards)
     manifest = mf.Manifest(
@@ -132,6 +149,7 @@ def backup(
         files=_sums(target),
         schema=schema,
         source_id=source_id,
+        since=0 if unfinished is None else unfinished.since,
     )
     _write_durably(target / mf.NAME, mf.encode(manifest))
     (target / _UNFINISHED).unlink(missing_ok=True)  # (a stop before this: caught up again)
@@ -309,6 +327,8 @@ class _Unfinished(msgspec.Struct):
     source: dict[str, Any]
     shards: int
     copied: dict[int, int]
+    #: An incremental backup's: the cut of the backup it was seeded from.
+    since: int = 0
 
 
 _UNFINISHED = ".unfinished.json"
@@ -329,6 +349,21 @@ def _unfinished(target: Path) -> _Unfinished | None:
         raise damaged from None
     if not all(0 <= shard < record.shards for shard in record.copied):
         raise damaged
+    return record
+
+
+def _seeded(
+    backend: Backend, prev: mf.Manifest, where: Path, source_id: str, target: Path
+) -> _Unfinished:
+    """The new directory `target` seeded from the backup `prev` (in `where`) of the graph
+    in `backend`, and its record: every shard copied at `prev`'s cut (`api/incremental`)."""
+    incremental.check(prev, where, source_id, backend.shards)
+    target.mkdir()
+    (target / _STARTED).touch()
+    incremental.seed(where, prev, target)
+    copied = incremental.positions(prev)
+    record = _Unfinished(_public_spec(backend), backend.shards, copied, prev.cut_at)
+    _write_durably(target / _UNFINISHED, msgspec.json.encode(record))
     return record
 
 
@@ -383,25 +418,62 @@ def _copy_shard(cut: SQLiteCut, shard: int, file: Path, step: Callable[[int], No
         os.replace(part, file)
 
 
-def _copy_server(cut: servercut.ServerCut, target: Path, progress: Progress) -> None:
-    total = sum(
-        sqltables.count_rows(cut.readers[s], s, t)
-        for s in range(cut.shards)
-        for t in ("edges", "objects", "node_states")
-    )
-    done = [0]
+def _copy_server(
+    cut: servercut.ServerCut, target: Path, progress: Progress, record: _Unfinished
+) -> int:
+    """Copy every shard of the cut into `target`, and the journal; a shard the unfinished
+    backup `record` copied at an earlier cut is caught up instead (its feed records
+    since, read on this cut's snapshot: `ServerCut.catch_up`). How many were. A shard
+    not recorded as copied may hold part of a stopped run's copy: it is copied anew."""
+    again = {s: p for s, p in record.copied.items() if cut.positions[s] is not None}
+    done = [0, sum(_rows(cut, s) for s in range(cut.shards) if s not in again)]
 
     def step(rows: int) -> None:
         done[0] += rows
-        progress(min(done[0], total), total)
+        progress(min(done[0], done[1]), done[1])
 
+    for shard in range(cut.shards):
+        if shard not in again:
+            _drop_shard(target, shard)
     copy = SQLiteBackend.open(target, cut.shards)
+    caught_up = 0
     try:
-        cut.copy(copy, step)
-        copy.make_durable(range(cut.shards))
+        cut.copy_settings(copy)
+        for shard in range(cut.shards):
+            if shard in again and cut.catch_up(copy, shard, again[shard]):
+                caught_up += 1
+            else:
+                if shard in again:  # the feed cannot catch it up: copy it again
+                    copy.close()
+                    del record.copied[shard]  # (its copy is about to be partial)
+                    _write_durably(target / _UNFINISHED, msgspec.json.encode(record))
+                    _drop_shard(target, shard)
+                    copy = SQLiteBackend.open(target, cut.shards)
+                    cut.copy_settings(copy)
+                    done[1] += _rows(cut, shard)
+                cut.copy_shard(copy, shard, step)
+            copy.make_durable([shard])
+            position = cut.positions[shard]
+            if position is not None:  # resumable only with the feed: it has the changes
+                record.copied[shard] = position
+                _write_durably(target / _UNFINISHED, msgspec.json.encode(record))
     finally:
         copy.close()
     _copy_journal(cut, target)
+    return caught_up
+
+
+def _rows(cut: servercut.ServerCut, shard: int) -> int:
+    """The rows a copy of the shard reads (for a progress total)."""
+    tables = ("edges", "objects", "node_states")
+    return sum(sqltables.count_rows(cut.readers[shard], shard, t) for t in tables)
+
+
+def _drop_shard(target: Path, shard: int) -> None:
+    """Delete the shard's files in `target` (what a stopped run copied of it)."""
+    file = target / f"shard-{shard:04d}.db"
+    for name in (file, file.with_name(file.name + "-wal"), file.with_name(file.name + "-shm")):
+        name.unlink(missing_ok=True)
 
 
 def _copy_journal(cut: SQLiteCut | servercut.ServerCut, target: Path) -> None:
@@ -419,10 +491,12 @@ def _copy_journal(cut: SQLiteCut | servercut.ServerCut, target: Path) -> None:
         os.replace(part, file)
 
 
-def _replay(target: Path, repair: bool) -> int:
+def _replay(target: Path, repair: bool, only: list[tuple[int, int, int]] | None = None) -> int:
     """Apply the journal's unfinished jobs of the cut into the copy; how many there were.
     With `repair`, complete the inverse pairs other processes' jobs left half applied
-    (a server graph: their journals are not here)."""
+    (a server graph: their journals are not here): every pair, or those of the edges
+    `only` (an incremental backup: a pair half applied at the earlier cut was completed
+    in the earlier backup, and stays so unless the feed changed one of its edges since)."""
     journal, waiting = target / JOURNAL, 0
     if journal.exists():
         conn = sqlite3.connect(journal)
@@ -437,7 +511,7 @@ def _replay(target: Path, repair: bool) -> int:
         if not g.drain(REPLAY_SECONDS):
             raise InvalidRequest(f"the cut's unfinished writes did not apply in {target}")
         if repair:
-            g.check_inverses(repair=True)
+            Checks(g.engine).check_inverses(repair=True, keys=only)
     finally:
         g.close()
     return waiting

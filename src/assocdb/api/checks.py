@@ -39,9 +39,12 @@ class Checks:
             self._engine.forget()
         return found
 
-    def check_inverses(self, *, repair: bool = False) -> list[HangingEdge]:
+    def check_inverses(
+        self, *, repair: bool = False, keys: Sequence[tuple[int, int, int]] | None = None
+    ) -> list[HangingEdge]:
+        """With `keys` (id1, atype, id2), only those edges (those stored) are checked."""
         found: list[HangingEdge] = []
-        for page in self._edge_pages():
+        for page in self._edge_pages() if keys is None else self._pages_of(keys):
             mirrors = self._mirrors(page)
             for row in page:
                 other = self._inverse_type(row[1])
@@ -79,6 +82,19 @@ class Checks:
             while page := self._backend.export_edges(shard, after, _PAGE):
                 yield page
                 after = page[-1][:3]
+
+    def _pages_of(self, keys: Sequence[tuple[int, int, int]]) -> Iterator[list[EdgeRow]]:
+        wanted: dict[tuple[int, int], set[int]] = {}
+        for id1, atype, id2 in keys:
+            wanted.setdefault((id1, atype), set()).add(id2)
+        page: list[EdgeRow] = []
+        for (id1, atype), id2s in wanted.items():
+            page += self._backend.edges(shard_of(id1, self._shards), id1, atype, sorted(id2s))
+            if len(page) >= _PAGE:
+                yield page
+                page = []
+        if page:
+            yield page
 
     def _mirrors(self, page: list[EdgeRow]) -> dict[tuple[int, int, int], EdgeRow]:
         wanted: dict[tuple[int, int], list[int]] = {}

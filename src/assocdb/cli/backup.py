@@ -38,16 +38,24 @@ def backup() -> None:
 @backup.command("create")
 @click.argument("source", type=GRAPH)
 @click.argument("dest", type=click.Path())
-def create(source: str, dest: str) -> None:
+@click.option(
+    "--since",
+    type=click.Path(),
+    help="An earlier backup of SOURCE (taken with the change feed on): DEST starts as a "
+    "copy of it and reads only the changes since from SOURCE.",
+)
+def create(source: str, dest: str, since: str | None) -> None:
     """Back up the graph SOURCE (a directory, or a MariaDB or PostgreSQL URL with
     ?journal=FILE) into the new directory DEST; its writers wait only for the cut
-    (milliseconds). Example: assocdb backup data/graph backups/today"""
+    (milliseconds). A backup stopped part way resumes with the same command.
+    Example: assocdb backup data/graph backups/today --since backups/yesterday"""
     with _bar("backing up") as progress:
-        manifest = backups.backup(source, dest, progress=progress)
+        manifest = backups.backup(source, dest, progress=progress, since=since)
+    caught = f"; {manifest.caught_up} shards caught up through the feed" * (manifest.caught_up > 0)
     click.echo(
         f"backed up {manifest.edges:,} edges of {manifest.shards} shards to {dest} "
         f"(writers held {manifest.held * 1000:.1f} ms at the cut; "
-        f"{manifest.replayed} unfinished writes applied)"
+        f"{manifest.replayed} unfinished writes applied{caught})"
     )
 
 

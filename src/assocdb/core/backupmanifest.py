@@ -51,6 +51,9 @@ class Manifest(msgspec.Struct, frozen=True):
     schema: str = ""
     #: The source's graph id: `restore --to` rolls forward only from that graph's feed.
     source_id: str = ""
+    #: An incremental backup: the cut (`cut_at`) of the backup it was seeded from (0: none).
+    #: It needs nothing of that backup: every file is its own.
+    since: int = 0
 
 
 def encode(manifest: Manifest) -> bytes:

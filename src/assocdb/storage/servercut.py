@@ -32,6 +32,7 @@ from . import sqlfeed, sqltables
 from .copier import Page, write_page
 from .dialect import Session
 from .replica_verify import tables_of, timeline_cap
+from .rollforward import apply_records
 from .sql import SQLBackend
 from .sqlite import SQLiteBackend
 
@@ -69,35 +70,67 @@ class ServerCut:
         self.held = 0.0
         self.began = self.at = 0
         self.positions: list[int | None] = []
+        #: Whether positions name their replica (a shard map's: `core.feedalign`).
+        self.tagged = False
+        #: The edge legs (id1, atype, id2) `catch_up` merged in from the feed.
+        self.touched: list[tuple[int, int, int]] = []
 
     @property
     def reader(self) -> SQLBackend:
         """The snapshot of the server that keeps the graph's settings (shard 0's)."""
         return self.readers[0]
 
-    def copy(self, target: SQLiteBackend, progress: Callable[[int], None]) -> None:
-        """Write every table of every shard, the settings and the id sequences to `target`."""
-        tables = [t for t in tables_of(self.reader) if t != "counts"]
-        cap = timeline_cap(self.reader)
+    def copy_settings(self, target: SQLiteBackend) -> None:
+        """Write the graph's settings (shard 0's `meta`, but the shard count) to `target`."""
         for key, value in sqltables.export_table(self.reader, 0, "meta", None, 1_000_000):
             if key != "shards":
                 target.swap_meta(key, target.get_meta(key), value)
-        for shard, reader in enumerate(self.readers):
-            for table in _present(reader, shard, tables):
-                after: list[Any] | None = None
-                while True:
-                    rows = sqltables.export_table(reader, shard, table, after, PAGE)
-                    if not rows:
-                        break
-                    page = Page(table, after, rows)
-                    write_page(target, shard, page, cap)
-                    progress(len(rows))
-                    after = page.last
-                    if len(rows) < PAGE:
-                        break
-            reserved = _sequence(reader, shard)
-            if reserved > 0:
-                target.allocate(shard, reserved)
+
+    def copy_shard(
+        self, target: SQLiteBackend, shard: int, progress: Callable[[int], None]
+    ) -> None:
+        """Write every table of the shard and its id sequence to `target` (whose shard is
+        new: rows it holds from elsewhere would stay)."""
+        reader = self.readers[shard]
+        cap = timeline_cap(self.reader)
+        tables = [t for t in tables_of(self.reader) if t != "counts"]
+        for table in _present(reader, shard, tables):
+            _copy_table(reader, target, shard, table, cap, progress)
+        _reserve(reader, target, shard)
+
+    def catch_up(self, target: SQLiteBackend, shard: int, after: int) -> bool:
+        """Bring the shard's copy in `target`, taken at an earlier cut whose feed position
+        was `after`, to this cut (a resumed or incremental backup): the feed's records up
+        to this cut's position, read on the snapshot, merged into it, and what the feed
+        does not carry (home timelines, index entries, the id sequence) copied again.
+        False if the feed no longer holds every record since `after` (trimmed since), or
+        `after` names another replica than this cut's (a shard map's failover): copy the
+        shard again."""
+        upto, reader = self.positions[shard], self.readers[shard]
+        assert upto is not None
+        if self.tagged:
+            (was, after), (now, upto) = feedalign.split(after), feedalign.split(upto)
+            if was != now:
+                return False
+        if upto < after:  # (not this feed's numbering)
+            return False
+        while after < upto:
+            page = sqlfeed.read(reader, shard, after, PAGE)
+            # Positions are dense (`sqlfeed`): a gap after `after` is a trimmed stretch.
+            if not page or page[0][0] != after + 1:
+                return False
+            rows = [r for r in page if r[0] <= upto]
+            apply_records(target, shard, rows)
+            self.touched += ((r[2], r[3], r[4]) for r in rows if r[1] == sqlfeed.EDGE)
+            after = rows[-1][0]
+        cap = timeline_cap(self.reader)
+        unfed = [t for t in tables_of(self.reader) if t == "timelines" or t.startswith("index_")]
+        for table in unfed:
+            _empty(target, shard, table)
+        for table in _present(reader, shard, unfed):
+            _copy_table(reader, target, shard, table, cap, lambda rows: None)
+        _reserve(reader, target, shard)
+        return True
 
     def copy_journal(self, dest: Path) -> None:
         if self.journal is not None:
@@ -125,6 +158,7 @@ def take(
     positions carry `tags[s]`: `core.feedalign`), and of this process's `journal` file.
     Writers of every server are held together."""
     cut = ServerCut(len(placement))
+    cut.tagged = tags is not None
     try:
         sessions = [cut._stack.enter_context(_session(b)) for b in servers]
         for backend, session in zip(servers, sessions, strict=True):
@@ -227,6 +261,41 @@ def _feed_position(reader: SQLBackend, shard: int, tags: Sequence[int] | None) -
     if not sqlfeed.recording(reader, shard):  # (a member holds settings only on shard 0)
         return None
     return feedalign.tagged(tags[shard], sqlfeed.bounds(reader, shard)[1])
+
+
+def _copy_table(
+    reader: SQLBackend,
+    target: SQLiteBackend,
+    shard: int,
+    table: str,
+    cap: int,
+    progress: Callable[[int], None],
+) -> None:
+    after: list[Any] | None = None
+    while True:
+        rows = sqltables.export_table(reader, shard, table, after, PAGE)
+        if not rows:
+            return
+        page = Page(table, after, rows)
+        write_page(target, shard, page, cap)
+        progress(len(rows))
+        after = page.last
+        if len(rows) < PAGE:
+            return
+
+
+def _empty(target: SQLiteBackend, shard: int, table: str) -> None:
+    """Delete every row of the shard's `table` in `target`, if it has that table."""
+    if target._query(shard, "SELECT name FROM sqlite_master WHERE name = ?", (table,)):
+        target._durably(shard, lambda s: target._run(s, shard, f"DELETE FROM {table}"))
+
+
+def _reserve(reader: SQLBackend, target: SQLiteBackend, shard: int) -> None:
+    """Reserve in `target` the object ids the shard has reserved beyond it."""
+    have = target._query(shard, "SELECT value FROM seq WHERE name = 'objects'")
+    lag = _sequence(reader, shard) - (int(have[0][0]) if have else 0)
+    if lag > 0:
+        target.allocate(shard, lag)
 
 
 def _sequence(reader: SQLBackend, shard: int) -> int:
