@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import sqlite3
 import subprocess
@@ -173,6 +174,8 @@ def test_a_backup_killed_part_way_resumes_with_the_same_command(
     with run_backup(source, tmp_path / "backup", block=True) as killed:
         try:
             assert killed.stdout is not None
+            # (a child that hangs fails the test within 5 minutes, not the whole run)
+            assert select.select([killed.stdout], [], [], 300)[0], "the backup hung"
             assert killed.stdout.readline() == "copied\n"  # (blocked there: a shard copied)
         finally:
             killed.send_signal(signal.SIGKILL)
