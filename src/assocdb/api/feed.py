@@ -306,26 +306,32 @@ class Feed:
         return name
 
     def _changes(self, shard: int, rows: list[FeedRow]) -> list[Change]:
-        """The `Change`s of a shard's records (a consumer's hot loop: a `Change` is built
-        from positional fields, the type names looked up in one dict per kind)."""
-        names, out = self._names, []
-        for row in rows:
-            pos, kind, id1, type_, id2, state, time_, updated_at, data = row
-            name = names[kind == OBJECT].get(type_) or self._type_name(row)
-            if kind == EDGE:
-                shown = None if data is None or state == _REMOVED else _json.decode(data)
-                change = Change(
-                    shard, pos, "edge", name, id1, _STATES[state], updated_at, id2, time_, 0, shown
-                )
-            elif kind == OBJECT:
-                fields = _json.decode(unpack(data or b"{}"))
-                change = Change(
-                    shard, pos, "object", name, id1, _STATES[state], updated_at, 0, 0, id2, fields
-                )
-            else:
-                change = Change(shard, pos, "node", name, id1, _STATES[state], updated_at)
-            out.append(change)
-        return out
+        """The `Change`s of a shard's records. This is a consumer's hot loop: an edge leg
+        without data, of a type named before (most records), is built in the comprehension
+        from positional fields; any other record by `_change`."""
+        edge_names, states = self._names[0], _STATES
+        return [
+            Change(shard, pos, "edge", edge_names[type_], id1, states[state], at, id2, t, 0, None)
+            if kind == EDGE and data is None and type_ in edge_names
+            else self._change(shard, row)
+            for row in rows
+            for pos, kind, id1, type_, id2, state, t, at, data in [row]
+        ]
+
+    def _change(self, shard: int, row: FeedRow) -> Change:
+        pos, kind, id1, _type, id2, state, time_, updated_at, data = row
+        name, state_name = self._type_name(row), _STATES[state]
+        if kind == EDGE:
+            shown = None if data is None or state == _REMOVED else _json.decode(data)
+            return Change(
+                shard, pos, "edge", name, id1, state_name, updated_at, id2, time_, 0, shown
+            )
+        if kind == OBJECT:
+            fields = _json.decode(unpack(data or b"{}"))
+            return Change(
+                shard, pos, "object", name, id1, state_name, updated_at, 0, 0, id2, fields
+            )
+        return Change(shard, pos, "node", name, id1, state_name, updated_at)
 
 
 def _either(schema: Schema, *, name: object) -> None:
