@@ -1,7 +1,7 @@
 """core/feed.py: the feed cursor round-trips and refuses what is not one; a page merge
-keeps each shard's order, takes at most `limit`, consumes what it filters out, and is the
-k-way heap merge it replaced (`_heap_merge`), record for record, even where a shard's
-times fall back."""
+keeps each shard's order, takes at most `limit`, consumes what it filters out, and is a
+k-way heap merge (`_heap_merge`), record for record, even where a shard's times fall back;
+records of one time fill a page from every shard."""
 
 from __future__ import annotations
 
@@ -124,20 +124,29 @@ def _heap_merge(
     after: tuple[int, ...],
     read: int | None,
 ) -> tuple[list[tuple[int, Any]], tuple[int, ...]]:
-    """The merge as it was: one heap step per item (the model `feed.merge` must equal)."""
+    """The model `feed.merge` must equal: one heap step per item, as the merge was, which
+    stops before an item newer (by its run's running maximum) than the newest item of a
+    run of `read` items (what follows that run is not older)."""
     tagged = [
         [(time(item), shard, n, item) for n, item in enumerate(run, 1)]
         for shard, run in enumerate(runs)
     ]
-    ends = {shard: len(run) for shard, run in enumerate(runs) if len(run) == read}
+    ends = [max(map(time, run)) for run in runs if run and len(run) == read]
+    newest: dict[int, int] = {}
     taken: list[tuple[int, Any]] = []
     moved = list(after)
-    for _, shard, n, item in heapq.merge(*tagged):
-        if len(taken) >= limit:
+    for at, shard, _, item in heapq.merge(*tagged):
+        newest[shard] = max(newest.get(shard, at), at)
+        if len(taken) >= limit or (ends and newest[shard] > min(ends)):
             break
         moved[shard] = position(item)
         if keep is None or keep(item):
             taken.append((shard, item))
-        if ends.get(shard) == n:
-            break
     return taken, tuple(moved)
+
+
+def test_records_of_one_time_fill_a_page_from_every_shard() -> None:
+    runs = [[(shard, pos, 7) for pos in range(1, 5)] for shard in range(4)]  # one bulk load
+    merged = feed.merge(runs, lambda r: r[1], lambda r: r[2], 10, None, (0,) * 4, read=4)
+    assert [len(taken) for taken in merged.taken] == [4, 4, 2, 0]  # not 4, 0, 0, 0
+    assert merged.moved == (4, 4, 2, 0)

@@ -10,9 +10,12 @@ count; a mangled cursor, or one of a graph with another shard count, is InvalidC
 A page merges the shards' next records by `updated_at` (a k-way merge takes the head of
 one shard's run at a time, so each shard's order is kept; across shards the order is
 only roughly time order) and stops at `limit`. Each shard is read for a share of the
-page (`share`: a page of 10,000 from 16 shards reads 12,500 rows, not 160,000);
-the merge stops once it has taken the last record read of a shard that may hold more,
-since what that shard holds next is unknown. The next cursor moves each shard to the
+page (`share`: a page of 10,000 from 16 shards reads 12,500 rows, not 160,000).
+What a shard that may hold more holds next is unknown, but not older than the last
+record read of it (by the running maximum, below), so the page takes no record newer
+than that, from any shard; records as old as it are taken from every shard (a bulk
+load's or a node operation's records share one `updated_at`: they fill a page from
+every shard, not a shard's share at a time). The next cursor moves each shard to the
 last record the page took from it, or read past and filtered out.
 
 `merge` computes that k-way merge without taking one record at a time (a heap step per
@@ -124,10 +127,10 @@ def merge(
     """Up to `limit` kept items of the shards' `runs` (each in position order), merged by
     `time` keeping each run's order (see the module doc), and the positions after them
     (an item `keep` refuses is passed over: its position is consumed; None keeps all). A
-    run of `read` items may go on: the merge stops after its last one."""
+    run of `read` items may go on: the merge takes nothing newer than its last one."""
     keys = [list(accumulate(map(time, run), max)) for run in runs]
-    ends = [(k[-1], s, len(k)) for s, k in enumerate(keys) if k and len(k) == read]
-    upto = _upto(keys, min(ends)) if ends else [len(k) for k in keys]
+    ends = [k[-1] for k in keys if k and len(k) == read]
+    upto = [bisect_right(k, min(ends)) if ends else len(k) for k in keys]
     flags = None
     if keep is not None:
         flags = [list(map(keep, islice(run, n))) for run, n in zip(runs, upto, strict=True)]
