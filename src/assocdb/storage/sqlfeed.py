@@ -1,12 +1,12 @@
 """The change feed on SQL shards: each shard's `changes` table, written in the apply's own
 transaction, read by position, trimmed by age and size.
 
-Writing. `record` is called by `SQLBackend._apply` with the rows the merge changed (so a
-write the merge refused, a replay or a stale write, records nothing), inside the same
-transaction: no change without its record, no record without its change. One row per
-changed edge leg, object and node state: `(pos, kind, id1, atype, id2, state, time,
-updated_at, data)` (an object is `(id, otype, version, state, 0, updated_at, data)`,
-a node state `(node, atype, 0, state, 0, updated_at, NULL)`).
+Writing. `record` is called by `SQLBackend._apply` (and `bulk_merge`, a bulk load's round)
+with the rows the merge changed (so a write the merge refused, a replay or a stale write,
+records nothing), inside the same transaction: no change without its record, no record
+without its change. One row per changed edge leg, object and node state: `(pos, kind,
+id1, atype, id2, state, time, updated_at, data)` (an object is `(id, otype, version,
+state, 0, updated_at, data)`, a node state `(node, atype, 0, state, 0, updated_at, NULL)`).
 
 Positions. A record's position is taken from the shard's `seq` row `feed`, bumped by the
 number of records in the same transaction (not an AUTO_INCREMENT/identity column: those

@@ -1,0 +1,49 @@
+"""A bulk load with the feed on (api/assoc_writes.py `bulk_load` → storage/sql.py
+`bulk_merge` → storage/sqlfeed.py `record`): every row it changes is recorded in the same
+transaction, so the feed replayed from the start is still every shard's rows, through the
+load's worker processes too."""
+
+from __future__ import annotations
+
+from assocdb import Graph
+from tests.api.test_feed import _all, _backend, _feed_graph, _replayed, _stored
+from tests.support.stores import Stores
+
+
+def _replays_to_the_stored_rows(g: Graph) -> None:
+    backend = _backend(g)
+    for shard in range(backend.shards):
+        assert _replayed(backend, shard) == _stored(backend, shard)
+
+
+def test_a_bulk_load_is_in_the_feed(stores: Stores) -> None:
+    g = _feed_graph(stores, "g")
+    g.assoc_add(1, "follows", 2, data={"old": 1})
+    g.assoc_delete(3, "likes", 4)
+    _, end = _all(g)
+    loaded = [(1, "follows", 2, 5), (3, "likes", 4), (5, "friend", 6, 7, {"n": 1})]
+    assert g.bulk_load(loaded) == 3
+    found = g.changes(end, limit=100).items
+    legs = {(c.type, c.id1, c.id2, c.state) for c in found}
+    assert legs == {
+        ("follows", 1, 2, "normal"),
+        ("followed_by", 2, 1, "normal"),
+        ("likes", 3, 4, "normal"),
+        ("friend", 5, 6, "normal"),
+        ("friend", 6, 5, "normal"),
+    }
+    assert [c.data for c in found if c.type == "friend"] == [{"n": 1}] * 2
+    assert [c.time for c in found if c.type == "follows"] == [5]
+    _replays_to_the_stored_rows(g)
+    _, end = _all(g, end)
+    assert g.bulk_load([]) == 0
+    assert g.changes(end).items == []
+
+
+def test_a_parallel_load_is_recorded_by_its_worker_processes(stores: Stores) -> None:
+    g = _feed_graph(stores, "g")
+    edges = [(n, "follows", n + 1) for n in range(1, 12_002)]  # past BULK_PARALLEL
+    assert g.bulk_load(edges, workers=2) == len(edges)
+    found, _ = _all(g, limit=10_000)
+    assert len(found) == 2 * len(edges)  # both legs of every edge
+    _replays_to_the_stored_rows(g)
