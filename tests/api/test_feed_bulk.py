@@ -1,7 +1,8 @@
 """A bulk load with the feed on (api/assoc_writes.py `bulk_load` → storage/sql.py
 `bulk_merge` → storage/sqlfeed.py `record`): every row it changes is recorded in the same
 transaction, so the feed replayed from the start is still every shard's rows, through the
-load's worker processes too."""
+load's worker processes too, and a consumer that writes each change into an empty graph
+ends with the same associations."""
 
 from __future__ import annotations
 
@@ -47,3 +48,28 @@ def test_a_parallel_load_is_recorded_by_its_worker_processes(stores: Stores) -> 
     found, _ = _all(g, limit=10_000)
     assert len(found) == 2 * len(edges)  # both legs of every edge
     _replays_to_the_stored_rows(g)
+
+
+def test_a_consumer_applying_the_feed_to_an_empty_store_ends_equal(stores: Stores) -> None:
+    g = _feed_graph(stores, "g")
+    g.assoc_add(1, "follows", 2, data={"old": 1})
+    g.assoc_add(1, "likes", 3)
+    g.assoc_delete(1, "likes", 3)
+    loaded = [(1, "follows", 2, 5, {"new": 1}), (1, "follows", 4, 6), (2, "friend", 4, 7)]
+    g.bulk_load(loaded)
+    g.assoc_add(4, "follows", 1)
+    copy = stores.open("copy", shards=2, cache=None)  # (another shape: changes carry no shard)
+    for name, inverse in (("follows", "followed_by"), ("likes", None)):
+        copy.define_assoc(name, inverse=inverse)
+    copy.define_assoc("friend", symmetric=True)
+    changes, _ = _all(g, limit=4)
+    for c in changes:  # the consumer: each leg as a write of its own (the other is a no-op)
+        if c.state == "removed":
+            copy.assoc_delete(c.id1, c.type, c.id2, updated_at=c.updated_at)
+        else:
+            copy.assoc_add(c.id1, c.type, c.id2, time=c.time, data=c.data, updated_at=c.updated_at)
+    for id1 in (1, 2, 4):
+        for atype in ("follows", "followed_by", "likes", "friend"):
+            assert copy.assoc_range(id1, atype) == g.assoc_range(id1, atype)
+            assert copy.assoc_count(id1, atype) == g.assoc_count(id1, atype)
+    assert [e.id2 for e in copy.assoc_range(1, "follows")] == [4, 2]
