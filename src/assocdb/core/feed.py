@@ -92,10 +92,10 @@ def deal(members: Sequence[str], shards: int, me: str) -> frozenset[int]:
 
 def share(limit: int, shards: int) -> int:
     """How many records to read of each shard for a page of `limit`: a quarter more than
-    an even share, so a page of shards written alike is (nearly always) full, and what it does not
-    take (read again for the next page) is a fifth of the reading, not half, as it was
-    at twice an even share. A page of a shard that is written more is short either way
-    (it stops at that shard's last record read) and reads the same share of its rows."""
+    an even share. A page of shards written alike is then nearly always full, and what it
+    reads but does not take (read again by the next page) is a fifth of its reading (at
+    twice an even share it was half). Whatever the share, a page is short when one shard
+    is written more than the others."""
     return min(limit, max(64, -(-5 * limit // (4 * shards))))
 
 
