@@ -1,11 +1,14 @@
 """A bulk load with the feed on (api/assoc_writes.py `bulk_load` → storage/sql.py
 `bulk_merge` → storage/sqlfeed.py `record`): every row it changes is recorded in the same
 transaction, so the feed replayed from the start is still every shard's rows, through the
-load's worker processes too, and a consumer that writes each change into an empty graph
-ends with the same associations."""
+load's worker processes too, a consumer that writes each change into an empty graph ends
+with the same associations, and a point-in-time restore rolls a load forward."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import assocdb
 from assocdb import Graph
 from tests.api.test_feed import _all, _backend, _feed_graph, _replayed, _stored
 from tests.support.stores import Stores
@@ -73,3 +76,19 @@ def test_a_consumer_applying_the_feed_to_an_empty_store_ends_equal(stores: Store
             assert copy.assoc_range(id1, atype) == g.assoc_range(id1, atype)
             assert copy.assoc_count(id1, atype) == g.assoc_count(id1, atype)
     assert [e.id2 for e in copy.assoc_range(1, "follows")] == [4, 2]
+
+
+def test_a_restore_rolls_a_bulk_load_forward(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "g", shards=4)
+    g.define_assoc("follows", inverse="followed_by")
+    g.enable_feed()
+    g.assoc_add(1, "follows", 2)
+    assocdb.backup(g, tmp_path / "backup")
+    g.bulk_load([(1, "follows", n) for n in range(3, 50)])
+    upto = g.engine.clock.now()
+    g.close()
+    assocdb.restore(tmp_path / "backup", tmp_path / "r", to=upto)
+    with assocdb.open(tmp_path / "r") as r:
+        assert r.assoc_count(1, "follows") == 48
+        assert r.assoc_count(49, "followed_by") == 1
+        assert r.check_inverses() == []
