@@ -21,10 +21,9 @@ one write lock, on MySQL each read ends in `FOR UPDATE` (REPEATABLE READ, so
 the gaps where absent keys would be are locked too). So two applies of the
 same keys are serialized, the second merges against the first's result, and
 counts stay exact. A transaction the engine aborted to break a deadlock is run
-again (the merge is idempotent). `bulk_merge` is `apply` for a bulk load's round: the
-same merge, but it reads many lists per statement, and only lists that have count rows.
-Index entries (`core.entities.merge_entries`) and home timelines merge the same way.
-With the feed on (`sqlfeed.SQLFeed.turned_on`), `_apply` hands its changes to `record`.
+again (the merge is idempotent). `bulk_merge` is `apply` for a bulk load's round (many
+lists per statement). Index entries (`core.entities.merge_entries`) and home timelines
+merge the same way. With the feed on, both hand their changes to `sqlfeed.record`.
 
 Tables made on first use (`index_N`; `timelines` in MySQL graphs older than
 home timelines) are created by `_ddl` before the write's transaction (MySQL
@@ -386,18 +385,20 @@ class SQLBackend(ABC):
         return current
 
     def bulk_merge(self, shard: int, edges: Sequence[EdgeTuple]) -> int:
-        """`apply` for a bulk load's edges: the same merge rule, counts and single
-        transaction, but the current rows are read list by list in few statements
-        (`_bulk_current`) and the changed rows are written in the table's key order;
-        returns how many rows changed (the caller forgets the cache: no Changes)."""
+        """`apply` for a bulk load's edges (merge, counts, feed, one transaction), but the
+        current rows are read list by list in few statements (`_bulk_current`) and the
+        changed rows written in key order; how many changed (the caller forgets the cache)."""
 
         def body(session: Session) -> int:
             changed, deltas = merge_edges(self._bulk_current(session, shard, edges), edges)
             self._bulk_store(session, shard, changed)
             self._store(session, shard, self._add_count, sorted((*k, n) for k, n in deltas.items()))
+            _feed.record(self, session, shard, Changes(changed, [], []))  # as `_apply` does
             return len(changed)
 
-        return self._in_transaction(shard, body, slow=True)
+        changed = self._in_transaction(shard, body, slow=True)
+        self._changes.committed()  # wakes this process's feed readers
+        return changed
 
     def copy_edges(self, shard: int, after: EdgeKey | None, edges: Sequence[EdgeTuple]) -> int:
         """`bulk_merge` for a page of a shard copy (`sqltables.copy_edges`)."""

@@ -1,12 +1,12 @@
 """The change feed on SQL shards: each shard's `changes` table, written in the apply's own
 transaction, read by position, trimmed by age and size.
 
-Writing. `record` is called by `SQLBackend._apply` with the rows the merge changed (so a
-write the merge refused, a replay or a stale write, records nothing), inside the same
-transaction: no change without its record, no record without its change. One row per
-changed edge leg, object and node state: `(pos, kind, id1, atype, id2, state, time,
-updated_at, data)` (an object is `(id, otype, version, state, 0, updated_at, data)`,
-a node state `(node, atype, 0, state, 0, updated_at, NULL)`).
+Writing. `record` is called by `SQLBackend._apply` (and `bulk_merge`, a bulk load's round)
+with the rows the merge changed (so a write the merge refused, a replay or a stale write,
+records nothing), inside the same transaction: no change without its record, no record
+without its change. One row per changed edge leg, object and node state: `(pos, kind,
+id1, atype, id2, state, time, updated_at, data)` (an object is `(id, otype, version,
+state, 0, updated_at, data)`, a node state `(node, atype, 0, state, 0, updated_at, NULL)`).
 
 Positions. A record's position is taken from the shard's `seq` row `feed`, bumped by the
 number of records in the same transaction (not an AUTO_INCREMENT/identity column: those
@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..core.compress import pack
@@ -56,6 +57,7 @@ __all__ = ["EDGE", "NODE", "OBJECT", "FeedRow", "SQLFeed"]
 
 log = logging.getLogger("assocdb.feed")
 COLUMNS = ("pos", "kind", "id1", "atype", "id2", "state", "time", "updated_at", "data")
+_DATA = itemgetter(8)
 SETTLE_SECONDS = 1.5  # how long `enable` waits for older transactions, at most (a client's 2 s)
 
 _INSERT = f"INSERT INTO {{s}}.changes ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 9)})"
@@ -259,7 +261,7 @@ def enable(b: SQLBackend) -> None:
 def read(b: SQLBackend, shard: int, after: int, limit: int) -> list[FeedRow]:
     """Up to `limit` records of the shard after position `after`, in position order."""
     rows = b._query(shard, b._q(_READ, shard), (after, limit))
-    if not any(type(row[8]) is memoryview for row in rows):  # (PostgreSQL's bytea)
+    if memoryview not in set(map(type, map(_DATA, rows))):  # (PostgreSQL's bytea; in C)
         return [tuple(row) for row in rows] if rows and type(rows[0]) is not tuple else rows
     return [(*row[:8], None if row[8] is None else bytes(row[8])) for row in rows]
 
