@@ -30,9 +30,16 @@ With `--ab`, each round also writes W lone `assoc_add`s with the overlap off
 (journal, then prepare and commit: the write path before issue 37's overlap),
 an A/B pair on the same tree.
 
+With `--threads T`, T threads write one edge at a time each (W in all), and
+the bare side commits T writes at a time; the table adds what a round of the
+pipeline takes: writes per pipeline batch, journal commits (fsyncs) and fence
+calls (and shards fsynced) per batch, the time writers waited for a shard's
+write turn, and the process's CPU seconds per wall second (the GIL lets
+Python run on one core: near 1.0 with the disk idle means Python bounds it).
+
 With `--batch B`, the writes go in `g.batch()`es of B (the bare side: B per
 COMMIT), and the p50 latencies are a batch's. With `--ab-in-shards`, the A/B
-rounds turn off only the resolution of rounds of 32+ edge writes inside
+rounds turn off only the resolution of rounds of 2+ edge writes inside
 their shard transactions (`Overlap.journal_resolving`: open, fill), so they
 read before journaling and prepare during the fsync as a small round does.
 
@@ -46,6 +53,7 @@ import random
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -67,7 +75,7 @@ STEPS = [
     ("journal + prepare, overlapped: in all", Overlap, "journal"),
     ("  journal: INSERT + fsynced COMMIT", Journal, "_commit"),
     ("  prepare: shard transactions, no COMMIT", Applier, "prepare_batch"),
-    ("resolved in the shards (32+ writes): in all", Overlap, "journal_resolving"),
+    ("resolved in the shards (2+ writes): in all", Overlap, "journal_resolving"),
     ("  open: BEGIN + one read per shard", Overlap, "_open"),
     ("  fill: merge + upserts, no COMMIT", Applier, "fill_batch"),
     ("commit: shard COMMITs, cache, bookkeeping", Applier, "commit_batch"),
@@ -79,7 +87,7 @@ STEPS = [
 SERIAL = [
     "resolve: in all",
     "journal + prepare, overlapped: in all",
-    "resolved in the shards (32+ writes): in all",
+    "resolved in the shards (2+ writes): in all",
     "commit: shard COMMITs, cache, bookkeeping",
     "apply, not overlapped: in all",
 ]
@@ -98,13 +106,17 @@ def timed(spent: dict[str, float], label: str, method: Callable[..., Any]) -> Ca
 
 #: Writes per `g.batch()` (`--batch`; 1: lone `assoc_add`s).
 BATCH = 1
+#: Threads writing at once (`--threads`), each one write at a time.
+THREADS = 1
 #: `--ab` compares the resolution in the shards on and off, not the overlap.
 IN_SHARDS_OFF = False
 
 
 def lone_writes(graph: Any, rnd: random.Random, writes: int, latencies: list[float]) -> float:
-    """Write `writes` random edges one at a time (or in batches of `BATCH`); the seconds
-    it took."""
+    """Write `writes` random edges one at a time (or in batches of `BATCH`, or from
+    `THREADS` threads); the seconds it took."""
+    if THREADS > 1:
+        return threaded_writes(graph, rnd, writes, latencies)
     started = time.perf_counter()
     for _ in range(0, writes, BATCH):
         pairs = [(rnd.randrange(1, NODES), rnd.randrange(1, NODES)) for _ in range(BATCH)]
@@ -118,6 +130,54 @@ def lone_writes(graph: Any, rnd: random.Random, writes: int, latencies: list[flo
                     batch.assoc_add(a, "follows", b)
         latencies.append(time.perf_counter() - t)
     return time.perf_counter() - started
+
+
+def threaded_writes(graph: Any, rnd: random.Random, writes: int, latencies: list[float]) -> float:
+    """`writes` random edges from `THREADS` threads, one write at a time each; seconds."""
+    seeds = [rnd.randrange(2**32) for _ in range(THREADS)]
+
+    def loop(seed: int) -> None:
+        own = random.Random(seed)
+        for _ in range(writes // THREADS):
+            t = time.perf_counter()
+            graph.assoc_add(own.randrange(1, NODES), "follows", own.randrange(1, NODES))
+            latencies.append(time.perf_counter() - t)
+
+    runners = [threading.Thread(target=loop, args=(seed,)) for seed in seeds]
+    started = time.perf_counter()
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join()
+    return time.perf_counter() - started
+
+
+class TurnWaits:
+    """A shard's write-turn lock that adds the seconds its takers waited to `spent`."""
+
+    def __init__(self, lock: Any, spent: dict[str, float]) -> None:
+        self._lock = lock
+        self._spent = spent
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        started = time.perf_counter()
+        try:
+            return bool(self._lock.acquire(blocking, timeout))
+        finally:
+            self._spent["shard write-turn waits"] += time.perf_counter() - started
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+def counted(calls: dict[str, int], label: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        calls[label] += 1
+        if label == "fence calls":
+            calls["shards fsynced by fences"] += len(args[1])
+        return method(*args, **kwargs)
+
+    return call
 
 
 def ab_round(
@@ -150,7 +210,7 @@ def ab_round(
         rows[f"{name} (A/B): {label.strip()}"].append(spent[label])
 
 
-def main(args: list[str] | None = None) -> None:
+def parse(args: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.write_steps")
     parser.add_argument("--preload", type=int, default=1_000_000)
     parser.add_argument("--writes", type=int, default=1000)
@@ -167,14 +227,34 @@ def main(args: list[str] | None = None) -> None:
         "--batch", type=int, default=1, help="writes per g.batch() (bare: per COMMIT)"
     )
     parser.add_argument(
+        "--threads", type=int, default=1, help="threads writing one edge at a time each"
+    )
+    parser.add_argument(
         "--ab-in-shards",
         action="store_true",
-        help="the A/B rounds turn off the resolution in the shards (32+ writes) only",
+        help="the A/B rounds turn off the resolution in the shards (2+ writes) only",
     )
-    options = parser.parse_args(args)
+    return parser.parse_args(args)
+
+
+def instrument(graph: Any, spent: dict[str, float], calls: dict[str, int]) -> None:
+    """Time the steps (`STEPS`), count journal commits and fences, time write-turn waits."""
+    for label, owner, name in STEPS:
+        setattr(owner, name, timed(spent, label, getattr(owner, name)))
+    Journal._commit = counted(calls, "journal commits", Journal._commit)  # type: ignore[method-assign]
+    SQLiteBackend.make_durable = counted(calls, "fence calls", SQLiteBackend.make_durable)  # type: ignore[method-assign]
+    backend = graph.engine.backend
+    backend._writers = [TurnWaits(lock, spent) for lock in backend._writers]
+
+
+def main(args: list[str] | None = None) -> None:
+    options = parse(args)
     fence.FENCE_SECONDS = options.fence_seconds
-    global BATCH, IN_SHARDS_OFF
+    global BATCH, IN_SHARDS_OFF, THREADS
     BATCH = options.batch
+    THREADS = options.threads
+    bare_per_commit = max(BATCH, THREADS)
+    calls: dict[str, int] = defaultdict(int)
     IN_SHARDS_OFF = options.ab_in_shards
     directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-write-steps-"))
     spent: dict[str, float] = defaultdict(float)
@@ -182,16 +262,25 @@ def main(args: list[str] | None = None) -> None:
         bare = Bare(directory / "bare.db")
         bare.preload(options.preload, random.Random(2))
         graph = preloaded_graph(directory / "graph", options.preload)
-        for label, owner, name in STEPS:
-            setattr(owner, name, timed(spent, label, getattr(owner, name)))
+        instrument(graph, spent, calls)
+        pipe = graph.engine.pipeline
         rnd = random.Random(4)
         rows: dict[str, list[float]] = defaultdict(list)
         latencies: dict[str, list[float]] = defaultdict(list)
+        counts: dict[str, list[float]] = defaultdict(list)
         for _ in range(options.rounds):
             spent.clear()
+            calls.clear()
+            batches, writes, cpu = pipe.batches, pipe.writes, time.process_time()
             total = lone_writes(graph, rnd, options.writes, latencies["assoc_add"])
+            cpu = time.process_time() - cpu
             rows["assoc_add, in all"].append(total)
-            for label, _, _ in STEPS:
+            batches = max(1, pipe.batches - batches)
+            counts["writes per pipeline batch"].append((pipe.writes - writes) / batches)
+            for name in ("journal commits", "fence calls", "shards fsynced by fences"):
+                counts[f"{name} per batch"].append(calls[name] / batches)
+            counts["CPU s per wall s (process)"].append(cpu / total)
+            for label in ["shard write-turn waits", *(label for label, _, _ in STEPS)]:
                 rows[label].append(spent[label])
             rows["the rest (API, pipeline, cache)"].append(
                 total - sum(spent[label] for label in SERIAL)
@@ -199,9 +288,9 @@ def main(args: list[str] | None = None) -> None:
             if options.ab or options.ab_in_shards:
                 ab_round(graph, rnd, options.writes, spent, rows, latencies)
             started = time.perf_counter()
-            for _ in range(0, options.writes, BATCH):
+            for _ in range(0, options.writes, bare_per_commit):
                 t = time.perf_counter()
-                bare.commit(rnd, BATCH)
+                bare.commit(rnd, bare_per_commit)
                 latencies["bare"].append(time.perf_counter() - t)
             rows["bare same-work write, in all"].append(time.perf_counter() - started)
         graph.close()
@@ -210,12 +299,16 @@ def main(args: list[str] | None = None) -> None:
         shutil.rmtree(directory, ignore_errors=True)
     per = 1e6 / options.writes
     print(
-        f"writes in batches of {BATCH}, µs per write: median (min-max) of "
+        f"{THREADS} thread(s), writes in batches of {BATCH}, µs per write: median (min-max) of "
         f"{options.rounds} rounds of {options.writes}, preloaded with {options.preload:,} edges"
     )
     for label, values in rows.items():
         us = [v * per for v in values]
         print(f"  {label:<40} {statistics.median(us):>7.0f} ({min(us):.0f}-{max(us):.0f})")
+    for name, values in counts.items():
+        print(
+            f"  {name:<40} {statistics.median(values):>7.2f} ({min(values):.2f}-{max(values):.2f})"
+        )
     for name, values in latencies.items():
         print(f"  p50 latency, {name:<27} {statistics.median(values) * 1e6:>7.0f}")
 

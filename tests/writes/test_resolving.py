@@ -60,6 +60,27 @@ def test_a_big_round_reads_once_per_shard_inside_its_transaction(tmp_path: Path)
     g.close()
 
 
+def test_a_round_of_two_is_resolved_in_its_shards_and_a_lone_write_is_not(
+    tmp_path: Path,
+) -> None:
+    """Two writers' round (a batch of two) reads in its shard transactions, as 8 writers'
+    rounds of ~7 do; a lone write reads before journaling (outside a transaction) and
+    prepares its shards during the journal's fsync (`writes.overlap`'s module doc)."""
+    g = open_graph(tmp_path / "g")
+    seen = statements_of(g)
+    with g.batch() as b:
+        b.assoc_add(1, "follows", 100)
+        b.assoc_add(2, "follows", 101)
+    for shard in {shard for shard, _ in seen}:
+        assert [s for sh, s in seen if sh == shard][:2] == ["BEGIN", "READ"], seen
+    seen.clear()
+    g.assoc_add(3, "follows", 102)
+    assert seen[0][1] == "READ", seen  # before any BEGIN
+    assert g.check_counts() == []
+    assert g.check_inverses() == []
+    g.close()
+
+
 @pytest.mark.parametrize("in_shards", [True, False])
 def test_a_big_round_resolves_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_shards: bool

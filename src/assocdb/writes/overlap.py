@@ -29,10 +29,13 @@ reads before journaling, one statement per shard and kind outside any
 transaction, and the shard transactions' own second read of the same keys.
 A shard that cannot be opened sends the round the usual way. Only rounds of
 `RESOLVE_IN_SHARDS_FROM` writes or more: opening the shards cannot overlap
-the journal's fsync (the journal needs the resolved rows), so a small round,
-whose shard work hides under the fsync anyway, went slower this way (8
-writers, batches of ~7: 0.8-0.9x), and a round of 100 faster (1.2-1.5x, CPU
-per write -24%).
+the journal's fsync (the journal needs the resolved rows), so a lone write,
+whose shard work hides under the fsync, keeps the reads before journaling.
+From two writes on it pays: 8 writers one write at a time (rounds of ~7) ran
++13-17% faster (7 of 9 A/B rounds on a tree of 1M edges, load 6-8) with 11%
+less CPU per write, and a round of 100 1.2-1.5x (CPU per write -24%). (An
+earlier measurement of the rounds of ~7, 0.8-0.9x, was taken while shards
+checkpointed in their COMMITs and fences ran five times a second.)
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from .applier import Applier, PreparedBatch, encode
 from .shards import OpenedLeg
 
 #: The fewest writes of a round resolved in its shard transactions (see the module doc).
-RESOLVE_IN_SHARDS_FROM = 32
+RESOLVE_IN_SHARDS_FROM = 2
 
 
 class Overlap:
