@@ -164,7 +164,7 @@ def test_kept_answers_stay_within_their_share_and_are_counted(tmp_path: Path) ->
     cache = g.engine.cache
     assert cache is not None
     decoded = cache.decoded
-    assert 0 < decoded.bytes <= decoded.budget
+    assert 0 < decoded.bytes <= decoded.budget()
     assert decoded.bytes == sum(e.answer_bytes for e in cache._lists.values())
     assert decoded.count == sum(len(e.answers) for e in cache._lists.values())
     assert cache._lists[(7, 1)].answers == {}
@@ -180,8 +180,10 @@ def test_kept_encoded_answers_are_counted_at_what_they_hold(tmp_path: Path) -> N
     """A server's encoded answer holds more than its JSON's length: the encoder's
     buffer (up to half as large again), the bytes object, the answer's tuple and its
     tag. The cache counts at least what the answers hold, so they stay within their
-    share of max_bytes (small lists, the most common, are the worst case)."""
-    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(admit_after=1, max_age=3600))
+    share of max_bytes (small lists, the most common, are the worst case). (A cache of
+    1 GiB: its answers' floor holds them all.)"""
+    config = CacheConfig(admit_after=1, max_age=3600, max_bytes=1 << 30)
+    g = assocdb.open(tmp_path / "g", shards=2, cache=config)
     g.define_assoc("likes")
     lists = range(1, 1001)
     g.bulk_load([(n, "likes", m, m) for n in lists for m in range(1, n % 25)])
