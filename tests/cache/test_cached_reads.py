@@ -181,8 +181,8 @@ def test_kept_encoded_answers_are_counted_at_what_they_hold(tmp_path: Path) -> N
     buffer (up to half as large again), the bytes object, the answer's tuple and its
     tag. The cache counts at least what the answers hold, so they stay within their
     share of max_bytes (small lists, the most common, are the worst case). (A cache of
-    1 GiB: its answers' floor holds them all.)"""
-    config = CacheConfig(admit_after=1, max_age=3600, max_bytes=1 << 30)
+    8 GiB: its answers' floor holds them all.)"""
+    config = CacheConfig(admit_after=1, max_age=3600, max_bytes=1 << 33)
     g = assocdb.open(tmp_path / "g", shards=2, cache=config)
     g.define_assoc("likes")
     lists = range(1, 1001)
@@ -210,10 +210,12 @@ def test_kept_encoded_answers_are_counted_at_what_they_hold(tmp_path: Path) -> N
 
 def test_answers_a_write_forgot_are_not_held_beyond_max_bytes(tmp_path: Path) -> None:
     """A list read and written in turn keeps an answer and forgets it each time: what
-    it forgot must be freed, not held (uncounted) until the answers are compacted."""
+    it forgot must be freed, not held (uncounted) until the answers are compacted.
+    (A cache of 256 MiB: its answers' floor, 256 KiB, takes the page; 60 pages held
+    would be ~10 MB.)"""
     max_bytes = 1_000_000
     g = assocdb.open(
-        tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=max_bytes, admit_after=1)
+        tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=256 << 20, admit_after=1)
     )
     g.define_assoc("likes")
     g.bulk_load([(1, "likes", m, m) for m in range(1, 2001)])

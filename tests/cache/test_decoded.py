@@ -64,7 +64,7 @@ def test_past_the_budget_only_a_hot_lists_answer_is_kept(monkeypatch: pytest.Mon
 def test_answers_shrink_with_the_entries_they_follow() -> None:
     """Lists dropped shrink the budget: the next answer offered trims the old ones."""
     rest = [800_000]
-    decoded = Decoded(1 << 20, lambda: rest[0])  # floor 8 KiB, ceiling 256 KiB
+    decoded = Decoded(1 << 20, lambda: rest[0])  # floor 1 KiB, ceiling 256 KiB
 
     class Entry:
         def __init__(self) -> None:
@@ -78,10 +78,12 @@ def test_answers_shrink_with_the_entries_they_follow() -> None:
     assert decoded.keep(entries[10], entries[10].answers, "t", 1, 20_000, hot=False) == 0
     rest[0] = 400_000  # lists were dropped
     added = decoded.keep(entries[11], entries[11].answers, "t", 1, 1000, hot=False)
-    assert added == -100_000 and decoded.bytes == 100_000 == decoded.budget()
-    assert entries[11].answers == {} and sum(len(e.answers) for e in entries) == 5
+    assert added == -100_000
+    assert decoded.bytes == 100_000 == decoded.budget()
+    assert entries[11].answers == {}
+    assert sum(len(e.answers) for e in entries) == 5
     rest[0] = 0
-    assert decoded.budget() == decoded.floor == 8192
+    assert decoded.budget() == decoded.floor == 1024
 
 
 def test_reads_of_lists_without_kept_answers_agree_with_the_shard(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ from ..core.merge import State
 log = logging.getLogger(__name__)
 SHARE = 0.25  # of CacheConfig.max_bytes, at most
 RATIO = 0.25  # of what the rest of the cache holds, at most (unless that is under FLOOR)
-FLOOR = 1 / 128  # of CacheConfig.max_bytes: kept whatever the rest holds (1 MiB by default)
+FLOOR = 1 / 1024  # of CacheConfig.max_bytes: kept whatever the rest holds (128 KiB by default)
 RECORD_BYTES = 200  # one decoded edge
 ANSWER_BYTES = 120  # one answer's own objects and its dict slot
 _NORMAL = int(State.NORMAL)
