@@ -81,6 +81,7 @@ from .entries import (
     newest,
     object_bytes,
 )
+from .eviction import evict
 from .hotkeys import HotKeys
 from .validity import Validity
 
@@ -734,39 +735,7 @@ class Cache:
         return True
 
     def _evict(self) -> None:
-        spared = 0
-        while self.bytes > self.config.max_bytes and (self._lists or self._objects or self._homes):
-            if self._homes and (
-                self._home_bytes * 2 >= self.bytes or not (self._lists or self._objects)
-            ):  # home timelines hold half the memory or more
-                owner = next(iter(self._homes))
-                if spared < 8 and self.hot.is_hot((HOME, owner)):
-                    self._homes.move_to_end(owner)
-                    spared += 1
-                    continue
-                self._drop_home(owner)
-            elif self._lists and (not self._objects or len(self._lists) >= len(self._objects)):
-                lists = self._lists
-                key = next(iter(lists))  # the oldest; hits never change the dict
-                entry = lists[key]
-                if entry.used or (spared < 8 and self.hot.is_hot((LIST, *key))):
-                    spared += not entry.used  # the hottest lists stay longer
-                    entry.used = False  # a second chance
-                    del lists[key]
-                    lists[key] = entry
-                    continue
-                del lists[key]
-                self.bytes -= entry.nbytes + self.decoded.forget(entry)
-            else:
-                objects = self._objects
-                obj_id = next(iter(objects))  # the oldest; hits never change the dict
-                oldest = objects.pop(obj_id)
-                if oldest.used:
-                    oldest.used = False  # a second chance
-                    objects[obj_id] = oldest
-                    continue
-                self.bytes -= oldest.nbytes
-            self.evictions += 1
+        evict(self)
 
     def holds(self, key: tuple[Any, ...]) -> bool:
         """Whether tier 1 holds the hot key `key` now: `(LIST, id1, atype)`,
