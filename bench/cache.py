@@ -1,10 +1,13 @@
 """Cache benchmark (issues 7 and 18), every row beside its baseline from the same run:
 
-1. tier-1 hits in process, on 1,000 lists of 200 edges (16 SQLite shards):
+1. tier-1 hits in process, on the HOT (32) hottest of 1,000 lists of 200 edges
+   (16 SQLite shards), whose answers the cache keeps decoded:
    `assoc_range(limit=50)`, the first and the next `assoc_page`, `assoc_get` of
    one id2, `assoc_count` and `obj_get`, each beside the same read with the
    cache off; `assoc_range` also beside a redis-py `ZREVRANGE key 0 49
-   WITHSCORES` round trip on a 200-member sorted set. µs per call: thread CPU
+   WITHSCORES` round trip on a 200-member sorted set, and a hit of a list kept
+   packed only (its answer decoded from the packed prefix on every read: the
+   1,000 lists with no answers kept). µs per call: thread CPU
    time (`time.thread_time`) and wall time, medians of 7 alternating rounds;
    the Redis ratio compares wall times (a round trip waits, it does not compute);
 2. a miss: a page 100,000 deep of a 200,000-edge list with the default cache
@@ -13,8 +16,10 @@
    write patches the list's kept answer (a dict lookup for the read), vs the
    read with the cache off, and vs the answer dropped by the write and rebuilt
    by the read (thread CPU µs, medians of 3 rounds of 200 writes);
-4. memory (tracemalloc): bytes per cached edge in packed entries over 10,000
-   lists of 100 edges, and what the decoded answers cost per edge they hold;
+4. memory (tracemalloc beside the cache's own accounting): bytes per cached edge
+   over 10,000 lists of 100 edges, each then read as `assoc_range(limit=50)`
+   (the answers it offers to keep: those the budget takes, `cache.decoded`), of
+   them the packed entries alone; and what a decoded answer costs per edge it holds;
 5. the hit rate on the LinkBench mix (preset tiny).
 
 Run: `python -m bench cache` (Redis on 127.0.0.1:6379, or ASSOCDB_TEST_REDIS_URL).
@@ -40,6 +45,7 @@ from assocdb.core.records import CacheConfig
 from .timing import HEADER, row
 
 LISTS, EDGES = 1000, 200
+HOT = 32  # the lists read in part 1 (`HotKeys` spares its top 32)
 CALLS = 4000
 ROUNDS = 7
 BASE = 1_700_000_000_000
@@ -91,7 +97,7 @@ def hits(directory: Path, objects: list[int]) -> list[str]:
     """The rows of part 1."""
     cached = assocdb.open(directory, cache=CacheConfig(max_age=3600))
     plain = assocdb.open(directory, cache=None)
-    people = [random.Random(5).randrange(1, LISTS + 1) for _ in range(CALLS)]
+    people = [random.Random(5).randrange(1, HOT + 1) for _ in range(CALLS)]
     cursors = {p: plain.assoc_page(p, "follows", limit=50).next_cursor for p in set(people)}
     reads: dict[str, Callable[[assocdb.Graph], Call]] = {
         "assoc_range(50)": lambda g: lambda i: g.assoc_range(people[i], "follows", limit=50),
@@ -123,6 +129,7 @@ def hits(directory: Path, objects: list[int]) -> list[str]:
             )
         )
     assert ranged is not None
+    lines.append(_packed_hit(directory, plain))
     redis_wall = _redis()
     lines.append(
         row(
@@ -139,6 +146,30 @@ def hits(directory: Path, objects: list[int]) -> list[str]:
     assert stats is not None
     lines.append(f"{'(hit rate of the cached graph above)':<44} {stats.hit_rate:>14.4f}")
     return lines
+
+
+def _packed_hit(directory: Path, plain: assocdb.Graph) -> str:
+    """The row of an `assoc_range(50)` hit of lists whose answers are not kept (any of
+    the 1,000): the packed prefix decoded by each read."""
+    packed = assocdb.open(directory, cache=CacheConfig(max_age=3600))
+    cache = packed.engine.cache
+    assert cache is not None
+    cache.decoded.floor = cache.decoded.ceiling = 0  # no answer fits: none is kept
+    people = [random.Random(6).randrange(1, LISTS + 1) for _ in range(CALLS)]
+    ours: Call = lambda i: packed.assoc_range(people[i], "follows", limit=50)  # noqa: E731
+    theirs: Call = lambda i: plain.assoc_range(people[i], "follows", limit=50)  # noqa: E731
+    for _ in range(3):  # fill
+        per_call(ours)
+    (cpu, _), (plain_cpu, _) = compare(ours, theirs)
+    assert cache.decoded.count == 0
+    packed.close()
+    return row(
+        "assoc_range(50) hit, packed only, CPU µs",
+        f"{cpu:.2f}",
+        f"{plain_cpu:.2f}",
+        plain_cpu / cpu,
+        "faster than uncached",
+    )
 
 
 def _redis() -> float:
@@ -268,12 +299,43 @@ def packed_bytes_per_edge(lists: int = 10_000, per_list: int = 100) -> tuple[flo
     return measured / (lists * per_list), cache.bytes / (lists * per_list)
 
 
+def read_bytes_per_edge(lists: int = 10_000, per_list: int = 100) -> tuple[float, float, int]:
+    """(tracemalloc, accounted) bytes per edge of a cache of `lists` lists of `per_list`
+    edges, each then read once as `assoc_range(limit=50)`: its 50 records offered to
+    the cache to keep (as the read does), and how many answers were kept."""
+    from assocdb.api.kept import column_records
+
+    gc.collect()
+    tracemalloc.start()
+    cache = Cache(CacheConfig(max_age=3600))  # the default max_bytes: 128 MiB
+    before = tracemalloc.get_traced_memory()[0]
+    for id1 in range(1, lists + 1):
+        key = (id1 * 7919, 1)
+        # Ints of their own per list, as a read's records hold (shared ones undercount).
+        id2s = [id1 * 1000 + j for j in range(per_list, 0, -1)]
+        times = [BASE + id2 for id2 in id2s]
+        stamps = [t * 1000 + 7 for t in times]
+        rows = list(zip(id2s, times, stamps, [None] * per_list, strict=True))
+        cache._install(("prefix", key), (rows, True))  # the whole list
+        answers = cache.answers(key)
+        found = column_records(key[0], "follows", id2s[:50], times[:50], stamps[:50], [None] * 50)
+        del rows, id2s, times, stamps
+        cache.keep(key, answers, (0, 50), tuple(found), len(found))
+    del found
+    gc.collect()
+    measured = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    edges = lists * per_list
+    return measured / edges, cache.bytes / edges, cache.decoded.count
+
+
 def decoded_bytes_per_edge(directory: Path) -> tuple[float, float]:
     """(tracemalloc, accounted) bytes per edge of the answers kept for assoc_range(50)."""
-    g = assocdb.open(directory, cache=CacheConfig(max_age=3600, max_bytes=1 << 30))
+    g = assocdb.open(directory, cache=CacheConfig(max_age=3600, max_bytes=1 << 32))
     people = range(1, LISTS + 1)
-    for p in people:
-        g.assoc_range(p, "follows", limit=50)  # fill (and keep)
+    for _ in range(2):
+        for p in people:
+            g.assoc_range(p, "follows", limit=50)  # a miss, then the fill
     cache = g.engine.cache
     assert cache is not None
     if not hasattr(cache, "decoded"):  # older code, measured with this bench
@@ -291,7 +353,7 @@ def decoded_bytes_per_edge(directory: Path) -> tuple[float, float]:
     gc.collect()
     measured = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    edges = LISTS * 50
+    edges = cache.decoded.count * 50  # (those the budget took)
     accounted = cache.decoded.bytes / edges
     g.close()
     return measured / edges, accounted
@@ -321,6 +383,7 @@ def main() -> None:
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     packed, packed_accounted = packed_bytes_per_edge()
+    total, total_accounted, answers = read_bytes_per_edge()
     print(
         f"cache benchmark ({LISTS:,} lists of {EDGES} edges, 16 SQLite shards; "
         f"medians of {ROUNDS} alternating rounds of {CALLS:,} calls)"
@@ -328,6 +391,16 @@ def main() -> None:
     print(HEADER)
     for line in lines:
         print(line)
+    print(
+        row(
+            "B/edge, 10k lists x 100, read (accounted)",
+            f"{total:.1f}",
+            f"{total_accounted:.1f}",
+            total / total_accounted,
+            "<= 32 bytes",
+        )
+        + f"  ({answers:,} answers kept)"
+    )
     print(
         row(
             "packed B/edge, 10k lists x 100 (accounted)",

@@ -465,14 +465,24 @@ def load_all(
     return loads, where
 
 
-def cache_bytes_per_edge(store: Assocdb) -> tuple[float, float, int]:
-    """(accounted bytes per cached edge, of them the packed entries', edges cached)."""
+def cache_bytes_per_edge(store: Assocdb) -> tuple[float, float, float, int, int, int]:
+    """By the cache's accounting: (bytes per cached edge, all told; of them the list
+    entries holding edges; the kept answers; edges cached; entries holding counts only,
+    and their bytes)."""
     cache = store.g.engine.cache
     assert cache is not None
     lists = list(cache._lists.values())
-    edges = sum(len(e.prefix) for e in lists if e.prefix is not None)
-    entries = sum(e.nbytes for e in lists)
-    return cache.bytes / max(1, edges), entries / max(1, edges), edges
+    held = [e for e in lists if e.prefix is not None]
+    edges = max(1, sum(len(e.prefix) for e in held if e.prefix is not None))
+    counted = [e for e in lists if e.prefix is None]
+    return (
+        cache.bytes / edges,
+        sum(e.nbytes for e in held) / edges,
+        cache.decoded.bytes / edges,
+        edges,
+        len(counted),
+        sum(e.nbytes for e in counted),
+    )
 
 
 def fmt(us: float) -> str:
@@ -517,14 +527,15 @@ def report(
         ("  vs by hand", size_ratio),
     ):
         print(f"{label:<38}" + "".join(f"{cells[n]:>{width}}" for n in names))
-    total, packed, edges = cache_bytes_per_edge(cached)
+    total, packed, answers, edges, counted, counted_bytes = cache_bytes_per_edge(cached)
     stats = cached.g.cache_stats()
     assert stats is not None
     print(
-        f"cache: {total:.1f} B per cached edge by its accounting ({packed:.1f} B in list "
-        f"entries, the rest kept answers; {edges:,} edges in {stats.entries:,} entries, "
-        f"{stats.bytes / 2**20:.1f} MiB); overall hit rate {stats.hit_rate:.1%}, "
-        f"{stats.fills:,} fills, {stats.evictions:,} evictions"
+        f"cache: {total:.1f} B per cached edge by its accounting, all told ({packed:.1f} B "
+        f"in the list entries holding them, {answers:.1f} B kept answers, the rest "
+        f"{counted:,} entries of counts only, {counted_bytes / 2**20:.1f} MiB); {edges:,} "
+        f"edges in {stats.entries:,} entries, {stats.bytes / 2**20:.1f} MiB; overall hit "
+        f"rate {stats.hit_rate:.1%}, {stats.fills:,} fills, {stats.evictions:,} evictions"
     )
     print(
         "targets (issue 43): cache on/off p50 and p99 <= 1.0x for the first three; "

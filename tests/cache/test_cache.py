@@ -14,7 +14,8 @@ import pytest
 
 import assocdb
 from assocdb import CacheConfig, Graph
-from assocdb.cache.tier1 import _DATA_SLOT, Cache, _Fill
+from assocdb.cache.entries import DATA_SLOT as _DATA_SLOT
+from assocdb.cache.tier1 import Cache, _Fill
 from assocdb.core.cachekeys import COUNTS, PREFIX
 from assocdb.storage.registry import open_location
 from assocdb.writes.journal import Journal

@@ -164,7 +164,7 @@ def test_kept_answers_stay_within_their_share_and_are_counted(tmp_path: Path) ->
     cache = g.engine.cache
     assert cache is not None
     decoded = cache.decoded
-    assert 0 < decoded.bytes <= decoded.budget
+    assert 0 < decoded.bytes <= decoded.budget()
     assert decoded.bytes == sum(e.answer_bytes for e in cache._lists.values())
     assert decoded.count == sum(len(e.answers) for e in cache._lists.values())
     assert cache._lists[(7, 1)].answers == {}
@@ -180,13 +180,16 @@ def test_kept_encoded_answers_are_counted_at_what_they_hold(tmp_path: Path) -> N
     """A server's encoded answer holds more than its JSON's length: the encoder's
     buffer (up to half as large again), the bytes object, the answer's tuple and its
     tag. The cache counts at least what the answers hold, so they stay within their
-    share of max_bytes (small lists, the most common, are the worst case)."""
-    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(admit_after=1, max_age=3600))
+    share of max_bytes (small lists, the most common, are the worst case). (A cache of
+    8 GiB: its answers' floor holds them all.)"""
+    config = CacheConfig(admit_after=1, max_age=3600, max_bytes=1 << 33)
+    g = assocdb.open(tmp_path / "g", shards=2, cache=config)
     g.define_assoc("likes")
     lists = range(1, 1001)
     g.bulk_load([(n, "likes", m, m) for n in lists for m in range(1, n % 25)])
-    for n in lists:  # fills, and keeps the records answers
-        g.assoc_range(n, "likes", 0, 30)
+    for _ in range(2):
+        for n in lists:  # fills, then keeps the records answers
+            g.assoc_range(n, "likes", 0, 30)
     cache = g.engine.cache
     assert cache is not None
     counted = cache.decoded.bytes
@@ -208,14 +211,17 @@ def test_kept_encoded_answers_are_counted_at_what_they_hold(tmp_path: Path) -> N
 
 def test_answers_a_write_forgot_are_not_held_beyond_max_bytes(tmp_path: Path) -> None:
     """A list read and written in turn keeps an answer and forgets it each time: what
-    it forgot must be freed, not held (uncounted) until the answers are compacted."""
+    it forgot must be freed, not held (uncounted) until the answers are compacted.
+    (A cache of 256 MiB: its answers' floor, 256 KiB, takes the page; 60 pages held
+    would be ~10 MB.)"""
     max_bytes = 1_000_000
     g = assocdb.open(
-        tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=max_bytes, admit_after=1)
+        tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=256 << 20, admit_after=1)
     )
     g.define_assoc("likes")
     g.bulk_load([(1, "likes", m, m) for m in range(1, 2001)])
-    g.assoc_range(1, "likes", 0, 10)  # fills the list's entry (its newest edges)
+    for _ in range(2):  # fills the list's entry (its newest edges), then keeps the answer
+        g.assoc_range(1, "likes", 0, 10)
     cache = g.engine.cache
     assert cache is not None
     gc.collect()

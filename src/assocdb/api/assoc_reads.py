@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
+from time import perf_counter
 from typing import Any, TypeGuard
 
+from ..cache import offers
 from ..cache.chunks import Columns, ListItem
-from ..cache.entries import ListEntry
+from ..cache.entries import ListEntry, fill_size
 from ..cache.tier1 import Cache
 from ..core import cursor as _cursor
 from ..core import json as _json
@@ -282,6 +284,13 @@ class AssocReads:
         self, id1: int, kind: AssocType, pos: int, limit: int, keep: bool = True
     ) -> list[Assoc] | None:
         """assoc_range from the cache, built column-wise (the hot path of a cached read)."""
+        cache, key = self._cache, (id1, kind.id)
+        if cache is not None and not pos and offers.unfilled(cache, key):  # the newest edges
+            if not self._cache_may_answer(cache, key, limit) or cache.passes((PREFIX, key)):
+                return None
+            found = self._read_and_offer(id1, kind, cache, limit)
+            if found is not None:
+                return found
         ask = lambda entry: entry.range(pos, limit)  # noqa: E731
         tag = (pos, limit) if keep else None
         return self._records_from_cache(id1, kind, ask, pos + limit, tag, slice(pos, pos + limit))
@@ -341,6 +350,27 @@ class AssocReads:
         if tag is not None:
             cache.keep(key, before, tag, tuple(found), len(found))
         return found
+
+    def _read_and_offer(
+        self, id1: int, kind: AssocType, cache: Cache, need: int
+    ) -> list[Assoc] | None:
+        """The newest `need` edges of a list with no prefix cached, read from the shard as
+        an uncached read does (with what a fill of them reads: `fill_size`) and offered
+        to the cache as the list's fill (`cache.offers`); None: another read filled it
+        meanwhile, ask the cache."""
+        key = (id1, kind.id)
+        ticket = offers.claim(cache, key)
+        if ticket is None:
+            return None
+        want = fill_size(need, cache.config.prefix)
+        began = perf_counter()
+        try:
+            rows = self._loader(id1, kind)(want + 1)
+        except BaseException:
+            offers.abandon(cache, key, ticket)
+            raise
+        offers.offer(cache, key, rows[:want], len(rows) <= want, ticket, perf_counter() - began)
+        return normal_assocs(id1, kind.name, rows[:need])
 
     def _index_from_cache(self, id1: int, kind: AssocType) -> dict[int, ListRow] | None:
         """A whole small list as rows by id2 (kept decoded), or None: read the shard.

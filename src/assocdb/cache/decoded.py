@@ -26,11 +26,17 @@ What keeps this exact:
   installed answer never changes, so a read sees the list as it was before a
   write or after it, never a mix.
 
-Memory: answers hold at most SHARE of the cache's byte budget; past it the
-oldest answers (first in, first out) are dropped, and their lists stay
-cached, packed. `RECORD_BYTES` is what one decoded edge costs (a frozen
-record, its three ints, a list slot), measured with tracemalloc by
-`bench/cache.py`.
+Memory: a decoded edge costs ~10x a packed one (`RECORD_BYTES`: a frozen
+record, its three ints, a list slot, measured with tracemalloc by
+`bench/cache.py`, against ~20 bytes packed), so answers are kept for the
+hottest lists only. They hold at most RATIO of what the rest of the cache
+holds (at least FLOOR of `max_bytes`, so that a small cache keeps some; at
+most SHARE of it): a cache of packed lists then costs at most 1 + RATIO
+times its packed bytes per edge (issue 43: <= 32 bytes). Within that budget
+every answer is kept; past it, an answer of a hot list (`HotKeys`: the top
+keys by request rate) drops the oldest answers (first in, first out) to
+make room, and any other is not kept: its list answers from the packed
+prefix, decoding what the read returns.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ from ..core.merge import State
 
 log = logging.getLogger(__name__)
 SHARE = 0.25  # of CacheConfig.max_bytes, at most
+RATIO = 0.25  # of what the rest of the cache holds, at most (unless that is under FLOOR)
+FLOOR = 1 / 1024  # of CacheConfig.max_bytes: kept whatever the rest holds (128 KiB by default)
 RECORD_BYTES = 200  # one decoded edge
 ANSWER_BYTES = 120  # one answer's own objects and its dict slot
 _NORMAL = int(State.NORMAL)
@@ -60,24 +68,44 @@ class _Holder(Protocol):
 
 
 class Decoded:
-    """The answers kept in every entry, oldest first, within a byte budget."""
+    """The answers kept in every entry, oldest first, within a byte budget: RATIO of
+    `rest()` (the bytes the cache holds besides answers), within FLOOR and SHARE of
+    `max_bytes`."""
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
+    def __init__(self, max_bytes: int, rest: Callable[[], int]) -> None:
+        self.floor, self.ceiling = int(max_bytes * FLOOR), int(max_bytes * SHARE)
+        self.rest = rest
         self.bytes = 0
         self.count = 0
         # (entry, its answers dict, tag, bytes): stale items are skipped and compacted
         self._order: deque[tuple[_Holder, dict[Hashable, Any], Hashable, int]] = deque()
 
+    def budget(self) -> int:
+        """The most the answers may hold now."""
+        return min(self.ceiling, max(self.floor, int(RATIO * self.rest())))
+
     def keep(
-        self, entry: _Holder, answers: dict[Hashable, Any], tag: Hashable, value: Any, nbytes: int
+        self,
+        entry: _Holder,
+        answers: dict[Hashable, Any],
+        tag: Hashable,
+        value: Any,
+        nbytes: int,
+        hot: bool = True,
     ) -> int:
-        """Add an answer to `entry`'s `answers` (the caller checked they are current); the
-        bytes it added net of what was dropped to make room."""
-        if nbytes > self.budget or tag in answers:
+        """Add an answer to `entry`'s `answers` (the caller checked they are current) if
+        it fits the budget, or if its list is `hot` (older answers are dropped to make
+        room); the bytes it added net of what was dropped (negative: the budget shrank
+        with the rest of the cache, and old answers went)."""
+        budget = self.budget()
+        if nbytes > budget or tag in answers:
             return 0
         freed = 0
-        while self.bytes + nbytes > self.budget and self._order:
+        if not hot and self.bytes + nbytes > budget:
+            while self.bytes > budget and self._order:  # (not for this one: it is not kept)
+                freed += self._drop_oldest()
+            return -freed
+        while self.bytes + nbytes > budget and self._order:
             freed += self._drop_oldest()
         answers[tag] = value
         entry.answer_bytes += nbytes

@@ -38,14 +38,14 @@ Memory is bounded in bytes by CLOCK eviction (a hit sets the entry's
 reference bit, eviction gives a set bit a second chance; LRU for timelines),
 sparing the hottest keys (`HotKeys`). See `bench/cache.py` for bytes per edge.
 
-Hits take no lock. A list read again and again is answered from answers the
-API built before and the entry keeps (`cache.decoded`: one dict lookup; a
-write to the list patches its answers to the newest N, `patch_answer`); a
-count or an object is one dict lookup too. A hit reads only what is immutable
-or replaced whole by writers, or a single int; it never changes a dict, and
-eviction only takes a dict's first key under the lock, so a hit never meets a
-dict mid-iteration. Reads the answers do not cover decode the packed prefix
-under the lock, as writers change it in place.
+Hits take no lock. A hot list is answered from answers the API built before
+and the entry keeps (`cache.decoded`: one dict lookup; a write to the list
+patches its answers to the newest N, `patch_answer`); a count or an object is
+one dict lookup too. A hit reads only what is immutable or replaced whole by
+writers, or a single int; it never changes a dict, and eviction only takes a
+dict's first key under the lock, so a hit never meets a dict mid-iteration.
+Reads the answers do not cover decode the packed prefix under the lock, as
+writers change it in place.
 """
 
 from __future__ import annotations
@@ -67,9 +67,8 @@ from ..core.timeline_list import TimelineEntry, merge_blob
 from .admission import Doorkeeper
 from .admission import Fill as _Fill
 from .chunks import PackedList
-from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, SHARE, Decoded
+from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, Decoded
 from .entries import (
-    DATA_SLOT,
     NO_DATA,
     Answers,
     ListEntry,
@@ -82,11 +81,11 @@ from .entries import (
     newest,
     object_bytes,
 )
+from .eviction import evict
 from .hotkeys import HotKeys
 from .validity import Validity
 
 log = logging.getLogger(__name__)
-_DATA_SLOT = DATA_SLOT  # (the name the tests measure entries with)
 _NORMAL = State.NORMAL
 _WAITED = object()  # a fill another thread did: read the cache again
 
@@ -133,7 +132,7 @@ class Cache:
         signal = foreign if self.tier2 is None else None  # (tier 2's can be lost: age)
         self._aged = Validity(self.config.max_age, clock, signal, self.invalidate).aged
         self.hot = HotKeys()
-        self.decoded = Decoded(int(self.config.max_bytes * SHARE))
+        self.decoded = Decoded(self.config.max_bytes, lambda: self.bytes - self.decoded.bytes)
         #: What an object entry's hits answer from, built from its row, and its bytes
         #: (None: the reader builds it), from `answers`. A write's new entry gets it at
         #: once, so the object's next read is a plain hit.
@@ -264,7 +263,8 @@ class Cache:
             if entry is None or entry.answers is not before:
                 return
             nbytes = ANSWER_BYTES + (n * RECORD_BYTES if nbytes is None else nbytes)
-            self.bytes += self.decoded.keep(entry, before, tag, value, nbytes)
+            hot = self.hot.is_hot((LIST, *key))  # past their budget, answers of hot lists only
+            self.bytes += self.decoded.keep(entry, before, tag, value, nbytes, hot)
             self._evict()
 
     def _touch(self, key: ListKey, entry: ListEntry) -> bool:
@@ -735,39 +735,7 @@ class Cache:
         return True
 
     def _evict(self) -> None:
-        spared = 0
-        while self.bytes > self.config.max_bytes and (self._lists or self._objects or self._homes):
-            if self._homes and (
-                self._home_bytes * 2 >= self.bytes or not (self._lists or self._objects)
-            ):  # home timelines hold half the memory or more
-                owner = next(iter(self._homes))
-                if spared < 8 and self.hot.is_hot((HOME, owner)):
-                    self._homes.move_to_end(owner)
-                    spared += 1
-                    continue
-                self._drop_home(owner)
-            elif self._lists and (not self._objects or len(self._lists) >= len(self._objects)):
-                lists = self._lists
-                key = next(iter(lists))  # the oldest; hits never change the dict
-                entry = lists[key]
-                if entry.used or (spared < 8 and self.hot.is_hot((LIST, *key))):
-                    spared += not entry.used  # the hottest lists stay longer
-                    entry.used = False  # a second chance
-                    del lists[key]
-                    lists[key] = entry
-                    continue
-                del lists[key]
-                self.bytes -= entry.nbytes + self.decoded.forget(entry)
-            else:
-                objects = self._objects
-                obj_id = next(iter(objects))  # the oldest; hits never change the dict
-                oldest = objects.pop(obj_id)
-                if oldest.used:
-                    oldest.used = False  # a second chance
-                    objects[obj_id] = oldest
-                    continue
-                self.bytes -= oldest.nbytes
-            self.evictions += 1
+        evict(self)
 
     def holds(self, key: tuple[Any, ...]) -> bool:
         """Whether tier 1 holds the hot key `key` now: `(LIST, id1, atype)`,

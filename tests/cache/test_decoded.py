@@ -1,0 +1,104 @@
+"""Kept (decoded) answers: within a budget that follows the packed entries, hot lists first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import assocdb
+from assocdb import CacheConfig
+from assocdb.cache.decoded import RATIO, Decoded
+from assocdb.cache.tier1 import Cache
+from assocdb.core.cachekeys import LIST, PREFIX
+
+BASE = 1_700_000_000_000
+
+
+def _rows(n: int) -> list[tuple[int, int, int, Any]]:
+    return [(id2, BASE + id2, (BASE + id2) * 1000 + 7, None) for id2 in range(n, 0, -1)]
+
+
+def _keep_newest_50(cache: Cache, key: tuple[int, int]) -> None:
+    """What `assoc_range(limit=50)` keeps: an answer of 50 records (ints stand for them)."""
+    before = cache.answers(key)
+    cache.keep(key, before, (0, 50), tuple(range(50)), 50)
+
+
+def test_a_cache_of_read_lists_holds_at_most_32_bytes_per_edge() -> None:
+    """Issue 43: every list read (and its answer kept, as before) took ~127 bytes an
+    edge; the answers now hold at most RATIO of the packed entries beyond their floor."""
+    cache = Cache(CacheConfig(max_age=3600))  # the default max_bytes (128 MiB)
+    lists, edges = 3000, 100
+    rows = _rows(edges)
+    for id1 in range(1, lists + 1):
+        cache._install((PREFIX, (id1, 1)), (rows, True))
+        _keep_newest_50(cache, (id1, 1))
+    decoded = cache.decoded
+    assert 0 < decoded.bytes <= decoded.budget()
+    assert decoded.bytes <= max(decoded.floor, RATIO * (cache.bytes - decoded.bytes))
+    assert cache.bytes / (lists * edges) <= 32
+    assert cache.bytes == sum(e.nbytes + e.answer_bytes for e in cache._lists.values())
+
+
+def test_past_the_budget_only_a_hot_lists_answer_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = Cache(CacheConfig(max_bytes=1 << 20, max_age=3600))
+    hot = (1, 1)
+    monkeypatch.setattr(cache.hot, "is_hot", lambda key: key == (LIST, *hot))
+    for id1 in range(1, 201):
+        cache._install((PREFIX, (id1, 1)), (_rows(60), True))
+    for id1 in range(2, 201):
+        _keep_newest_50(cache, (id1, 1))
+    decoded = cache.decoded
+    kept = decoded.count
+    assert 0 < kept < 199  # the budget was reached: later lists kept nothing
+    assert cache._lists[(200, 1)].answers == {}
+    _keep_newest_50(cache, hot)  # makes room: the oldest answer goes
+    assert cache.answer(hot, (0, 50)) == tuple(range(50))
+    assert decoded.count == kept
+    assert cache.answer((2, 1), (0, 50)) is None
+    assert decoded.bytes <= decoded.budget()
+
+
+def test_answers_shrink_with_the_entries_they_follow() -> None:
+    """Lists dropped shrink the budget: the next answer offered trims the old ones."""
+    rest = [800_000]
+    decoded = Decoded(1 << 20, lambda: rest[0])  # floor 1 KiB, ceiling 256 KiB
+
+    class Entry:
+        def __init__(self) -> None:
+            self.answers: dict[Any, Any] = {}
+            self.answer_bytes = 0
+
+    entries = [Entry() for _ in range(12)]
+    assert decoded.budget() == RATIO * 800_000
+    for entry in entries[:10]:
+        assert decoded.keep(entry, entry.answers, "t", 1, 20_000, hot=False) == 20_000
+    assert decoded.keep(entries[10], entries[10].answers, "t", 1, 20_000, hot=False) == 0
+    rest[0] = 400_000  # lists were dropped
+    added = decoded.keep(entries[11], entries[11].answers, "t", 1, 1000, hot=False)
+    assert added == -100_000
+    assert decoded.bytes == 100_000 == decoded.budget()
+    assert entries[11].answers == {}
+    assert sum(len(e.answers) for e in entries) == 5
+    rest[0] = 0
+    assert decoded.budget() == decoded.floor == 1024
+
+
+def test_reads_of_lists_without_kept_answers_agree_with_the_shard(tmp_path: Path) -> None:
+    """A list whose answer is not kept answers from its packed prefix."""
+    config = CacheConfig(max_bytes=300_000, admit_after=1, max_age=3600)
+    cached = assocdb.open(tmp_path / "g", shards=2, cache=config)
+    plain = assocdb.open(tmp_path / "g", cache=None)
+    cached.define_assoc("likes")
+    cached.bulk_load([(n, "likes", m, m * 10) for n in range(1, 41) for m in range(1, 61)])
+    for _ in range(3):
+        for n in range(1, 41):
+            assert cached.assoc_range(n, "likes", 0, 50) == plain.assoc_range(n, "likes", 0, 50)
+    cache = cached.engine.cache
+    assert cache is not None
+    unkept = [e for e in cache._lists.values() if e.prefix is not None and not e.answers]
+    assert unkept  # some lists answered from their packed prefix
+    cached.close()
+    plain.close()
