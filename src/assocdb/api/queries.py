@@ -46,7 +46,7 @@ from .ttl_reads import Expiry
 
 CHUNK = 500  # ids per index scan and per probe
 EXACT_LIMIT = 10_000  # a compound count walks at most this many ids to be exact
-RESOLVED = 4096  # terms whose resolution a Queries keeps; more start the memo afresh
+RESOLVED = 4096  # type resolutions a Queries keeps; more start the memo afresh
 _NORMAL = State.NORMAL
 _ID2S = "id2s"  # the answer tag of a whole small cached list's id2s, ascending
 _VISIBLE = (int(_NORMAL),)  # the state codes of a term on visible edges
@@ -59,6 +59,7 @@ class Queries:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._resolved = _Resolutions(engine)
+        self._expiry = Expiry(engine)
 
     def select(
         self,
@@ -75,7 +76,7 @@ class Queries:
         return query
 
     def _executor(self) -> _Executor:
-        return _Executor(self._engine, self._resolved)
+        return _Executor(self._engine, self._resolved, self._expiry)
 
     def page(self, query: Query, cursor: str | None, limit: int) -> Page[int]:
         if type(limit) is not int or limit <= 0:
@@ -133,29 +134,36 @@ class Queries:
 
 class _Resolutions:
     """Terms resolved against the schema: the type of the list each reads, its
-    shard and its state numbers, by what the term says. Kept across runs (a page
-    of a small intersection spent as long resolving its terms as on the rest
-    of its Python) while the schema stays the same object: a changed schema is a
-    new one, and a new one starts the memo afresh."""
+    shard and its state numbers. The type and states are kept by what the term
+    says (node apart: traffic reads many nodes' lists of a few types), and the
+    whole answer on the term (`Term.resolved`: a page asks it several times),
+    while the schema stays the same object: a changed schema is a new one, and
+    a new one starts the memo afresh."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._schema: object = None
-        self._found: dict[tuple[Any, ...], _Where] = {}
+        self._found: dict[tuple[Any, ...], tuple[int, tuple[int, ...], AssocType]] = {}
 
     def where(self, q: Term) -> _Where:
         schema = self._engine.schema
+        memo = q.resolved
+        if memo is not None and memo[0] is schema:
+            found: _Where = memo[1]
+            return found
         if schema is not self._schema:
             self._found, self._schema = {}, schema  # (a racing run fills the old dict)
-        key = (q.node, q.atype, q.incoming, q.states)
-        found = self._found.get(key)
-        if found is None:
+        key = (q.atype, q.incoming, q.states)
+        typed = self._found.get(key)
+        if typed is None:
             if len(self._found) >= RESOLVED:
                 self._found = {}
-            found = self._found[key] = self._resolve(q)
-        return found
+            typed = self._found[key] = self._resolve(q)
+        where = _Where(shard_of(q.node, self._engine.shards), *typed)
+        q.resolved = (schema, where)
+        return where
 
-    def _resolve(self, q: Term) -> _Where:
+    def _resolve(self, q: Term) -> tuple[int, tuple[int, ...], AssocType]:
         kind = self._engine.assoc_type(q.atype)
         if q.incoming:
             inverse = self._engine.schema.inverse(kind)
@@ -165,8 +173,7 @@ class _Resolutions:
                     f"define it with inverse= or symmetric=True"
                 )
             kind = inverse
-        codes = tuple(STATE_NAMES.index(state) for state in q.states)
-        return _Where(shard_of(q.node, self._engine.shards), kind.id, codes, kind)
+        return kind.id, tuple(STATE_NAMES.index(state) for state in q.states), kind
 
 
 class _Where(NamedTuple):
@@ -181,11 +188,11 @@ class _Where(NamedTuple):
 class _Executor:
     """One query run: backend reads, with the counts it looked up remembered."""
 
-    def __init__(self, engine: Engine, resolved: _Resolutions) -> None:
+    def __init__(self, engine: Engine, resolved: _Resolutions, expiry: Expiry) -> None:
         self._engine = engine
         self._backend = engine.backend
         self._resolved = resolved
-        self._expiry = Expiry(engine)
+        self._expiry = expiry
         self._uppers: dict[int, int] = {}  # by id() of the query: they all outlive the run
 
     # -- resolving terms against the schema ----------------------------------------
@@ -197,9 +204,12 @@ class _Executor:
     def limit(self, q: Query) -> int:
         """The most ids one page returns: the smallest type limit involved."""
         if isinstance(q, Term):
-            return self.kind(q).limit
+            return self._resolved.where(q).kind.limit
         assert isinstance(q, Compound)
-        return min(self.limit(part) for part in q.parts)
+        least = self.limit(q.parts[0])
+        for part in q.parts[1:]:  # (not min() of a generator: ~1 µs of a short page)
+            least = min(least, self.limit(part))
+        return least
 
     def where(self, q: Term) -> _Where:
         """The term's shard, list type id and state numbers (and type)."""
