@@ -66,10 +66,9 @@ class Queries:
         runner: Runner,
         node: int,
         atype: str,
-        *,
-        incoming: bool = False,
-        states: Sequence[StateName] = ("normal",),
-        id2s: Iterable[int] | None = None,
+        incoming: bool,
+        states: Sequence[StateName],
+        id2s: Iterable[int] | None,
     ) -> Query:
         query = Term(runner, node, atype, incoming, states, id2s)
         self._resolved.where(query)  # unknown types and missing inverses are refused now
@@ -322,9 +321,14 @@ class _Executor:
         many lists with one statement per shard; an intersection across shards whose
         first operand is short, as one read of it and one probe of the other."""
         parts = q.parts if isinstance(q, Compound) else ()
-        where = [self.where(p) for p in parts if isinstance(p, Term) and p.id2s is None]
-        if len(where) != len(parts) or any(w.kind.ttl is not None for w in where):
-            return None
+        where = []
+        for part in parts:  # (a loop, not a comprehension and any(): ~1 µs of a page)
+            if not isinstance(part, Term) or part.id2s is not None:
+                return None
+            w = self._resolved.where(part)
+            if w.kind.ttl is not None:
+                return None
+            where.append(w)
         if isinstance(q, Union):
             return self._union_of_lists(q, where, boundary, forward, n)
         if len(parts) != 2:
