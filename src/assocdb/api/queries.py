@@ -39,7 +39,7 @@ from ..core.ids import shard_of
 from ..core.merge import State
 from ..core.query import Compound, Difference, Intersect, Query, Runner, Term, Union
 from ..core.records import STATE_NAMES, Assoc, Count, Page, StateName
-from ..core.scans import EdgeScan, IdsJoin, ListsUnion
+from ..core.scans import EdgeScan, IdsJoin, IdsProbe, ListsUnion
 from ..core.schema import AssocType
 from .engine import Engine
 from .ttl_reads import Expiry
@@ -270,10 +270,16 @@ class _Executor:
         return left - self.probe(q.right, [i for i in ids if i in left])
 
     def _probe_term(
-        self, q: Term, ids: list[int], forward: bool, limit: int | None = None
+        self,
+        q: Term,
+        ids: list[int],
+        forward: bool,
+        limit: int | None = None,
+        ordered: bool = False,
     ) -> list[int]:
         """Those of `ids` in the term, in id2 order (descending if `forward`), at most
-        `limit`: one covering read of the list's `(id1, atype, id2)` index per 500."""
+        `limit`: one covering read of the list's `(id1, atype, id2)` index per 500.
+        `ordered`: `ids` are distinct and in that order already (a stream's)."""
         wanted = ids if q.id2s is None else [i for i in ids if i in q.id2s]
         if not wanted:
             return []
@@ -281,6 +287,9 @@ class _Executor:
         if kind.ttl is not None:
             found = sorted(self._unexpired(q, wanted), reverse=forward)
             return found if limit is None else found[:limit]
+        if ordered:
+            probe = IdsProbe(q.node, atype, codes, wanted, forward, limit)
+            return self._backend.set_ids(shard, probe)
         return self._backend.probe_id2s(shard, q.node, atype, codes, wanted, forward, limit)
 
     def _unexpired(self, q: Term, ids: list[int]) -> list[int]:
@@ -349,6 +358,14 @@ class _Executor:
             # The general plan: a difference reads the left side's chunks and probes
             # the right (two statements); warm lists come from the cache.
             return None
+        return self._cross_shards(left, right, a, b, boundary, forward, n)
+
+    def _cross_shards(
+        self, left: Term, right: Term, a: _Where, b: _Where, boundary: int | None,
+        forward: bool, n: int,
+    ) -> list[int] | None:  # fmt: skip
+        """A page of the intersection of two lists on different shards: a read of a
+        short one (or of the ids tier 1 keeps) and a probe of the other, or None."""
         ids, kept = (
             self._kept_id2s(left, a, boundary, forward),
             self._kept_id2s(right, b, boundary, forward),
@@ -357,16 +374,24 @@ class _Executor:
             inside = set(kept)
             return [i for i in ids if i in inside][:n]
         if kept is not None:  # the right side is small and in tier 1: probe the left
-            return self._probe_term(left, kept, forward, n)
+            return self._probe_term(left, kept, forward, n, ordered=True)
         if ids is None:
             size = _first(n)
             rows = self._backend.scan_id2(
                 a.shard, left.node, a.atype, a.codes, boundary, forward, size
             )
-            if len(rows) >= size:  # long: the plan from the counts walks the smaller side
-                return None
+            if len(rows) >= size:
+                if self._engine.cache is not None:
+                    return None  # the plan from the counts: tier 1 has them, and small lists
+                # Uncached: is the right side short? (a read, not two of the counts)
+                rows = self._backend.scan_id2(
+                    b.shard, right.node, b.atype, b.codes, boundary, forward, size
+                )
+                if len(rows) >= size:  # both long: the plan from the counts
+                    return None
+                left, right = right, left
             ids = [row[0] for row in rows]
-        return self._probe_term(right, ids, forward, n)
+        return self._probe_term(right, ids, forward, n, ordered=True)
 
     def _kept_id2s(
         self, q: Term, w: _Where, boundary: int | None, forward: bool
@@ -557,7 +582,7 @@ class _Executor:
                 continue
             left = self._survivors(chunk, firsts, keep=True)
             while left:
-                found = self._probe_term(last, left, forward, max(want, 1))
+                found = self._probe_term(last, left, forward, max(want, 1), ordered=True)
                 yield found
                 if len(found) < max(want, 1):
                     want -= len(found)
