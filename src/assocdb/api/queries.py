@@ -327,8 +327,10 @@ class _Executor:
         """A page's ids of the usual compounds of plain lists (no id2 restriction, no
         ttl) in as few statements as a hand-written query would take, or None (the
         general plan): two lists of one shard joined in one statement; the union of
-        many lists with one statement per shard; an intersection across shards whose
-        first operand is short, as one read of it and one probe of the other."""
+        many lists with one statement per shard; an intersection whose first operand
+        is short (or, uncached, its second), as one read of it and one probe of the
+        other: no count is read to choose (with the cache on, one shard's two lists
+        are joined from the smaller, by the counts tier 1 mostly holds)."""
         parts = q.parts if isinstance(q, Compound) else ()
         where = []
         for part in parts:  # (a loop, not a comprehension and any(): ~1 µs of a page)
@@ -347,6 +349,10 @@ class _Executor:
         assert isinstance(right, Term)
         keep = isinstance(q, Intersect)
         if a.shard == b.shard:
+            if keep and self._engine.cache is None:  # the counts would be two statements:
+                ids = self._short_list(left, a, boundary, forward, n)  # read the ids first
+                if ids is not None:
+                    return self._probe_term(right, ids, forward, n, ordered=True)
             if keep and self.upper(right) < self.upper(left):  # walk the smaller
                 (left, right), (a, b) = (right, left), (b, a)
             join = IdsJoin(
@@ -376,22 +382,25 @@ class _Executor:
         if kept is not None:  # the right side is small and in tier 1: probe the left
             return self._probe_term(left, kept, forward, n, ordered=True)
         if ids is None:
-            size = _first(n)
-            rows = self._backend.scan_id2(
-                a.shard, left.node, a.atype, a.codes, boundary, forward, size
-            )
-            if len(rows) >= size:
+            ids = self._short_list(left, a, boundary, forward, n)
+            if ids is None:  # long
                 if self._engine.cache is not None:
                     return None  # the plan from the counts: tier 1 has them, and small lists
                 # Uncached: is the right side short? (a read, not two of the counts)
-                rows = self._backend.scan_id2(
-                    b.shard, right.node, b.atype, b.codes, boundary, forward, size
-                )
-                if len(rows) >= size:  # both long: the plan from the counts
+                ids = self._short_list(right, b, boundary, forward, n)
+                if ids is None:  # both long: the plan from the counts
                     return None
                 left, right = right, left
-            ids = [row[0] for row in rows]
         return self._probe_term(right, ids, forward, n, ordered=True)
+
+    def _short_list(
+        self, q: Term, w: _Where, boundary: int | None, forward: bool, n: int
+    ) -> list[int] | None:
+        """The ids past `boundary` of a list shorter than a page's first read (`_first`),
+        in stream order, or None when it is longer: one statement."""
+        size = _first(n)
+        rows = self._backend.scan_id2(w.shard, q.node, w.atype, w.codes, boundary, forward, size)
+        return [row[0] for row in rows] if len(rows) < size else None
 
     def _kept_id2s(
         self, q: Term, w: _Where, boundary: int | None, forward: bool
