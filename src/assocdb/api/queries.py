@@ -372,10 +372,10 @@ class _Executor:
     ) -> list[int] | None:  # fmt: skip
         """A page of the intersection of two lists on different shards: a read of a
         short one (or of the ids tier 1 keeps) and a probe of the other, or None."""
-        ids, kept = (
-            self._kept_id2s(left, a, boundary, forward),
-            self._kept_id2s(right, b, boundary, forward),
-        )
+        ids = kept = None
+        if self._engine.cache is not None:
+            ids = self._kept_id2s(left, a, boundary, forward)
+            kept = self._kept_id2s(right, b, boundary, forward)
         if ids is not None and kept is not None:
             inside = set(kept)
             return [i for i in ids if i in inside][:n]

@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ..core.scans import Id2Row, IdsJoin, IdsProbe, ListsUnion, SetScan
-from .sqltext import chunks, marks
+from .sqltext import IN_CHUNK, chunks, marks
 
 if TYPE_CHECKING:
     from .sql import SQLBackend
@@ -70,7 +70,9 @@ def probe(
     """Those of `ordered` (distinct, in id2 order) in the list, at most `limit`: one
     statement per 500 ids (`SQLBackend.probe_id2s`)."""
     found: list[int] = []
-    for chunk in chunks(ordered):
+    if not ordered:
+        return found
+    for chunk in (ordered,) if len(ordered) <= IN_CHUNK else chunks(ordered):  # (no copy)
         left = None if limit is None else limit - len(found)
         sql = b._probe_sql(shard, len(chunk), len(states), forward, left is not None)
         params = b._probe_params(id1, atype, chunk, states, left)
