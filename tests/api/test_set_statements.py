@@ -135,6 +135,19 @@ def test_set_pages_take_the_statements_a_hand_written_query_would(
     mutual = g.select(other, "follows") & g.select(1, "follows")
     page, ran = statements(g, lambda: mutual.page(limit=100))
     assert (page.items, ran) == ([48, 46, 44, 42, *range(40, 29, -1)], 2)
+    # The first operand long (59 ids, a page of 10 reads 21) and the other short: a
+    # read of each and a probe of the first, no count read (the counts' plan took 5).
+    mutual = g.select(1, "follows") & g.select(other, "follows")
+    page, ran = statements(g, lambda: mutual.page(limit=10))
+    assert (page.items, ran) == ([48, 46, 44, 42, *range(40, 34, -1)], 3)
+    assert walk(mutual, 10) == [48, 46, 44, 42, *range(40, 29, -1)]
+    # Mutual followees of 1 and a node on its shard with a short list: its ids read,
+    # then probed in 1's list (the counts to choose a side were two statements more).
+    near = next(n for n in range(81, 200) if shard_of(n, 4) == shard_of(1, 4))
+    g.bulk_load([(near, "follows", n, n) for n in range(36, 46)])
+    mutual = g.select(near, "follows") & g.select(1, "follows")
+    page, ran = statements(g, lambda: mutual.page(limit=100))
+    assert (page.items, ran) == ([44, 42, *range(40, 35, -1)], 2)
     # A union of the lists of 1's followees: one statement per shard they are on.
     followees = g.select(1, "follows").page(limit=100).items
     terms = [g.select(n, "follows") for n in followees]

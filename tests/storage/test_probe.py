@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from assocdb import Graph
 from assocdb.core.ids import shard_of
+from assocdb.core.scans import IdsProbe
 from assocdb.storage.sql import SQLBackend
 
 NODE = 7
@@ -54,6 +55,20 @@ def test_probe_of_many_ids_asks_each_once(graph: Graph) -> None:
         for limit in (1, 5, len(expected), len(expected) + 1):
             got = backend.probe_id2s(shard, NODE, atype, [0], asked, forward, limit)
             assert got == expected[:limit]
+
+
+def test_an_ordered_probe_answers_as_probe_id2s(graph: Graph) -> None:
+    """`set_ids(IdsProbe)`, for ids already distinct and in id2 order (a list's own):
+    the same members as `probe_id2s`, across chunks and up to a limit."""
+    backend, shard, atype = _states(graph)
+    for forward in (True, False):
+        asked = sorted([*range(1, 45, 3), 1200, *range(1300, 1900)], reverse=forward)
+        for states in ((0,), (0, 1)):
+            for limit in (None, 1, 3, 1000):
+                want = backend.probe_id2s(shard, NODE, atype, states, asked, forward, limit)
+                got = backend.set_ids(shard, IdsProbe(NODE, atype, states, asked, forward, limit))
+                assert got == want
+                assert want
 
 
 def test_probe_reads_the_key_index_alone(graph: Graph) -> None:

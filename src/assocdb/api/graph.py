@@ -502,7 +502,7 @@ class Graph:
         >>> mutual = g.select(1, "follows") & g.select(1, "follows", incoming=True)
         >>> mutual.page(limit=20).items
         """
-        return self._queries.select(self, node, atype, incoming=incoming, states=states, id2s=id2s)
+        return self._queries.select(self, node, atype, incoming, states, id2s)  # (positional: hot)
 
     # The runner of the queries `select` builds (`core.query.Runner`), as a Client is of its own.
     def _query_page(self, query: Query, cursor: str | None, limit: int) -> Page[int]:

@@ -39,14 +39,14 @@ from ..core.ids import shard_of
 from ..core.merge import State
 from ..core.query import Compound, Difference, Intersect, Query, Runner, Term, Union
 from ..core.records import STATE_NAMES, Assoc, Count, Page, StateName
-from ..core.scans import EdgeScan, IdsJoin, ListsUnion
+from ..core.scans import EdgeScan, IdsJoin, IdsProbe, ListsUnion
 from ..core.schema import AssocType
 from .engine import Engine
 from .ttl_reads import Expiry
 
 CHUNK = 500  # ids per index scan and per probe
 EXACT_LIMIT = 10_000  # a compound count walks at most this many ids to be exact
-RESOLVED = 4096  # terms whose resolution a Queries keeps; more start the memo afresh
+RESOLVED = 4096  # type resolutions a Queries keeps; more start the memo afresh
 _NORMAL = State.NORMAL
 _ID2S = "id2s"  # the answer tag of a whole small cached list's id2s, ascending
 _VISIBLE = (int(_NORMAL),)  # the state codes of a term on visible edges
@@ -59,23 +59,23 @@ class Queries:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._resolved = _Resolutions(engine)
+        self._expiry = Expiry(engine)
 
     def select(
         self,
         runner: Runner,
         node: int,
         atype: str,
-        *,
-        incoming: bool = False,
-        states: Sequence[StateName] = ("normal",),
-        id2s: Iterable[int] | None = None,
+        incoming: bool,
+        states: Sequence[StateName],
+        id2s: Iterable[int] | None,
     ) -> Query:
         query = Term(runner, node, atype, incoming, states, id2s)
         self._resolved.where(query)  # unknown types and missing inverses are refused now
         return query
 
     def _executor(self) -> _Executor:
-        return _Executor(self._engine, self._resolved)
+        return _Executor(self._engine, self._resolved, self._expiry)
 
     def page(self, query: Query, cursor: str | None, limit: int) -> Page[int]:
         if type(limit) is not int or limit <= 0:
@@ -133,29 +133,36 @@ class Queries:
 
 class _Resolutions:
     """Terms resolved against the schema: the type of the list each reads, its
-    shard and its state numbers, by what the term says. Kept across runs (a page
-    of a small intersection spent as long resolving its terms as on the rest
-    of its Python) while the schema stays the same object: a changed schema is a
-    new one, and a new one starts the memo afresh."""
+    shard and its state numbers. The type and states are kept by what the term
+    says (node apart: traffic reads many nodes' lists of a few types), and the
+    whole answer on the term (`Term.resolved`: a page asks it several times),
+    while the schema stays the same object: a changed schema is a new one, and
+    a new one starts the memo afresh."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._schema: object = None
-        self._found: dict[tuple[Any, ...], _Where] = {}
+        self._found: dict[tuple[Any, ...], tuple[int, tuple[int, ...], AssocType]] = {}
 
     def where(self, q: Term) -> _Where:
         schema = self._engine.schema
+        memo = q.resolved
+        if memo is not None and memo[0] is schema:
+            found: _Where = memo[1]
+            return found
         if schema is not self._schema:
             self._found, self._schema = {}, schema  # (a racing run fills the old dict)
-        key = (q.node, q.atype, q.incoming, q.states)
-        found = self._found.get(key)
-        if found is None:
+        key = (q.atype, q.incoming, q.states)
+        typed = self._found.get(key)
+        if typed is None:
             if len(self._found) >= RESOLVED:
                 self._found = {}
-            found = self._found[key] = self._resolve(q)
-        return found
+            typed = self._found[key] = self._resolve(q)
+        where = _Where(shard_of(q.node, self._engine.shards), *typed)
+        q.resolved = (schema, where)
+        return where
 
-    def _resolve(self, q: Term) -> _Where:
+    def _resolve(self, q: Term) -> tuple[int, tuple[int, ...], AssocType]:
         kind = self._engine.assoc_type(q.atype)
         if q.incoming:
             inverse = self._engine.schema.inverse(kind)
@@ -165,8 +172,7 @@ class _Resolutions:
                     f"define it with inverse= or symmetric=True"
                 )
             kind = inverse
-        codes = tuple(STATE_NAMES.index(state) for state in q.states)
-        return _Where(shard_of(q.node, self._engine.shards), kind.id, codes, kind)
+        return kind.id, tuple(STATE_NAMES.index(state) for state in q.states), kind
 
 
 class _Where(NamedTuple):
@@ -181,11 +187,11 @@ class _Where(NamedTuple):
 class _Executor:
     """One query run: backend reads, with the counts it looked up remembered."""
 
-    def __init__(self, engine: Engine, resolved: _Resolutions) -> None:
+    def __init__(self, engine: Engine, resolved: _Resolutions, expiry: Expiry) -> None:
         self._engine = engine
         self._backend = engine.backend
         self._resolved = resolved
-        self._expiry = Expiry(engine)
+        self._expiry = expiry
         self._uppers: dict[int, int] = {}  # by id() of the query: they all outlive the run
 
     # -- resolving terms against the schema ----------------------------------------
@@ -197,9 +203,12 @@ class _Executor:
     def limit(self, q: Query) -> int:
         """The most ids one page returns: the smallest type limit involved."""
         if isinstance(q, Term):
-            return self.kind(q).limit
+            return self._resolved.where(q).kind.limit
         assert isinstance(q, Compound)
-        return min(self.limit(part) for part in q.parts)
+        least = self.limit(q.parts[0])
+        for part in q.parts[1:]:  # (not min() of a generator: ~1 µs of a short page)
+            least = min(least, self.limit(part))
+        return least
 
     def where(self, q: Term) -> _Where:
         """The term's shard, list type id and state numbers (and type)."""
@@ -261,10 +270,16 @@ class _Executor:
         return left - self.probe(q.right, [i for i in ids if i in left])
 
     def _probe_term(
-        self, q: Term, ids: list[int], forward: bool, limit: int | None = None
+        self,
+        q: Term,
+        ids: list[int],
+        forward: bool,
+        limit: int | None = None,
+        ordered: bool = False,
     ) -> list[int]:
         """Those of `ids` in the term, in id2 order (descending if `forward`), at most
-        `limit`: one covering read of the list's `(id1, atype, id2)` index per 500."""
+        `limit`: one covering read of the list's `(id1, atype, id2)` index per 500.
+        `ordered`: `ids` are distinct and in that order already (a stream's)."""
         wanted = ids if q.id2s is None else [i for i in ids if i in q.id2s]
         if not wanted:
             return []
@@ -272,6 +287,9 @@ class _Executor:
         if kind.ttl is not None:
             found = sorted(self._unexpired(q, wanted), reverse=forward)
             return found if limit is None else found[:limit]
+        if ordered:
+            probe = IdsProbe(q.node, atype, codes, wanted, forward, limit)
+            return self._backend.set_ids(shard, probe)
         return self._backend.probe_id2s(shard, q.node, atype, codes, wanted, forward, limit)
 
     def _unexpired(self, q: Term, ids: list[int]) -> list[int]:
@@ -309,12 +327,19 @@ class _Executor:
         """A page's ids of the usual compounds of plain lists (no id2 restriction, no
         ttl) in as few statements as a hand-written query would take, or None (the
         general plan): two lists of one shard joined in one statement; the union of
-        many lists with one statement per shard; an intersection across shards whose
-        first operand is short, as one read of it and one probe of the other."""
+        many lists with one statement per shard; an intersection whose first operand
+        is short (or, uncached, its second), as one read of it and one probe of the
+        other: no count is read to choose (with the cache on, one shard's two lists
+        are joined from the smaller, by the counts tier 1 mostly holds)."""
         parts = q.parts if isinstance(q, Compound) else ()
-        where = [self.where(p) for p in parts if isinstance(p, Term) and p.id2s is None]
-        if len(where) != len(parts) or any(w.kind.ttl is not None for w in where):
-            return None
+        where = []
+        for part in parts:  # (a loop, not a comprehension and any(): ~1 µs of a page)
+            if not isinstance(part, Term) or part.id2s is not None:
+                return None
+            w = self._resolved.where(part)
+            if w.kind.ttl is not None:
+                return None
+            where.append(w)
         if isinstance(q, Union):
             return self._union_of_lists(q, where, boundary, forward, n)
         if len(parts) != 2:
@@ -324,6 +349,10 @@ class _Executor:
         assert isinstance(right, Term)
         keep = isinstance(q, Intersect)
         if a.shard == b.shard:
+            if keep and self._engine.cache is None:  # the counts would be two statements:
+                ids = self._short_list(left, a, boundary, forward, n)  # read the ids first
+                if ids is not None:
+                    return self._probe_term(right, ids, forward, n, ordered=True)
             if keep and self.upper(right) < self.upper(left):  # walk the smaller
                 (left, right), (a, b) = (right, left), (b, a)
             join = IdsJoin(
@@ -335,24 +364,43 @@ class _Executor:
             # The general plan: a difference reads the left side's chunks and probes
             # the right (two statements); warm lists come from the cache.
             return None
-        ids, kept = (
-            self._kept_id2s(left, a, boundary, forward),
-            self._kept_id2s(right, b, boundary, forward),
-        )
+        return self._cross_shards(left, right, a, b, boundary, forward, n)
+
+    def _cross_shards(
+        self, left: Term, right: Term, a: _Where, b: _Where, boundary: int | None,
+        forward: bool, n: int,
+    ) -> list[int] | None:  # fmt: skip
+        """A page of the intersection of two lists on different shards: a read of a
+        short one (or of the ids tier 1 keeps) and a probe of the other, or None."""
+        ids = kept = None
+        if self._engine.cache is not None:
+            ids = self._kept_id2s(left, a, boundary, forward)
+            kept = self._kept_id2s(right, b, boundary, forward)
         if ids is not None and kept is not None:
             inside = set(kept)
             return [i for i in ids if i in inside][:n]
         if kept is not None:  # the right side is small and in tier 1: probe the left
-            return self._probe_term(left, kept, forward, n)
+            return self._probe_term(left, kept, forward, n, ordered=True)
         if ids is None:
-            size = _first(n)
-            rows = self._backend.scan_id2(
-                a.shard, left.node, a.atype, a.codes, boundary, forward, size
-            )
-            if len(rows) >= size:  # long: the plan from the counts walks the smaller side
-                return None
-            ids = [row[0] for row in rows]
-        return self._probe_term(right, ids, forward, n)
+            ids = self._short_list(left, a, boundary, forward, n)
+            if ids is None:  # long
+                if self._engine.cache is not None:
+                    return None  # the plan from the counts: tier 1 has them, and small lists
+                # Uncached: is the right side short? (a read, not two of the counts)
+                ids = self._short_list(right, b, boundary, forward, n)
+                if ids is None:  # both long: the plan from the counts
+                    return None
+                left, right = right, left
+        return self._probe_term(right, ids, forward, n, ordered=True)
+
+    def _short_list(
+        self, q: Term, w: _Where, boundary: int | None, forward: bool, n: int
+    ) -> list[int] | None:
+        """The ids past `boundary` of a list shorter than a page's first read (`_first`),
+        in stream order, or None when it is longer: one statement."""
+        size = _first(n)
+        rows = self._backend.scan_id2(w.shard, q.node, w.atype, w.codes, boundary, forward, size)
+        return [row[0] for row in rows] if len(rows) < size else None
 
     def _kept_id2s(
         self, q: Term, w: _Where, boundary: int | None, forward: bool
@@ -543,7 +591,7 @@ class _Executor:
                 continue
             left = self._survivors(chunk, firsts, keep=True)
             while left:
-                found = self._probe_term(last, left, forward, max(want, 1))
+                found = self._probe_term(last, left, forward, max(want, 1), ordered=True)
                 yield found
                 if len(found) < max(want, 1):
                     want -= len(found)

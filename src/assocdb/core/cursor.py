@@ -158,23 +158,24 @@ def paginate(
     came_from_elsewhere = seek.boundary is not None
     if not seek.forward:
         rows.reverse()
-    if rows:
-        ahead = Seek(True, key(rows[-1]), False)
-        behind = Seek(False, key(rows[0]), False)
-    elif came_from_elsewhere:
-        # An empty page: only the way back can lead anywhere.
-        ahead = behind = Seek(not seek.forward, seek.boundary, not seek.inclusive)
-        onwards = False
-    else:
-        return rows, None, None
+    if not rows:
+        if not came_from_elsewhere:
+            return rows, None, None
+        onwards = False  # an empty page: only the way back can lead anywhere
     if seek.forward:
         has_next, has_prev = onwards, came_from_elsewhere
     else:
         has_next, has_prev = came_from_elsewhere, onwards
-    sealed = scope() if callable(scope) and (has_next or has_prev) else scope
-    assert isinstance(sealed, bytes) or not (has_next or has_prev)
+    if not (has_next or has_prev):  # (a short first page: no cursor, nothing to seal)
+        return rows, None, None
+    sealed = scope() if callable(scope) else scope
+    if rows:
+        ahead = Seek(True, key(rows[-1]), False)
+        behind = Seek(False, key(rows[0]), False)
+    else:
+        ahead = behind = Seek(not seek.forward, seek.boundary, not seek.inclusive)
     return (
         rows,
-        encode(sealed, ahead) if has_next else None,  # type: ignore[arg-type]
-        encode(sealed, behind) if has_prev else None,  # type: ignore[arg-type]
+        encode(sealed, ahead) if has_next else None,
+        encode(sealed, behind) if has_prev else None,
     )

@@ -20,7 +20,7 @@ This module is the pure description; `api.queries` runs it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from .errors import InvalidRequest
 from .ids import check_id
@@ -124,10 +124,11 @@ class Term(Query):
     what points to it), edges in `states`, optionally only `id2s`.
 
     A term holds names, not resolved types, so a remote client builds the same
-    values; the graph checks them when the query runs.
+    values; the graph checks them when the query runs. `resolved` is its runner's
+    memo of what the names stand for (opaque here): a page asks it several times.
     """
 
-    __slots__ = ("atype", "id2s", "incoming", "node", "states")
+    __slots__ = ("atype", "id2s", "incoming", "node", "resolved", "states")
 
     def __init__(
         self,
@@ -138,7 +139,8 @@ class Term(Query):
         states: Sequence[str],
         id2s: Iterable[int] | None,
     ) -> None:
-        super().__init__(runner)
+        self._runner = runner
+        self._scope = None
         self.node = check_id(node, "node")
         if not isinstance(atype, str):
             raise InvalidRequest(f"atype must be a type name, got {atype!r}")
@@ -147,7 +149,8 @@ class Term(Query):
         self.atype = atype
         self.incoming = incoming
         self.states = _states(states)
-        self.id2s = _restriction(id2s)
+        self.id2s = None if id2s is None else _restriction(id2s)
+        self.resolved: Any = None
 
     def _describe(self) -> bytes:
         only = "" if self.id2s is None else f";{','.join(map(str, self.id2s))}"
@@ -162,7 +165,8 @@ class Compound(Query):
     symbol = "?"
 
     def __init__(self, runner: Runner, parts: tuple[Query, ...]) -> None:
-        super().__init__(runner)
+        self._runner = runner  # (Query's own, without a call: a page builds a few)
+        self._scope = None
         self.parts = parts
 
     def _describe(self) -> bytes:

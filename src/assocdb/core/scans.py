@@ -79,8 +79,22 @@ class ListsUnion(NamedTuple):
     limit: int
 
 
+class IdsProbe(NamedTuple):
+    """Those of `id2s` in the list `(id1, atype)` in `states`, at most `limit` (None:
+    all), in id2 order (descending when `forward`): `Backend.probe_id2s` for ids the
+    caller has already put in that order, distinct (a list's own ids, read in it),
+    so that the backend need not sort and check them (~3.6 µs for 200)."""
+
+    id1: int
+    atype: int
+    states: tuple[int, ...]
+    id2s: Sequence[int]
+    forward: bool
+    limit: int | None
+
+
 #: A set statement on one shard (`Backend.set_ids`).
-SetScan = IdsJoin | ListsUnion
+SetScan = IdsJoin | ListsUnion | IdsProbe
 
 
 #: A secondary index entry: (index id, key, object id, updated_at, version, state)

@@ -215,7 +215,8 @@ class Backend(Protocol):
 
     def set_ids(self, shard: int, query: SetScan) -> list[int]:
         """The id2s a set statement on one shard finds (`IdsJoin`: two lists joined;
-        `ListsUnion`: many lists' id2s, distinct), in id2 order, at most its limit."""
+        `ListsUnion`: many lists' id2s, distinct; `IdsProbe`: ordered ids probed),
+        in id2 order, at most its limit."""
 
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]

@@ -611,17 +611,7 @@ class SQLBackend(ABC):
         ordered = sorted(id2s, reverse=forward)
         if len(set(ordered)) != len(ordered):
             ordered = sorted(set(ordered), reverse=forward)
-        found: list[int] = []
-        for chunk in chunks(ordered):
-            left = None if limit is None else limit - len(found)
-            sql = self._probe_sql(shard, len(chunk), len(states), forward, left is not None)
-            params = self._probe_params(id1, atype, chunk, states, left)
-            found += [row[0] for row in self._query(shard, sql, params)]
-            if limit is not None and len(found) >= limit:
-                break
-        if limit is None:  # the engine's order is its own
-            found.sort(reverse=forward)
-        return found
+        return _sets.probe(self, shard, id1, atype, states, ordered, forward, limit)
 
     def _probe_sql(self, shard: int, ids: int, states: int, forward: bool, limited: bool) -> str:
         """probe_id2s's statement, rendered once per shape (a page's probe is hot:

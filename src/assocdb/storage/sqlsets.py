@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from ..core.scans import Id2Row, IdsJoin, ListsUnion, SetScan
-from .sqltext import marks
+from ..core.scans import Id2Row, IdsJoin, IdsProbe, ListsUnion, SetScan
+from .sqltext import IN_CHUNK, chunks, marks
 
 if TYPE_CHECKING:
     from .sql import SQLBackend
@@ -51,7 +51,37 @@ def scan_id2(
 def set_ids(b: SQLBackend, shard: int, query: SetScan) -> list[int]:
     if isinstance(query, IdsJoin):
         return _joined(b, shard, query)
+    if isinstance(query, IdsProbe):
+        q = query
+        return probe(b, shard, q.id1, q.atype, q.states, q.id2s, q.forward, q.limit)
     return _united(b, shard, query)
+
+
+def probe(
+    b: SQLBackend,
+    shard: int,
+    id1: int,
+    atype: int,
+    states: Sequence[int],
+    ordered: Sequence[int],
+    forward: bool,
+    limit: int | None,
+) -> list[int]:
+    """Those of `ordered` (distinct, in id2 order) in the list, at most `limit`: one
+    statement per 500 ids (`SQLBackend.probe_id2s`)."""
+    found: list[int] = []
+    if not ordered:
+        return found
+    for chunk in (ordered,) if len(ordered) <= IN_CHUNK else chunks(ordered):  # (no copy)
+        left = None if limit is None else limit - len(found)
+        sql = b._probe_sql(shard, len(chunk), len(states), forward, left is not None)
+        params = b._probe_params(id1, atype, chunk, states, left)
+        found += [row[0] for row in b._query(shard, sql, params)]
+        if limit is not None and len(found) >= limit:
+            break
+    if limit is None:  # the engine's order is its own
+        found.sort(reverse=forward)
+    return found
 
 
 def _joined(b: SQLBackend, shard: int, q: IdsJoin) -> list[int]:
