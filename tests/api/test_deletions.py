@@ -356,3 +356,45 @@ def test_a_cascades_removals_give_way_to_client_writes(
     assert all(lanes)
     assert g.assoc_count(ada, "followed_by") == 0
     assert g.deletions.of_object(ada).edges == {"followed_by": 30}
+
+
+def test_a_restore_puts_every_follow_back_before_it_posts_again(
+    open_graph: OpenGraph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-post's fan-out reads the author's followers when it runs: each follow the
+    deletion removed is back before any item is posted again, whatever step of the
+    deletion's record holds it (here each edge is a step of its own, the posts type is
+    walked, so recorded, before the follows, and each fan-out runs at once)."""
+    from assocdb.api import cascade_walk
+
+    monkeypatch.setattr(cascade_walk, "STEP_EDGES", 1)
+    g = open_graph()
+    g.define_assoc("posted", on_delete="shallow")  # defined first: walked first
+    g.define_assoc("follows", inverse="followed_by", on_delete="shallow")
+    g.define_assoc("followed_by", inverse="follows", on_delete="shallow")
+    g.define_object("user")
+    g.define_timeline("follows", mode="write")
+    bob = g.obj_add("user")
+    fans = [g.obj_add("user") for _ in range(4)]
+    for fan in fans:
+        g.assoc_add(fan, "follows", bob)
+    for item in (1001, 1002, 1003):
+        g.post(bob, item, time=item)
+    assert g.drain(30)
+    g.obj_delete(bob, cascade=True)
+    assert g.deletions.wait(30)
+    assert all(_home_held(g, fan) == [] for fan in fans)
+
+    timelines = g.deletions._timelines
+    post = timelines.post
+
+    def post_and_deliver(*args: object, **kwargs: object) -> object:
+        done = post(*args, **kwargs)
+        assert g.drain(30)  # the fan-out now, not after the restore's later steps
+        return done
+
+    monkeypatch.setattr(timelines, "post", post_and_deliver)
+    g.obj_restore(bob)
+    assert g.drain(30)
+    delivered = [(1001, bob), (1002, bob), (1003, bob)]
+    assert [_home_held(g, fan) for fan in fans] == [delivered] * len(fans)

@@ -223,8 +223,13 @@ class Deletions:
             raise InvalidRequest(f"deletion {n} of object {root} was {job.status} already")
         if self._clock() > job.started_at + job.window:
             raise InvalidRequest(f"deletion {n} of object {root} is past its restore window")
+        # Every step's rows first, then the posts and homes: a re-post's fan-out reads the
+        # author's followers when it runs, so a follow put back by a later step must be
+        # back before any item is posted again.
         for k in range(job.chunks):
-            self._restore_chunk(self._chunk(n, k))
+            self._restore_rows(self._chunk(n, k))
+        for k in range(job.chunks):
+            self._restore_timelines(self._chunk(n, k))
         done = msgspec.structs.replace(job, status="restored")
         if not self._backend.swap_meta(_job_key(n), raw, _encode(done)):
             raise Conflict(f"deletion {n} changed while it was restored; restore it again")
@@ -422,16 +427,15 @@ class Deletions:
 
     # -- restore ------------------------------------------------------------------
 
-    def _restore_chunk(self, chunk: Chunk) -> None:
+    def _restore_rows(self, chunk: Chunk) -> None:
+        """Put back a step's objects and edges (its posts go back with the timelines)."""
         ua = self._engine.clock.now()
         writes: list[Operation] = []
         for obj in chunk.objects:
             writes.append(ObjectWrite(obj.id, ua, otype=obj.otype, data=obj.data))
         posts = self._walk.posts_type()
-        reposts = []
         for row, _ in chunk.edges:
             if row.atype == posts:
-                reposts.append(row)
                 continue
             kind = self._engine.schema.assoc_by_id(row.atype)
             inverse = self._engine.inverse_id(kind)
@@ -444,8 +448,14 @@ class Deletions:
                 continue  # a new live object took the id since: it stays
             if isinstance(result, BaseException):
                 raise result
-        for row in reposts:
-            self._timelines.post(row.id1, row.id2, row.time)
+
+    def _restore_timelines(self, chunk: Chunk) -> None:
+        """Post a step's items again and give back the home entries it cleared."""
+        ua = self._engine.clock.now()
+        posts = self._walk.posts_type()
+        for row, _ in chunk.edges:
+            if row.atype == posts:
+                self._timelines.post(row.id1, row.id2, row.time)
         homes = [(chunk.node, chunk.home)] if chunk.home else []
         for node, held in [*homes, *chunk.homes]:
             # deliveries newer than the cascade's tombstones; not items deleted since
