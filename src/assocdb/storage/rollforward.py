@@ -119,6 +119,24 @@ def apply_records(target: SQLBackend, shard: int, rows: Sequence[sqlfeed.FeedRow
         target.apply(shard, edges, objects, nodes)
 
 
+def catch_up(
+    source: SQLBackend, target: SQLBackend, shard: int, after: int, upto: int, page: int
+) -> list[sqlfeed.FeedRow] | None:
+    """Merge the shard's feed records after `after` up to `upto` from `source` into
+    `target`, `page` at a time; the records merged, or None if the feed no longer holds
+    every one (positions are dense: a gap after `after` is a trimmed stretch)."""
+    merged: list[sqlfeed.FeedRow] = []
+    while after < upto:
+        found = sqlfeed.read(source, shard, after, page)
+        if not found or found[0][0] != after + 1:
+            return None
+        rows = [r for r in found if r[0] <= upto]
+        apply_records(target, shard, rows)
+        merged += rows
+        after = rows[-1][0]
+    return merged
+
+
 _OBJECT_SEQ = "SELECT value FROM {s}.seq WHERE name = 'objects'"
 
 

@@ -32,7 +32,7 @@ from . import sqlfeed, sqltables
 from .copier import Page, write_page
 from .dialect import Session
 from .replica_verify import tables_of, timeline_cap
-from .rollforward import apply_records
+from .rollforward import catch_up
 from .sql import SQLBackend
 from .sqlite import SQLiteBackend
 
@@ -114,15 +114,10 @@ class ServerCut:
                 return False
         if upto < after:  # (not this feed's numbering)
             return False
-        while after < upto:
-            page = sqlfeed.read(reader, shard, after, PAGE)
-            # Positions are dense (`sqlfeed`): a gap after `after` is a trimmed stretch.
-            if not page or page[0][0] != after + 1:
-                return False
-            rows = [r for r in page if r[0] <= upto]
-            apply_records(target, shard, rows)
-            self.touched += ((r[2], r[3], r[4]) for r in rows if r[1] == sqlfeed.EDGE)
-            after = rows[-1][0]
+        merged = catch_up(reader, target, shard, after, upto, PAGE)
+        if merged is None:
+            return False
+        self.touched += ((r[2], r[3], r[4]) for r in merged if r[1] == sqlfeed.EDGE)
         cap = timeline_cap(self.reader)
         unfed = [t for t in tables_of(self.reader) if t == "timelines" or t.startswith("index_")]
         for table in unfed:

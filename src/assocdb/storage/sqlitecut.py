@@ -33,11 +33,11 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, cast
 
-from . import sqlfeed, sqltables
+from . import sqltables
 from .backend import map_driver_error
 from .copier import Page, write_page
 from .replica_verify import tables_of, timeline_cap
-from .rollforward import apply_records
+from .rollforward import catch_up
 from .sqlite import SQLiteBackend, setup_lock
 
 #: Pages copied per step of the backup API (4 KiB each): a progress report per ~2 MB.
@@ -95,14 +95,8 @@ class SQLiteCut:
         conn = self._reads[shard]
         assert upto is not None
         assert conn is not None
-        while after < upto:
-            page = sqlfeed.read(source, shard, after, PAGE)
-            # Positions are dense: a gap after `after` is a trimmed stretch.
-            if not page or page[0][0] != after + 1:
-                return False
-            rows = [r for r in page if r[0] <= upto]
-            apply_records(copy, shard, rows)
-            after = rows[-1][0]
+        if catch_up(source, copy, shard, after, upto, PAGE) is None:
+            return False
         view = cast(SQLiteBackend, _OnSnapshot(source, conn))
         tables = [t for t in tables_of(view) if t == "timelines" or t.startswith("index_")]
         cap = timeline_cap(view)
