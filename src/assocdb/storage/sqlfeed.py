@@ -25,9 +25,9 @@ if it exists. So no change commits without its record once `enable` has returned
 process that has the graph open, with no thread watching. On SQLite every apply reads it
 (a cached page, ~3 us) while holding the shard's write lock, so `enable`'s insert waits
 for the apply or precedes it (a transaction opened with its reads, `storage.opened`,
-reads it as an arm of that one statement, `SEQ_ARM`: no statement of its own). On a database server the read is a round trip, so a
-process believes a shard found off for `Dialect.feed_recheck` (0.25 s) without asking
-again, and `enable` waits that long after its inserts and then until every transaction
+reads it as an arm of that one statement, `SEQ_ARM`: no statement of its own). On a
+database server the read is a round trip, so a process believes a shard found off for
+`Dialect.feed_recheck` (0.25 s) without asking again, and `enable` waits that long after its inserts and then until every transaction
 begun before has ended (MariaDB's `information_schema.innodb_trx`, PostgreSQL's
 `pg_stat_activity`; at most `SETTLE_SECONDS`): an apply that did not ask began before
 that, and has committed when `enable` returns; one that asks sees the row (MariaDB's read
