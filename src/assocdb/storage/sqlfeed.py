@@ -27,11 +27,12 @@ process that has the graph open, with no thread watching. On SQLite every apply 
 for the apply or precedes it (a transaction opened with its reads, `storage.opened`,
 reads it as an arm of that one statement, `SEQ_ARM`: no statement of its own). On a
 database server the read is a round trip, so a process believes a shard found off for
-`Dialect.feed_recheck` (0.25 s) without asking again, and `enable` waits that long after its inserts and then until every transaction
-begun before has ended (MariaDB's `information_schema.innodb_trx`, PostgreSQL's
-`pg_stat_activity`; at most `SETTLE_SECONDS`): an apply that did not ask began before
-that, and has committed when `enable` returns; one that asks sees the row (MariaDB's read
-is a share-mode locking read, PostgreSQL's transaction began after the inserts).
+`Dialect.feed_recheck` (0.25 s) without asking again, and `enable` waits that long after
+its inserts and then until every transaction begun before has ended (MariaDB's
+`information_schema.innodb_trx`, PostgreSQL's `pg_stat_activity`; at most
+`SETTLE_SECONDS`): an apply that did not ask began before that, and has committed when
+`enable` returns; one that asks sees the row (MariaDB's read is a share-mode locking
+read, PostgreSQL's transaction began after the inserts).
 
 Waking. `SQLFeed.committed` is called after each apply's commit; a reader in this process
 waits on it (`wait`) instead of polling, and polls only for other processes' changes.
