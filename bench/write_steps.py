@@ -39,9 +39,10 @@ Python run on one core: near 1.0 with the disk idle means Python bounds it).
 
 With `--batch B`, the writes go in `g.batch()`es of B (the bare side: B per
 COMMIT), and the p50 latencies are a batch's. With `--ab-in-shards`, the A/B
-rounds turn off only the resolution of rounds of 2+ edge writes inside
+rounds turn off only the resolution of rounds of edge writes inside
 their shard transactions (`Overlap.journal_resolving`: open, fill), so they
-read before journaling and prepare during the fsync as a small round does.
+read before journaling and prepare during the fsync (as a round with a pending
+row does).
 
 Figures are µs per write, the median over the rounds (spread in brackets).
 """
@@ -75,7 +76,7 @@ STEPS = [
     ("journal + prepare, overlapped: in all", Overlap, "journal"),
     ("  journal: INSERT + fsynced COMMIT", Journal, "_commit"),
     ("  prepare: shard transactions, no COMMIT", Applier, "prepare_batch"),
-    ("resolved in the shards (2+ writes): in all", Overlap, "journal_resolving"),
+    ("resolved in the shards (edge writes): in all", Overlap, "journal_resolving"),
     ("  open: BEGIN + one read per shard", Overlap, "_open"),
     ("  fill: merge + upserts, no COMMIT", Applier, "fill_batch"),
     ("commit: shard COMMITs, cache, bookkeeping", Applier, "commit_batch"),
@@ -87,7 +88,7 @@ STEPS = [
 SERIAL = [
     "resolve: in all",
     "journal + prepare, overlapped: in all",
-    "resolved in the shards (2+ writes): in all",
+    "resolved in the shards (edge writes): in all",
     "commit: shard COMMITs, cache, bookkeeping",
     "apply, not overlapped: in all",
 ]
@@ -232,7 +233,7 @@ def parse(args: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--ab-in-shards",
         action="store_true",
-        help="the A/B rounds turn off the resolution in the shards (2+ writes) only",
+        help="the A/B rounds turn off the resolution in the shards (edge writes) only",
     )
     return parser.parse_args(args)
 

@@ -60,12 +60,11 @@ def test_a_big_round_reads_once_per_shard_inside_its_transaction(tmp_path: Path)
     g.close()
 
 
-def test_a_round_of_two_is_resolved_in_its_shards_and_a_lone_write_is_not(
-    tmp_path: Path,
-) -> None:
-    """Two writers' round (a batch of two) reads in its shard transactions, as 8 writers'
-    rounds of ~7 do; a lone write reads before journaling (outside a transaction) and
-    prepares its shards during the journal's fsync (`writes.overlap`'s module doc)."""
+def test_a_lone_write_and_a_round_of_two_are_resolved_in_their_shards(tmp_path: Path) -> None:
+    """A lone write reads in its shard transactions, as a round of two (and 8 writers'
+    rounds of ~7) do: on each shard BEGIN, one read (its rows, node states and the
+    change feed's row), the two upserts, COMMIT; nothing read outside a transaction,
+    no statement of its own for the feed's row (`writes.overlap`'s module doc)."""
     g = open_graph(tmp_path / "g")
     seen = statements_of(g)
     with g.batch() as b:
@@ -75,9 +74,32 @@ def test_a_round_of_two_is_resolved_in_its_shards_and_a_lone_write_is_not(
         assert [s for sh, s in seen if sh == shard][:2] == ["BEGIN", "READ"], seen
     seen.clear()
     g.assoc_add(3, "follows", 102)
-    assert seen[0][1] == "READ", seen  # before any BEGIN
+    for shard in {shard for shard, _ in seen}:
+        mine = [s for sh, s in seen if sh == shard]
+        assert mine == ["BEGIN", "READ", "INSERT", "INSERT", "COMMIT"], seen
     assert g.check_counts() == []
     assert g.check_inverses() == []
+    g.close()
+
+
+def test_a_feed_turned_on_by_another_handle_is_seen_by_the_read_in_the_shard(
+    tmp_path: Path,
+) -> None:
+    """The feed's row, read in the opened shard transaction's one statement: a feed
+    another handle turned on after this one opened records this one's next writes."""
+    g = open_graph(tmp_path / "g")
+    g.assoc_add(1, "follows", 100)
+    other = assocdb.open(tmp_path / "g")
+    other.enable_feed()
+    g.assoc_add(2, "follows", 101)
+    with g.batch() as b:
+        b.assoc_add(3, "follows", 102)
+        b.assoc_add(4, "follows", 103)
+    changes = other.changes(limit=100)
+    edges = {(c.id1, c.id2) for c in changes.items if c.kind == "edge"}
+    assert {(2, 101), (101, 2), (3, 102), (102, 3), (4, 103), (103, 4)} <= edges, changes
+    assert (1, 100) not in edges
+    other.close()
     g.close()
 
 

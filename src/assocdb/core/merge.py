@@ -163,6 +163,10 @@ def place(tombstone: EdgeTuple, source: Source) -> EdgeTuple:
     return (*tombstone[:4], source[2], tombstone[5], _MARK + _PLACED.pack(*source))
 
 
+#: Writes `merge_edges` counts in its loop even when none is stored (a Counter costs more).
+_FEW = 16
+
+
 def merge_edges(
     current: Mapping[EdgeKey, EdgeTuple], writes: Iterable[EdgeTuple]
 ) -> tuple[list[tuple[EdgeTuple | None, EdgeTuple]], dict[CountKey, int]]:
@@ -184,7 +188,8 @@ def merge_edges(
         if best is not row and edge_rank(row) > edge_rank(best):
             winners[row[:3]] = row
     removed = State.REMOVED
-    if not current:  # every winner is a new row (a bulk load's new lists): count them in C
+    if not current and len(winners) > _FEW:  # every winner is a new row (a bulk load's
+        # new lists): count them in C (a few are counted faster by the loop below)
         counts = Counter((row[0], row[1], row[3]) for row in winners.values())
         if removed not in map(_STATE, counts):  # (no tombstone to place: far fewer keys)
             return [(None, row) for row in winners.values()], dict(counts)

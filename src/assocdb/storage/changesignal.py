@@ -26,7 +26,6 @@ import mmap
 import os
 import struct
 import threading
-from contextlib import suppress
 from pathlib import Path
 
 FILE = ".changes"
@@ -53,9 +52,12 @@ class ChangeSignal:
 
     def bump(self) -> None:
         """This backend's write transaction ended (committed or not): tell the others."""
-        # (ValueError: closed; a write racing close has no reader here left to tell)
-        with suppress(ValueError):
+        # (ValueError: closed; a write racing close has no reader here left to tell.
+        # A try, not `suppress`: this runs after every write transaction.)
+        try:  # noqa: SIM105
             _COUNTER.pack_into(self._map, self._start, next(self._numbers) % 2**64)
+        except ValueError:
+            pass
 
     def foreign(self) -> bool:
         """Whether another backend ended a write since the last call (or since opening)."""

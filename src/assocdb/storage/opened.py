@@ -6,7 +6,9 @@ re-add keeps the live edge's time; a list's node state dominates), with a
 statement of its own per shard and kind, outside any transaction. Here the
 transaction is opened first: `open_reading` takes the shard's write turn,
 BEGINs, and reads in **one statement** the stored rows of every key the batch
-writes on the shard *and* the node states of its lists. The writer resolves
+writes on the shard *and* the node states of its lists (and, while the change
+feed is not known on there, its `feed` row, which `fill` would otherwise read
+with a statement of its own: `sqlfeed.record`'s `seen`). The writer resolves
 its operations against those rows, journals them, and meanwhile `fill`s the
 transaction: the merge uses the rows already read (no second read), then the
 edges' and counts' upserts, as `SQLBackend._apply`. The result is an ordinary
@@ -21,12 +23,11 @@ a whole: that stays the rule either way).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import ExitStack
 
 from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, merge_edges
 from . import sqlfeed as _feed
 from .dialect import Session
-from .prepared import Prepared
+from .prepared import Prepared, Turn
 from .sql import SQLBackend
 from .sqltext import EDGES, marks
 
@@ -34,22 +35,25 @@ __all__ = ["Opened", "open_reading", "read_stored"]
 
 #: Keys read by the one combined statement (3 parameters each, under SQLite's 999).
 _MAX_KEYS = 250
+#: The change feed's `feed` row as the combined statement's last arm (8 columns).
+_SEQ_ARM = _feed.SEQ_ARM.format(nulls=", NULL" * 6)
 
 
 class Opened:
     """A shard transaction holding its write turn, and the stored rows it read: `fill`
     it (once) with the rows to write, or `rollback` it."""
 
-    __slots__ = ("_backend", "_held", "_session", "current", "shard", "states")
+    __slots__ = ("_backend", "_held", "_session", "current", "feed", "shard", "states")
 
     def __init__(
         self,
         backend: SQLBackend,
         shard: int,
-        held: ExitStack,
+        held: Turn,
         session: Session,
         current: dict[EdgeKey, EdgeTuple],
         states: dict[tuple[int, int], NodeRow],
+        feed: bool | None = None,
     ) -> None:
         self._backend = backend
         self._held = held
@@ -59,6 +63,8 @@ class Opened:
         #: states of the lists asked for (those that have one).
         self.current = current
         self.states = states
+        #: Whether the read found the shard's change feed on (None: not read).
+        self.feed = feed
 
     def fill(self, edges: Sequence[EdgeTuple]) -> Prepared:
         """Merge `edges` (of the keys read) into the rows read, store what changed; the
@@ -69,7 +75,7 @@ class Opened:
             b._store(session, shard, b._upsert_edge, [new for _, new in changed])
             b._store(session, shard, b._add_count, [(*k, n) for k, n in deltas.items()])
             changes = Changes(changed, [], [])
-            _feed.record(b, session, shard, changes)
+            _feed.record(b, session, shard, changes, self.feed)
         except BaseException:
             self.rollback()
             raise
@@ -88,16 +94,16 @@ def open_reading(
 ) -> Opened:
     """BEGIN on `shard` and read the stored rows of `keys` and the node states of
     `lists` (see the module doc). Raises what the engine raised, with nothing left open."""
-    held = ExitStack()
-    session = held.enter_context(backend._writing(shard, False))
+    held = Turn(backend._writing(shard, False))
+    session = held.enter()
     try:
         backend._run(session, shard, backend.dialect.begin)
-        current, states = _read(backend, session, shard, sorted(set(keys)), lists)
+        current, states, feed = _read(backend, session, shard, sorted(set(keys)), lists)
     except BaseException:
         backend._rollback(session, shard)
         held.close()
         raise
-    return Opened(backend, shard, held, session, current, states)
+    return Opened(backend, shard, held, session, current, states, feed)
 
 
 def read_stored(
@@ -106,7 +112,8 @@ def read_stored(
     """The stored rows of `keys` and the node states of `lists` on `shard`, read outside
     any transaction in one statement (when they fit in one): what resolving writes
     before journaling reads (`writes.current`)."""
-    return _read(backend, None, shard, sorted(set(keys)), lists)
+    current, states, _ = _read(backend, None, shard, sorted(set(keys)), lists)
+    return current, states
 
 
 def _read(
@@ -115,9 +122,11 @@ def _read(
     shard: int,
     keys: list[EdgeKey],
     lists: Sequence[tuple[int, int]],
-) -> tuple[dict[EdgeKey, EdgeTuple], dict[tuple[int, int], NodeRow]]:
+) -> tuple[dict[EdgeKey, EdgeTuple], dict[tuple[int, int], NodeRow], bool | None]:
     """The stored rows of `keys` and node states of `lists` (in `session`'s transaction,
-    or on their own): one statement when they fit in one, else the backend's own reads."""
+    or on their own): one statement when they fit in one, else the backend's own reads.
+    In a transaction the one statement also reads the shard's change feed `feed` row
+    (unless the feed is known on): whether it was found (None: not read)."""
     wanted = set(lists)
     nodes = sorted({node for node, _ in wanted})
     if not keys or len(keys) > _MAX_KEYS or len(nodes) > _MAX_KEYS:
@@ -126,7 +135,7 @@ def _read(
             stored = {row[:3]: row for row in b.edges_at(shard, keys)} if keys else {}
         else:
             stored = b._current_edges(session, shard, keys)  # type: ignore[arg-type]
-        return stored, b._node_states(session, shard, sorted(wanted)) if wanted else {}
+        return stored, b._node_states(session, shard, sorted(wanted)) if wanted else {}, None
     match = " OR ".join(["(id1 = ? AND atype = ? AND id2 = ?)"] * len(keys))
     sql = f"SELECT 0, {EDGES} FROM {{s}}.edges{b._by_key} WHERE {match}"
     params: list[int] = [v for key in keys for v in key]
@@ -137,6 +146,10 @@ def _read(
             f" FROM {{s}}.node_states WHERE node IN ({marks(len(nodes))})"
         )
         params += nodes
+    feed: bool | None = None
+    if session is not None and not b.change_feed().known_on(shard):
+        sql += _SEQ_ARM
+        feed = False
     current: dict[EdgeKey, EdgeTuple] = {}
     states: dict[tuple[int, int], NodeRow] = {}
     if session is None:
@@ -146,6 +159,8 @@ def _read(
     for kind, *row in found:
         if kind == 0:
             current[(row[0], row[1], row[2])] = EdgeRow(*row)
+        elif kind == 2:
+            feed = True
         elif (row[0], row[1]) in wanted:
             states[(row[0], row[1])] = NodeRow(*row[:4])
-    return current, states
+    return current, states, feed

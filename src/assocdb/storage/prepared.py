@@ -19,13 +19,33 @@ journal holds, the replay applies.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import ExitStack
+from contextlib import AbstractContextManager
 
 from ..core.merge import Changes, EdgeTuple, NodeRow, ObjRow
 from .dialect import Session
 from .sql import BULK_ROWS, SQLBackend
 
-__all__ = ["Prepared", "can_prepare", "prepare"]
+__all__ = ["Prepared", "Turn", "can_prepare", "prepare"]
+
+
+class Turn:
+    """A shard's write turn taken (`SQLBackend._writing` entered), given back by `close`
+    (once: a second `close` does nothing). An `ExitStack` of one, without its
+    bookkeeping: a lone write takes two turns."""
+
+    __slots__ = ("_writing",)
+
+    def __init__(self, writing: AbstractContextManager[Session]) -> None:
+        self._writing: AbstractContextManager[Session] | None = writing
+
+    def enter(self) -> Session:
+        assert self._writing is not None
+        return self._writing.__enter__()
+
+    def close(self) -> None:
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.__exit__(None, None, None)
 
 
 class Prepared:
@@ -35,7 +55,7 @@ class Prepared:
     __slots__ = ("_backend", "_held", "_session", "changes", "finished", "shard")
 
     def __init__(
-        self, backend: SQLBackend, shard: int, held: ExitStack, session: Session, changes: Changes
+        self, backend: SQLBackend, shard: int, held: Turn, session: Session, changes: Changes
     ) -> None:
         self._backend = backend
         self._held = held  # the shard's write turn
@@ -84,8 +104,8 @@ def prepare(
     (Only local engines prepare, `can_prepare`: SQLite's one writer per shard has no
     deadlocks to run again.)"""
     slow = len(edges) + len(objects) + len(nodes) > BULK_ROWS
-    held = ExitStack()
-    session = held.enter_context(backend._writing(shard, slow))
+    held = Turn(backend._writing(shard, slow))
+    session = held.enter()
     try:
         backend._run(session, shard, backend.dialect.begin)
         changes = backend._apply(session, shard, edges, objects, nodes)

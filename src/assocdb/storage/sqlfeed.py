@@ -24,13 +24,15 @@ reads the row in its transaction (`turned_on`, only while the feed is off), and 
 if it exists. So no change commits without its record once `enable` has returned, in any
 process that has the graph open, with no thread watching. On SQLite every apply reads it
 (a cached page, ~3 us) while holding the shard's write lock, so `enable`'s insert waits
-for the apply or precedes it. On a database server the read is a round trip, so a
-process believes a shard found off for `Dialect.feed_recheck` (0.25 s) without asking
-again, and `enable` waits that long after its inserts and then until every transaction
-begun before has ended (MariaDB's `information_schema.innodb_trx`, PostgreSQL's
-`pg_stat_activity`; at most `SETTLE_SECONDS`): an apply that did not ask began before
-that, and has committed when `enable` returns; one that asks sees the row (MariaDB's read
-is a share-mode locking read, PostgreSQL's transaction began after the inserts).
+for the apply or precedes it (a transaction opened with its reads, `storage.opened`,
+reads it as an arm of that one statement, `SEQ_ARM`: no statement of its own). On a
+database server the read is a round trip, so a process believes a shard found off for
+`Dialect.feed_recheck` (0.25 s) without asking again, and `enable` waits that long after
+its inserts and then until every transaction begun before has ended (MariaDB's
+`information_schema.innodb_trx`, PostgreSQL's `pg_stat_activity`; at most
+`SETTLE_SECONDS`): an apply that did not ask began before that, and has committed when
+`enable` returns; one that asks sees the row (MariaDB's read is a share-mode locking
+read, PostgreSQL's transaction began after the inserts).
 
 Waking. `SQLFeed.committed` is called after each apply's commit; a reader in this process
 waits on it (`wait`) instead of polling, and polls only for other processes' changes.
@@ -62,6 +64,10 @@ SETTLE_SECONDS = 1.5  # how long `enable` waits for older transactions, at most 
 
 _INSERT = f"INSERT INTO {{s}}.changes ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 9)})"
 _SEQ = "SELECT value FROM {s}.seq WHERE name = 'feed'"
+#: The `feed` row read as an arm of a wider read (`storage.opened`), `width` columns
+#: (a first column of 2 tells it apart): its write transaction asks no statement of
+#: its own (`record`'s `seen`).
+SEQ_ARM = " UNION ALL SELECT 2, value{nulls} FROM {{s}}.seq WHERE name = 'feed'"
 _READ = f"SELECT {', '.join(COLUMNS)} FROM {{s}}.changes WHERE pos > ? ORDER BY pos LIMIT ?"
 _OLDEST = "SELECT MIN(pos) FROM {s}.changes"
 _CHECKPOINT = (
@@ -91,12 +97,21 @@ def rows_of(changes: Changes) -> list[tuple[Any, ...]]:
     return rows
 
 
-def record(b: SQLBackend, session: Session, shard: int, changes: Changes) -> None:
+def record(
+    b: SQLBackend, session: Session, shard: int, changes: Changes, seen: bool | None = None
+) -> None:
     """Append what one apply changed to the shard's feed, in the apply's transaction, if
-    the feed is on there (`SQLFeed.turned_on`: asked only when something changed)."""
+    the feed is on there (`SQLFeed.turned_on`: asked only when something changed).
+    `seen`: whether the transaction already read the shard's `feed` row (`SEQ_ARM`),
+    and found it; None: not read."""
     if not (changes.edges or changes.objects or changes.nodes):
         return
-    if not b.change_feed().turned_on(session, shard):
+    feed = b.change_feed()
+    if seen is not None:
+        if not seen:
+            return
+        feed._turn_on([shard])
+    elif not feed.turned_on(session, shard):
         return
     rows = rows_of(changes)
     b._run(session, shard, b._q(b._add_seq, shard), ("feed", len(rows)))
@@ -152,10 +167,14 @@ class SQLFeed:
             self._settle()
         self._turn_on(range(b.shards))
 
+    def known_on(self, shard: int) -> bool:
+        """Whether this process knows `shard` records (then it is not asked again)."""
+        return shard in self._on
+
     def turned_on(self, session: Session, shard: int) -> bool:
         """Whether an apply on `shard`, in `session`'s transaction, must record: its `feed`
         row exists (the read holds what it found until the commit: see the module doc)."""
-        if shard in self._on:
+        if self.known_on(shard):
             return True
         b, now = self._b, time.monotonic()
         if now < self._off_until.get(shard, 0.0):

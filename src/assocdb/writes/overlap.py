@@ -27,22 +27,29 @@ writes are resolved against those rows, journaled, and the transactions
 filled meanwhile, merging against the rows already read. This replaces the
 reads before journaling, one statement per shard and kind outside any
 transaction, and the shard transactions' own second read of the same keys.
-A shard that cannot be opened sends the round the usual way. Only rounds of
-`RESOLVE_IN_SHARDS_FROM` writes or more: opening the shards cannot overlap
-the journal's fsync (the journal needs the resolved rows), so a lone write,
-whose shard work hides under the fsync, keeps the reads before journaling.
-From two writes on it pays: 8 writers one write at a time (rounds of ~7) ran
-+13-17% faster (7 of 9 A/B rounds on a tree of 1M edges, load 6-8) with 11%
-less CPU per write, and a round of 100 1.2-1.5x (CPU per write -24%). (An
-earlier measurement of the rounds of ~7, 0.8-0.9x, was taken while shards
-checkpointed in their COMMITs and fences ran five times a second.)
+A shard that cannot be opened sends the round the usual way. Every round
+of edge writes goes this way (`RESOLVE_IN_SHARDS_FROM`), a lone write too:
+opening its shards cannot overlap the journal's fsync (the journal needs the
+resolved rows), but it replaces the reads before journaling, and the
+transactions' second read of the same keys, so a lone write runs 5 shard
+statements per shard instead of 7 (the opened read also takes the change
+feed's row, `storage.opened`), and -23% instructions per write in all with
+the lighter hand-off below (issue 37's CPU pass: `bench.write_cpu` under
+callgrind, 1.29M against 0.99M). From two writes on it paid before: 8
+writers one write at a time (rounds of ~7) ran +13-17% faster (7 of 9 A/B
+rounds on a tree of 1M edges, load 6-8) with 11% less CPU per write, and a
+round of 100 1.2-1.5x (CPU per write -24%).
+
+The helper thread is a `_Committer`: one thread, a queue and a lock per
+call, without a `ThreadPoolExecutor`'s futures, conditions and semaphores.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Callable, Sequence
+from queue import SimpleQueue
+from typing import Generic, TypeVar
 
 from ..core.ids import shard_of
 from ..core.merge import EdgeKey
@@ -52,7 +59,71 @@ from .applier import Applier, PreparedBatch, encode
 from .shards import OpenedLeg
 
 #: The fewest writes of a round resolved in its shard transactions (see the module doc).
-RESOLVE_IN_SHARDS_FROM = 2
+RESOLVE_IN_SHARDS_FROM = 1
+
+T = TypeVar("T")
+A = TypeVar("A")
+
+
+class _Call(Generic[A, T]):
+    """One call run on the committer's thread: `wait` for its result (or its error)."""
+
+    __slots__ = ("_done", "arg", "error", "fn", "result")
+
+    def __init__(self, fn: Callable[[A], T], arg: A) -> None:
+        self.fn = fn
+        self.arg = arg
+        self.result: T | None = None
+        self.error: BaseException | None = None
+        self._done = threading.Lock()
+        self._done.acquire()  # released by the committer's thread once the call returned
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn(self.arg)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self._done.release()
+
+    def join(self) -> None:
+        """Wait for the call to return, whatever it returned or raised."""
+        self._done.acquire()
+        self._done.release()  # (a second wait returns at once)
+
+    def wait(self) -> T:
+        """The call's result, once it returned; raises what it raised."""
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]
+
+
+class _Committer:
+    """A thread that runs one call at a time for the writer: a `ThreadPoolExecutor` of
+    one thread without its futures, conditions and semaphores (a lone write hands
+    the journal's commit over once per write: issue 37 measured the executor's
+    bookkeeping at ~4% of a lone write's instructions)."""
+
+    def __init__(self) -> None:
+        self._calls: SimpleQueue[_Call[object, object] | None] = SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="assocdb-journal", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[A], T], arg: A) -> _Call[A, T]:
+        call = _Call(fn, arg)
+        self._calls.put(call)  # type: ignore[arg-type]
+        return call
+
+    def _run(self) -> None:
+        calls = self._calls
+        while (call := calls.get()) is not None:
+            call.run()
+
+    def shutdown(self) -> None:
+        """Stop the thread once the calls submitted have run."""
+        self._calls.put(None)
+        self._thread.join()
 
 
 class Overlap:
@@ -61,7 +132,7 @@ class Overlap:
     def __init__(self, applier: Applier) -> None:
         self.applier = applier
         self.enabled = can_prepare(applier.backend)
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: _Committer | None = None
         self._lock = threading.Lock()
 
     def journal(
@@ -75,10 +146,10 @@ class Overlap:
         try:
             batch = applier.prepare_batch(rows)
         except BaseException:
-            wait([pending])  # (an interrupt: journaled or not, not acknowledged)
+            pending.join()  # (an interrupt: journaled or not, not acknowledged)
             raise
         try:
-            jobs = pending.result()
+            jobs = pending.wait()
         except BaseException:
             applier.rollback_batch(batch)
             raise
@@ -105,10 +176,10 @@ class Overlap:
         try:
             batch = applier.fill_batch(rows, opened)
         except BaseException:
-            wait([pending])  # (an interrupt: journaled or not, not acknowledged)
+            pending.join()  # (an interrupt: journaled or not, not acknowledged)
             raise
         try:
-            jobs = pending.result()
+            jobs = pending.wait()
         except BaseException:
             applier.rollback_batch(batch)
             raise
@@ -153,14 +224,17 @@ class Overlap:
                 state = found.state
         return self.applier.resolution(op, Stored(row, state), None)
 
-    def _committer(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="assocdb-journal")
-            return self._pool
+    def _committer(self) -> _Committer:
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = _Committer()
+                pool = self._pool
+        return pool
 
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown()
