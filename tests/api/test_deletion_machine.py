@@ -1,5 +1,7 @@
 """Random graphs, cascading deletions, restores, writes during a cascade and a
-reopen mid-cascade, against a plain-dict model (`tests/support/deletion_model.py`)."""
+reopen mid-cascade, against a plain-dict model (`tests/support/deletion_model.py`):
+objects, both directions of every edge, counts, home timelines (users post items
+fanned out to their followers) and an index on the objects' `tag`."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from tests.support.deletion_model import TYPES, DeletionModel
 from tests.support.stores import Stores, examples
 
 WRITE_TYPES = ["follows", "authored", "contains", "likes"]
+TAGS = ["red", "blue"]
+ITEMS = 10**12  # items are not objects: ids far above the objects'
 picks = st.integers(0, 10**6)
 datas = st.sampled_from([None, 1, {"k": "v"}])
 
@@ -37,9 +41,13 @@ class DeletionMachine(RuleBasedStateMachine):
         for name, (inverse, rule_) in TYPES.items():
             self.graph.define_assoc(name, inverse=inverse, on_delete=rule_)  # type: ignore[arg-type]
         self.graph.define_object("thing")
+        self.graph.define_timeline("follows", mode="write")
+        self.graph.define_index("thing_by_tag", "thing", ["tag"])
+        assert self.graph.index_build("thing_by_tag").state == "ready"
         self.model = DeletionModel()
         self.ids: list[int] = []
         self.time = 0
+        self.items = ITEMS
 
     def _open(self) -> Graph:
         return self.stores.open("g", at=self.where, shards=3)
@@ -53,11 +61,11 @@ class DeletionMachine(RuleBasedStateMachine):
 
     # -- writes -------------------------------------------------------------------
 
-    @rule(data=datas)
-    def add_object(self, data: Any) -> None:
-        id = self.graph.obj_add("thing", {"d": data})
+    @rule(data=datas, tag=st.sampled_from(TAGS))
+    def add_object(self, data: Any, tag: str) -> None:
+        id = self.graph.obj_add("thing", {"d": data, "tag": tag})
         self.ids.append(id)
-        self.model.add_object(id, {"d": data})
+        self.model.add_object(id, {"d": data, "tag": tag})
 
     @precondition(lambda self: self.ids)
     @rule(a=picks, atype=st.sampled_from(WRITE_TYPES), b=picks, data=datas)
@@ -76,15 +84,54 @@ class DeletionMachine(RuleBasedStateMachine):
         self.graph.assoc_delete(id1, atype, id2)
         self.model.delete_edge(id1, atype, id2)
 
+    @precondition(lambda self: self.model.objects)
+    @rule(a=picks, b=st.none() | picks)
+    def post(self, a: int, b: int | None) -> None:
+        """A live user posts a new item; its fan-out reaches the followers of now (with
+        `b`, one more first: random edges alone seldom make a follower of an author)."""
+        authors = sorted(self.model.objects)
+        author = authors[a % len(authors)]
+        others = [id for id in self.ids if id != author]
+        if b is not None and others:  # not the author: hypothesis likes to pick the same
+            self._add(others[b % len(others)], "follows", author, None)
+        self.items += 1
+        self.time += 1
+        self.graph.post(author, self.items, time=self.time)
+        assert self.graph.drain(60)
+        self.model.post(author, self.items, self.time)
+
+    @precondition(lambda self: any(k[1] == "posted" for k in self.model.edges))
+    @rule(a=picks)
+    def post_delete(self, a: int) -> None:
+        posts = sorted(k for k in self.model.edges if k[1] == "posted")
+        author, _, item = posts[a % len(posts)]
+        self.graph.post_delete(author, item)
+        assert self.graph.drain(60)
+        self.model.post_delete(author, item)
+
     # -- deletions ----------------------------------------------------------------
 
     @precondition(lambda self: self.ids)
     @rule(a=picks)
     def delete(self, a: int) -> None:
-        root = self._pick(a)
+        self._delete(self._pick(a))
+
+    @precondition(lambda self: any(self.model.homes.values()))
+    @rule(a=picks, undo=st.booleans())
+    def delete_a_reader(self, a: int, undo: bool) -> None:
+        """A user whose home holds items (random picks seldom find one), maybe restored
+        at once (its home comes back)."""
+        readers = sorted(id for id, home in self.model.homes.items() if home)
+        root = readers[a % len(readers)]
+        self._delete(root)
+        if undo:
+            self._restore(root)
+
+    def _delete(self, root: int) -> None:
         self.graph.obj_delete(root, cascade=True)
         assert self.graph.obj_get(root) is None  # at once
         assert self.graph.deletions.wait(60)
+        assert self.graph.drain(60)
         self.model.cascade(root)
 
     @precondition(lambda self: len(self.ids) > 1)
@@ -101,6 +148,7 @@ class DeletionMachine(RuleBasedStateMachine):
             self._add(root if x % 2 else self._pick(x), atype, self._pick(y), None)
         self.graph.deletions.resume()
         assert self.graph.deletions.wait(60)
+        assert self.graph.drain(60)
         self.model.cascade(root)
 
     @precondition(lambda self: self.ids)
@@ -114,6 +162,7 @@ class DeletionMachine(RuleBasedStateMachine):
         self.graph.close()
         self.graph = self._open()
         assert self.graph.deletions.wait(60)
+        assert self.graph.drain(60)
         self.model.cascade(root)
 
     @precondition(lambda self: self.model.latest)
@@ -121,11 +170,15 @@ class DeletionMachine(RuleBasedStateMachine):
     def restore(self, a: int) -> None:
         roots = sorted(self.model.latest)
         root = roots[a % len(roots)]
+        self._restore(root)
+
+    def _restore(self, root: int) -> None:
         if self.model.latest[root].status == "restored":
             with pytest.raises(InvalidRequest, match="restored already"):
                 self.graph.obj_restore(root)
             return
         self.graph.obj_restore(root)
+        assert self.graph.drain(60)
         self.model.restore(root)
 
     # -- the graph equals the model ------------------------------------------------
@@ -148,6 +201,30 @@ class DeletionMachine(RuleBasedStateMachine):
                 got = [(e.time, e.id2, e.data) for e in g.assoc_range(id, atype, limit=1000)]
                 assert got == [(t, i, d) for t, i, d in want], (id, atype)
                 assert g.assoc_count(id, atype) == len(want), (id, atype)
+
+    @invariant()
+    def same_timelines(self) -> None:
+        """Every home timeline reads as the model's: a deleted user's items have left
+        every home, its own home is empty, a restore brings exactly those back."""
+        g = self.graph
+        for id in self.ids:
+            got = [(i.time, i.item, i.author) for i in g.home_timeline(id, limit=1000).items]
+            assert got == self.model.home(id), id
+            # what the home list stores, authors no longer followed included (reads hide
+            # them; a re-follow shows them again)
+            held = {item: (t, author) for t, item, author, _ in g._timelines.home_held(id)}
+            assert held == self.model.homes.get(id, {}), id
+
+    @invariant()
+    def same_index(self) -> None:
+        """The index finds exactly the live objects of each tag, and holds no entry of a
+        deleted object (reads re-check the objects, so `index_check` looks at the rows)."""
+        for tag in TAGS:
+            page = self.graph.index_query("thing_by_tag", eq=(tag,), limit=1000)
+            want = sorted(id for id, data in self.model.objects.items() if data["tag"] == tag)
+            assert sorted(o.id for o in page.items) == want, tag
+        check = self.graph.index_check("thing_by_tag")
+        assert (check.missing, check.stale, check.dangling) == (0, 0, 0), check
 
 
 DeletionMachine.TestCase.settings = settings(
