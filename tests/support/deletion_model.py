@@ -130,7 +130,10 @@ class DeletionModel:
             # deleting a deleted object again adds to its deletion (one restore undoes both)
             record.objects = {**before.objects, **record.objects}
             record.edges = {**before.edges, **record.edges}
-            record.homes = {**before.homes, **record.homes}
+            record.homes = {
+                user: {**before.homes.get(user, {}), **record.homes.get(user, {})}
+                for user in before.homes.keys() | record.homes.keys()
+            }
         self.latest[root] = record
 
     def restore(self, root: int) -> None:

@@ -223,13 +223,17 @@ class Deletions:
             raise InvalidRequest(f"deletion {n} of object {root} was {job.status} already")
         if self._clock() > job.started_at + job.window:
             raise InvalidRequest(f"deletion {n} of object {root} is past its restore window")
-        # Every step's rows first, then the posts and homes: a re-post's fan-out reads the
-        # author's followers when it runs, so a follow put back by a later step must be
-        # back before any item is posted again.
+        # Every step's rows first, then every step's posts, then the homes: a re-post's
+        # fan-out reads the author's followers when it runs, so a follow put back by a
+        # later step must be back before any item is posted again; and a home entry is
+        # kept only if its item is posted, so an item of a later step (a deep target's)
+        # must be posted again before an earlier step's home is given back.
         for k in range(job.chunks):
             self._restore_rows(self._chunk(n, k))
         for k in range(job.chunks):
-            self._restore_timelines(self._chunk(n, k))
+            self._restore_posts(self._chunk(n, k))
+        for k in range(job.chunks):
+            self._restore_homes(self._chunk(n, k))
         done = msgspec.structs.replace(job, status="restored")
         if not self._backend.swap_meta(_job_key(n), raw, _encode(done)):
             raise Conflict(f"deletion {n} changed while it was restored; restore it again")
@@ -449,13 +453,16 @@ class Deletions:
             if isinstance(result, BaseException):
                 raise result
 
-    def _restore_timelines(self, chunk: Chunk) -> None:
-        """Post a step's items again and give back the home entries it cleared."""
-        ua = self._engine.clock.now()
+    def _restore_posts(self, chunk: Chunk) -> None:
+        """Post a step's items again (with their times)."""
         posts = self._walk.posts_type()
         for row, _ in chunk.edges:
             if row.atype == posts:
                 self._timelines.post(row.id1, row.id2, row.time)
+
+    def _restore_homes(self, chunk: Chunk) -> None:
+        """Give back the home entries a step cleared, but for items deleted since."""
+        ua = self._engine.clock.now()
         homes = [(chunk.node, chunk.home)] if chunk.home else []
         for node, held in [*homes, *chunk.homes]:
             # deliveries newer than the cascade's tombstones; not items deleted since
