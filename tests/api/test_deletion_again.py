@@ -4,7 +4,12 @@ examples the deletion machine (`test_deletion_machine.py`) found."""
 
 from __future__ import annotations
 
+import threading
+
+import pytest
+
 from assocdb import Graph
+from assocdb.core.deletion import CascadeJob, Chunk
 from assocdb.core.ids import shard_of
 from assocdb.core.timeline_list import is_deleted, unpack
 from tests.conftest import OpenGraph
@@ -89,3 +94,41 @@ def test_deleting_a_deleted_user_again_adds_to_its_deletion_and_one_restore_undo
     assert (follow.id2, follow.time, follow.data) == (bob, 3, None)
     assert [e.id2 for e in g.assoc_range(bob, "followed_by")] == [ada]
     assert g.deletions.of_object(ada).status == "restored"
+
+
+def test_deleting_a_user_again_while_its_cascade_runs_sweeps_what_was_written_to_it(
+    open_graph: OpenGraph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bob follows ada after the cascade walked her lists and before it ended; deleting
+    her again then (a client's retry) walks her lists once more when the walk ends, so
+    the follow is removed and recorded by the same deletion (it stayed, dangling)."""
+    g = people(open_graph)
+    ada, bob = g.obj_add("user"), g.obj_add("user")
+    post = g.obj_add("user")
+    g.assoc_add(ada, "authored", post, time=1)
+    walk = g.deletions._walk
+    next_batch = walk._next_batch
+    reached, go = threading.Event(), threading.Event()
+
+    def held_after_adas_lists(ua: int, job: CascadeJob) -> Chunk | None:
+        if job.batch == [ada] and not reached.is_set():
+            reached.set()
+            assert go.wait(30)
+        return next_batch(ua, job)
+
+    monkeypatch.setattr(walk, "_next_batch", held_after_adas_lists)
+    g.obj_delete(ada, cascade=True)
+    assert reached.wait(30)  # her lists are walked; the job runs on
+    g.assoc_add(bob, "follows", ada, time=2)
+    assert g.obj_delete(ada, cascade=True).status == "queued"
+    go.set()
+    assert g.deletions.wait(30)
+    assert g.assoc_count(bob, "follows") == 0
+    assert g.obj_get(post) is None
+    deletion = g.deletions.of_object(ada)
+    assert deletion.id == 1
+    assert deletion.edges == {"authored": 1, "followed_by": 1}
+    assert [d.id for d in g.deletions.all()] == [1]
+    g.obj_restore(ada)
+    assert [e.id2 for e in g.assoc_range(bob, "follows")] == [ada]
+    assert g.obj_get(post) is not None

@@ -33,6 +33,7 @@ from ..core.deletion import (
     advance,
     current,
     public,
+    rewalk,
 )
 from ..core.errors import AssocdbError, Conflict, InvalidRequest, NotFound
 from ..core.ids import check_id, shard_of
@@ -98,11 +99,11 @@ class Deletions:
         rows = self._backend.objects(shard_of(id, self._engine.shards), [id])
         if not rows:
             raise NotFound(f"no object {id}", id=id)
+        if self._engine.journal.read_only:
+            raise InvalidRequest("this graph is open read-only: it cannot delete")
         again = self._again(id, rows[0].state)
         if again is not None:  # a retry (a client's, after a lost answer): the same deletion
             return again
-        if self._engine.journal.read_only:
-            raise InvalidRequest("this graph is open read-only: it cannot delete")
         self._engine.stamp(updated_at)  # checked like any write's; the chunks stamp their own
         n = self._next_id()
         job = CascadeJob(
@@ -122,43 +123,30 @@ class Deletions:
 
     def _again(self, id: int, state: int) -> WriteResult | None:
         """Deleting `id` again while its last deletion stands (the object still
-        deleted) is that deletion: a retry while it runs changes nothing; once done,
-        it walks the object's lists again, adding what it removes to the same record
-        (so one `obj_restore` undoes both). None: a new deletion."""
+        deleted) is that deletion, and takes into it what was written to the object
+        since: once done, it walks the object's lists again now; while it runs, it
+        does so when its walk ends (`CascadeJob.again`). Either way one `obj_restore`
+        undoes all of it. None: a new deletion (none stands)."""
         raw = self._backend.get_meta(_root_key(id))
         if raw is None or state != State.REMOVED:
             return None
         n = int(raw)
-        stored = self._backend.get_meta(_job_key(n))
-        job = self._job(n)
-        if job.status == "done":
-            again = msgspec.structs.replace(
-                job,
-                status="running",
-                finished_at=None,
-                owner=self._engine.journal.owner,
-                # a walk afresh: what it reached before may be live again; the queue
-                # starts after the chunks already recorded
-                pending=[],
-                batch=[id],
-                queue=(job.chunks, 0),
-                phase="object",
-                node_index=0,
-                list_index=0,
-                after=None,
-                found=False,
-            )
-            if not self._backend.swap_meta(_job_key(n), stored, _encode(again)):
-                raise Conflict(f"deletion {n} changed meanwhile; delete again")
-            # Listed after it runs (a runner unlists jobs that do not run); should this
-            # process die in between, asking again lists it (below).
-            self._set_active(n, True)
-            self._start()
-            self._wake.set()
-        elif job.status == "running":
-            self._set_active(n, True)
-        else:
-            return None
+        while True:  # by compare-and-swap: the runner may save the job meanwhile
+            stored = self._backend.get_meta(_job_key(n))
+            job = self._job(n) if stored is None else _decode(stored)
+            if job.status == "done":
+                again = rewalk(job, self._engine.journal.owner)
+            elif job.status == "running":
+                again = msgspec.structs.replace(job, again=True)
+            else:
+                return None
+            if self._backend.swap_meta(_job_key(n), stored, _encode(again)):
+                break
+        # Listed after it runs (a runner unlists jobs that do not run); should this
+        # process die in between, asking again lists it.
+        self._set_active(n, True)
+        self._start()
+        self._wake.set()
         return WriteResult("queued", self._engine.clock.now())
 
     def get(self, id: int) -> Deletion:
@@ -401,6 +389,8 @@ class Deletions:
     def _step(self, job: CascadeJob) -> CascadeJob | None:
         """Make the job's next step and save it; the job after it, or None when it ended."""
         raw = self._backend.get_meta(_job_key(job.id))
+        if raw is not None and _decode(raw).again:  # deleted again since it was read
+            job = msgspec.structs.replace(job, again=True)
         key = _chunk_key(job.id, job.chunks)
         written = self._backend.get_meta(key)
         after: CascadeJob | None
@@ -412,6 +402,8 @@ class Deletions:
             self._backend.swap_meta(key, written, msgspec.msgpack.encode(planned))
             self._walk.apply(planned)
             after = advance(job, planned)
+        elif job.again:  # deleted again while it ran: its lists once more (no chunk)
+            after = rewalk(job, job.owner)
         else:
             after = None
         ended = after is None
