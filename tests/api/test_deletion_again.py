@@ -4,6 +4,7 @@ examples the deletion machine (`test_deletion_machine.py`) found."""
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
@@ -97,11 +98,14 @@ def test_deleting_a_deleted_user_again_adds_to_its_deletion_and_one_restore_undo
 
 
 def test_deleting_a_user_again_while_its_cascade_runs_sweeps_what_was_written_to_it(
-    open_graph: OpenGraph, monkeypatch: pytest.MonkeyPatch
+    open_graph: OpenGraph, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """bob follows ada after the cascade walked her lists and before it ended; deleting
     her again then (a client's retry) walks her lists once more when the walk ends, so
-    the follow is removed and recorded by the same deletion (it stayed, dangling)."""
+    the follow is removed and recorded by the same deletion (it stayed, dangling). The
+    step that was running when she was deleted again keeps the flag and saves (no
+    failed step, no retry a second later)."""
+    caplog.set_level(logging.WARNING, logger="assocdb.deletions")
     g = people(open_graph)
     ada, bob = g.obj_add("user"), g.obj_add("user")
     post = g.obj_add("user")
@@ -132,3 +136,4 @@ def test_deleting_a_user_again_while_its_cascade_runs_sweeps_what_was_written_to
     g.obj_restore(ada)
     assert [e.id2 for e in g.assoc_range(bob, "follows")] == [ada]
     assert g.obj_get(post) is not None
+    assert [r.getMessage() for r in caplog.records] == []

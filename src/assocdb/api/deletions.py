@@ -137,6 +137,8 @@ class Deletions:
             if job.status == "done":
                 again = rewalk(job, self._engine.journal.owner)
             elif job.status == "running":
+                if job.again:
+                    break  # flagged already
                 again = msgspec.structs.replace(job, again=True)
             else:
                 return None
@@ -406,16 +408,33 @@ class Deletions:
             after = rewalk(job, job.owner)
         else:
             after = None
-        ended = after is None
         if after is None:
             after = msgspec.structs.replace(
                 job, status="done", finished_at=self._clock(), batch=[], node_index=0
             )
-        if not self._backend.swap_meta(_job_key(job.id), raw, _encode(after)):
-            raise Conflict(f"deletion {job.id} was changed by another process")
-        if ended:
+        after = self._save(raw, after)
+        if after.status == "done":
             self._set_active(job.id, False)
-        return None if ended else after
+            return None
+        return after
+
+    def _save(self, raw: bytes | None, after: CascadeJob) -> CascadeJob:
+        """Store `after` over `raw` (the job as the step read it) and return it. Should
+        the object have been deleted again meanwhile (`_again` set the flag, and nothing
+        else changed), the flag is kept: the job ending now walks its root's lists
+        again instead. Conflict if another process changed the job."""
+        key = _job_key(after.id)
+        if self._backend.swap_meta(key, raw, _encode(after)):
+            return after
+        now = self._backend.get_meta(key)
+        if raw is not None and now is not None and _unflagged(now) == _unflagged(raw):
+            if after.status == "done":
+                after = rewalk(after, after.owner)
+            else:
+                after = msgspec.structs.replace(after, again=True)
+            if self._backend.swap_meta(key, now, _encode(after)):
+                return after
+        raise Conflict(f"deletion {after.id} was changed by another process")
 
     def owners_left(self, target: int) -> int:
         """How many live deep or refcount edges point to `target` (through inverses)."""
@@ -502,6 +521,11 @@ def _encode(job: CascadeJob) -> bytes:
 
 def _decode(raw: bytes) -> CascadeJob:
     return msgspec.json.decode(raw, type=CascadeJob)
+
+
+def _unflagged(raw: bytes) -> CascadeJob:
+    """The stored job, but for its `again` flag."""
+    return msgspec.structs.replace(_decode(raw), again=False)
 
 
 def _iso(seconds: float) -> str:
