@@ -137,3 +137,25 @@ def test_deleting_a_user_again_while_its_cascade_runs_sweeps_what_was_written_to
     assert [e.id2 for e in g.assoc_range(bob, "follows")] == [ada]
     assert g.obj_get(post) is not None
     assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_a_late_unlisting_of_a_deletions_first_run_does_not_drop_its_second(
+    open_graph: OpenGraph,
+) -> None:
+    """The runner unlists a job after saving it done; should that come late, after the
+    object was deleted again (the same job, running again), the job stays listed and
+    runs: before, it was dropped from the active list and, being older than what the
+    runners read past (`_low`), never ran, and `wait` returned at once. The late call
+    is made by hand, between the re-delete and the runner's work (paused)."""
+    g = people(open_graph)
+    ada, bob = g.obj_add("user"), g.obj_add("user")
+    deleted(g, ada)
+    n = g.deletions.of_object(ada).id
+    g.assoc_add(bob, "follows", ada, time=2)
+    g.deletions.pause()
+    g.obj_delete(ada, cascade=True)
+    g.deletions._set_active(n, False)  # the first run's, late
+    g.deletions.resume()
+    assert g.deletions.wait(30)
+    assert g.deletions.of_object(ada).status == "done"
+    assert g.assoc_count(bob, "follows") == 0

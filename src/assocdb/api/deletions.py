@@ -361,9 +361,20 @@ class Deletions:
         return found
 
     def _set_active(self, n: int, running: bool) -> None:
+        """List (`running`) or unlist deletion `n`. A job is unlisted only while its
+        record says it does not run, read after the list: a deletion run again (deleted
+        again once done: `_again` saves the job running, then lists it) is never
+        unlisted by a late unlisting of its previous run, which `_unlisted` would not
+        make up for (it reads no job below `_low`)."""
+        if running:
+            self._low = min(self._low, n)
         while True:
             raw = self._backend.get_meta(_ACTIVE)
             active = set() if raw is None else set(msgspec.json.decode(raw, type=list[int]))
+            if not running and n in active:
+                stored = self._backend.get_meta(_job_key(n))
+                if stored is None or _decode(stored).status == "running":
+                    return
             changed = active | {n} if running else active - {n}
             if changed == active:
                 return
