@@ -1,6 +1,14 @@
 """A plain-dict model of a graph under cascading deletions (DELF rules), for
-`tests/api/test_deletion_machine.py`: objects, edges with both directions, and
-what each deletion removed, so a restore can be predicted."""
+`tests/api/test_deletion_machine.py`: objects, edges with both directions, home
+timelines (fan-out on write: a post reaches the author's followers of the moment;
+a read shows the entries of authors the user follows now), and what each deletion
+removed, so a restore can be predicted.
+
+A cascade removes a deleted object's `posted` edges (its items leave every home)
+and clears the home of every object it deletes, recording the entries. A restore
+puts the edges back, posts the items again (they reach the author's followers
+after the restore) and puts back the recorded home entries whose item is still
+posted."""
 
 from __future__ import annotations
 
@@ -16,14 +24,17 @@ TYPES: dict[str, tuple[str | None, str]] = {
     "contains": ("in_album", "refcount"),
     "in_album": ("contains", "shallow"),
     "likes": (None, "shallow"),
+    "posted": (None, "shallow"),  # the timelines' posts type: (author, posted, item)
 }
 Key = tuple[int, str, int]
+Home = dict[int, tuple[int, int]]  # item -> (time, author)
 
 
 @dataclass
 class Record:
     objects: dict[int, Any] = field(default_factory=dict)
     edges: dict[Key, tuple[int, Any]] = field(default_factory=dict)
+    homes: dict[int, Home] = field(default_factory=dict)  # cleared entries, by user
     status: str = "done"
 
 
@@ -33,6 +44,7 @@ class DeletionModel:
     known: set[int] = field(default_factory=set)  # every id ever added
     edges: dict[Key, tuple[int, Any]] = field(default_factory=dict)  # live (time, data)
     latest: dict[int, Record] = field(default_factory=dict)
+    homes: dict[int, Home] = field(default_factory=dict)  # delivered, not deleted
 
     def add_object(self, id: int, data: Any) -> None:
         self.objects[id] = data
@@ -52,6 +64,31 @@ class DeletionModel:
         if inverse is not None:
             self.edges.pop((id2, inverse, id1), None)
 
+    # -- timelines ------------------------------------------------------------------
+
+    def post(self, author: int, item: int, time: int) -> None:
+        self.edges[(author, "posted", item)] = (time, None)
+        for follower, atype, followee in list(self.edges):
+            if atype == "follows" and followee == author:
+                self.homes.setdefault(follower, {})[item] = (time, author)
+
+    def post_delete(self, author: int, item: int) -> None:
+        self.edges.pop((author, "posted", item), None)
+        for home in self.homes.values():
+            home.pop(item, None)
+
+    def home(self, user: int) -> list[tuple[int, int, int]]:
+        """(time, item, author) of the user's home read, newest first: entries of the
+        authors it follows now."""
+        return sorted(
+            (
+                (time, item, author)
+                for item, (time, author) in self.homes.get(user, {}).items()
+                if (user, "follows", author) in self.edges
+            ),
+            reverse=True,
+        )
+
     def _owners(self, target: int) -> int:
         return sum(
             1
@@ -68,11 +105,15 @@ class DeletionModel:
                 node = queue.pop(0)
                 if node in self.objects:
                     record.objects[node] = self.objects.pop(node)
+                if self.homes.get(node):
+                    record.homes[node] = self.homes.pop(node)
                 for key in [k for k in self.edges if k[0] == node]:
                     if key not in self.edges:
                         continue  # its mirror went already
                     record.edges[key] = self.edges[key]
                     self.delete_edge(*key)
+                    if key[1] == "posted":
+                        self.post_delete(key[0], key[2])
                     rule, target = TYPES[key[1]][1], key[2]
                     if rule == "deep" and target not in seen:
                         seen.add(target)
@@ -89,6 +130,10 @@ class DeletionModel:
             # deleting a deleted object again adds to its deletion (one restore undoes both)
             record.objects = {**before.objects, **record.objects}
             record.edges = {**before.edges, **record.edges}
+            record.homes = {
+                user: {**before.homes.get(user, {}), **record.homes.get(user, {})}
+                for user in before.homes.keys() | record.homes.keys()
+            }
         self.latest[root] = record
 
     def restore(self, root: int) -> None:
@@ -100,4 +145,11 @@ class DeletionModel:
             inverse = TYPES[atype][0]
             if inverse is not None:
                 self.edges[(id2, inverse, id1)] = (time, data)
+        for (author, atype, item), (time, _) in record.edges.items():
+            if atype == "posted":
+                self.post(author, item, time)
+        for user, held in record.homes.items():
+            for item, (time, author) in held.items():
+                if (author, "posted", item) in self.edges:  # not deleted since
+                    self.homes.setdefault(user, {})[item] = (time, author)
         record.status = "restored"

@@ -33,6 +33,7 @@ from ..core.deletion import (
     advance,
     current,
     public,
+    rewalk,
 )
 from ..core.errors import AssocdbError, Conflict, InvalidRequest, NotFound
 from ..core.ids import check_id, shard_of
@@ -98,11 +99,11 @@ class Deletions:
         rows = self._backend.objects(shard_of(id, self._engine.shards), [id])
         if not rows:
             raise NotFound(f"no object {id}", id=id)
+        if self._engine.journal.read_only:
+            raise InvalidRequest("this graph is open read-only: it cannot delete")
         again = self._again(id, rows[0].state)
         if again is not None:  # a retry (a client's, after a lost answer): the same deletion
             return again
-        if self._engine.journal.read_only:
-            raise InvalidRequest("this graph is open read-only: it cannot delete")
         self._engine.stamp(updated_at)  # checked like any write's; the chunks stamp their own
         n = self._next_id()
         job = CascadeJob(
@@ -122,43 +123,32 @@ class Deletions:
 
     def _again(self, id: int, state: int) -> WriteResult | None:
         """Deleting `id` again while its last deletion stands (the object still
-        deleted) is that deletion: a retry while it runs changes nothing; once done,
-        it walks the object's lists again, adding what it removes to the same record
-        (so one `obj_restore` undoes both). None: a new deletion."""
+        deleted) is that deletion, and takes into it what was written to the object
+        since: once done, it walks the object's lists again now; while it runs, it
+        does so when its walk ends (`CascadeJob.again`). Either way one `obj_restore`
+        undoes all of it. None: a new deletion (none stands)."""
         raw = self._backend.get_meta(_root_key(id))
         if raw is None or state != State.REMOVED:
             return None
         n = int(raw)
-        stored = self._backend.get_meta(_job_key(n))
-        job = self._job(n)
-        if job.status == "done":
-            again = msgspec.structs.replace(
-                job,
-                status="running",
-                finished_at=None,
-                owner=self._engine.journal.owner,
-                # a walk afresh: what it reached before may be live again; the queue
-                # starts after the chunks already recorded
-                pending=[],
-                batch=[id],
-                queue=(job.chunks, 0),
-                phase="object",
-                node_index=0,
-                list_index=0,
-                after=None,
-                found=False,
-            )
-            if not self._backend.swap_meta(_job_key(n), stored, _encode(again)):
-                raise Conflict(f"deletion {n} changed meanwhile; delete again")
-            # Listed after it runs (a runner unlists jobs that do not run); should this
-            # process die in between, asking again lists it (below).
-            self._set_active(n, True)
-            self._start()
-            self._wake.set()
-        elif job.status == "running":
-            self._set_active(n, True)
-        else:
-            return None
+        while True:  # by compare-and-swap: the runner may save the job meanwhile
+            stored = self._backend.get_meta(_job_key(n))
+            job = self._job(n) if stored is None else _decode(stored)
+            if job.status == "done":
+                again = rewalk(job, self._engine.journal.owner)
+            elif job.status == "running":
+                if job.again:
+                    break  # flagged already
+                again = msgspec.structs.replace(job, again=True)
+            else:
+                return None
+            if self._backend.swap_meta(_job_key(n), stored, _encode(again)):
+                break
+        # Listed after it runs (a runner unlists jobs that do not run); should this
+        # process die in between, asking again lists it.
+        self._set_active(n, True)
+        self._start()
+        self._wake.set()
         return WriteResult("queued", self._engine.clock.now())
 
     def get(self, id: int) -> Deletion:
@@ -223,13 +213,17 @@ class Deletions:
             raise InvalidRequest(f"deletion {n} of object {root} was {job.status} already")
         if self._clock() > job.started_at + job.window:
             raise InvalidRequest(f"deletion {n} of object {root} is past its restore window")
-        # Every step's rows first, then the posts and homes: a re-post's fan-out reads the
-        # author's followers when it runs, so a follow put back by a later step must be
-        # back before any item is posted again.
+        # Every step's rows first, then every step's posts, then the homes: a re-post's
+        # fan-out reads the author's followers when it runs, so a follow put back by a
+        # later step must be back before any item is posted again; and a home entry is
+        # kept only if its item is posted, so an item of a later step (a deep target's)
+        # must be posted again before an earlier step's home is given back.
         for k in range(job.chunks):
             self._restore_rows(self._chunk(n, k))
         for k in range(job.chunks):
-            self._restore_timelines(self._chunk(n, k))
+            self._restore_posts(self._chunk(n, k))
+        for k in range(job.chunks):
+            self._restore_homes(self._chunk(n, k))
         done = msgspec.structs.replace(job, status="restored")
         if not self._backend.swap_meta(_job_key(n), raw, _encode(done)):
             raise Conflict(f"deletion {n} changed while it was restored; restore it again")
@@ -367,9 +361,20 @@ class Deletions:
         return found
 
     def _set_active(self, n: int, running: bool) -> None:
+        """List (`running`) or unlist deletion `n`. A job is unlisted only while its
+        record says it does not run, read after the list: a deletion run again (deleted
+        again once done: `_again` saves the job running, then lists it) is never
+        unlisted by a late unlisting of its previous run, which `_unlisted` would not
+        make up for (it reads no job below `_low`)."""
+        if running:
+            self._low = min(self._low, n)
         while True:
             raw = self._backend.get_meta(_ACTIVE)
             active = set() if raw is None else set(msgspec.json.decode(raw, type=list[int]))
+            if not running and n in active:
+                stored = self._backend.get_meta(_job_key(n))
+                if stored is None or _decode(stored).status == "running":
+                    return
             changed = active | {n} if running else active - {n}
             if changed == active:
                 return
@@ -397,6 +402,8 @@ class Deletions:
     def _step(self, job: CascadeJob) -> CascadeJob | None:
         """Make the job's next step and save it; the job after it, or None when it ended."""
         raw = self._backend.get_meta(_job_key(job.id))
+        if raw is not None and _decode(raw).again:  # deleted again since it was read
+            job = msgspec.structs.replace(job, again=True)
         key = _chunk_key(job.id, job.chunks)
         written = self._backend.get_meta(key)
         after: CascadeJob | None
@@ -408,18 +415,37 @@ class Deletions:
             self._backend.swap_meta(key, written, msgspec.msgpack.encode(planned))
             self._walk.apply(planned)
             after = advance(job, planned)
+        elif job.again:  # deleted again while it ran: its lists once more (no chunk)
+            after = rewalk(job, job.owner)
         else:
             after = None
-        ended = after is None
         if after is None:
             after = msgspec.structs.replace(
                 job, status="done", finished_at=self._clock(), batch=[], node_index=0
             )
-        if not self._backend.swap_meta(_job_key(job.id), raw, _encode(after)):
-            raise Conflict(f"deletion {job.id} was changed by another process")
-        if ended:
+        after = self._save(raw, after)
+        if after.status == "done":
             self._set_active(job.id, False)
-        return None if ended else after
+            return None
+        return after
+
+    def _save(self, raw: bytes | None, after: CascadeJob) -> CascadeJob:
+        """Store `after` over `raw` (the job as the step read it) and return it. Should
+        the object have been deleted again meanwhile (`_again` set the flag, and nothing
+        else changed), the flag is kept: the job ending now walks its root's lists
+        again instead. Conflict if another process changed the job."""
+        key = _job_key(after.id)
+        if self._backend.swap_meta(key, raw, _encode(after)):
+            return after
+        now = self._backend.get_meta(key)
+        if raw is not None and now is not None and _unflagged(now) == _unflagged(raw):
+            if after.status == "done":
+                after = rewalk(after, after.owner)
+            else:
+                after = msgspec.structs.replace(after, again=True)
+            if self._backend.swap_meta(key, now, _encode(after)):
+                return after
+        raise Conflict(f"deletion {after.id} was changed by another process")
 
     def owners_left(self, target: int) -> int:
         """How many live deep or refcount edges point to `target` (through inverses)."""
@@ -449,13 +475,16 @@ class Deletions:
             if isinstance(result, BaseException):
                 raise result
 
-    def _restore_timelines(self, chunk: Chunk) -> None:
-        """Post a step's items again and give back the home entries it cleared."""
-        ua = self._engine.clock.now()
+    def _restore_posts(self, chunk: Chunk) -> None:
+        """Post a step's items again (with their times)."""
         posts = self._walk.posts_type()
         for row, _ in chunk.edges:
             if row.atype == posts:
                 self._timelines.post(row.id1, row.id2, row.time)
+
+    def _restore_homes(self, chunk: Chunk) -> None:
+        """Give back the home entries a step cleared, but for items deleted since."""
+        ua = self._engine.clock.now()
         homes = [(chunk.node, chunk.home)] if chunk.home else []
         for node, held in [*homes, *chunk.homes]:
             # deliveries newer than the cascade's tombstones; not items deleted since
@@ -503,6 +532,11 @@ def _encode(job: CascadeJob) -> bytes:
 
 def _decode(raw: bytes) -> CascadeJob:
     return msgspec.json.decode(raw, type=CascadeJob)
+
+
+def _unflagged(raw: bytes) -> CascadeJob:
+    """The stored job, but for its `again` flag."""
+    return msgspec.structs.replace(_decode(raw), again=False)
 
 
 def _iso(seconds: float) -> str:

@@ -253,7 +253,7 @@ class Graph:
         types' `on_delete` rules reach (deep, refcount), in a durable background
         job (`queued`; `g.deletions.wait()` waits); the object reads as gone at
         once, and `obj_restore` undoes it all within the restore window.
-        Deleting a deleted object again is harmless (a retry may do that).
+        Deleting it again with `cascade` is the same deletion, taking in what touched it since.
         """
         if cascade:
             return self.deletions.delete(id, updated_at)

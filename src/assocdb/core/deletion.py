@@ -121,6 +121,9 @@ class CascadeJob(msgspec.Struct):
     node_index: int = 0  # the batch's object whose lists are walked; len(batch): pass ended
     #: the next object to take: (chunk, position in its deep then refcount targets)
     queue: tuple[int, int] = (0, 0)
+    #: the object was deleted again while the job ran: once the walk ends, the root's
+    #: lists are walked once more (`rewalk`), taking what was written to it meanwhile
+    again: bool = False
 
 
 class Chunk(msgspec.Struct, array_like=True):
@@ -184,6 +187,27 @@ def next_list(job: CascadeJob, types: int) -> CascadeJob:
     if job.list_index + 1 < types:
         return msgspec.structs.replace(job, list_index=job.list_index + 1, after=None)
     return msgspec.structs.replace(job, node_index=job.node_index + 1, list_index=0, after=None)
+
+
+def rewalk(job: CascadeJob, owner: str) -> CascadeJob:
+    """The job walking its root's lists afresh, running (again), adding to its record:
+    what it reached before may be live again; its queue starts after the chunks
+    recorded so far."""
+    return msgspec.structs.replace(
+        job,
+        status="running",
+        finished_at=None,
+        owner=owner,
+        again=False,
+        pending=[],
+        batch=[job.root],
+        queue=(job.chunks, 0),
+        phase="object",
+        node_index=0,
+        list_index=0,
+        after=None,
+        found=False,
+    )
 
 
 def new_pass(job: CascadeJob) -> CascadeJob:
