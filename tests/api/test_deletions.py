@@ -398,3 +398,39 @@ def test_a_restore_puts_every_follow_back_before_it_posts_again(
     assert g.drain(30)
     delivered = [(1001, bob), (1002, bob), (1003, bob)]
     assert [_home_held(g, fan) for fan in fans] == [delivered] * len(fans)
+
+
+def test_a_restore_whose_rows_are_queued_posts_nothing_and_can_be_run_again(
+    open_graph: OpenGraph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restore whose rows the store answers `queued` (journaled, not yet applied: a
+    busy or failing shard) posts no item again, since a re-post's fan-out would miss
+    the followers not yet back; it says so, the deletion stays restorable, and
+    restoring it again once the queue drains gives everything back."""
+    g = open_graph()
+    g.define_assoc("follows", inverse="followed_by", on_delete="shallow")
+    g.define_assoc("followed_by", inverse="follows", on_delete="shallow")
+    g.define_object("user")
+    g.define_timeline("follows", mode="write")
+    bob = g.obj_add("user")
+    fan = g.obj_add("user")
+    g.assoc_add(fan, "follows", bob)
+    g.post(bob, 1001, time=1001)
+    assert g.drain(30)
+    g.obj_delete(bob, cascade=True)
+    assert g.deletions.wait(30)
+    engine = g.engine
+    submit_many = engine.submit_many
+    # The rows are journaled as any write; only the answer is `queued`.
+    monkeypatch.setattr(
+        engine, "submit_many", lambda writes, sync=None, low=False: submit_many(writes, False, low)
+    )
+    with pytest.raises(assocdb.Unavailable, match="restore it again"):
+        g.obj_restore(bob)
+    assert g.drain(30)
+    assert _home_held(g, fan) == []  # nothing posted again
+    monkeypatch.setattr(engine, "submit_many", submit_many)
+    assert g.obj_restore(bob).status == "restored"
+    assert g.drain(30)
+    assert g.assoc_count(bob, "followed_by") == 1
+    assert _home_held(g, fan) == [(1001, bob)]

@@ -35,7 +35,7 @@ from ..core.deletion import (
     public,
     rewalk,
 )
-from ..core.errors import AssocdbError, Conflict, InvalidRequest, NotFound
+from ..core.errors import AssocdbError, Conflict, InvalidRequest, NotFound, Unavailable
 from ..core.ids import check_id, shard_of
 from ..core.merge import State
 from ..core.ops import EdgeWrite, ObjectWrite, Operation
@@ -474,6 +474,14 @@ class Deletions:
                 continue  # a new live object took the id since: it stays
             if isinstance(result, BaseException):
                 raise result
+            if result.status != "applied":
+                # A re-post's fan-out reads the author's followers: no item goes back
+                # before every row is. The queued rows are journaled and will land; the
+                # deletion stays restorable, and restoring it again writes the same rows.
+                raise Unavailable(
+                    "a restored row was queued (a shard is busy or down): nothing was "
+                    "posted again; restore it again once the queue drains"
+                )
 
     def _restore_posts(self, chunk: Chunk) -> None:
         """Post a step's items again (with their times)."""
