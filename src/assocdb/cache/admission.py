@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 
-from ..core.cachekeys import CacheKey
+from ..core.cachekeys import PREFIX, CacheKey
 
 SIZE = 65_536  # keys remembered as missed, at most (at least half as many)
 
@@ -33,10 +33,13 @@ class Doorkeeper:
     the first live one, and the slots are reclaimed only when the dict grows.)
     """
 
-    __slots__ = ("_new", "_old", "admit_after")
+    __slots__ = ("_new", "_old", "admit_after", "lists_after")
 
     def __init__(self, admit_after: int) -> None:
         self.admit_after = admit_after
+        #: The miss that fills a list's prefix: `admit_after` unless fills did not pay
+        #: for themselves on this traffic (`cache.payback` raises it).
+        self.lists_after = admit_after
         self._new: dict[CacheKey, int] = {}
         self._old: dict[CacheKey, int] = {}
 
@@ -44,17 +47,18 @@ class Doorkeeper:
         """Whether this miss is not the key's `admit_after`-th (it is counted, then): the
         caller reads without filling. False: the miss admits it (not counted here)."""
         seen = self._seen(ticket_key) + 1
-        if seen >= self.admit_after:
+        if seen >= (self.lists_after if ticket_key[0] == PREFIX else self.admit_after):
             return False
         self._remember(ticket_key, seen)
         return True
 
     def admits(self, ticket_key: CacheKey) -> bool:
         """Count a miss of the key; whether it is admitted now (its count then restarts)."""
-        if self.admit_after <= 1:
+        needed = self._needed(ticket_key)
+        if needed <= 1:
             return True
         seen = self._seen(ticket_key) + 1
-        if seen >= self.admit_after:
+        if seen >= needed:
             self._new.pop(ticket_key, None)
             self._old.pop(ticket_key, None)
             return True
@@ -63,8 +67,9 @@ class Doorkeeper:
 
     def readmit(self, ticket_key: CacheKey) -> None:
         """An invalidated entry was in use: its next miss fills it again."""
-        if self.admit_after > 1:
-            self._remember(ticket_key, self.admit_after - 1)
+        needed = self._needed(ticket_key)
+        if needed > 1:
+            self._remember(ticket_key, needed - 1)
 
     def clear(self) -> None:
         self._new = {}
@@ -72,6 +77,9 @@ class Doorkeeper:
 
     def __len__(self) -> int:
         return len(self._new) + len(self._old)
+
+    def _needed(self, ticket_key: CacheKey) -> int:
+        return self.lists_after if ticket_key[0] == PREFIX else self.admit_after
 
     def _seen(self, ticket_key: CacheKey) -> int:
         seen = self._new.get(ticket_key)

@@ -1,0 +1,90 @@
+"""Whether list fills pay for themselves on this traffic, and admission that follows.
+
+A list's fill costs more than the uncached read it replaces (the rows packed, the
+fill's ticket: ~1.6-2x the read, `docs/operations.md`, "Reads on real traffic"),
+and each later hit of the list saves part of a read (a kept answer nearly all of
+it, a packed prefix decoded about half). So a fill pays when its list is hit about
+PAYS times before it is dropped; on traffic where most lists are read once or
+twice (popularity-weighted reads of a graph much larger than the hot set), fills
+are not paid back and the default cache made reads slower (issue 43).
+
+`Payback` counts the list fills and the hits of lists filled recently (within the
+last two windows of WINDOW fills: hits of long-cached hot lists say nothing of
+whether new fills pay) and, after each window, judges: fewer than PAYS such hits
+a fill, and a list needs one more recent miss to be filled (`Doorkeeper.lists_after`,
+up to MOST); 2 x PAYS or more, one fewer (down to `CacheConfig.admit_after`). The
+misses that do not fill read the shard as an uncached read does. The verdict and
+its evidence are in `CacheStats` (`lists_admit_after`, `hits_per_fill`), so an
+operator sees whether the cache earns its place.
+
+Counting takes no lock: the counters are ints bumped under the GIL; a lost count
+moves a verdict by one hit, never an answer.
+"""
+
+from __future__ import annotations
+
+from .admission import Doorkeeper
+
+WINDOW = 256  # list fills a verdict is made on
+PAYS = 2.0  # hits a recent fill must earn for fills to go on as they are
+MOST = 8  # the most misses a list may need before it is filled
+
+
+class Payback:
+    """The fills of list prefixes and the hits they earned; sets `lists_after`."""
+
+    __slots__ = (
+        "doorkeeper",
+        "enabled",
+        "last",
+        "least",
+        "new_fills",
+        "new_hits",
+        "old_fills",
+        "old_hits",
+        "serial",
+        "since",
+        "started",
+        "verdicts",
+    )
+
+    def __init__(self, doorkeeper: Doorkeeper, enabled: bool = True) -> None:
+        self.doorkeeper = doorkeeper
+        self.enabled = enabled  # False: verdicts are counted, admission left as it is
+        self.least = doorkeeper.admit_after  # the configured admission: never below it
+        self.serial = 0  # list fills so far: a fill's serial is stamped on its entry
+        #: Entries whose fill's serial (`ListEntry.filled`) is `since` or later count
+        #: their hits: the previous window's fills from `since`, this one's from `started`.
+        self.since = self.started = 1
+        self.old_fills = self.old_hits = self.new_fills = self.new_hits = 0
+        self.last = 0.0  # hits a fill at the last verdict (0.0 before the first)
+        self.verdicts = 0
+
+    def hit(self, filled: int) -> None:
+        """A hit of a list filled at `filled`, at or after `since` (the caller checked)."""
+        if filled >= self.started:
+            self.new_hits += 1
+        else:
+            self.old_hits += 1
+
+    def filled(self) -> int:
+        """A list's prefix was filled (call with the cache's lock held): its serial."""
+        self.serial += 1
+        self.new_fills += 1
+        if self.new_fills >= WINDOW:
+            self._judge()
+        return self.serial
+
+    def _judge(self) -> None:
+        door = self.doorkeeper
+        self.last = ratio = (self.old_hits + self.new_hits) / (self.old_fills + self.new_fills)
+        self.verdicts += 1
+        if not self.enabled:
+            pass
+        elif ratio < PAYS:
+            door.lists_after = min(MOST, max(door.lists_after + 1, 2))
+        elif ratio >= 2 * PAYS and door.lists_after > self.least:
+            door.lists_after -= 1
+        self.since, self.started = self.started, self.serial + 1
+        self.old_fills, self.old_hits = self.new_fills, self.new_hits
+        self.new_fills = self.new_hits = 0
