@@ -81,8 +81,8 @@ class Payback:
         self.verdicts += 1
         if not self.enabled:
             pass
-        elif ratio < PAYS:
-            door.lists_after = min(MOST, max(door.lists_after + 1, 2))
+        elif ratio < PAYS and door.lists_after < MOST:
+            door.lists_after = max(door.lists_after + 1, 2)
         elif ratio >= 2 * PAYS and door.lists_after > self.least:
             door.lists_after -= 1
         self.since, self.started = self.started, self.serial + 1
