@@ -41,9 +41,9 @@ def test_fills_that_earn_their_hits_lower_it_back_to_the_configured_admission() 
     assert door.lists_after == 5
     for _ in range(6):
         for _ in range(WINDOW):
-            serial = payback.filled()
+            stamp = payback.filled()
             for _ in range(EARNS):  # each fill earns its hits at once
-                payback.hit(serial)
+                payback.hit(stamp)
     assert door.lists_after == 2  # never below `admit_after`
     assert payback.last >= 2 * PAYS
 
@@ -53,9 +53,9 @@ def test_between_the_two_it_stays() -> None:
     payback = Payback(door)
     for _ in range(3):
         for _ in range(WINDOW):
-            serial = payback.filled()
+            stamp = payback.filled()
             for _ in range(int(PAYS) + 1):
-                payback.hit(serial)
+                payback.hit(stamp)
     assert door.lists_after == 2
     assert PAYS <= payback.last < 2 * PAYS
 

@@ -78,7 +78,7 @@ class ListEntry:
         self.answers: Mapping[Any, Any] = NO_ANSWERS  # prebuilt answers (cache.decoded)
         self.answer_bytes = 0
         self.used = False  # read since eviction last passed it (CLOCK's reference bit)
-        self.filled = 0  # the serial of its prefix's last fill (`cache.payback`), 0: none
+        self.filled = 0  # the window of its prefix's last fill (`cache.payback`), 0: none
 
     @property
     def nbytes(self) -> int:

@@ -34,6 +34,7 @@ class Payback:
     """The fills of list prefixes and the hits they earned; sets `lists_after`."""
 
     __slots__ = (
+        "current",
         "doorkeeper",
         "enabled",
         "last",
@@ -42,9 +43,7 @@ class Payback:
         "new_hits",
         "old_fills",
         "old_hits",
-        "serial",
-        "since",
-        "started",
+        "previous",
         "verdicts",
     )
 
@@ -52,28 +51,28 @@ class Payback:
         self.doorkeeper = doorkeeper
         self.enabled = enabled  # False: verdicts are counted, admission left as it is
         self.least = doorkeeper.admit_after  # the configured admission: never below it
-        self.serial = 0  # list fills so far: a fill's serial is stamped on its entry
-        #: Entries whose fill's serial (`ListEntry.filled`) is `since` or later count
-        #: their hits: the previous window's fills from `since`, this one's from `started`.
-        self.since = self.started = 1
+        #: The window a fill is made in is stamped on its entry (`ListEntry.filled`,
+        #: 1 to 256, cycling: an int the interpreter keeps, no object an entry; 0: never
+        #: filled): entries of this window and the previous one count their hits.
+        self.current, self.previous = 1, -1
         self.old_fills = self.old_hits = self.new_fills = self.new_hits = 0
         self.last = 0.0  # hits a fill at the last verdict (0.0 before the first)
         self.verdicts = 0
 
     def hit(self, filled: int) -> None:
-        """A hit of a list filled at `filled`, at or after `since` (the caller checked)."""
-        if filled >= self.started:
+        """A hit of a list whose fill was stamped `filled`."""
+        if filled == self.current:
             self.new_hits += 1
-        else:
+        elif filled == self.previous:
             self.old_hits += 1
 
     def filled(self) -> int:
-        """A list's prefix was filled (call with the cache's lock held): its serial."""
-        self.serial += 1
+        """A list's prefix was filled (call with the cache's lock held): its stamp."""
+        stamp = self.current
         self.new_fills += 1
         if self.new_fills >= WINDOW:
             self._judge()
-        return self.serial
+        return stamp
 
     def _judge(self) -> None:
         door = self.doorkeeper
@@ -85,6 +84,6 @@ class Payback:
             door.lists_after = max(door.lists_after + 1, 2)
         elif ratio >= 2 * PAYS and door.lists_after > self.least:
             door.lists_after -= 1
-        self.since, self.started = self.started, self.serial + 1
+        self.previous, self.current = self.current, self.current % 256 + 1
         self.old_fills, self.old_hits = self.new_fills, self.new_hits
         self.new_fills = self.new_hits = 0

@@ -221,7 +221,7 @@ class Cache:
         if found is None or not self._touch(key, entry):
             return None
         self.hot.seen((LIST, *key))
-        if entry.filled >= self.payback.since:  # filled recently: fills pay back?
+        if entry.filled:  # (do fills pay back?)
             self.payback.hit(entry.filled)
         return found
 
@@ -309,7 +309,7 @@ class Cache:
             entry = self._fresh_list(key)
             if entry is not None and entry.holds(want if need is None else need):
                 self.hits += 1
-                if entry.filled >= self.payback.since:
+                if entry.filled:
                     self.payback.hit(entry.filled)
                 yield entry
                 return
