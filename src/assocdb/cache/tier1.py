@@ -67,6 +67,7 @@ from ..core.timeline_list import TimelineEntry, merge_blob
 from .admission import Doorkeeper
 from .admission import Fill as _Fill
 from .chunks import PackedList
+from .counters import stats_of
 from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, Decoded
 from .entries import (
     NO_DATA,
@@ -756,21 +757,4 @@ class Cache:
 
     def stats(self) -> CacheStats:
         with self._lock:
-            lookups = self.hits + self.misses
-            tier2 = self.tier2
-            return CacheStats(
-                self.hits,
-                self.misses,
-                self.fills,
-                self.stale_fills,
-                self.evictions,
-                len(self._lists) + len(self._objects) + len(self._homes),
-                self.bytes,
-                round(self.hits / lookups, 4) if lookups else 0.0,
-                0 if tier2 is None else tier2.hits,
-                0 if tier2 is None else tier2.misses,
-                0 if tier2 is None else tier2.failures,
-                round(self.fill_seconds * 1e6 / self.fills, 1) if self.fills else 0.0,
-                self.doorkeeper.lists_after,
-                round(self.payback.last, 2),
-            )
+            return stats_of(self)
