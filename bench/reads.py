@@ -24,8 +24,9 @@ traffic does: a popular node is read more often. The operations:
 * two-hop reach: how many distinct nodes A's followees follow, for nodes whose
   out-degree is 10-50 (`assoc_range` of A, then of each followee).
 
-Each run times every operation on every store, one call at a time, stores
-interleaved operation by operation (a busy machine slows them alike); the
+Each run times every operation on every store, one call at a time, the stores
+called in turn, each on its own node of the same list (a busy machine slows
+them alike; `timed`); the
 same nodes for every store within a run, new nodes for each run. Before the
 first run, one untimed pass over other nodes warms every store (SQLite's
 page cache, assocdb's cache) as traffic before it would have. The table gives
@@ -383,16 +384,33 @@ class Samples:
     misses: int = 0
 
 
-def timed(fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> tuple[float, float]:
-    """(p50, p99) µs of one call each with these arguments."""
+def timed(
+    fns: Sequence[Callable[..., Any]], args: Sequence[tuple[Any, ...]], counts: Sequence[int]
+) -> list[tuple[float, float]]:
+    """(p50, p99) µs per function of one call each with the first `counts[i]` arguments,
+    the functions called in turn on each argument, the first of the turn rotating: a
+    busy machine slows them alike. Each store reads its own node of the turn (its
+    arguments shifted by a share of them): a read of the node another store just
+    read finds its shard pages in the CPU's caches (the stores map the same files),
+    which made the store called second ~10% faster. (Timed one store after the
+    other, two identical stores differed by up to 1.3x at p50 on a loaded machine.)"""
     clock = time.perf_counter_ns
-    took = []
-    for arg in args:
-        start = clock()
-        fn(*arg)
-        took.append(clock() - start)
-    took.sort()
-    return took[len(took) // 2] / 1e3, took[min(len(took) - 1, len(took) * 99 // 100)] / 1e3
+    took: list[list[int]] = [[] for _ in fns]
+    n, order = len(args), list(range(len(fns)))
+    for i in range(n):
+        for k in order[i % len(fns) :] + order[: i % len(fns)]:
+            at = (i + k * n // len(fns)) % n  # each store a different node at a time
+            if at < counts[k]:
+                start = clock()
+                fns[k](*args[at])
+                took[k].append(clock() - start)
+    found = []
+    for times in took:
+        times.sort()
+        found.append(
+            (times[len(times) // 2] / 1e3, times[min(len(times) - 1, len(times) * 99 // 100)] / 1e3)
+        )
+    return found
 
 
 def check_agree(stores: list[Store], op: str, args: Sequence[tuple[Any, ...]]) -> None:
@@ -417,17 +435,16 @@ def run(
         for op in OPS:
             args = graph.args(op, calls[op], rnd)
             check_agree(stores, op, args[:5])
-            base = 0.0
-            for store in stores:
-                n = max(1, int(len(args) * store.calls_scale))
-                before = store.hits() if isinstance(store, Assocdb) else (0, 0)
-                p50, p99 = timed(store.call(op), args[:n])
+            before = [s.hits() if isinstance(s, Assocdb) else (0, 0) for s in stores]
+            counts = [max(1, int(len(args) * s.calls_scale)) for s in stores]
+            found = timed([s.call(op) for s in stores], args, counts)
+            base = found[0][0]
+            for store, (p50, p99), (hits, misses) in zip(stores, found, before, strict=True):
                 s = samples[op][store.name]
                 if isinstance(store, Assocdb):
                     after = store.hits()
-                    s.hits += after[0] - before[0]
-                    s.misses += after[1] - before[1]
-                base = base or p50
+                    s.hits += after[0] - hits
+                    s.misses += after[1] - misses
                 s.p50.append(p50)
                 s.p99.append(p99)
                 s.ratio.append(p50 / base)
@@ -535,7 +552,9 @@ def report(
         f"in the list entries holding them, {answers:.1f} B kept answers, the rest "
         f"{counted:,} entries of counts only, {counted_bytes / 2**20:.1f} MiB); {edges:,} "
         f"edges in {stats.entries:,} entries, {stats.bytes / 2**20:.1f} MiB; overall hit "
-        f"rate {stats.hit_rate:.1%}, {stats.fills:,} fills, {stats.evictions:,} evictions"
+        f"rate {stats.hit_rate:.1%}, {stats.fills:,} fills, {stats.evictions:,} evictions; "
+        f"lists filled on miss {getattr(stats, 'lists_admit_after', '?')} "
+        f"(hits per recent fill {getattr(stats, 'hits_per_fill', '?')})"
     )
     print(
         "targets (issue 43): cache on/off p50 and p99 <= 1.0x for the first three; "

@@ -1,5 +1,6 @@
 """The doorkeeper (`cache.admission`): a key is admitted on its admit_after-th recent miss,
-and it remembers between SIZE / 2 and SIZE recent keys, at a constant cost a miss."""
+and it remembers between SIZE / 2 and SIZE recent keys, at a constant cost a miss, in a
+sketch (a key may share a counted slot, and be admitted a miss early)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,25 @@ def test_a_key_is_admitted_on_its_second_recent_miss() -> None:
 
 def test_it_remembers_at_least_half_its_size_and_at_most_its_size() -> None:
     door = Doorkeeper(2)
+    counted = set()
     for n in range(3 * SIZE):
-        assert door.passing(key(n))
+        if door.passing(key(n)):  # (else it shares a slot with a counted key)
+            counted.add(n)
         assert len(door) <= SIZE
-        if n >= SIZE // 2:
+        then = n - SIZE // 2 + 1
+        if n >= SIZE // 2 and n % 97 == 0 and then in counted:
             # The key missed SIZE / 2 - 1 misses ago is still remembered.
-            assert door._seen(key(n - SIZE // 2 + 1)) == 1
-    assert door._seen(key(0)) == 0  # long forgotten
-    door.readmit(key(0))
-    assert not door.passing(key(0))
+            assert door._seen(key(then)) >= 1
+    # Long forgotten, but for the few whose slot a recent key shares.
+    assert sum(door._seen(key(n)) > 0 for n in range(SIZE)) < SIZE // 10
+    forgotten = next(n for n in range(SIZE) if not door._seen(key(n)))
+    door.readmit(key(forgotten))
+    assert not door.passing(key(forgotten))
+
+
+def test_a_new_key_is_seldom_taken_for_one_missed() -> None:
+    door = Doorkeeper(2)
+    for n in range(SIZE // 2 - 1):
+        door.passing(key(n))
+    early = sum(not door.passing(key(SIZE + n)) for n in range(10_000))
+    assert early < 10_000 * 0.1  # admitted on its first miss: its slot was counted

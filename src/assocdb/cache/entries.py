@@ -18,7 +18,7 @@ from .chunks import Columns, ListItem, PackedList
 from .decoded import NO_ANSWERS
 
 ENTRY_BYTES = 240  # an object's or a home timeline's entry: its own objects, dict slot and key
-_LIST_BYTES = 380  # a list's entry, measured: key, dict slot, entry, prefix, its chunk tuple
+_LIST_BYTES = 388  # a list's entry, measured: key, dict slot, entry, prefix, its chunk tuple
 _CHUNK_BYTES = 180  # a chunk of a prefix, measured: the object and its two arrays' headers
 DATA_SLOT = 57  # a cached data value's dict slot and key, besides the value itself
 _NORMAL = State.NORMAL
@@ -63,6 +63,7 @@ class ListEntry:
         "counts",
         "data",
         "data_bytes",
+        "filled",
         "prefix",
         "used",
     )
@@ -77,6 +78,7 @@ class ListEntry:
         self.answers: Mapping[Any, Any] = NO_ANSWERS  # prebuilt answers (cache.decoded)
         self.answer_bytes = 0
         self.used = False  # read since eviction last passed it (CLOCK's reference bit)
+        self.filled = 0  # the window of its prefix's last fill (`cache.payback`), 0: none
 
     @property
     def nbytes(self) -> int:

@@ -67,6 +67,7 @@ from ..core.timeline_list import TimelineEntry, merge_blob
 from .admission import Doorkeeper
 from .admission import Fill as _Fill
 from .chunks import PackedList
+from .counters import stats_of
 from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, Decoded
 from .entries import (
     NO_DATA,
@@ -83,6 +84,7 @@ from .entries import (
 )
 from .eviction import evict
 from .hotkeys import HotKeys
+from .payback import Payback
 from .validity import Validity
 
 log = logging.getLogger(__name__)
@@ -128,6 +130,7 @@ class Cache:
         self._generation = 0  # changed by every write and invalidation, begun or ended
         self._writing: dict[CacheKey, int] = {}  # ticket keys a write is changing
         self.doorkeeper = Doorkeeper(self.config.admit_after)  # which misses fill
+        self.payback = Payback(self.doorkeeper, self.config.payback)  # fills paid back?
         self._lock = threading.RLock()
         signal = foreign if self.tier2 is None else None  # (tier 2's can be lost: age)
         self._aged = Validity(self.config.max_age, clock, signal, self.invalidate).aged
@@ -219,6 +222,8 @@ class Cache:
         if found is None or not self._touch(key, entry):
             return None
         self.hot.seen((LIST, *key))
+        if entry.filled:  # (do fills pay back?)
+            self.payback.hit(entry.filled)
         return found
 
     def reaches_past(self, key: ListKey, boundary: tuple[int, ...]) -> bool:
@@ -305,6 +310,8 @@ class Cache:
             entry = self._fresh_list(key)
             if entry is not None and entry.holds(want if need is None else need):
                 self.hits += 1
+                if entry.filled:
+                    self.payback.hit(entry.filled)
                 yield entry
                 return
             if entry is not None and entry.prefix is not None:  # in use, too short: grow
@@ -334,7 +341,7 @@ class Cache:
         first miss: `fill_counts`, the statement an uncached read runs.)"""
         # No lock, no hot-key sampling: see `admission` (stats: approximate, as hits').
         key = ticket_key[1]
-        if self.config.admit_after <= 1 or key in self._lists:
+        if self.doorkeeper.lists_after <= 1 or key in self._lists:
             return False
         if self.doorkeeper.passing(ticket_key):
             self.misses += 1
@@ -525,6 +532,7 @@ class Cache:
                         if r[3] is not None:
                             entry.set_data(r[0], r[3])
                 fresh = entry.answers = {}  # (`forget` left the shared NO_ANSWERS)
+                entry.filled = self.payback.filled()
             self.bytes += entry.nbytes
         self._evict()
         return fresh
@@ -749,19 +757,4 @@ class Cache:
 
     def stats(self) -> CacheStats:
         with self._lock:
-            lookups = self.hits + self.misses
-            tier2 = self.tier2
-            return CacheStats(
-                self.hits,
-                self.misses,
-                self.fills,
-                self.stale_fills,
-                self.evictions,
-                len(self._lists) + len(self._objects) + len(self._homes),
-                self.bytes,
-                round(self.hits / lookups, 4) if lookups else 0.0,
-                0 if tier2 is None else tier2.hits,
-                0 if tier2 is None else tier2.misses,
-                0 if tier2 is None else tier2.failures,
-                round(self.fill_seconds * 1e6 / self.fills, 1) if self.fills else 0.0,
-            )
+            return stats_of(self)

@@ -228,7 +228,10 @@ class CacheConfig(msgspec.Struct, frozen=True):
     and the prefix grows with the reads); `admit_after` is how many recent
     misses a list needs before it is cached (a list read once costs what an
     uncached read does, and does not push hot keys out; counts are cached on
-    their first miss, whose fill is the read's own statement);
+    their first miss, whose fill is the read's own statement); with `payback`,
+    a list then needs more misses while its fills are not paid back by hits
+    (`cache.payback`: on traffic that reads most lists once or twice, fills
+    would make reads slower);
     `max_age` bounds how long another process's write goes unseen: on a
     SQLite graph without tier 2, entries live until another process writes
     the graph, which a read notices within `max_age` (`cache.validity`);
@@ -241,6 +244,7 @@ class CacheConfig(msgspec.Struct, frozen=True):
     prefix: int = 1000
     max_age: float = 10.0
     admit_after: int = 2  # misses of a key before it is cached (1: every miss)
+    payback: bool = True  # raise lists' admission while their fills are not paid back
     redis: str | None = None  # tier 2, e.g. "redis://127.0.0.1:6379/0"
     redis_ttl: float = 60.0
 
@@ -252,6 +256,8 @@ class CacheConfig(msgspec.Struct, frozen=True):
                 raise InvalidRequest(
                     f"CacheConfig.{name} must be an integer >= {low}, got {value!r}"
                 )
+        if type(self.payback) is not bool:
+            raise InvalidRequest(f"CacheConfig.payback must be a bool, got {self.payback!r}")
         for name in ("max_age", "redis_ttl"):
             value = getattr(self, name)
             if type(value) not in (int, float) or not 0 <= value < float("inf"):
@@ -286,6 +292,11 @@ class CacheStats(msgspec.Struct, frozen=True):
     redis_misses: int = 0
     redis_failures: int = 0
     fill_us: float = 0.0  # the mean time a fill spent reading (tier 2 or the shard), µs
+    #: The miss on which a list is filled now (`CacheConfig.admit_after`, raised while
+    #: fills are not paid back by hits: `cache.payback`), and the hits a recent list
+    #: fill earned at the last verdict (fills pay at about 2; 0.0 before the first).
+    lists_admit_after: int = 0
+    hits_per_fill: float = 0.0
 
 
 class HotKey(msgspec.Struct, frozen=True):

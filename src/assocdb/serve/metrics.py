@@ -193,6 +193,16 @@ class _JournalCollector(Collector):
                 ("assocdb_cache_fills", cache.fills, "Cache fills from tier 2 or the shards."),
                 ("assocdb_cache_fill_seconds", cache.fill_us / 1e6, "Mean time a fill reads."),
                 ("assocdb_cache_stale_fills", cache.stale_fills, "Fills a write overlapped."),
+                (
+                    "assocdb_cache_lists_admit_after",
+                    cache.lists_admit_after,
+                    "The miss that fills a list (raised while fills are not paid back).",
+                ),
+                (
+                    "assocdb_cache_hits_per_fill",
+                    cache.hits_per_fill,
+                    "Hits a recent list fill earned (fills pay at about 2).",
+                ),
                 ("assocdb_cache_evictions", cache.evictions, "Tier-1 entries evicted."),
                 ("assocdb_cache_bytes", cache.bytes, "Tier-1 memory, bytes."),
                 ("assocdb_cache_entries", cache.entries, "Tier-1 entries."),

@@ -1,0 +1,32 @@
+"""What tier 1 tells an operator: its counters as a `CacheStats` (metrics, admin)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..core.records import CacheStats
+
+if TYPE_CHECKING:
+    from .tier1 import Cache
+
+
+def stats_of(cache: Cache) -> CacheStats:
+    """The cache's counters now (call with its lock held)."""
+    lookups = cache.hits + cache.misses
+    tier2 = cache.tier2
+    return CacheStats(
+        cache.hits,
+        cache.misses,
+        cache.fills,
+        cache.stale_fills,
+        cache.evictions,
+        len(cache._lists) + len(cache._objects) + len(cache._homes),
+        cache.bytes,
+        round(cache.hits / lookups, 4) if lookups else 0.0,
+        0 if tier2 is None else tier2.hits,
+        0 if tier2 is None else tier2.misses,
+        0 if tier2 is None else tier2.failures,
+        round(cache.fill_seconds * 1e6 / cache.fills, 1) if cache.fills else 0.0,
+        cache.doorkeeper.lists_after,  # (`payback`: on which miss lists are filled now)
+        round(cache.payback.last, 2),
+    )
