@@ -159,3 +159,41 @@ def test_a_late_unlisting_of_a_deletions_first_run_does_not_drop_its_second(
     assert g.deletions.wait(30)
     assert g.deletions.of_object(ada).status == "done"
     assert g.assoc_count(bob, "follows") == 0
+
+
+def test_a_deletion_the_runner_finishes_before_its_tombstone_step_stays_done(
+    open_graph: OpenGraph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner, awake for an earlier deletion, may take a new job up as soon as its
+    record is saved and finish it before `delete` makes its first step. `delete` then
+    steps the job as stored: before, it stepped its own copy (no step made) and saved
+    the finished job as running again, which no runner picked up (unlisted, older than
+    `_low`): `wait` returned at once, the job never ended and was never purged. Seen
+    once in CI on a loaded machine; here the runner's work is done by hand, right
+    after the record is saved."""
+    g = people(open_graph)
+    g.define_object("post", owned=True)
+    ada = g.obj_add("user")
+    post = g.obj_add("post")
+    g.assoc_add(ada, "authored", post)
+    deletions = g.deletions
+    deletions.pause()  # no runner thread: its work is done by hand below
+    backend = g.engine.backend
+    real_swap = backend.swap_meta
+
+    def swap_then_run(key: str, old: bytes | None, new: bytes) -> bool:
+        swapped = real_swap(key, old, new)
+        if key == "deletion:1" and old is None:  # the job's record, just saved
+            deletions.resume()
+            deletions._work()  # the runner: the whole cascade
+            deletions._runnable()  # and its next look, which reads past the job
+        return swapped
+
+    monkeypatch.setattr(backend, "swap_meta", swap_then_run)
+    g.obj_delete(ada, cascade=True)
+    monkeypatch.setattr(backend, "swap_meta", real_swap)
+    assert deletions.wait(30)
+    done = deletions.of_object(ada)
+    assert done.status == "done"
+    assert done.objects == {"user": 1, "post": 1}
+    assert g.obj_get(post) is None

@@ -115,7 +115,13 @@ class Deletions:
             raise Conflict(f"deletion {n} exists already")  # a seq swap makes this unreachable
         self._backend.swap_meta(_root_key(id), self._backend.get_meta(_root_key(id)), b"%d" % n)
         with self._lock:
-            stepped = self._step(job)  # the object's tombstone: it reads as gone at once
+            # The object's tombstone, so that it reads as gone at once, unless the runner
+            # (woken by another deletion) took the job up as soon as it was saved: then
+            # the job as stored moves on, never this copy (stepping a copy older than the
+            # record would save a finished job as running again, and no runner would
+            # ever pick it up: it is unlisted and older than `_low`).
+            claimed = self._claim(n)
+            stepped = None if claimed is None else self._step(claimed)
         if stepped is not None:
             self._start()
             self._wake.set()
