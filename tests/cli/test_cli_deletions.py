@@ -79,9 +79,15 @@ def test_restore_tells_an_object_from_a_backup_by_its_second_argument(tmp_path: 
     missing = runner.invoke(main, ["restore", str(tmp_path / "nope"), "7"])
     assert missing.exit_code == 2
     assert "Traceback" not in missing.output
-    not_a_backup = runner.invoke(main, ["restore", str(directory), str(tmp_path / "new")])
+    not_an_id = runner.invoke(main, ["restore", str(directory), "abc"])
+    assert not_an_id.exit_code == 2
+    assert f"{directory} is a graph, not a backup" in not_an_id.output
+    assert "give its id, a number (got 'abc')" in not_an_id.output
+    assert "Traceback" not in not_an_id.output
+    not_a_backup = runner.invoke(main, ["restore", str(tmp_path), str(tmp_path / "new")])
     assert not_a_backup.exit_code == 1
     assert not_a_backup.output.startswith("Error:")
+    assert "is not a finished backup" in not_a_backup.output
     assert not (tmp_path / "new").exists()
 
 

@@ -6,8 +6,11 @@ anything else a new directory (write `./4242` for a directory named by digits).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from ..core.backupmanifest import NAME as MANIFEST
 from .backup import restore_from_backup
 from .deletions import restore_object
 from .graph import GRAPH
@@ -35,6 +38,12 @@ def restore(
               assocdb restore data/graph 4242
     """
     if not target.isdigit():
+        place = Path(source)
+        if (place / "journal.db").is_file() and not (place / MANIFEST).exists():  # a graph
+            raise click.UsageError(
+                f"{source} is a graph, not a backup: to put back a deleted object give its "
+                f"id, a number (got {target!r}), e.g. assocdb restore {source} 4242"
+            )
         restore_from_backup(source, target, to, origin)
         return
     if to is not None or origin is not None:
