@@ -123,6 +123,10 @@ class Queries:
 
     def count(self, query: Query) -> Count:
         run = self._executor()
+        if isinstance(query, Compound):  # the plans of a page, exact if they find few ids
+            found = run.members(query, EXACT_LIMIT + 1)
+            if found is not None and found <= EXACT_LIMIT:
+                return Count(found, exact=True)
         bound = run.upper(query)
         if isinstance(query, Term) or bound == 0:
             return Count(bound, exact=True)
@@ -321,8 +325,15 @@ class _Executor:
                 break
         return taken
 
+    def members(self, q: Compound, n: int) -> int | None:
+        """How many ids `q` has, when a page's plan of few statements reads them
+        (`_few_statements`), counting at most `n`; None when it has no such plan. A
+        union's ids are read in no order, as a hand-written `count(DISTINCT ...)` does."""
+        found = self._few_statements(q, None, True, n, ordered=False)
+        return None if found is None else min(len(found), n)
+
     def _few_statements(
-        self, q: Query, boundary: int | None, forward: bool, n: int
+        self, q: Query, boundary: int | None, forward: bool, n: int, ordered: bool = True
     ) -> list[int] | None:
         """A page's ids of the usual compounds of plain lists (no id2 restriction, no
         ttl) in as few statements as a hand-written query would take, or None (the
@@ -341,7 +352,7 @@ class _Executor:
                 return None
             where.append(w)
         if isinstance(q, Union):
-            return self._union_of_lists(q, where, boundary, forward, n)
+            return self._union_of_lists(q, where, boundary, forward, n, ordered)
         if len(parts) != 2:
             return None
         (left, right), (a, b) = parts, where
@@ -420,10 +431,12 @@ class _Executor:
         return list(kept[bisect.bisect_right(kept, boundary) :])
 
     def _union_of_lists(
-        self, q: Union, where: list[_Where], boundary: int | None, forward: bool, n: int
-    ) -> list[int] | None:
+        self, q: Union, where: list[_Where], boundary: int | None, forward: bool, n: int,
+        ordered: bool = True,
+    ) -> list[int] | None:  # fmt: skip
         """The first `n` ids of a union of lists of one type (a two-hop reach: the lists
-        of someone's followees): the first `n` of each shard's, one statement each."""
+        of someone's followees): the first `n` of each shard's, one statement each. Not
+        `ordered`: its ids in no order, all of them if no shard has `n` (a count's)."""
         first = where[0]
         if any(w.atype != first.atype or w.codes != first.codes for w in where):
             return None
@@ -448,9 +461,9 @@ class _Executor:
                     cached[:cut] if forward else cached[bisect.bisect_right(cached, boundary) :]
                 )
         for shard, id1s in nodes.items():
-            scan = ListsUnion(id1s, first.atype, first.codes, boundary, forward, n)
+            scan = ListsUnion(id1s, first.atype, first.codes, boundary, forward, n, ordered)
             found.update(self._backend.set_ids(shard, scan))
-        return sorted(found, reverse=forward)[:n]
+        return sorted(found, reverse=forward)[:n] if ordered else list(found)
 
     def stream(
         self, q: Query, boundary: int | None, forward: bool, want: int | None = None
