@@ -69,8 +69,8 @@ class IdsJoin(NamedTuple):
 class ListsUnion(NamedTuple):
     """The distinct id2s of the lists `(id1, atype)` in `states` for these id1s, all on
     one shard, in id2 order (descending when `forward`) past id2 `boundary`, at most
-    `limit`: one statement. Not `ordered`: at most `limit` of them in no order (a
-    count's read: fewer than `limit` is all of them)."""
+    `limit`: one statement. Not `ordered`: in no order, repeats allowed, all of them
+    or (when the lists are long) `limit` of them (a count's read)."""
 
     id1s: Sequence[int]
     atype: int

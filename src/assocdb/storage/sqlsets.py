@@ -119,10 +119,9 @@ def _united(b: SQLBackend, shard: int, q: ListsUnion) -> list[int]:
     rows = b._query(shard, b._q(b._union_rows_template(*shape), shard), [*params, most])
     ids = _PACKED.decode(rows[0][0]) if b._union_packed else [row[0] for row in rows]
     if len(ids) < most:
-        found = set(ids)
-        if not q.ordered:
-            return list(found) if len(found) <= q.limit else list(found)[: q.limit]
-        return sorted(found, reverse=q.forward)[: q.limit]
+        if not q.ordered:  # (the caller's set drops the repeats)
+            return ids
+        return sorted(set(ids), reverse=q.forward)[: q.limit]
     sql = b._q(_union_template(b._by_key, *shape), shard)
     return [row[0] for row in b._query(shard, sql, [*params, q.limit])]
 
