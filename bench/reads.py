@@ -152,6 +152,9 @@ class Assocdb(Store):
             return 0
         first, *rest = (g.select(b, "follows") for b in followees)
         reach = first.union(*rest) if rest else first
+        count = reach.count()  # exact when at most 10,000, as a count(DISTINCT ...) is
+        if count.exact:
+            return count.value
         return sum(len(page.items) for page in reach.pages(limit=BIG))
 
     def hits(self) -> tuple[int, int]:

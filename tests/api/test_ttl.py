@@ -99,6 +99,13 @@ def test_an_edge_disappears_at_its_expiry_everywhere(stores: Stores) -> None:
     assert g.assoc_edge(1, "seen", 2) is None
     assert not g.assoc_contains(1, "seen", 2)
     assert g.select(1, "seen").page().items == [3]
+    g.assoc_add(4, "seen", 3, time=now)
+    g.assoc_add(4, "seen", 5, time=now)
+    one, four = g.select(1, "seen"), g.select(4, "seen")  # compounds leave 2 out too
+    assert (one | four).count() == assocdb.Count(2, exact=True)
+    assert (one & four).count() == assocdb.Count(1, exact=True)
+    assert (four - one).count() == assocdb.Count(1, exact=True)
+    assert (one | four).page().items == [5, 3]
     # The stored count still holds it until the pass removes both legs.
     assert stores_count(g, 1, "seen") == 2
     # The edge row, and its inverse row unless that was removed with it before it was met.

@@ -11,8 +11,10 @@ queries, nested to any depth:
 Results are ids, descending: a single term in its list order (newest first,
 by `(time, id2)`), a compound query by id2. Pages use keyset cursors like
 every other list, scoped to the query, so a cursor of another query is
-refused. `count()` is exact when that is cheap (a term, or a compound whose own
-upper bound is at most 10,000) and otherwise that bound flagged `exact=False`.
+refused. `count()` is exact when that is cheap (a term, a compound whose own
+upper bound is at most 10,000, or one of plain lists a page reads in a few
+statements that has at most 10,000 ids: a two-hop reach's union) and otherwise
+that bound flagged `exact=False`.
 
 This module is the pure description; `api.queries` runs it.
 """

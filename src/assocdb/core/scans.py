@@ -69,7 +69,8 @@ class IdsJoin(NamedTuple):
 class ListsUnion(NamedTuple):
     """The distinct id2s of the lists `(id1, atype)` in `states` for these id1s, all on
     one shard, in id2 order (descending when `forward`) past id2 `boundary`, at most
-    `limit`: one statement."""
+    `limit`: one statement. Not `ordered`: in no order, repeats allowed, all of them
+    or (when the lists are long) `limit` of them (a count's read)."""
 
     id1s: Sequence[int]
     atype: int
@@ -77,6 +78,7 @@ class ListsUnion(NamedTuple):
     boundary: int | None
     forward: bool
     limit: int
+    ordered: bool = True
 
 
 class IdsProbe(NamedTuple):

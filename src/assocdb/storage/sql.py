@@ -111,6 +111,7 @@ class SQLBackend(ABC):
     #: The exceptions the engine's driver raises (each is mapped by `map_driver_error`).
     driver_errors: tuple[type[Exception], ...]
     local: bool
+    _union_packed = False  # `_union_rows_template` gives one row, a JSON array of the ids
 
     def __init__(self, shards: int, dialect: Dialect, timeout: float) -> None:
         self.shards = shards
