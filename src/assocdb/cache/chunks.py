@@ -26,7 +26,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import repeat
+from itertools import compress, repeat
 from operator import add, itemgetter, mul, sub
 from typing import Any
 
@@ -280,6 +280,19 @@ class PackedList:
             if want <= 0:
                 break
         return id2s, times, stamps
+
+    def pick(self, id2s: Iterable[int]) -> list[ListItem]:
+        """The entries of these id2s, newest first: each chunk's id2 column scanned in C
+        (no Python call per entry), only the entries found decoded."""
+        wanted = set(id2s)
+        out: list[ListItem] = []
+        for chunk in self._chunks:
+            ids = chunk.keys[1::2]
+            if not wanted.isdisjoint(ids):
+                out.extend(
+                    map(chunk.entry, compress(range(len(ids)), map(wanted.__contains__, ids)))
+                )
+        return out
 
     def index(self, key: SortKey, inclusive: bool) -> int:
         """The position of the first entry older than `key` (or equal, if inclusive)."""
