@@ -338,12 +338,10 @@ class Cache:
         entry, not its `admit_after`-th miss (counted). The caller then reads what it
         needs from the shard, as without a cache; False: ask `listed` (`fill_counts`)."""
         # No lock, no hot-key sampling: see `admission` (stats: approximate, as hits').
-        kind, key = ticket_key
         door = self.doorkeeper
-        after = door.lists_after if kind == PREFIX else door.admit_after
-        if after <= 1 or key in self._lists or (kind == COUNTS and self.tier2 is not None):
+        if ticket_key[1] in self._lists or (ticket_key[0] == COUNTS and self.tier2 is not None):
             return False
-        if self.doorkeeper.passing(ticket_key):
+        if door.passing(ticket_key):  # (False too when admission is on the first miss)
             self.misses += 1
             return True
         return False  # (`listed` or `counts` admits it)
