@@ -370,26 +370,6 @@ def test_an_empty_cache_admits_a_key_on_its_second_miss(tmp_path: Path) -> None:
     g.close()
 
 
-def test_a_count_read_once_fills_nothing(tmp_path: Path) -> None:
-    # Most counts of real traffic are read once: a first miss is one sketch probe and
-    # the uncached statement, no entry (filling it made the median count read slower).
-    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig())
-    g.define_assoc("likes")
-    g.bulk_load([(1, "likes", n, n) for n in range(1, 30)])
-    cache = g.engine.cache
-    assert cache is not None
-    count = lambda: g.assoc_count(1, "likes")  # noqa: E731
-    assert len(statements(g, count)) == 1
-    assert (cache.fills, len(cache._lists)) == (0, 0)
-    assert len(statements(g, count)) == 1  # the second miss fills: its own statement
-    assert cache.fills == 1
-    assert statements(g, count) == []
-    g.assoc_add(1, "likes", 99)  # the write-through keeps the filled count right
-    assert statements(g, count) == []
-    assert count() == 30
-    g.close()
-
-
 def test_a_full_cache_admits_a_key_on_its_second_miss(tmp_path: Path) -> None:
     g = full_cache(tmp_path)
     first = statements(g, lambda: g.assoc_range(1, "likes", limit=10))

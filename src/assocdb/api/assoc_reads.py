@@ -13,7 +13,7 @@ from ..cache.entries import NO_DATA, ListEntry, fill_size
 from ..cache.tier1 import Cache
 from ..core import cursor as _cursor
 from ..core import json as _json
-from ..core.cachekeys import COUNTS, LIST, PREFIX
+from ..core.cachekeys import LIST, PREFIX
 from ..core.errors import InvalidRequest
 from ..core.ids import MAX_INT64, check_id, check_int64, shard_of
 from ..core.merge import EdgeRow, State, user_data
@@ -91,13 +91,12 @@ class AssocReads:
         else:
             key = (id1, kind.id)
             known = cache.count(key, code)
-            if known is not None:
-                stored = known
-            elif cache.passes((COUNTS, key)):  # read once so far: one sketch probe, no fill
-                stored = self._backend.counts(shard, id1, kind.id).get(code, 0)
-            else:  # a count's fill is the statement an uncached read runs
-                load = lambda: self._backend.counts(shard, id1, kind.id)  # noqa: E731
-                stored = cache.fill_counts(key, load)[code]
+            # A count's fill is the statement an uncached read runs: filled on its first miss.
+            stored = (
+                known
+                if known is not None
+                else cache.fill_counts(key, lambda: self._backend.counts(shard, id1, kind.id))[code]
+            )
         # A type with a ttl: the stored count less the expired tail (`api.ttl_reads`).
         return stored if kind.ttl is None else self.expiry.count(id1, kind, code, stored)
 

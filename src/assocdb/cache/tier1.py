@@ -174,9 +174,9 @@ class Cache:
         return [loaded.get(0, 0), loaded.get(1, 0), loaded.get(2, 0), loaded.get(3, 0)]
 
     def fill_counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
-        """An admitted miss of a list's counts (`passes` said False): read as an uncached
-        read does, installed unless a write or invalidation began or ended meanwhile
-        (`_generation`; no ticket: each concurrent miss runs the one statement)."""
+        """A miss of a list's counts (`count` said None): read as an uncached read does,
+        installed unless a write or invalidation began or ended meanwhile (`_generation`;
+        no ticket: it cost ~2 µs, and each concurrent miss runs the one statement)."""
         if self.tier2 is not None:
             return self.counts(key, load)
         generation = self._generation
@@ -187,7 +187,7 @@ class Cache:
             self.misses += 1
             self.fills += 1
             self.fill_seconds += time.perf_counter() - began
-            if generation != self._generation or (self._writing and (COUNTS, key) in self._writing):
+            if generation != self._generation or (COUNTS, key) in self._writing:
                 self.stale_fills += 1
             elif key in self._lists:
                 self._install((COUNTS, key), loaded)
@@ -334,14 +334,15 @@ class Cache:
             yield entry
 
     def passes(self, ticket_key: CacheKey) -> bool:
-        """Whether a read of a list's PREFIX or COUNTS is a miss that fills nothing: no
-        entry, not its `admit_after`-th miss (counted). The caller then reads what it
-        needs from the shard, as without a cache; False: ask `listed` (`fill_counts`)."""
+        """Whether a read of a list's PREFIX is a miss that fills nothing: the list has
+        no entry and this is not its `admit_after`-th miss (the miss is counted). Then
+        the caller reads just what it needs from the shard, at the cost of a read
+        without a cache; False: ask `listed`. (A list's COUNTS are filled on their
+        first miss: `fill_counts`, the statement an uncached read runs.)"""
         # No lock, no hot-key sampling: see `admission` (stats: approximate, as hits').
-        door = self.doorkeeper
-        if ticket_key[1] in self._lists or (ticket_key[0] == COUNTS and self.tier2 is not None):
+        if ticket_key[1] in self._lists:
             return False
-        if door.passing(ticket_key):  # (False too when admission is on the first miss)
+        if self.doorkeeper.passing(ticket_key):  # (False, too, if admitted on a first miss)
             self.misses += 1
             return True
         return False  # (`listed` or `counts` admits it)

@@ -227,8 +227,8 @@ class CacheConfig(msgspec.Struct, frozen=True):
     newest edges that are kept (a miss fills what its read needs, at least 50,
     and the prefix grows with the reads); `admit_after` is how many recent
     misses a list needs before it is cached (a list read once costs what an
-    uncached read does, and does not push hot keys out; counts too, on their
-    `admit_after`-th miss, whose fill is the read's own statement); with `payback`,
+    uncached read does, and does not push hot keys out; counts are cached on
+    their first miss, whose fill is the read's own statement); with `payback`,
     a list then needs more misses while its fills are not paid back by hits
     (`cache.payback`: on traffic that reads most lists once or twice, fills
     would make reads slower);
