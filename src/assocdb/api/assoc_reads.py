@@ -376,14 +376,14 @@ class AssocReads:
         the index of a list decoded all of it (up to 256 edges), which one-off
         assoc_gets, most of them on real traffic, never repaid (issue 43)."""
         cache = self._cache
+        assert cache is not None
         key = (id1, kind.id)
-        index: dict[int, ListRow] | None = cache.answer(key, _INDEX)  # type: ignore[union-attr]
+        index: dict[int, ListRow] | None = cache.answer(key, _INDEX)
         if index is not None:
             found = [index[id2] for id2 in wanted if id2 in index]
             if len(found) > 1:
                 found.sort(key=_list_key, reverse=True)
             return found
-        assert cache is not None
         if key not in cache._lists:  # (no lock: `held` looks again)
             cache.misses += 1  # (counted as `passes` counts: approximate)
             return None
