@@ -533,6 +533,13 @@ def report(
                 cell = f"hits {s.hits / (s.hits + s.misses):.0%}  " + cell
             line += f"{cell:>{width}}"
         print(line)
+    on, off = names[1], names[2]
+    for op in (NEWEST, COUNT, WHICH):  # the first target, per run then the median
+        a, b = samples[op][on], samples[op][off]
+        p50 = statistics.median(x / y for x, y in zip(a.p50, b.p50, strict=True))
+        p99 = statistics.median(x / y for x, y in zip(a.p99, b.p99, strict=True))
+        hits = a.hits / max(1, a.hits + a.misses)
+        print(f"{op:<38}cache on/off, same run: p50 {p50:.2f}x, p99 {p99:.2f}x (hits {hits:.0%})")
     keys = {names[0]: "hand", names[1]: "assocdb", names[2]: "assocdb"}
     keys.update(dict.fromkeys(names[3:], "kuzu"))
     rate = {n: f"{loads[k][0]:,.0f}" for n, k in keys.items()}

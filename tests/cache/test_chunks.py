@@ -149,3 +149,23 @@ def test_an_insert_widens_the_offsets_it_does_not_fit() -> None:
         packed.insert(entry)
         entries = sorted([*entries, entry], reverse=True)
         assert list(packed) == entries
+
+
+def test_a_chunk_whose_offsets_need_64_bits_holds_the_stamps() -> None:
+    # Explicit times (a bulk load of old edges): the stamps, not offsets, packed and
+    # decoded without arithmetic; a small first offset does not hide a large later one.
+    now = 1_795_000_000_000_000
+    for first in (now, 1_600_000_000_123 * 1000 + 7):
+        entries = [(1_600_000_000_123, 9, first)]
+        entries += [(1_600_000_000_000 - n, n, now + n) for n in range(300)]
+        packed = PackedList.from_rows([(i, t, u, None) for t, i, u in entries])
+        assert [c.offsets.typecode for c in packed._chunks] == ["q", "q"]
+        assert list(packed) == entries
+        assert packed.columns(1, 260) == (
+            [e[1] for e in entries[1:260]],
+            [e[0] for e in entries[1:260]],
+            [e[2] for e in entries[1:260]],
+        )
+        packed.insert((1_600_000_000_001, 5, 3))
+        assert packed.find((1_600_000_000_001, 5)) == (1_600_000_000_001, 5, 3)
+        assert packed.nbytes() == 24 * 302

@@ -9,11 +9,11 @@ from typing import Any, TypeGuard
 
 from ..cache import offers
 from ..cache.chunks import Columns, ListItem
-from ..cache.entries import ListEntry, fill_size
+from ..cache.entries import NO_DATA, ListEntry, fill_size
 from ..cache.tier1 import Cache
 from ..core import cursor as _cursor
 from ..core import json as _json
-from ..core.cachekeys import PREFIX
+from ..core.cachekeys import LIST, PREFIX
 from ..core.errors import InvalidRequest
 from ..core.ids import MAX_INT64, check_id, check_int64, shard_of
 from ..core.merge import EdgeRow, State, user_data
@@ -32,8 +32,6 @@ _SCALARS = (int, str, type(None))  # arguments a kept answer's tag may hold
 _STORED = {bytes, type(None)}  # the types of data read from a shard
 _INTS = {int}
 _INDEX = "index"  # the answer tag of a whole small list by id2 (assoc_get)
-_INDEX_ASKED = "index asked"  # the marker of an entry's first assoc_get
-_NO_INDEX = "no index"  # the marker of an entry that cannot answer assoc_get (`whole`)
 #: What a kept encoded answer holds besides its JSON: its tuple, the bytes object, the
 #: longer tag (measured with tracemalloc; `Cache.keep` adds ANSWER_BYTES).
 _ENCODED_BYTES = 200
@@ -68,12 +66,9 @@ class AssocReads:
         low = check_int64(low, "low") if low is not None else None
         if kind.ttl is not None:
             low = self.expiry.low(kind, low)
-        index = None if self._cache is None else self._index_from_cache(id1, kind)
-        if index is not None:
-            found = [index[id2] for id2 in wanted if id2 in index]
-            if len(found) > 1:
-                found.sort(key=_list_key, reverse=True)
-            return self._assocs(id1, kind, _bounded(found, high, low))
+        cached = None if self._cache is None else self._get_from_cache(id1, kind, wanted)
+        if cached is not None:
+            return self._assocs(id1, kind, _bounded(cached, high, low))
         shard = shard_of(id1, self._shards)
         if 0 < len(wanted) <= IN_CHUNK:  # one statement: the state in SQL
             found = self._backend.list_rows(shard, id1, kind.id, _NORMAL, wanted)
@@ -372,38 +367,43 @@ class AssocReads:
         offers.offer(cache, key, rows[:want], len(rows) <= want, ticket, perf_counter() - began)
         return normal_assocs(id1, kind.name, rows[:need])
 
-    def _index_from_cache(self, id1: int, kind: AssocType) -> dict[int, ListRow] | None:
-        """A whole small list as rows by id2 (kept decoded), or None: read the shard.
-        Never fills: a filled prefix of a long list would not answer, and one of a
-        short list costs more than the lookup it saves. Built on the entry's second
-        assoc_get: building it decodes the whole list (up to 256 edges), which a
-        one-off assoc_get, most of them on real traffic, never repaid (issue 43:
-        the default cache's which-of-10 was ~15% slower than the cache off)."""
+    def _get_from_cache(self, id1: int, kind: AssocType, wanted: list[int]) -> list[ListRow] | None:
+        """The rows of `wanted` in a whole small list the cache holds, newest first, or
+        None: read the shard. Never fills (a filled prefix of a long list would not
+        answer, and one of a short list costs more than the lookup it saves). A hot
+        list (`HotKeys`) keeps an index by id2 (a dict lookup per id); any other list
+        is probed in its packed prefix (its id2s scanned in C, ~2 µs for 50): building
+        the index of a list decoded all of it (up to 256 edges), which one-off
+        assoc_gets, most of them on real traffic, never repaid (issue 43)."""
         cache = self._cache
-        if cache is None:
-            return None
+        assert cache is not None
         key = (id1, kind.id)
         index: dict[int, ListRow] | None = cache.answer(key, _INDEX)
         if index is not None:
-            return index
-        before = cache.answers(key)
-        if before is None:  # no entry: the shard answers
+            found = [index[id2] for id2 in wanted if id2 in index]
+            if len(found) > 1:
+                found.sort(key=_list_key, reverse=True)
+            return found
+        if key not in cache._lists:  # (no lock: `held` looks again)
+            cache.misses += 1  # (counted as `passes` counts: approximate)
             return None
-        if _INDEX_ASKED not in before:  # (dropped with the entry's answers by any write)
-            cache.keep(key, before, _INDEX_ASKED, True, 0, 0)
-            return None
-        if _NO_INDEX in before:  # (dropped, as any answer, when the entry changes)
-            return None
+        hot = cache.hot.is_hot((LIST, *key))
+        before = cache.answers(key) if hot else None
         with cache.held(key) as entry:
-            found = None if entry is None else entry.whole()
-            if found is not None:
-                data = entry.data  # type: ignore[union-attr]
-                index = {id2: (id2, time, ua, data.get(id2)) for time, id2, ua in found}
-        if index is None:  # a prefix of a longer list: no lock and no search next time
-            cache.keep(key, before, _NO_INDEX, True, 0, 0)
+            picked = None if entry is None else entry.whole() if hot else entry.get(wanted)
+            data = NO_DATA if entry is None else entry.data
+        if picked is None:
+            cache.misses += 1
             return None
+        cache.hits += 1
+        rows = [(id2, time, ua, data.get(id2)) for time, id2, ua in picked]
+        if not hot:
+            return rows
+        index = {row[0]: row for row in rows}
         cache.keep(key, before, _INDEX, index, len(index))
-        return index
+        found = [index[id2] for id2 in wanted if id2 in index]
+        found.sort(key=_list_key, reverse=True)
+        return found
 
     def _cache_may_answer(self, cache: Cache, key: tuple[int, int], need: int | None) -> bool:
         """False when a filled prefix could not answer (the read needs more than it holds)."""

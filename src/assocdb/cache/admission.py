@@ -58,12 +58,18 @@ class Doorkeeper:
     def passing(self, ticket_key: CacheKey) -> bool:
         """Whether this miss is not the key's `admit_after`-th (it is counted, then): the
         caller reads without filling. False: the miss admits it (not counted here)."""
+        # (`_count` inlined: this is what a passing miss adds to an uncached read)
         kind, key = ticket_key
         slot = (hash(key) + _KINDS[kind]) & _MASK
-        seen = (self._new[slot] or self._old[slot]) + 1
+        new = self._new
+        seen = (new[slot] or self._old[slot]) + 1
         if seen >= (self.lists_after if kind == PREFIX else self.admit_after):
             return False
-        self._count(slot, seen)
+        new[slot] = seen if seen < 255 else 255
+        self._added += 1
+        if self._added >= SIZE // 2:
+            self._old, self._old_added = new, self._added
+            self._new, self._added = bytearray(SLOTS), 0
         return True
 
     def admits(self, ticket_key: CacheKey) -> bool:

@@ -6,12 +6,16 @@ the same idea for the newest prefix of an association list: entries
 `(time, id2, updated_at)`, ordered by `(time, id2)` descending, stored in
 chunks of at most CHUNK entries. A chunk is two arrays: the keys, interleaved
 `time, id2` as signed 64-bit integers, and the write stamps as offsets
-`updated_at - time * 1000`, in the narrowest of 16, 32 and 64 bits that every
+`updated_at - time * 1000`, in the narrowest of 16 and 32 bits that every
 offset of the chunk fits (an edge added without an explicit time has an
-offset under 1,000). So an entry costs 18 bytes, 24 at worst, against ~131
-for a tuple of Python ints; the arrays are built at their exact size.
-(`time` is clamped to ±2^61 ms first, so that an explicit time near the
-ends of int64 still gives an offset that fits 64 bits.)
+offset under 1,000), or, when an offset needs 64 bits (explicit times: a
+bulk load of old edges, FlockDB positions), the stamps themselves as 64-bit
+integers: as small as offsets of 64 bits, and packed and decoded without
+the arithmetic (a `q` column is stamps, an `h` or `i` column offsets). So an
+entry costs 18 bytes, 24 at worst, against ~131 for a tuple of Python ints;
+the arrays are built at their exact size. (`time` is clamped to ±2^61 ms
+first, so that an explicit time near the ends of int64 still gives an
+offset that fits 64 bits.)
 
 Finding, inserting and removing are a binary search over chunks then within
 one; an insert or removal moves at most one chunk's memory. Pure: no I/O.
@@ -22,13 +26,14 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import repeat
+from itertools import compress, repeat
 from operator import add, itemgetter, mul, sub
 from typing import Any
 
 CHUNK = 256  # entries per chunk, at most
 _SIZES = {"h": 2, "i": 4, "q": 8}
-_WIDTHS = (("h", -(2**15), 2**15 - 1), ("i", -(2**31), 2**31 - 1), ("q", -(2**63), 2**63 - 1))
+_WIDTHS = (("h", -(2**15), 2**15 - 1), ("i", -(2**31), 2**31 - 1))
+_STAMPS = "q"  # a column of the write stamps themselves (an offset needs 64 bits)
 _BASE = 2**61 // 1000  # |time| up to which an offset is `updated_at - time * 1000`
 _ZERO = (0,)
 
@@ -38,8 +43,9 @@ ListItem = tuple[int, int, int]  # (time, id2, updated_at)
 
 
 def _typecode(low: int, high: int) -> str:
-    """The narrowest array type that holds offsets from `low` to `high`."""
-    return next(code for code, least, most in _WIDTHS if least <= low and high <= most)
+    """The narrowest array type that holds offsets from `low` to `high`; _STAMPS when
+    none does (the column then holds the stamps)."""
+    return next((code for code, least, most in _WIDTHS if least <= low and high <= most), _STAMPS)
 
 
 def _base(time: int) -> int:
@@ -52,7 +58,7 @@ class _Chunk:
 
     def __init__(self, keys: array[int], offsets: array[int]) -> None:
         self.keys = keys  # time0, id20, time1, id21, …  (descending by (time, id2))
-        self.offsets = offsets  # updated_at - time * 1000, per entry
+        self.offsets = offsets  # updated_at - time * 1000, per entry (_STAMPS: updated_at)
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -62,8 +68,11 @@ class _Chunk:
 
     def entry(self, i: int) -> ListItem:
         time = self.keys[2 * i]
+        offsets = self.offsets
+        if offsets.typecode == _STAMPS:
+            return (time, self.keys[2 * i + 1], offsets[i])
         base = time * 1000 if -_BASE <= time <= _BASE else _base(time)  # inline: a hot path
-        return (time, self.keys[2 * i + 1], self.offsets[i] + base)
+        return (time, self.keys[2 * i + 1], offsets[i] + base)
 
     def position(self, key: SortKey) -> int:
         """Index of the first entry whose key is <= `key` (the list is descending)."""
@@ -78,13 +87,17 @@ class _Chunk:
 
     def insert(self, i: int, entry: ListItem) -> None:
         time, id2, updated_at = entry
-        offset = updated_at - _base(time)
         offsets = self.offsets
-        code = _typecode(min(offset, 0), max(offset, 0))
-        if offsets.itemsize < _SIZES[code]:
-            self.offsets = array(code, offsets)
+        if offsets.typecode != _STAMPS:
+            offset = updated_at - _base(time)
+            code = _typecode(min(offset, 0), max(offset, 0))
+            if code == _STAMPS:  # the column becomes the stamps
+                stamps = map(add, offsets, map(_base, self.keys[0::2]))
+                offsets = self.offsets = array(_STAMPS, stamps)
+            elif offsets.itemsize < _SIZES[code]:
+                offsets = self.offsets = array(code, offsets)
         self.keys[2 * i : 2 * i] = array("q", (time, id2))
-        self.offsets.insert(i, offset)
+        offsets.insert(i, updated_at if offsets.typecode == _STAMPS else offset)
 
     def remove(self, i: int) -> None:
         del self.keys[2 * i : 2 * i + 2]
@@ -100,12 +113,15 @@ def _chunk(id2s: Sequence[int], times: Sequence[int], stamps: Sequence[int]) -> 
     keys = array("q", _ZERO) * (2 * len(times))  # exact size (from bytes it over-allocates)
     keys[0::2] = array("q", times)
     keys[1::2] = array("q", id2s)
+    if not -(2**31) <= stamps[0] - _base(times[0]) < 2**31:  # one offset needs 64 bits: all do
+        return _Chunk(keys, array(_STAMPS, stamps))
     if times[-1] >= -_BASE and times[0] <= _BASE:  # (descending: the least is last)
         bases: Iterable[int] = map(mul, times, repeat(1000))
     else:  # an explicit time near the ends of int64
         bases = map(_base, times)
     offsets = list(map(sub, stamps, bases))
-    return _Chunk(keys, array(_typecode(min(offsets), max(offsets)), offsets))
+    code = _typecode(min(offsets), max(offsets))
+    return _Chunk(keys, array(code, stamps if code == _STAMPS else offsets))
 
 
 class PackedList:
@@ -247,6 +263,13 @@ class PackedList:
             chunk_times = keys[0::2]
             times.extend(chunk_times)
             id2s.extend(keys[1::2])
+            if chunk.offsets.typecode == _STAMPS:
+                stamps.extend(chunk.offsets[skip:end])
+                want -= end - skip
+                skip = 0
+                if want <= 0:
+                    break
+                continue
             if chunk_times and min(chunk_times) >= -_BASE and max(chunk_times) <= _BASE:
                 bases: Iterable[int] = map(mul, chunk_times, repeat(1000))
             else:  # an explicit time near the ends of int64
@@ -257,6 +280,19 @@ class PackedList:
             if want <= 0:
                 break
         return id2s, times, stamps
+
+    def pick(self, id2s: Iterable[int]) -> list[ListItem]:
+        """The entries of these id2s, newest first: each chunk's id2 column scanned in C
+        (no Python call per entry), only the entries found decoded."""
+        wanted = set(id2s)
+        out: list[ListItem] = []
+        for chunk in self._chunks:
+            ids = chunk.keys[1::2]
+            if not wanted.isdisjoint(ids):
+                out.extend(
+                    map(chunk.entry, compress(range(len(ids)), map(wanted.__contains__, ids)))
+                )
+        return out
 
     def index(self, key: SortKey, inclusive: bool) -> int:
         """The position of the first entry older than `key` (or equal, if inclusive)."""

@@ -165,8 +165,7 @@ class ListEntry:
         prefix = self.prefix
         if prefix is None or not self.complete or len(prefix) > _SMALL_GET:
             return None
-        wanted = set(id2s)
-        return [entry for entry in _rows(prefix.columns(0, len(prefix))) if entry[1] in wanted]
+        return prefix.pick(id2s)
 
     def whole(self) -> list[ListItem] | None:
         """Every visible entry, if the whole (small) list is cached."""

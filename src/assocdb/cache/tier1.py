@@ -340,10 +340,9 @@ class Cache:
         without a cache; False: ask `listed`. (A list's COUNTS are filled on their
         first miss: `fill_counts`, the statement an uncached read runs.)"""
         # No lock, no hot-key sampling: see `admission` (stats: approximate, as hits').
-        key = ticket_key[1]
-        if self.doorkeeper.lists_after <= 1 or key in self._lists:
+        if ticket_key[1] in self._lists:
             return False
-        if self.doorkeeper.passing(ticket_key):
+        if self.doorkeeper.passing(ticket_key):  # (False, too, if admitted on a first miss)
             self.misses += 1
             return True
         return False  # (`listed` or `counts` admits it)
