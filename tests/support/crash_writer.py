@@ -100,8 +100,15 @@ def prepared(graph: assocdb.Graph, count: int, kill_at: int, where: str) -> None
                     cond.notify_all()
                 # (A round resolved in its shard transactions, `Overlap.journal_resolving`,
                 # opens them before its journal commit and fills them during it.)
-                if where == "during" and seen["statements"] >= kill_at:
-                    cond.wait_for(lambda: seen["journaled"] >= seen["prepared"], timeout=60)
+                # Killed at the first such statement once the journal's commit began:
+                # not waiting for it here, on the thread that would begin it (a round
+                # opens its shards before journaling, so a wait at its BEGIN only ended
+                # by its timeout, 60 s a run).
+                if (
+                    where == "during"
+                    and seen["statements"] >= kill_at
+                    and seen["journaled"] >= seen["prepared"]
+                ):
                     kill()
 
     def gated_commit(batch: Any) -> None:
