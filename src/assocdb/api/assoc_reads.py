@@ -384,7 +384,7 @@ class AssocReads:
             if len(found) > 1:
                 found.sort(key=_list_key, reverse=True)
             return found
-        if key not in cache._lists:  # (no lock: `held` looks again)
+        if not cache.holds_list(key):
             cache.misses += 1  # (counted as `passes` counts: approximate)
             return None
         hot = cache.hot.is_hot((LIST, *key))

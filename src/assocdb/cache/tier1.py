@@ -236,6 +236,10 @@ class Cache:
         floor = None if prefix is None else prefix.floor()
         return floor is not None and boundary < floor
 
+    def holds_list(self, key: ListKey) -> bool:
+        """Whether the list has an entry (no lock: `held` looks again)."""
+        return key in self._lists
+
     def answers(self, key: ListKey) -> dict[Any, Any] | None:
         """The list's answers as they are before a read: pass them to `keep` after it."""
         entry = self._lists.get(key)
