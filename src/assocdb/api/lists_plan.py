@@ -32,8 +32,14 @@ if TYPE_CHECKING:
 
 
 def nodes_of(run: _Executor, q: Query) -> tuple[int, ...]:
-    """The ids of `q`, ascending: the nodes of a many-list term given as a query."""
-    ids = list(itertools.islice(run.stream(q, None, False, MAX_NODES + 1), MAX_NODES + 1))
+    """The ids of `q`, ascending: the nodes of a many-list term given as a query. A
+    plain term's are one read of its key index, id2 alone (no records, no count read,
+    no cache fill: ids tier 1 keeps whole from an earlier query are used as they are)."""
+    plain = run.plain_ids(q, MAX_NODES + 1) if isinstance(q, Term) else None
+    if plain is not None:
+        ids = plain
+    else:
+        ids = list(itertools.islice(run.stream(q, None, False, MAX_NODES + 1), MAX_NODES + 1))
     if len(ids) > MAX_NODES:
         raise InvalidRequest(f"a query of nodes gives at most {MAX_NODES:,} ids; {q!r} has more")
     return tuple(ids)

@@ -262,6 +262,20 @@ class _Executor:
         q.resolved = (self._schema, typed)
         return typed
 
+    def plain_ids(self, q: Term, n: int) -> list[int] | None:
+        """Up to `n` ids of a term of a plain list (no id2s, no ttl), ascending, or None:
+        kept by tier 1 or one statement."""
+        typed = self._plain(q)
+        if typed is None:
+            return None
+        w = self.where(q)
+        if self._engine.cache is not None and w.codes == _VISIBLE:
+            kept: tuple[int, ...] | None = self._engine.cache.answer((q.node, w.atype), _ID2S)
+            if kept is not None:
+                return list(kept[:n])
+        rows = self._backend.scan_id2(w.shard, q.node, w.atype, w.codes, None, False, n)
+        return [row[0] for row in rows]
+
     def nodes(self, q: Lists) -> tuple[int, ...]:
         """A many-list term's nodes: its ids, or its query's, read once per run."""
         if not isinstance(q.nodes, Query):
