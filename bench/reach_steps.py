@@ -126,6 +126,9 @@ def steps(root: Path, graph: reads.Graph, rounds: int) -> dict[str, float]:
         "step: followees page (select(a).page)": followees,
         "step: select() terms and union": terms,
     }
+    for a in nodes[:20]:  # every way counts what the join counts
+        want = hand.two_hop(a)
+        assert (alone4(a), alone1(a), ids_count(a), terms_count(a)) == (want,) * 4, a
     found = p50s(variants, nodes, rounds)
     store.close()
     hand.close()
