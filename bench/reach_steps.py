@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from assocdb.core.ids import shard_of
+from assocdb.core.ids import by_shard, shard_of
 from assocdb.storage.sqlite import _union_rows
 
 from . import reads
@@ -102,6 +102,15 @@ def steps(root: Path, graph: reads.Graph, rounds: int) -> dict[str, float]:
     def followees(a: int) -> list[int]:
         return g.select(a, "follows").page(limit=reads.BIG).items
 
+    def build(a: int) -> object:
+        return g.select(g.select(a, "follows"), "follows")
+
+    def nodes_read(a: int) -> object:  # the executor's read of the followees' ids
+        return g._queries._executor().nodes(build(a))  # type: ignore[arg-type]
+
+    def grouped(a: int) -> object:
+        return by_shard(graph.follows[a], shards)
+
     def terms(a: int) -> object:
         first, *rest = (g.select(b, "follows") for b in graph.follows[a])
         return first.union(*rest) if rest else first
@@ -124,7 +133,10 @@ def steps(root: Path, graph: reads.Graph, rounds: int) -> dict[str, float]:
         "statements alone: 4-column followees + shards": alone4,
         "statements alone: id2 followees + shards": alone1,
         "step: followees page (select(a).page)": followees,
-        "step: select() terms and union": terms,
+        "step: select() terms and union (before)": terms,
+        "step: build select(select(a))": build,
+        "step: build + read the followees' ids": nodes_read,
+        "step: group the followees by shard": grouped,
     }
     for a in nodes[:20]:  # every way counts what the join counts
         want = hand.two_hop(a)
