@@ -22,7 +22,7 @@ traffic does: a popular node is read more often. The operations:
 * followers A doesn't follow back, the first 100 by id, descending (`select` difference);
 * mutual followees of A and B, the first 100 by id (`select` intersection);
 * two-hop reach: how many distinct nodes A's followees follow, for nodes whose
-  out-degree is 10-50 (`assoc_range` of A, then of each followee).
+  out-degree is 10-50 (`select` of the lists of the ids of `select(A)`, counted).
 
 Each run times every operation on every store, one call at a time, the stores
 called in turn, each on its own node of the same list (a busy machine slows
@@ -145,13 +145,10 @@ class Assocdb(Store):
         return (g.select(a, "follows") & g.select(b, "follows")).page(limit=100).items
 
     def two_hop(self, a: int) -> int:
-        # The union of the followees' lists: one statement per shard they are on.
+        # The followees' lists as one term whose nodes are a's followees: a's list read
+        # (id2 only), then one statement per shard holding theirs.
         g = self.g
-        followees = g.select(a, "follows").page(limit=BIG).items
-        if not followees:
-            return 0
-        first, *rest = (g.select(b, "follows") for b in followees)
-        reach = first.union(*rest) if rest else first
+        reach = g.select(g.select(a, "follows"), "follows")
         count = reach.count()  # exact when at most 10,000, as a count(DISTINCT ...) is
         if count.exact:
             return count.value

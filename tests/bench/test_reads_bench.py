@@ -30,3 +30,14 @@ def test_reads_bench_cache_options_name_the_cached_column(
     options = ["--edges", "1000", "--runs", "1", "--calls", "10", "--no-kuzu"]
     reads.main([*options, "--cache-prefix", "60", "--cache-max-age", "3600"])
     assert "assocdb, cache prefix 60, max_age 3600" in capsys.readouterr().out
+
+
+def test_reach_steps_agree_with_the_join_and_print_every_step(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench import reach_steps
+
+    reach_steps.main(["--edges", "3000", "--rounds", "1"])  # (it checks answers agree)
+    out = capsys.readouterr().out
+    for step in ("hand-written count(DISTINCT) join", "select(select(a))", "statements alone"):
+        assert step in out, step

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from assocdb import InvalidRequest
-from assocdb.core.ids import MAX_INT64, allocated_id, check_id, mix, shard_of, unmix
+from assocdb.core.ids import MAX_INT64, allocated_id, by_shard, check_id, mix, shard_of, unmix
 
 ids = st.integers(0, MAX_INT64)
 
@@ -51,3 +51,10 @@ def test_check_id_refuses(bad: object) -> None:
 def test_check_id_accepts_the_whole_range() -> None:
     assert check_id(1) == 1
     assert check_id(MAX_INT64) == MAX_INT64
+
+
+@given(st.lists(st.integers(1, 2**63 - 1), max_size=50), st.integers(1, 64))
+def test_by_shard_groups_ids_as_shard_of_places_them(ids: list[int], shards: int) -> None:
+    groups = by_shard(ids, shards)
+    assert {s: [i for i in ids if shard_of(i, shards) == s] for s in groups} == groups
+    assert sum(map(len, groups.values())) == len(ids)

@@ -109,6 +109,9 @@ def test_every_method_through_the_client(client: Client) -> None:
     q = g.select(100, "follows") | g.select(100, "blocks")
     assert q.page().items == [300, 200]
     assert q.count() == assocdb.Count(2, exact=True)
+    many = g.select([100, 7], "follows") | g.select(g.select(100, "blocks"), "likes")
+    assert many.page().items == [200]  # (many-list terms travel as ListsSpec)
+    assert g.select(g.select(100, "follows"), "followed_by").count().value == 1
     assert g.node_archive(100, "follows").status == "queued"
     assert g.drain(timeout=10)
     assert g.node_state(100, "follows") == "archived"

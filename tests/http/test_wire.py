@@ -29,8 +29,10 @@ from assocdb.client.wire import (
     BATCHABLE,
     METHODS,
     Args,
+    ListsSpec,
     QueryCount,
     QueryPage,
+    QuerySpec,
     SchemaInfo,
     TermSpec,
 )
@@ -67,7 +69,7 @@ WIRE_FIELDS = {
 LOCAL = {
     "assoc_pages": "a loop over assoc_page",
     "assoc_iter": "a loop over assoc_page",
-    "select": "builds a Query locally (sent as a TermSpec by query_page/query_count)",
+    "select": "builds a Query locally (sent as a TermSpec or ListsSpec by query_page/query_count)",
     "load_schema": "reads a local file, then sends define_* calls",
     "close": "closes what this process holds",
     "trace": "traces this process's SQL",
@@ -196,7 +198,11 @@ def test_query_methods_are_a_query_spec_and_the_query_method_parameters() -> Non
 
 
 def test_a_query_term_is_the_parameters_of_select() -> None:
-    assert fields(TermSpec) == parameters(Graph.select)
+    """A TermSpec is select of one node, a ListsSpec of many: ids or a query's."""
+    (name, required, node), *rest = parameters(Graph.select)
+    assert (name, node) == ("node", int | list[int] | Query)
+    assert fields(TermSpec) == [(name, required, int), *rest]
+    assert fields(ListsSpec) == [("nodes", required, list[int] | QuerySpec), *rest]
 
 
 def test_schema_travels_as_its_lists_of_types() -> None:

@@ -485,7 +485,7 @@ class Graph:
 
     def select(
         self,
-        node: int,
+        node: int | Iterable[int] | Query,
         atype: str,
         *,
         incoming: bool = False,
@@ -494,13 +494,13 @@ class Graph:
     ) -> Query:
         """The ids `node` points to by `atype` (or, with `incoming`, that point to it).
 
-        `states` chooses which edges count (visible ones by default); `id2s`
-        restricts the result to those ids. Combine with `&`, `|`, `-` (or
-        `.intersect`, `.union`, `.difference`); read with `.page()`,
+        `node` may be many ids, or a query whose ids they are: their lists' union.
+        `states` chooses which edges count (visible by default); `id2s` restricts
+        the result to those ids. Combine with `&`, `|`, `-`; read with `.page()`,
         `.pages()`, iteration or `.count()`.
 
         >>> mutual = g.select(1, "follows") & g.select(1, "follows", incoming=True)
-        >>> mutual.page(limit=20).items
+        >>> reach = g.select(g.select(1, "follows"), "follows")  # two hops; .count()
         """
         return self._queries.select(self, node, atype, incoming, states, id2s)  # (positional: hot)
 

@@ -35,12 +35,14 @@ from typing import Any, NamedTuple
 from ..cache.entries import SMALL_LIST
 from ..core import cursor as _cursor
 from ..core.errors import InvalidRequest
-from ..core.ids import shard_of
+from ..core.ids import by_shard, shard_of
 from ..core.merge import State
-from ..core.query import Compound, Difference, Intersect, Query, Runner, Term, Union
+from ..core.query import Compound, Difference, Intersect, Lists, Query, Runner, Term, Union
 from ..core.records import STATE_NAMES, Assoc, Count, Page, StateName
 from ..core.scans import EdgeScan, IdsJoin, IdsProbe, ListsUnion
 from ..core.schema import AssocType
+from ..storage.backend import Backend
+from . import lists_plan
 from .engine import Engine
 from .ttl_reads import Expiry
 
@@ -64,15 +66,20 @@ class Queries:
     def select(
         self,
         runner: Runner,
-        node: int,
+        node: int | Iterable[int] | Query,
         atype: str,
         incoming: bool,
         states: Sequence[StateName],
         id2s: Iterable[int] | None,
     ) -> Query:
-        query = Term(runner, node, atype, incoming, states, id2s)
-        self._resolved.where(query)  # unknown types and missing inverses are refused now
-        return query
+        # Unknown types and missing inverses are refused now.
+        if type(node) is int:
+            query = Term(runner, node, atype, incoming, states, id2s)
+            self._resolved.where(query)
+            return query
+        lists = Lists(runner, node, atype, incoming, states, id2s)  # type: ignore[arg-type]
+        lists.resolved = (self._engine.schema, self._resolved.typed(lists))
+        return lists
 
     def _executor(self) -> _Executor:
         return _Executor(self._engine, self._resolved, self._expiry)
@@ -123,7 +130,7 @@ class Queries:
 
     def count(self, query: Query) -> Count:
         run = self._executor()
-        if isinstance(query, Compound):  # the plans of a page, exact if they find few ids
+        if isinstance(query, (Compound, Lists)):  # a page's plans, exact if they find few ids
             found = run.members(query, EXACT_LIMIT + 1)
             if found is not None and found <= EXACT_LIMIT:
                 return Count(found, exact=True)
@@ -146,7 +153,7 @@ class _Resolutions:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._schema: object = None
-        self._found: dict[tuple[Any, ...], tuple[int, tuple[int, ...], AssocType]] = {}
+        self._found: dict[tuple[Any, ...], Typed] = {}
 
     def where(self, q: Term) -> _Where:
         schema = self._engine.schema
@@ -154,6 +161,13 @@ class _Resolutions:
         if memo is not None and memo[0] is schema:
             found: _Where = memo[1]
             return found
+        where = _Where(shard_of(q.node, self._engine.shards), *self.typed(q))
+        q.resolved = (schema, where)
+        return where
+
+    def typed(self, q: Term | Lists) -> Typed:
+        """The type id, state numbers and type of the lists a term reads."""
+        schema = self._engine.schema
         if schema is not self._schema:
             self._found, self._schema = {}, schema  # (a racing run fills the old dict)
         key = (q.atype, q.incoming, q.states)
@@ -162,11 +176,9 @@ class _Resolutions:
             if len(self._found) >= RESOLVED:
                 self._found = {}
             typed = self._found[key] = self._resolve(q)
-        where = _Where(shard_of(q.node, self._engine.shards), *typed)
-        q.resolved = (schema, where)
-        return where
+        return typed
 
-    def _resolve(self, q: Term) -> tuple[int, tuple[int, ...], AssocType]:
+    def _resolve(self, q: Term | Lists) -> Typed:
         kind = self._engine.assoc_type(q.atype)
         if q.incoming:
             inverse = self._engine.schema.inverse(kind)
@@ -177,6 +189,10 @@ class _Resolutions:
                 )
             kind = inverse
         return kind.id, tuple(STATE_NAMES.index(state) for state in q.states), kind
+
+
+#: A term's list type id, state numbers and type (`_Resolutions.typed`).
+Typed = tuple[int, tuple[int, ...], AssocType]
 
 
 class _Where(NamedTuple):
@@ -198,6 +214,16 @@ class _Executor:
         self._schema = engine.schema  # (a run resolves its terms against one schema)
         self._expiry = expiry
         self._uppers: dict[int, int] = {}  # by id() of the query: they all outlive the run
+        self._nodes: dict[int, tuple[int, ...]] = {}  # a many-list term's nodes, by id()
+        self.expansions: dict[int, Query | None] = {}  # its terms (`lists_plan.expanded`)
+
+    @property
+    def backend(self) -> Backend:
+        return self._backend
+
+    @property
+    def shards(self) -> int:
+        return self._engine.shards
 
     # -- resolving terms against the schema ----------------------------------------
 
@@ -209,6 +235,8 @@ class _Executor:
         """The most ids one page returns: the smallest type limit involved."""
         if isinstance(q, Term):
             return self.where(q).kind.limit
+        if isinstance(q, Lists):
+            return self.typed(q)[2].limit
         assert isinstance(q, Compound)
         least = self.limit(q.parts[0])
         for part in q.parts[1:]:  # (not min() of a generator: ~1 µs of a short page)
@@ -223,6 +251,39 @@ class _Executor:
             found: _Where = memo[1]
             return found
         return self._resolved.where(q)
+
+    def typed(self, q: Lists) -> Typed:
+        """A many-list term's type id, state numbers and type: its memo, as `where`'s."""
+        memo = q.resolved
+        if memo is not None and memo[0] is self._schema:
+            found: Typed = memo[1]
+            return found
+        typed = self._resolved.typed(q)
+        q.resolved = (self._schema, typed)
+        return typed
+
+    def plain_ids(self, q: Term, n: int) -> list[int] | None:
+        """Up to `n` ids of a term of a plain list (no id2s, no ttl), ascending, or None:
+        kept by tier 1 or one statement."""
+        typed = self._plain(q)
+        if typed is None:
+            return None
+        w = self.where(q)
+        if self._engine.cache is not None and w.codes == _VISIBLE:
+            kept: tuple[int, ...] | None = self._engine.cache.answer((q.node, w.atype), _ID2S)
+            if kept is not None:
+                return list(kept[:n])
+        rows = self._backend.scan_id2(w.shard, q.node, w.atype, w.codes, None, False, n)
+        return [row[0] for row in rows]
+
+    def nodes(self, q: Lists) -> tuple[int, ...]:
+        """A many-list term's nodes: its ids, or its query's, read once per run."""
+        if not isinstance(q.nodes, Query):
+            return q.nodes
+        found = self._nodes.get(id(q))
+        if found is None:
+            found = self._nodes[id(q)] = lists_plan.nodes_of(self, q.nodes)
+        return found
 
     # -- terms -----------------------------------------------------------------------
 
@@ -265,6 +326,9 @@ class _Executor:
             return set()
         if isinstance(q, Term):
             return set(self._probe_term(q, ids, True))
+        if isinstance(q, Lists):
+            terms = lists_plan.expanded(self, q)
+            return set() if terms is None else self.probe(terms, ids)
         if isinstance(q, Intersect):
             found = set(ids)
             for part in self._by_size(q):
@@ -331,7 +395,7 @@ class _Executor:
                 break
         return taken
 
-    def members(self, q: Compound, n: int) -> int | None:
+    def members(self, q: Compound | Lists, n: int) -> int | None:
         """How many ids `q` has, when a page's plan of few statements reads them
         (`_few_statements`), counting at most `n`; None when it has no such plan. A
         union's ids are read in no order, as a hand-written `count(DISTINCT ...)` does."""
@@ -348,7 +412,7 @@ class _Executor:
         is short (or, uncached, its second), as one read of it and one probe of the
         other: no count is read to choose (with the cache on, one shard's two lists
         are joined from the smaller, by the counts tier 1 mostly holds)."""
-        if isinstance(q, Union):
+        if isinstance(q, (Union, Lists)):
             return self._union_of_lists(q, boundary, forward, n, ordered)
         parts = q.parts if isinstance(q, Compound) else ()
         where = []
@@ -437,53 +501,84 @@ class _Executor:
         return list(kept[bisect.bisect_right(kept, boundary) :])
 
     def _union_of_lists(
-        self, q: Union, boundary: int | None, forward: bool, n: int, ordered: bool = True
+        self, q: Union | Lists, boundary: int | None, forward: bool, n: int, ordered: bool = True
     ) -> list[int] | None:
         """The first `n` ids of a union of lists of one type (a two-hop reach: the lists
-        of someone's followees): the first `n` of each shard's, one statement each; None
-        for any other union. Not `ordered`: its ids in no order, all of them if no shard
-        has `n` (a count's). One pass over the lists: a reach has tens of them, and each
-        step per list was ~1 µs of it."""
-        schema, resolve, cache = self._schema, self._resolved.where, self._engine.cache
+        of someone's followees, as terms or one many-list term): the first `n` of each
+        shard's, one statement each; None for any other union. Not `ordered`: its ids in
+        no order, all of them if no shard has `n` (a count's). One pass over the lists:
+        a reach has tens of them, and each step per list was ~1 µs of it."""
         nodes: dict[int, list[int]] = {}
         found: set[int] = set()
-        first: _Where | None = None
-        for part in q.parts:
-            if not isinstance(part, Term) or part.id2s is not None:
+        first: Typed | None = None
+        for part in q.parts if isinstance(q, Union) else (q,):
+            typed = self._plain(part)
+            if typed is None:
                 return None
-            memo = part.resolved  # (`_Resolutions.where`'s memo, without the call)
-            w: _Where = memo[1] if memo is not None and memo[0] is schema else resolve(part)
             if first is None:
-                if w.kind.ttl is not None:  # (one type id: one ttl)
-                    return None
-                first = w
-            elif w.atype != first.atype or w.codes != first.codes:
+                first = typed
+            elif typed[0] != first[0] or typed[1] != first[1]:
                 return None
-            # A small list's id2s kept by an earlier query (visible edges only): no statement.
-            cached = (
-                None
-                if cache is None or w.codes != _VISIBLE
-                else cache.answer((part.node, w.atype), _ID2S)
-            )
-            if cached is None:
-                on = nodes.get(w.shard)
-                if on is None:
-                    nodes[w.shard] = [part.node]
-                else:
-                    on.append(part.node)
-            elif boundary is None:
-                found.update(cached)
-            else:  # (ascending)
-                cut = bisect.bisect_left(cached, boundary)
-                found.update(
-                    cached[:cut] if forward else cached[bisect.bisect_right(cached, boundary) :]
-                )
+            self._by_shard(part, typed, nodes, found, boundary, forward)  # type: ignore[arg-type]
         if first is None:
             return None
         for shard, id1s in nodes.items():
-            scan = ListsUnion(id1s, first.atype, first.codes, boundary, forward, n, ordered)
+            scan = ListsUnion(id1s, first[0], first[1], boundary, forward, n, ordered)
             found.update(self._backend.set_ids(shard, scan))
         return sorted(found, reverse=forward)[:n] if ordered else list(found)
+
+    def _plain(self, q: Query) -> Typed | None:
+        """The type of a term or many-list term of plain lists (no id2s, no ttl), or None."""
+        if isinstance(q, Lists):
+            typed = self.typed(q)
+        elif isinstance(q, Term):
+            typed = self.where(q)[1:]
+        else:
+            return None
+        return None if q.id2s is not None or typed[2].ttl is not None else typed
+
+    def _by_shard(
+        self, q: Term | Lists, typed: Typed, nodes: dict[int, list[int]], found: set[int],
+        boundary: int | None, forward: bool,
+    ) -> None:  # fmt: skip
+        """The nodes of `q`'s lists added to `nodes` by shard, but for a small list whose
+        whole id2s tier 1 keeps from an earlier query (visible edges only): its ids past
+        `boundary` are added to `found`, and it needs no statement."""
+        atype = typed[0]
+        kept = self._engine.cache is not None and typed[1] == _VISIBLE
+        if isinstance(q, Term):
+            if not kept or not self._kept_into(found, q.node, atype, boundary, forward):
+                shard = self.where(q).shard
+                on = nodes.get(shard)
+                if on is None:
+                    nodes[shard] = [q.node]
+                else:
+                    on.append(q.node)
+            return
+        ids: Sequence[int] = self.nodes(q)
+        if kept:
+            ids = [i for i in ids if not self._kept_into(found, i, atype, boundary, forward)]
+        for shard, group in by_shard(ids, self._engine.shards).items():
+            on = nodes.get(shard)
+            nodes[shard] = group if on is None else on + group
+
+    def _kept_into(
+        self, found: set[int], node: int, atype: int, boundary: int | None, forward: bool
+    ) -> bool:
+        """Whether tier 1 keeps the whole id2s of the small list `(node, atype)` from an
+        earlier query; if so, those past `boundary` are added to `found`."""
+        cache = self._engine.cache
+        assert cache is not None
+        cached: tuple[int, ...] | None = cache.answer((node, atype), _ID2S)
+        if cached is None:
+            return False
+        if boundary is None:
+            found.update(cached)
+        elif forward:  # (ascending)
+            found.update(cached[: bisect.bisect_left(cached, boundary)])
+        else:
+            found.update(cached[bisect.bisect_right(cached, boundary) :])
+        return True
 
     def stream(
         self, q: Query, boundary: int | None, forward: bool, want: int | None = None
@@ -492,6 +587,8 @@ class _Executor:
         many the caller expects to take, a hint: an intersection probes no further)."""
         if isinstance(q, Term):
             return self._term_stream(q, boundary, forward, want)
+        if isinstance(q, Lists):
+            return lists_plan.stream(self, q, boundary, forward, _first(want), CHUNK)
         if isinstance(q, Union):
             merged = heapq.merge(
                 *(self.stream(p, boundary, forward) for p in q.parts), reverse=forward
@@ -648,6 +745,9 @@ class _Executor:
                 if kind.ttl is not None:  # the visible counts: a term's count is exact
                     counts = [self._expiry.count(q.node, kind, s, n) for s, n in enumerate(counts)]
                 bound = counts[codes[0]] if len(codes) == 1 else sum(counts[s] for s in codes)
+        elif isinstance(q, Lists):
+            terms = lists_plan.expanded(self, q)
+            bound = 0 if terms is None else self.upper(terms)
         elif isinstance(q, Intersect):
             bound = min(self.upper(p) for p in q.parts)
         elif isinstance(q, Union):

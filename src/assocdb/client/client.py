@@ -29,7 +29,7 @@ from ..core.errors import AssocdbError, InvalidRequest, Timeout, Unavailable
 from ..core.extras import needs
 from ..core.feed import FEED_LIMIT
 from ..core.pagers import items, pages
-from ..core.query import Query, Term
+from ..core.query import Lists, Query, Term
 from ..core.records import (
     Assoc,
     CacheStats,
@@ -484,15 +484,18 @@ class Client:
 
     def select(
         self,
-        node: int,
+        node: int | Iterable[int] | Query,
         atype: str,
         *,
         incoming: bool = False,
         states: Sequence[StateName] = ("normal",),
         id2s: Iterable[int] | None = None,
     ) -> Query:
-        """A query term; see `Graph.select`. Types are checked when it runs."""
-        return Term(self, node, atype, incoming, states, id2s)
+        """A query term (of many lists if `node` is ids or a query); see `Graph.select`.
+        Types are checked when it runs."""
+        if type(node) is int:
+            return Term(self, node, atype, incoming, states, id2s)
+        return Lists(self, node, atype, incoming, states, id2s)  # type: ignore[arg-type]
 
     def _query_page(self, query: Query, cursor: str | None, limit: int) -> Page[int]:
         result: Page[int] = self._call("query_page", QueryPage(to_spec(query), cursor, limit))

@@ -23,7 +23,7 @@ from ..core import errors as _errors
 from ..core.deletion import DanglingReport, Deletion
 from ..core.errors import AssocdbError, InvalidRequest
 from ..core.feed import FEED_LIMIT
-from ..core.query import Difference, Intersect, Query, Runner, Term
+from ..core.query import Difference, Intersect, Lists, Query, Runner, Term
 from ..core.records import (
     Assoc,
     CacheStats,
@@ -72,6 +72,16 @@ class TermSpec(msgspec.Struct, tag="term", forbid_unknown_fields=True):
     id2s: list[Int64] | None = None
 
 
+class ListsSpec(msgspec.Struct, tag="lists", forbid_unknown_fields=True):
+    """Many lists of one type (`Lists`): `nodes` is ids or a query giving them."""
+
+    nodes: list[Int64] | QuerySpec
+    atype: str
+    incoming: bool = False
+    states: list[StateName] = msgspec.field(default_factory=lambda: ["normal"])
+    id2s: list[Int64] | None = None
+
+
 class IntersectSpec(msgspec.Struct, tag="intersect", forbid_unknown_fields=True):
     parts: list[QuerySpec]
 
@@ -85,7 +95,7 @@ class DifferenceSpec(msgspec.Struct, tag="difference", forbid_unknown_fields=Tru
     right: QuerySpec
 
 
-QuerySpec = TermSpec | IntersectSpec | UnionSpec | DifferenceSpec
+QuerySpec = TermSpec | ListsSpec | IntersectSpec | UnionSpec | DifferenceSpec
 
 
 def to_spec(query: Query) -> QuerySpec:
@@ -94,6 +104,11 @@ def to_spec(query: Query) -> QuerySpec:
         states: list[Any] = list(query.states)
         id2s = None if query.id2s is None else list(query.id2s)
         return TermSpec(query.node, query.atype, query.incoming, states, id2s)
+    if isinstance(query, Lists):
+        nodes = to_spec(query.nodes) if isinstance(query.nodes, Query) else list(query.nodes)
+        id2s = None if query.id2s is None else list(query.id2s)
+        states = list(query.states)
+        return ListsSpec(nodes, query.atype, query.incoming, states, id2s)
     if isinstance(query, Difference):
         return DifferenceSpec(to_spec(query.left), to_spec(query.right))
     parts = [to_spec(p) for p in query.parts]  # type: ignore[attr-defined]
@@ -111,6 +126,10 @@ def from_spec(spec: QuerySpec, runner: Runner, depth: Int64 = 0) -> Query:
         raise InvalidRequest(f"a query holds at most {MAX_QUERY_TERMS} terms")
     if isinstance(spec, TermSpec):
         return Term(runner, spec.node, spec.atype, spec.incoming, spec.states, spec.id2s)
+    if isinstance(spec, ListsSpec):
+        nodes = spec.nodes
+        of = nodes if isinstance(nodes, list) else from_spec(nodes, runner, depth + 1)
+        return Lists(runner, of, spec.atype, spec.incoming, spec.states, spec.id2s)
     if isinstance(spec, DifferenceSpec):
         left, right = (
             from_spec(spec.left, runner, depth + 1),
@@ -136,6 +155,12 @@ def _has_more_terms(spec: QuerySpec, limit: int) -> bool:
                 return True
         elif isinstance(node, DifferenceSpec):
             pending += [node.left, node.right]
+        elif isinstance(node, ListsSpec):  # a term, and its query of nodes if it has one
+            terms += 1
+            if terms > limit:
+                return True
+            if not isinstance(node.nodes, list):
+                pending.append(node.nodes)
         else:
             pending += node.parts
     return False

@@ -19,6 +19,8 @@ the shard of its post (TAO's colocation).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from .errors import InvalidRequest
 
 MAX_INT64 = 2**63 - 1
@@ -60,6 +62,25 @@ def _unshift(y: int, k: int) -> int:
 def shard_of(id: int, shards: int) -> int:
     """The logical shard, in 0 … shards-1, that holds the rows of `id`."""
     return mix(id) % shards
+
+
+def by_shard(ids: Iterable[int], shards: int) -> dict[int, list[int]]:
+    """`ids` grouped by `shard_of`, each group in the order given: `mix` inline (a
+    two-hop reach groups tens of ids per call, and a call each was ~0.6 µs)."""
+    groups: dict[int, list[int]] = {}
+    c1, c2, mask = _C1, _C2, _MASK
+    for id in ids:
+        x = id ^ (id >> 31)
+        x = (x * c1) & mask
+        x ^= x >> 29
+        x = (x * c2) & mask
+        shard = (x ^ (x >> 32)) % shards
+        group = groups.get(shard)
+        if group is None:
+            groups[shard] = [id]
+        else:
+            group.append(id)
+    return groups
 
 
 def allocated_id(seq: int, shard: int, shards: int) -> int:

@@ -1,12 +1,14 @@
 """Set arithmetic over association lists: FlockDB's select, intersect, union, difference.
 
 A query is a *term*, one association list with a state filter and an
-optional id2 restriction, or the intersection, union or difference of
-queries, nested to any depth:
+optional id2 restriction (or many lists of one type at once, `Lists`: their
+union), or the intersection, union or difference of queries, nested to any
+depth:
 
     both = g.select(1, "follows") & g.select(2, "follows")      # who do 1 and 2 both follow?
     fans = g.select(1, "follows", incoming=True) - g.select(1, "follows")  # not followed back
     page = fans.page(limit=100); more = fans.page(page.next_cursor, limit=100)
+    reach = g.select(g.select(1, "follows"), "follows")  # what 1's followees follow
 
 Results are ids, descending: a single term in its list order (newest first,
 by `(time, id2)`), a compound query by id2. Pages use keyset cursors like
@@ -29,6 +31,7 @@ from .ids import check_id
 from .records import STATE_NAMES, Count, Page
 
 MAX_ID2S = 10_000
+MAX_NODES = 10_000  # lists one many-list term names (or its query of nodes gives)
 
 DEFAULT_LIMIT = 50
 _NORMAL_ONLY = ("normal",)
@@ -160,6 +163,53 @@ class Term(Query):
         return f"t({self.node}{direction}{self.atype},{'+'.join(self.states)}{only})".encode()
 
 
+class Lists(Query):
+    """Many lists of one type at once: the union of the lists of `nodes` by `atype`
+    (or, `incoming`, of what points to each), edges in `states`, optionally only
+    `id2s` — what the union of one `Term` per node is, without an object per list.
+
+    `nodes` is ids (kept distinct, ascending) or a query whose ids are the nodes,
+    read when the query runs (at most MAX_NODES of them): a two-hop reach is
+    `g.select(g.select(a, "follows"), "follows")`. Paged by id, like any union.
+    """
+
+    __slots__ = ("atype", "id2s", "incoming", "nodes", "resolved", "states")
+
+    def __init__(
+        self,
+        runner: Runner,
+        nodes: Iterable[int] | Query,
+        atype: str,
+        incoming: bool,
+        states: Sequence[str],
+        id2s: Iterable[int] | None,
+    ) -> None:
+        self._runner = runner
+        self._scope = None
+        if isinstance(nodes, Query):
+            if nodes._runner is not runner:
+                raise InvalidRequest("select takes a query of nodes of the same graph")
+            self.nodes: tuple[int, ...] | Query = nodes
+        else:
+            self.nodes = _nodes(nodes)
+        if not isinstance(atype, str):
+            raise InvalidRequest(f"atype must be a type name, got {atype!r}")
+        if type(incoming) is not bool:
+            raise InvalidRequest(f"incoming must be true or false, got {incoming!r}")
+        self.atype = atype
+        self.incoming = incoming
+        self.states = _states(states)
+        self.id2s = None if id2s is None else _restriction(id2s)
+        self.resolved: Any = None
+
+    def _describe(self) -> bytes:
+        nodes = self.nodes
+        named = nodes.scope.decode() if isinstance(nodes, Query) else ",".join(map(str, nodes))
+        only = "" if self.id2s is None else f";{','.join(map(str, self.id2s))}"
+        direction = "<" if self.incoming else ">"
+        return f"m({named}{direction}{self.atype},{'+'.join(self.states)}{only})".encode()
+
+
 class Compound(Query):
     """An operation over queries."""
 
@@ -210,6 +260,22 @@ def _states(states: object) -> tuple[str, ...]:
         if state not in STATE_NAMES:
             raise InvalidRequest(f"state must be one of {', '.join(STATE_NAMES)}; got {state!r}")
     return tuple(sorted(set(states), key=STATE_NAMES.index))
+
+
+def _nodes(nodes: object) -> tuple[int, ...]:
+    """A many-list term's ids, checked, distinct and ascending (its scope is canonical)."""
+    if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Iterable):
+        raise InvalidRequest(f"node must be an id, a list of ids or a query, got {nodes!r}")
+    try:
+        found = set(nodes)
+    except TypeError:
+        raise InvalidRequest("node must be an id, a list of ids or a query") from None
+    for node in found:  # (check_id's test, inline: a reach names tens of lists)
+        if type(node) is not int or not 0 < node < 2**63:
+            check_id(node, "node")
+    if len(found) > MAX_NODES:
+        raise InvalidRequest(f"at most {MAX_NODES:,} nodes in a query term, got {len(found):,}")
+    return tuple(sorted(found))
 
 
 def _restriction(id2s: object) -> tuple[int, ...] | None:

@@ -44,13 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
-from ..core.scans import ListRow
+from ..core.scans import ListRow, ListsUnion, SetScan
 from .backend import map_driver_error
 from .changesignal import ChangeSignal, open_signal
 from .dialect import Session
 from .sql import SQLBackend
 from .sqlfeed import ddl
 from .sqlopen import check_shards, open_graph
+from .sqlsets import packed_union
 from .sqltext import insert, marks
 from .writerlock import WriterLock
 
@@ -154,6 +155,7 @@ class SQLiteBackend(SQLBackend):
         # which sleeps (1, 2, 5 … 100 ms) instead of queueing.
         self._writers = [threading.Lock() for _ in range(shards)]
         self._closed = False
+        self._unions: dict[tuple[int, int, bool, bool], str] = {}  # `set_ids`
         #: Per shard, the WAL file (inode) whose name the directory has on disk: SQLite
         #: makes a new WAL when a graph is opened again, and its name is durable only
         #: once the directory is synced (`make_durable`).
@@ -257,6 +259,17 @@ class SQLiteBackend(SQLBackend):
 
     def _union_rows_template(self, id1s: int, states: int, bounded: bool, fwd: bool) -> str:
         return _union_rows(id1s, states, bounded, fwd)
+
+    def set_ids(self, shard: int, query: SetScan) -> list[int]:
+        if type(query) is not ListsUnion or not self._union_packed:
+            return super().set_ids(shard, query)
+        # A union's lists (a two-hop reach: ~12 a call): its statement by shape and
+        # shard, from one dict (through `sqlsets._united`, ~3 µs more a statement).
+        key = (shard, len(query.states), query.boundary is not None, query.forward)
+        sql = self._unions.get(key)
+        if sql is None:
+            sql = self._unions[key] = self._q(_union_rows(0, *key[1:]), shard)
+        return packed_union(self, shard, query, sql)
 
     def _probe_params(
         self, id1: int, atype: int, id2s: Sequence[int], states: Sequence[int], left: int | None
@@ -472,15 +485,16 @@ def _list_rows(ids: int) -> str:
 
 @lru_cache(maxsize=256)
 def _union_rows(id1s: int, states: int, bounded: bool, forward: bool) -> str:
-    """The rows of a union's lists driven by a `VALUES` list of their ids, seeking each
-    list in the clustered order (parameters as `sqlsets.rows_template`'s), as one JSON
-    array when the engine has JSON (`_union_packed`)."""
+    """The rows of a union's lists driven by their ids, seeking each list in the
+    clustered order (parameters as `sqlsets.rows_template`'s). When the engine has
+    JSON (`_union_packed`), the ids are bound as one JSON array read by `json_each`
+    (`id1s` 0: no padding, one shape; a two-hop reach's statements ~17% faster than
+    with a padded `VALUES` list) and the rows come back as one JSON array."""
     bound = f" AND edges.id2 {'<' if forward else '>'} ?" if bounded else ""
-    rows = (
-        f"SELECT edges.id2 FROM ids"
-        f" CROSS JOIN edges ON edges.id1 = ids.id1 AND edges.atype = ?{bound}"
-        f" AND edges.state IN ({marks(states)}) LIMIT ?"
-    )
+    on = f"edges.atype = ?{bound} AND edges.state IN ({marks(states)}) LIMIT ?"
     if SQLiteBackend._union_packed:
-        rows = f"SELECT json_group_array(id2) FROM ({rows})"
+        rows = "SELECT edges.id2 FROM json_each(?) AS ids CROSS JOIN edges"
+        rows += f" ON edges.id1 = ids.value AND {on}"
+        return f"SELECT json_group_array(id2) FROM ({rows})"
+    rows = f"SELECT edges.id2 FROM ids CROSS JOIN edges ON edges.id1 = ids.id1 AND {on}"
     return f"WITH ids (id1) AS (VALUES {','.join(['(?)'] * id1s)}) {rows}"

@@ -12,12 +12,13 @@ took four statements and ~4x the hand-written join).
 Statements are rendered once per shape (the `_template`s): the ids of a
 union's lists are padded to a power of two with 0 (no list has that id) so
 that a driver's statement cache holds a handful of shapes, not one per count
-of lists. SQLite reads a union's lists driven by a `VALUES` list of their ids
-(`SQLiteBackend._union_rows_template`), not an `IN` list, which it first
-builds into a temporary index on every run (~25% of the statement), and has
-the engine pack the rows into one JSON array (`SQLBackend._union_packed`): a
-two-hop reach's ~500 ids cost the driver a tuple and an int each. A union read
-for a count (`ListsUnion.ordered` false) leaves its ids unsorted.
+of lists. SQLite with JSON (`SQLBackend._union_packed`) binds a union's ids
+as one JSON array instead, read by `json_each` as the outer loop of the join
+(`SQLiteBackend._union_rows_template`; not an `IN` list, which it first
+builds into a temporary index on every run, ~25% of the statement), and has
+the engine pack the rows into one JSON array: a two-hop reach's ~500 ids
+cost the driver a tuple and an int each. A union read for a count
+(`ListsUnion.ordered` false) leaves its ids unsorted.
 """
 
 from __future__ import annotations
@@ -102,11 +103,14 @@ def _joined(b: SQLBackend, shard: int, q: IdsJoin) -> list[int]:
 
 
 def _united(b: SQLBackend, shard: int, q: ListsUnion) -> list[int]:
-    id1s = list(q.id1s)
-    width = 1 << (len(id1s) - 1).bit_length()  # padded: a few shapes, not one per count
-    id1s += [0] * (width - len(id1s))  # (no list has id 0)
+    if b._union_packed:  # the ids as one JSON array (SQLite: `_union_rows_template`)
+        width, params = 0, [f"[{','.join(map(str, q.id1s))}]", q.atype]
+    else:
+        id1s = list(q.id1s)
+        width = 1 << (len(id1s) - 1).bit_length()  # padded: a few shapes, not one per count
+        id1s += [0] * (width - len(id1s))  # (no list has id 0)
+        params = [*id1s, q.atype]
     bounded = q.boundary is not None
-    params: list[Any] = [*id1s, q.atype]
     if bounded:
         params.append(q.boundary)
     params += q.states
@@ -122,7 +126,33 @@ def _united(b: SQLBackend, shard: int, q: ListsUnion) -> list[int]:
         if not q.ordered:  # (the caller's set drops the repeats)
             return ids
         return sorted(set(ids), reverse=q.forward)[: q.limit]
-    sql = b._q(_union_template(b._by_key, *shape), shard)
+    return ordered_union(b, shard, q, width, params)
+
+
+def packed_union(b: SQLBackend, shard: int, q: ListsUnion, sql: str) -> list[int]:
+    """`_united` on SQLite with JSON, its usual case in few steps (a two-hop reach runs
+    ~12 of them a call): the scan unpacked once, `sql` its rows statement."""
+    id1s, atype, states, boundary, forward, limit, ordered = q
+    most = _UNORDERED * limit + 1
+    params: list[Any] = [f"[{','.join(map(str, id1s))}]", atype]
+    if boundary is not None:
+        params.append(boundary)
+    params += states
+    rows = b._query(shard, sql, [*params, most])
+    ids: list[int] = _PACKED.decode(rows[0][0])
+    if len(ids) < most:
+        return ids if not ordered else sorted(set(ids), reverse=forward)[:limit]
+    return ordered_union(b, shard, q, 0, params)
+
+
+def ordered_union(
+    b: SQLBackend, shard: int, q: ListsUnion, width: int, params: list[Any]
+) -> list[int]:
+    """The first `limit` distinct ids of lists too long to read unordered (`params`:
+    the rows statement's, but its limit)."""
+    sql = b._q(
+        _union_template(b._by_key, width, len(q.states), q.boundary is not None, q.forward), shard
+    )
     return [row[0] for row in b._query(shard, sql, [*params, q.limit])]
 
 
@@ -169,10 +199,12 @@ def rows_template(id1s: int, states: int, bounded: bool, forward: bool) -> str:
 
 @lru_cache(maxsize=256)
 def _union_template(by_key: str, id1s: int, states: int, bounded: bool, forward: bool) -> str:
-    """The distinct id2s of many lists of one type on one shard, in id2 order."""
+    """The distinct id2s of many lists of one type on one shard, in id2 order (`id1s`
+    0: the ids bound as one JSON array, SQLite's `json_each`)."""
     op, order = ("<", "DESC") if forward else (">", "ASC")
     bound = f" AND id2 {op} ?" if bounded else ""
+    ids = marks(id1s) if id1s else "SELECT value FROM json_each(?)"
     return (
-        f"SELECT DISTINCT id2 FROM {{s}}.edges{by_key} WHERE id1 IN ({marks(id1s)})"
+        f"SELECT DISTINCT id2 FROM {{s}}.edges{by_key} WHERE id1 IN ({ids})"
         f" AND atype = ?{bound} AND state IN ({marks(states)}) ORDER BY id2 {order} LIMIT ?"
     )
