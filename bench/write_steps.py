@@ -62,10 +62,10 @@ from pathlib import Path
 from typing import Any
 
 from assocdb.storage.sqlite import SQLiteBackend
-from assocdb.writes import fence, pipeline
+from assocdb.writes import fence, overlap, pipeline
 from assocdb.writes.applier import Applier
 from assocdb.writes.journal import Journal
-from assocdb.writes.overlap import RESOLVE_IN_SHARDS_FROM, Overlap
+from assocdb.writes.overlap import OVERLAP_FROM, RESOLVE_IN_SHARDS_FROM, Overlap
 from assocdb.writes.pipeline import Pipeline
 
 from .writes import NODES, Bare, preloaded_graph
@@ -100,7 +100,10 @@ def timed(spent: dict[str, float], label: str, method: Callable[..., Any]) -> Ca
         try:
             return method(*args, **kwargs)
         finally:
-            spent[label] += time.perf_counter() - started
+            took = time.perf_counter() - started
+            spent[label] += took
+            if method.__name__ == "_commit":
+                COMMITS.append(took)
 
     return call
 
@@ -111,6 +114,10 @@ BATCH = 1
 THREADS = 1
 #: `--ab` compares the resolution in the shards on and off, not the overlap.
 IN_SHARDS_OFF = False
+#: `--ab-helper`: the A/B rounds journal every round on the helper thread (a lone write too).
+HELPER_ALWAYS = False
+#: Each journal commit's seconds (`Journal._commit`), for its p50 beside the bare write's.
+COMMITS: list[float] = []
 
 
 def lone_writes(graph: Any, rnd: random.Random, writes: int, latencies: list[float]) -> float:
@@ -191,22 +198,35 @@ def ab_round(
 ) -> None:
     """A round of the same writes with the overlap off (journal, then apply), or with
     `IN_SHARDS_OFF` only the resolution in the shards off (read before journaling)."""
-    overlap = graph.engine.pipeline.overlap
+    lapped = graph.engine.pipeline.overlap
     name = "not in the shards" if IN_SHARDS_OFF else "overlap off"
+    name = "journal on the helper" if HELPER_ALWAYS else name
     spent.clear()
-    if IN_SHARDS_OFF:
+    del COMMITS[:]
+    if HELPER_ALWAYS:
+        overlap.OVERLAP_FROM = 1
+    elif IN_SHARDS_OFF:
         pipeline.RESOLVE_IN_SHARDS_FROM = 10**9
     else:
-        overlap.enabled = False
+        lapped.enabled = False
     try:
         total = lone_writes(graph, rnd, writes, latencies[f"assoc_add, {name}"])
     finally:
-        overlap.enabled = True
+        lapped.enabled = True
         pipeline.RESOLVE_IN_SHARDS_FROM = RESOLVE_IN_SHARDS_FROM
+        overlap.OVERLAP_FROM = OVERLAP_FROM
+    latencies[f"journal commit, {name}"] += COMMITS
     rows[f"{name} (A/B): assoc_add, in all"].append(total)
     labels = ["  journal: INSERT + fsynced COMMIT", "apply, not overlapped: in all"]
     if IN_SHARDS_OFF:
         labels = ["resolve: in all", "journal + prepare, overlapped: in all"]
+    if HELPER_ALWAYS:
+        labels = [
+            "  journal: INSERT + fsynced COMMIT",
+            "resolved in the shards (edge writes): in all",
+            "  fill: merge + upserts, no COMMIT",
+            "commit: shard COMMITs, cache, bookkeeping",
+        ]
     for label in labels:
         rows[f"{name} (A/B): {label.strip()}"].append(spent[label])
 
@@ -231,6 +251,11 @@ def parse(args: list[str] | None) -> argparse.Namespace:
         "--threads", type=int, default=1, help="threads writing one edge at a time each"
     )
     parser.add_argument(
+        "--ab-helper",
+        action="store_true",
+        help="the A/B rounds journal every round on the helper thread (a lone write too)",
+    )
+    parser.add_argument(
         "--ab-in-shards",
         action="store_true",
         help="the A/B rounds turn off the resolution in the shards (edge writes) only",
@@ -248,15 +273,21 @@ def instrument(graph: Any, spent: dict[str, float], calls: dict[str, int]) -> No
     backend._writers = [TurnWaits(lock, spent) for lock in backend._writers]
 
 
-def main(args: list[str] | None = None) -> None:
-    options = parse(args)
+def configure(options: argparse.Namespace) -> None:
+    """The module's settings from the command line's options."""
+    global BATCH, HELPER_ALWAYS, IN_SHARDS_OFF, THREADS
     fence.FENCE_SECONDS = options.fence_seconds
-    global BATCH, IN_SHARDS_OFF, THREADS
     BATCH = options.batch
     THREADS = options.threads
+    IN_SHARDS_OFF = options.ab_in_shards
+    HELPER_ALWAYS = options.ab_helper
+
+
+def main(args: list[str] | None = None) -> None:
+    options = parse(args)
+    configure(options)
     bare_per_commit = max(BATCH, THREADS)
     calls: dict[str, int] = defaultdict(int)
-    IN_SHARDS_OFF = options.ab_in_shards
     directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-write-steps-"))
     spent: dict[str, float] = defaultdict(float)
     try:
@@ -272,6 +303,7 @@ def main(args: list[str] | None = None) -> None:
         for _ in range(options.rounds):
             spent.clear()
             calls.clear()
+            del COMMITS[:]
             batches, writes, cpu = pipe.batches, pipe.writes, time.process_time()
             total = lone_writes(graph, rnd, options.writes, latencies["assoc_add"])
             cpu = time.process_time() - cpu
@@ -286,7 +318,8 @@ def main(args: list[str] | None = None) -> None:
             rows["the rest (API, pipeline, cache)"].append(
                 total - sum(spent[label] for label in SERIAL)
             )
-            if options.ab or options.ab_in_shards:
+            latencies["journal commit"] += COMMITS
+            if options.ab or options.ab_in_shards or options.ab_helper:
                 ab_round(graph, rnd, options.writes, spent, rows, latencies)
             started = time.perf_counter()
             for _ in range(0, options.writes, bare_per_commit):
