@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 import assocdb
-from assocdb.writes import overlap
 
 from .writes import NODES, preloaded_graph
 
@@ -43,12 +42,6 @@ def parse(args: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument(
-        "--overlap-from",
-        type=int,
-        default=overlap.OVERLAP_FROM,
-        help="(an experiment) the fewest writes of a round journaled on the helper thread",
-    )
     return parser.parse_args(args)
 
 
@@ -75,7 +68,6 @@ def write(graph: assocdb.Graph, writes: int, threads: int, seed: int) -> None:
 
 def main(args: list[str] | None = None) -> None:
     options = parse(args)
-    overlap.OVERLAP_FROM = options.overlap_from
     if options.make is not None:
         preloaded_graph(options.make, options.preload).close()
         return

@@ -37,9 +37,8 @@ def failing_journal(g: Graph) -> FailingConnection:
 
 
 def test_shard_transactions_are_prepared_while_the_journal_commits(tmp_path: Path) -> None:
-    """A round of two writes: the journal's COMMIT (on the helper thread) waits here
-    until a shard transaction has begun and stored its rows (so they overlap); no
-    shard commits before the journal's COMMIT returned."""
+    """The journal's COMMIT waits here until a shard transaction has begun and stored
+    its rows (so they overlap); no shard commits before the journal's COMMIT returned."""
     g = open_graph(tmp_path / "g")
     assert g.engine.pipeline.overlap.enabled
     conn = failing_journal(g)
@@ -58,60 +57,13 @@ def test_shard_transactions_are_prepared_while_the_journal_commits(tmp_path: Pat
 
     g.engine.backend.faults.append(shard_statement)
     conn.before_commit = journal_commit
-    threads = appending_threads(g)
     a, b = 4, 3
     assert shard_of(a, 4) != shard_of(b, 4)
-    with g.batch() as batch:
-        written = [batch.assoc_add(a, "follows", b), batch.assoc_add(b, "follows", a)]
-    assert [w.result().status for w in written] == ["applied", "applied"]
+    assert g.assoc_add(a, "follows", b).status == "applied"
     committed = events.index("journal COMMIT")
     assert "BEGIN" in events
     assert events.index("BEGIN") < events.index("INSERT")
     assert events.count("COMMIT") == 2  # both shards
-    assert all(n > committed for n, e in enumerate(events) if e == "COMMIT")
-    assert threads == ["assocdb-journal"]
-    assert g.assoc_count(b, "followed_by") == 1
-    g.close()
-
-
-def appending_threads(g: Graph) -> list[str]:
-    """The names of the threads that commit the journal's appends, as they do."""
-    journal = g.engine.journal
-    commit = journal._commit
-    threads: list[str] = []
-
-    def recorded(batch: Any) -> None:
-        threads.append(threading.current_thread().name)
-        commit(batch)
-
-    journal._commit = recorded  # type: ignore[method-assign]
-    return threads
-
-
-def test_a_lone_write_fills_its_shards_then_journals_on_its_own_thread(tmp_path: Path) -> None:
-    """A lone write hands nothing to the helper thread (`OVERLAP_FROM`): its shard
-    transactions are opened and filled, then the writer's own thread commits the
-    journal, then the shards; no shard commits before the journal's COMMIT returned."""
-    g = open_graph(tmp_path / "g")
-    conn = failing_journal(g)
-    events: list[str] = []
-    g.engine.backend.faults.append(lambda shard, sql: events.append(sql.split(maxsplit=1)[0]))
-    writer = threading.current_thread()
-
-    def journal_commit() -> None:
-        if threading.current_thread() is writer:  # (not the retrier's bookkeeping)
-            events.append("journal COMMIT")
-
-    conn.before_commit = journal_commit
-    threads = appending_threads(g)
-    a, b = 4, 3
-    assert g.assoc_add(a, "follows", b).status == "applied"
-    committed = events.index("journal COMMIT")
-    assert threads == [threading.current_thread().name]
-    assert g.engine.pipeline.overlap._pool is None  # (never started)
-    assert events.count("INSERT") == 4  # both shards: edges and counts, before the journal
-    assert all(n < committed for n, e in enumerate(events) if e in ("BEGIN", "INSERT"))
-    assert events.count("COMMIT") == 2  # both shards, after it
     assert all(n > committed for n, e in enumerate(events) if e == "COMMIT")
     assert g.assoc_count(b, "followed_by") == 1
     g.close()

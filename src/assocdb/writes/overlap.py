@@ -40,17 +40,6 @@ writers one write at a time (rounds of ~7) ran +13-17% faster (7 of 9 A/B
 rounds on a tree of 1M edges, load 6-8) with 11% less CPU per write, and a
 round of 100 1.2-1.5x (CPU per write -24%).
 
-A round of one write (`OVERLAP_FROM`) does not hand its journal commit to
-the helper: it fills its shard transactions, then commits the journal on the
-writer's own thread, then the shards (the same order of commits, the same
-rollback if the journal refuses it). Its fill (~100 µs of CPU) is all the
-overlap could hide, and the hand-off cost more: two thread wake-ups on the
-path (the helper's, then the writer's once the journal returned), and the
-helper waiting for the GIL the filling writer holds between its
-statements, inside the journal's commit. Per write, alternating, on a
-preloaded tree at load 3-7: p50 5-20% lower, 0.2-0.3 ms of CPU less per
-write (`bench.write_cpu --overlap-from 1` against 2).
-
 The helper thread is a `_Committer`: one thread, a queue and a lock per
 call, without a `ThreadPoolExecutor`'s futures, conditions and semaphores.
 """
@@ -71,10 +60,6 @@ from .shards import OpenedLeg
 
 #: The fewest writes of a round resolved in its shard transactions (see the module doc).
 RESOLVE_IN_SHARDS_FROM = 1
-#: The fewest writes of a round resolved in its shards whose journal commit runs on the
-#: helper thread, overlapping the fill; a smaller round fills, then journals, on the
-#: writer's own thread (see the module doc).
-OVERLAP_FROM = 2
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -187,14 +172,6 @@ class Overlap:
         except BaseException:
             applier.shards.close_opened(list(opened.values()))
             raise
-        if len(ops) < OVERLAP_FROM:  # filled, then journaled on this thread: no hand-off
-            batch = applier.fill_batch(rows, opened)
-            try:
-                jobs = applier.journal.append_many(bodies)
-            except BaseException:
-                applier.rollback_batch(batch)
-                raise
-            return rows, jobs, batch
         pending = self._committer().submit(applier.journal.append_many, bodies)
         try:
             batch = applier.fill_batch(rows, opened)
