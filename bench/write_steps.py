@@ -42,9 +42,12 @@ COMMIT), and the p50 latencies are a batch's. With `--ab-in-shards`, the A/B
 rounds turn off only the resolution of rounds of edge writes inside
 their shard transactions (`Overlap.journal_resolving`: open, fill), so they
 read before journaling and prepare during the fsync (as a round with a pending
-row does).
+row does). Every other round runs its A/B round first, so neither side always
+follows the bare writes.
 
-Figures are µs per write, the median over the rounds (spread in brackets).
+Figures are µs per write, the median over the rounds (spread in brackets); the
+p50 latencies are over every write of the rounds, the journal commit's
+(`Journal._commit`, on whichever thread ran it) beside the bare write's.
 """
 
 from __future__ import annotations
@@ -62,10 +65,10 @@ from pathlib import Path
 from typing import Any
 
 from assocdb.storage.sqlite import SQLiteBackend
-from assocdb.writes import fence, overlap, pipeline
+from assocdb.writes import fence, pipeline
 from assocdb.writes.applier import Applier
 from assocdb.writes.journal import Journal
-from assocdb.writes.overlap import OVERLAP_FROM, RESOLVE_IN_SHARDS_FROM, Overlap
+from assocdb.writes.overlap import RESOLVE_IN_SHARDS_FROM, Overlap
 from assocdb.writes.pipeline import Pipeline
 
 from .writes import NODES, Bare, preloaded_graph
@@ -114,8 +117,6 @@ BATCH = 1
 THREADS = 1
 #: `--ab` compares the resolution in the shards on and off, not the overlap.
 IN_SHARDS_OFF = False
-#: `--ab-helper`: the A/B rounds journal every round on the helper thread (a lone write too).
-HELPER_ALWAYS = False
 #: Each journal commit's seconds (`Journal._commit`), for its p50 beside the bare write's.
 COMMITS: list[float] = []
 
@@ -200,12 +201,9 @@ def ab_round(
     `IN_SHARDS_OFF` only the resolution in the shards off (read before journaling)."""
     lapped = graph.engine.pipeline.overlap
     name = "not in the shards" if IN_SHARDS_OFF else "overlap off"
-    name = "journal on the helper" if HELPER_ALWAYS else name
     spent.clear()
     del COMMITS[:]
-    if HELPER_ALWAYS:
-        overlap.OVERLAP_FROM = 1
-    elif IN_SHARDS_OFF:
+    if IN_SHARDS_OFF:
         pipeline.RESOLVE_IN_SHARDS_FROM = 10**9
     else:
         lapped.enabled = False
@@ -214,19 +212,11 @@ def ab_round(
     finally:
         lapped.enabled = True
         pipeline.RESOLVE_IN_SHARDS_FROM = RESOLVE_IN_SHARDS_FROM
-        overlap.OVERLAP_FROM = OVERLAP_FROM
     latencies[f"journal commit, {name}"] += COMMITS
     rows[f"{name} (A/B): assoc_add, in all"].append(total)
     labels = ["  journal: INSERT + fsynced COMMIT", "apply, not overlapped: in all"]
     if IN_SHARDS_OFF:
         labels = ["resolve: in all", "journal + prepare, overlapped: in all"]
-    if HELPER_ALWAYS:
-        labels = [
-            "  journal: INSERT + fsynced COMMIT",
-            "resolved in the shards (edge writes): in all",
-            "  fill: merge + upserts, no COMMIT",
-            "commit: shard COMMITs, cache, bookkeeping",
-        ]
     for label in labels:
         rows[f"{name} (A/B): {label.strip()}"].append(spent[label])
 
@@ -251,11 +241,6 @@ def parse(args: list[str] | None) -> argparse.Namespace:
         "--threads", type=int, default=1, help="threads writing one edge at a time each"
     )
     parser.add_argument(
-        "--ab-helper",
-        action="store_true",
-        help="the A/B rounds journal every round on the helper thread (a lone write too)",
-    )
-    parser.add_argument(
         "--ab-in-shards",
         action="store_true",
         help="the A/B rounds turn off the resolution in the shards (edge writes) only",
@@ -275,12 +260,11 @@ def instrument(graph: Any, spent: dict[str, float], calls: dict[str, int]) -> No
 
 def configure(options: argparse.Namespace) -> None:
     """The module's settings from the command line's options."""
-    global BATCH, HELPER_ALWAYS, IN_SHARDS_OFF, THREADS
+    global BATCH, IN_SHARDS_OFF, THREADS
     fence.FENCE_SECONDS = options.fence_seconds
     BATCH = options.batch
     THREADS = options.threads
     IN_SHARDS_OFF = options.ab_in_shards
-    HELPER_ALWAYS = options.ab_helper
 
 
 def main(args: list[str] | None = None) -> None:
@@ -300,7 +284,10 @@ def main(args: list[str] | None = None) -> None:
         rows: dict[str, list[float]] = defaultdict(list)
         latencies: dict[str, list[float]] = defaultdict(list)
         counts: dict[str, list[float]] = defaultdict(list)
-        for _ in range(options.rounds):
+        ab = options.ab or options.ab_in_shards
+        for number in range(options.rounds):
+            if ab and number % 2:  # (the A/B round first every other round: no order bias)
+                ab_round(graph, rnd, options.writes, spent, rows, latencies)
             spent.clear()
             calls.clear()
             del COMMITS[:]
@@ -319,7 +306,7 @@ def main(args: list[str] | None = None) -> None:
                 total - sum(spent[label] for label in SERIAL)
             )
             latencies["journal commit"] += COMMITS
-            if options.ab or options.ab_in_shards or options.ab_helper:
+            if ab and not number % 2:
                 ab_round(graph, rnd, options.writes, spent, rows, latencies)
             started = time.perf_counter()
             for _ in range(0, options.writes, bare_per_commit):
@@ -331,6 +318,15 @@ def main(args: list[str] | None = None) -> None:
         bare.conn.close()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+    report(options, rows, counts, latencies)
+
+
+def report(
+    options: argparse.Namespace,
+    rows: dict[str, list[float]],
+    counts: dict[str, list[float]],
+    latencies: dict[str, list[float]],
+) -> None:
     per = 1e6 / options.writes
     print(
         f"{THREADS} thread(s), writes in batches of {BATCH}, µs per write: median (min-max) of "
