@@ -42,9 +42,12 @@ COMMIT), and the p50 latencies are a batch's. With `--ab-in-shards`, the A/B
 rounds turn off only the resolution of rounds of edge writes inside
 their shard transactions (`Overlap.journal_resolving`: open, fill), so they
 read before journaling and prepare during the fsync (as a round with a pending
-row does).
+row does). Every other round runs its A/B round first, so neither side always
+follows the bare writes.
 
-Figures are µs per write, the median over the rounds (spread in brackets).
+Figures are µs per write, the median over the rounds (spread in brackets); the
+p50 latencies are over every write of the rounds, the journal commit's
+(`Journal._commit`, on whichever thread ran it) beside the bare write's.
 """
 
 from __future__ import annotations
@@ -100,7 +103,10 @@ def timed(spent: dict[str, float], label: str, method: Callable[..., Any]) -> Ca
         try:
             return method(*args, **kwargs)
         finally:
-            spent[label] += time.perf_counter() - started
+            took = time.perf_counter() - started
+            spent[label] += took
+            if method.__name__ == "_commit":
+                COMMITS.append(took)
 
     return call
 
@@ -111,6 +117,8 @@ BATCH = 1
 THREADS = 1
 #: `--ab` compares the resolution in the shards on and off, not the overlap.
 IN_SHARDS_OFF = False
+#: Each journal commit's seconds (`Journal._commit`), for its p50 beside the bare write's.
+COMMITS: list[float] = []
 
 
 def lone_writes(graph: Any, rnd: random.Random, writes: int, latencies: list[float]) -> float:
@@ -191,18 +199,20 @@ def ab_round(
 ) -> None:
     """A round of the same writes with the overlap off (journal, then apply), or with
     `IN_SHARDS_OFF` only the resolution in the shards off (read before journaling)."""
-    overlap = graph.engine.pipeline.overlap
+    lapped = graph.engine.pipeline.overlap
     name = "not in the shards" if IN_SHARDS_OFF else "overlap off"
     spent.clear()
+    del COMMITS[:]
     if IN_SHARDS_OFF:
         pipeline.RESOLVE_IN_SHARDS_FROM = 10**9
     else:
-        overlap.enabled = False
+        lapped.enabled = False
     try:
         total = lone_writes(graph, rnd, writes, latencies[f"assoc_add, {name}"])
     finally:
-        overlap.enabled = True
+        lapped.enabled = True
         pipeline.RESOLVE_IN_SHARDS_FROM = RESOLVE_IN_SHARDS_FROM
+    latencies[f"journal commit, {name}"] += COMMITS
     rows[f"{name} (A/B): assoc_add, in all"].append(total)
     labels = ["  journal: INSERT + fsynced COMMIT", "apply, not overlapped: in all"]
     if IN_SHARDS_OFF:
@@ -248,15 +258,20 @@ def instrument(graph: Any, spent: dict[str, float], calls: dict[str, int]) -> No
     backend._writers = [TurnWaits(lock, spent) for lock in backend._writers]
 
 
-def main(args: list[str] | None = None) -> None:
-    options = parse(args)
-    fence.FENCE_SECONDS = options.fence_seconds
+def configure(options: argparse.Namespace) -> None:
+    """The module's settings from the command line's options."""
     global BATCH, IN_SHARDS_OFF, THREADS
+    fence.FENCE_SECONDS = options.fence_seconds
     BATCH = options.batch
     THREADS = options.threads
+    IN_SHARDS_OFF = options.ab_in_shards
+
+
+def main(args: list[str] | None = None) -> None:
+    options = parse(args)
+    configure(options)
     bare_per_commit = max(BATCH, THREADS)
     calls: dict[str, int] = defaultdict(int)
-    IN_SHARDS_OFF = options.ab_in_shards
     directory = Path(tempfile.mkdtemp(prefix="assocdb-bench-write-steps-"))
     spent: dict[str, float] = defaultdict(float)
     try:
@@ -269,9 +284,13 @@ def main(args: list[str] | None = None) -> None:
         rows: dict[str, list[float]] = defaultdict(list)
         latencies: dict[str, list[float]] = defaultdict(list)
         counts: dict[str, list[float]] = defaultdict(list)
-        for _ in range(options.rounds):
+        ab = options.ab or options.ab_in_shards
+        for number in range(options.rounds):
+            if ab and number % 2:  # (the A/B round first every other round: no order bias)
+                ab_round(graph, rnd, options.writes, spent, rows, latencies)
             spent.clear()
             calls.clear()
+            del COMMITS[:]
             batches, writes, cpu = pipe.batches, pipe.writes, time.process_time()
             total = lone_writes(graph, rnd, options.writes, latencies["assoc_add"])
             cpu = time.process_time() - cpu
@@ -286,7 +305,8 @@ def main(args: list[str] | None = None) -> None:
             rows["the rest (API, pipeline, cache)"].append(
                 total - sum(spent[label] for label in SERIAL)
             )
-            if options.ab or options.ab_in_shards:
+            latencies["journal commit"] += COMMITS
+            if ab and not number % 2:
                 ab_round(graph, rnd, options.writes, spent, rows, latencies)
             started = time.perf_counter()
             for _ in range(0, options.writes, bare_per_commit):
@@ -298,6 +318,15 @@ def main(args: list[str] | None = None) -> None:
         bare.conn.close()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+    report(options, rows, counts, latencies)
+
+
+def report(
+    options: argparse.Namespace,
+    rows: dict[str, list[float]],
+    counts: dict[str, list[float]],
+    latencies: dict[str, list[float]],
+) -> None:
     per = 1e6 / options.writes
     print(
         f"{THREADS} thread(s), writes in batches of {BATCH}, µs per write: median (min-max) of "
