@@ -82,7 +82,9 @@ class NewRows:
         run(
             session, shard, _ADD_COUNTS, [(*key, n) for key, n in sorted(counts.items())], many=True
         )
-        _feed.record(b, session, shard, Changes(list(zip(repeat(None), edges)), [], []))
+        if b.change_feed().turned_on(session, shard):  # (asked first: no changes to build)
+            changes = Changes(list(zip(repeat(None), edges)), [], [])
+            _feed.record(b, session, shard, changes, seen=True)
         return len(edges)
 
 
