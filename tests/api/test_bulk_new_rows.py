@@ -90,6 +90,11 @@ def test_a_load_on_top_of_a_fresh_load_merges_from_its_first_stored_key(
     load_and_check(graph, again + edges[400:], workers=1)
     assert merges  # the stored keys were read and merged
     assert len(all_edges(graph)) == len({row[:3] for row in all_edges(graph)})
+    # The next load of new keys is inserted again: only the load that met a stored
+    # key merges its later rounds on that shard.
+    merged = len(merges)
+    load_and_check(graph, [(n, "likes", n + 1, n) for n in range(1_000, 1_300)], workers=1)
+    assert not sqlite(graph) or len(merges) == merged
 
 
 def test_a_key_repeated_late_in_a_round_rolls_the_inserted_rows_back_and_merges(

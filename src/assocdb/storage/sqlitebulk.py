@@ -10,11 +10,11 @@ SQLite tells us when that holds: the rows go in with a plain `INSERT` (no
 `OR REPLACE`) under a savepoint, and the primary key and the unique index
 `edges_key` refuse a row whose key is stored or came before in the round.
 Then the savepoint is rolled back and the round takes the merging path
-(nothing of the attempt stays), and this backend does not try the shard this
-way again (a load on top of stored lists would throw away a prefix of each
-round). Both paths run in the round's one transaction with `edges_key` in
-place, so no reader or writer can tell them apart; the feed records the rows
-as `bulk_merge` does.
+(nothing of the attempt stays), and the same load (its rows' one
+`updated_at`) does not try the shard this way again (a load on top of stored
+lists would throw away a prefix of each round). Both paths run in the round's
+one transaction with `edges_key` in place, so no reader or writer can tell
+them apart; the feed records the rows as `bulk_merge` does.
 
 The rows are bound without the columns a load's rows share (state, `updated_at`,
 no data) when they all share them: SQLite's driver binds each value of each
@@ -51,8 +51,9 @@ class NewRows:
     """The insert-first path of `SQLiteBackend.bulk_merge` (one per backend)."""
 
     def __init__(self) -> None:
-        #: Shards where a round's key was stored already: merged from then on.
-        self.merging: set[int] = set()
+        #: Per shard, the `updated_at` of the load (all its rows carry it) that met a
+        #: stored or repeated key there: its later rounds on the shard are merged.
+        self.merging: dict[int, int] = {}
 
     def insert(
         self, b: Any, session: Session, shard: int, edges: Sequence[EdgeTuple]
@@ -60,7 +61,7 @@ class NewRows:
         """Insert `edges` as new rows and count them, in the caller's transaction (`b` the
         SQLiteBackend); how many (all), or None if a key is stored or repeated (then
         nothing was written)."""
-        if shard in self.merging or not edges:
+        if not edges or self.merging.get(shard) == edges[0][5]:
             return None
         run: Callable[..., list[Any]] = b._run
         statement = _statement(edges)
@@ -75,7 +76,7 @@ class NewRows:
                 raise
             run(session, shard, "ROLLBACK TO bulk_new")
             run(session, shard, "RELEASE bulk_new")
-            self.merging.add(shard)
+            self.merging[shard] = edges[0][5]
             return None
         run(session, shard, "RELEASE bulk_new")
         counts = Counter(map(_COUNT_KEY, edges))
