@@ -391,6 +391,8 @@ class SQLBackend(ABC):
         changed rows written in key order; how many changed (the caller forgets the cache)."""
 
         def body(session: Session) -> int:
+            if (inserted := self._bulk_new(session, shard, edges)) is not None:
+                return inserted
             changed, deltas = merge_edges(self._bulk_current(session, shard, edges), edges)
             self._bulk_store(session, shard, changed)
             self._store(session, shard, self._add_count, sorted((*k, n) for k, n in deltas.items()))
@@ -404,6 +406,10 @@ class SQLBackend(ABC):
     def copy_edges(self, shard: int, after: EdgeKey | None, edges: Sequence[EdgeTuple]) -> int:
         """`bulk_merge` for a page of a shard copy (`sqltables.copy_edges`)."""
         return _tables.copy_edges(self, shard, after, edges)
+
+    def _bulk_new(self, session: Session, shard: int, edges: Sequence[EdgeTuple]) -> int | None:
+        """`bulk_merge` without reading, if the engine can tell that every key is new."""
+        return None
 
     def _bulk_store(
         self, session: Session, shard: int, changed: Sequence[tuple[EdgeTuple | None, EdgeTuple]]

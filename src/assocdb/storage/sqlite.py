@@ -44,12 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
+from ..core.merge import EdgeTuple
 from ..core.scans import ListRow, ListsUnion, SetScan
 from .backend import map_driver_error
 from .changesignal import ChangeSignal, open_signal
 from .dialect import Session
 from .sql import SQLBackend
 from .sqlfeed import ddl
+from .sqlitebulk import NewRows
 from .sqlopen import check_shards, open_graph
 from .sqlsets import packed_union
 from .sqltext import insert, marks
@@ -167,6 +169,7 @@ class SQLiteBackend(SQLBackend):
         #: This backend's slot in the graph's change signal: its write transactions tell
         #: other processes' caches that rows changed (`storage.changesignal`).
         self.signal: ChangeSignal | None = None if self.read_only else open_signal(path)
+        self._new_rows = NewRows()  # a bulk load's rounds of new keys (`sqlitebulk`)
 
     @classmethod
     def open(
@@ -308,6 +311,9 @@ class SQLiteBackend(SQLBackend):
             writer.release()
             if self.signal is not None:  # (after the COMMIT: a reader then sees the rows)
                 self.signal.bump()
+
+    def _bulk_new(self, session: Session, shard: int, edges: Sequence[EdgeTuple]) -> int | None:
+        return self._new_rows.insert(self, session, shard, edges)
 
     def _rollback(self, session: Session, shard: int) -> None:
         if session.conn.in_transaction:  # a connection survives any error: keep it

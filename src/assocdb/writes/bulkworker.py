@@ -1,5 +1,6 @@
 """A bulk-load worker process: `python -m assocdb.writes.bulkworker`, the backend spec in
-$ASSOCDB_BULK_WORKER_SPEC (see `writes.workers`)."""
+$ASSOCDB_BULK_WORKER_SPEC; it forks one more worker per pair of pipes in
+$ASSOCDB_BULK_WORKER_FDS (see `writes.workers`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import msgspec
 
 from ..core.errors import AssocdbError
 from ..storage.registry import open_backend
-from .workers import HEADER, SPEC_VARIABLE, send
+from .workers import FDS_VARIABLE, HEADER, SPEC_VARIABLE, send
 
 _Row = tuple[int, int, int, int, int, int, bytes | None]
 _round = msgspec.msgpack.Decoder(list[tuple[int, list[_Row]]])
@@ -38,5 +39,36 @@ def _serve(spec: dict[str, Any]) -> None:
     backend.close()
 
 
+def _main() -> None:
+    """Fork a worker per pair of pipes given, each on its own pipes as its stdin and
+    stdout, then serve on this process's own; wait for the forked ones to end."""
+    spec = msgspec.json.decode(os.environ[SPEC_VARIABLE])
+    given = os.environ.get(FDS_VARIABLE, "")
+    pairs = [tuple(map(int, pair.split(","))) for pair in given.split(";") if pair]
+    forked = []
+    for own in pairs:
+        pid = os.fork()  # nothing opened yet: no thread, no connection, no buffered input
+        if pid == 0:
+            code = 1
+            try:
+                os.dup2(own[0], 0)
+                os.dup2(own[1], 1)
+                for fd in {fd for pair in pairs for fd in pair}:
+                    os.close(fd)  # (another worker's pipe held open would hide its exit)
+                _serve(spec)
+                code = 0
+            finally:
+                sys.stdout.flush()
+                os._exit(code)
+        forked.append(pid)
+    for fd in {fd for pair in pairs for fd in pair}:
+        os.close(fd)
+    try:
+        _serve(spec)
+    finally:
+        for pid in forked:
+            os.waitpid(pid, 0)
+
+
 if __name__ == "__main__":
-    _serve(msgspec.json.decode(os.environ[SPEC_VARIABLE]))
+    _main()

@@ -1,0 +1,104 @@
+"""A bulk load's round on a SQLite shard, inserted without reading when its keys are new.
+
+`SQLBackend.bulk_merge` reads the stored rows of the lists a round writes and
+merges them with the rule of single writes. When none of the round's keys is
+stored and no key comes twice in the round (a load into new lists: every
+round of a fresh load of distinct edges), the merge changes nothing: every
+row is stored as written and adds one to its list's count in its state
+(rounds with tombstones, whose time the merge places, are left to it).
+SQLite tells us when that holds: the rows go in with a plain `INSERT` (no
+`OR REPLACE`) under a savepoint, and the primary key and the unique index
+`edges_key` refuse a row whose key is stored or came before in the round.
+Then the savepoint is rolled back and the round takes the merging path
+(nothing of the attempt stays), and the same load (its rows' one
+`updated_at`) does not try the shard this way again (a load on top of stored
+lists would throw away a prefix of each round). Both paths run in the round's
+one transaction with `edges_key` in place, so no reader or writer can tell
+them apart; the feed records the rows as `bulk_merge` does.
+
+The rows are bound without the columns a load's rows share (state, `updated_at`,
+no data) when they all share them: SQLite's driver binds each value of each
+row, the larger part of an insert's cost. They are inserted in `id1` order (a
+sort on one int; a list's rows stay in the round's order, near each other).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import itemgetter
+from typing import Any
+
+from ..core.errors import AssocdbError
+from ..core.merge import Changes, EdgeTuple, State
+from . import sqlfeed as _feed
+from .dialect import Session
+
+_INSERT = "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?)"
+_ADD_COUNTS = (
+    "INSERT INTO counts VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (id1, atype, state) DO UPDATE SET n = n + excluded.n"
+)
+_ID1 = itemgetter(0)
+_COUNT_KEY = itemgetter(0, 1, 3)  # (id1, atype, state): a count row's key
+_SHARED = itemgetter(3, 5, 6)  # (state, updated_at, data): one value for a whole load
+_OWN = itemgetter(0, 1, 2, 4)  # (id1, atype, id2, time)
+
+
+class NewRows:
+    """The insert-first path of `SQLiteBackend.bulk_merge` (one per backend)."""
+
+    def __init__(self) -> None:
+        #: Per shard, the `updated_at` of the load (all its rows carry it) that met a
+        #: stored or repeated key there: its later rounds on the shard are merged.
+        self.merging: dict[int, int] = {}
+
+    def insert(
+        self, b: Any, session: Session, shard: int, edges: Sequence[EdgeTuple]
+    ) -> int | None:
+        """Insert `edges` as new rows and count them, in the caller's transaction (`b` the
+        SQLiteBackend); how many (all), or None if a key is stored or repeated (then
+        nothing was written)."""
+        if not edges or self.merging.get(shard) == edges[0][5]:
+            return None
+        run: Callable[..., list[Any]] = b._run
+        statement = _statement(edges)
+        if statement is None:
+            return None
+        sql, rows = statement
+        run(session, shard, "SAVEPOINT bulk_new")
+        try:
+            run(session, shard, sql, rows, many=True)
+        except AssocdbError as exc:
+            if not isinstance(exc.__cause__, sqlite3.IntegrityError):
+                raise
+            run(session, shard, "ROLLBACK TO bulk_new")
+            run(session, shard, "RELEASE bulk_new")
+            self.merging[shard] = edges[0][5]
+            return None
+        run(session, shard, "RELEASE bulk_new")
+        counts = Counter(map(_COUNT_KEY, edges))
+        run(
+            session, shard, _ADD_COUNTS, [(*key, n) for key, n in sorted(counts.items())], many=True
+        )
+        if b.change_feed().turned_on(session, shard):  # (asked first: no changes to build)
+            changes = Changes(list(zip(repeat(None), edges)), [], [])
+            _feed.record(b, session, shard, changes, seen=True)
+        return len(edges)
+
+
+def _statement(edges: Sequence[EdgeTuple]) -> tuple[str, list[Any]] | None:
+    """The INSERT for `edges` and its rows, in id1 order: the shared columns written
+    as constants when every row has the same ones and no data. None if a row is a
+    tombstone (its time is placed by the merge: left to it)."""
+    shared = set(map(_SHARED, edges))
+    if len(shared) == 1:
+        ((state, updated_at, data),) = shared
+        if data is None and state != State.REMOVED:
+            sql = f"INSERT INTO edges VALUES (?, ?, ?, {int(state)}, ?, {int(updated_at)}, NULL)"
+            return sql, sorted(map(_OWN, edges), key=_ID1)
+    if any(state == State.REMOVED for state, _, _ in shared):
+        return None
+    return _INSERT, sorted(edges, key=_ID1)
