@@ -10,7 +10,7 @@ from typing import Any, TypeGuard
 from ..cache import offers
 from ..cache.chunks import Columns, ListItem
 from ..cache.entries import NO_DATA, ListEntry, fill_size
-from ..cache.tier1 import Cache
+from ..cache.tier1 import PASSED, Cache
 from ..core import cursor as _cursor
 from ..core import json as _json
 from ..core.cachekeys import LIST, PREFIX
@@ -133,15 +133,17 @@ class AssocReads:
         """With `keep` False a miss keeps no answer (`encoded`)."""
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
-        if self._cache is not None and type(pos) is int and type(limit) is int:
+        cache = self._cache
+        if cache is not None and type(pos) is int and type(limit) is int:
             # (pos, limit) was checked when the answer was kept
-            found = self._cache.answer((id1, kind.id), (pos, limit))
-            if found is not None and limit <= kind.limit:
+            found = cache.answer((id1, kind.id), (pos, limit), True)
+            if found is PASSED:  # list fills closed: a miss reads as if uncached
+                cache = None
+            elif found is not None and limit <= kind.limit:
                 return list(found) if kind.ttl is None else self._unexpired(kind, found)
         if type(pos) is not int or not 0 <= pos <= 2**62:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
         limit = _limit(limit, kind)
-        cache = self._cache
         # A first miss of a list that a fill could cover goes straight to the shard
         # (`passes` is what `_records_from_cache` would ask first: three calls less).
         if cache is not None and not (
@@ -378,15 +380,15 @@ class AssocReads:
         cache = self._cache
         assert cache is not None
         key = (id1, kind.id)
+        if not cache.holds_whole(key):  # (most calls: one call, no lock)
+            cache.misses += 1  # (counted as `passes` counts: approximate)
+            return None
         index: dict[int, ListRow] | None = cache.answer(key, _INDEX)
         if index is not None:
             found = [index[id2] for id2 in wanted if id2 in index]
             if len(found) > 1:
                 found.sort(key=_list_key, reverse=True)
             return found
-        if not cache.holds_list(key):
-            cache.misses += 1  # (counted as `passes` counts: approximate)
-            return None
         hot = cache.hot.is_hot((LIST, *key))
         before = cache.answers(key) if hot else None
         with cache.held(key) as entry:

@@ -297,6 +297,11 @@ class CacheStats(msgspec.Struct, frozen=True):
     #: fill earned at the last verdict (fills pay at about 2; 0.0 before the first).
     lists_admit_after: int = 0
     hits_per_fill: float = 0.0
+    #: Whether a list's miss may fill its prefix (True), or fills are closed because
+    #: they did not pay on this traffic: a miss then reads the shard as an uncached
+    #: read does, one in 128 fills to keep measuring (`cache.payback`); and why.
+    list_fills_open: bool = True
+    list_fills_why: str = ""
 
 
 class HotKey(msgspec.Struct, frozen=True):
