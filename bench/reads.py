@@ -564,7 +564,9 @@ def report(
         f"edges in {stats.entries:,} entries, {stats.bytes / 2**20:.1f} MiB; overall hit "
         f"rate {stats.hit_rate:.1%}, {stats.fills:,} fills, {stats.evictions:,} evictions; "
         f"lists filled on miss {getattr(stats, 'lists_admit_after', '?')} "
-        f"(hits per recent fill {getattr(stats, 'hits_per_fill', '?')})"
+        f"(hits per recent fill {getattr(stats, 'hits_per_fill', '?')}); list fills "
+        f"{'open' if getattr(stats, 'list_fills_open', True) else 'closed'}"
+        f"{': ' + stats.list_fills_why if getattr(stats, 'list_fills_why', '') else ''}"
     )
     print(
         "targets (issue 43): cache on/off p50 and p99 <= 1.0x for the first three; "
