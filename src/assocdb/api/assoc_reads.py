@@ -10,6 +10,7 @@ from typing import Any, TypeGuard
 from ..cache import offers
 from ..cache.chunks import Columns, ListItem
 from ..cache.entries import NO_DATA, ListEntry, fill_size
+from ..cache.getgate import CLOSED_SAMPLE, SAMPLE
 from ..cache.tier1 import PASSED, Cache
 from ..core import cursor as _cursor
 from ..core import json as _json
@@ -66,9 +67,20 @@ class AssocReads:
         low = check_int64(low, "low") if low is not None else None
         if kind.ttl is not None:
             low = self.expiry.low(kind, low)
-        cached = None if self._cache is None else self._get_from_cache(id1, kind, wanted)
-        if cached is not None:
-            return self._assocs(id1, kind, _bounded(cached, high, low))
+        cache, timed, began = self._cache, False, 0.0
+        if cache is not None:
+            gate = cache.gets  # (does asking the cache pay? `cache.getgate`)
+            gate.skip -= 1  # (`GetGate.timed`, inlined)
+            if gate.skip <= 0:
+                gate.skip = SAMPLE if gate.open else CLOSED_SAMPLE
+                timed, began = True, perf_counter()
+            if gate.open or timed:
+                cached = self._get_from_cache(id1, kind, wanted)
+                if cached is not None:
+                    answer = self._assocs(id1, kind, _bounded(cached, high, low))
+                    if timed:
+                        gate.hit(perf_counter() - began)
+                    return answer
         shard = shard_of(id1, self._shards)
         if 0 < len(wanted) <= IN_CHUNK:  # one statement: the state in SQL
             found = self._backend.list_rows(shard, id1, kind.id, _NORMAL, wanted)
@@ -78,7 +90,10 @@ class AssocReads:
             found.sort(key=_list_key, reverse=True)
         # Rows as the shard gives them: built in one pass (`_assocs` transposes them
         # first, which pays for 50 rows, not for the few an assoc_get finds).
-        return normal_assocs(id1, kind.name, _bounded(found, high, low))
+        answer = normal_assocs(id1, kind.name, _bounded(found, high, low))
+        if timed:
+            cache.gets.missed(perf_counter() - began)  # type: ignore[union-attr]
+        return answer
 
     def assoc_count(self, id1: int, atype: str, state: StateName = "normal") -> int:
         id1 = check_id(id1, "id1")

@@ -31,4 +31,6 @@ def stats_of(cache: Cache) -> CacheStats:
         round(cache.payback.last, 2),
         cache.payback.open,
         cache.payback.why,
+        cache.gets.open,
+        cache.gets.why,
     )

@@ -83,6 +83,7 @@ from .entries import (
     object_bytes,
 )
 from .eviction import evict
+from .getgate import GetGate
 from .hotkeys import HotKeys
 from .payback import SAMPLE, Payback
 from .validity import Validity
@@ -133,6 +134,7 @@ class Cache:
         self.doorkeeper = Doorkeeper(self.config.admit_after)  # which misses fill
         self.payback = Payback(self.doorkeeper, self.config.payback)  # fills paid back?
         self._sampled: CacheKey | None = None  # the list miss `passes` let fill while closed
+        self.gets = GetGate(self.config.payback)  # does asking the cache pay assoc_get?
         self._lock = threading.RLock()
         signal = foreign if self.tier2 is None else None  # (tier 2's can be lost: age)
         self._aged = Validity(self.config.max_age, clock, signal, self.invalidate).aged
