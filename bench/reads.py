@@ -571,7 +571,9 @@ def report(
         f"lists filled on miss {getattr(stats, 'lists_admit_after', '?')} "
         f"(hits per recent fill {getattr(stats, 'hits_per_fill', '?')}); list fills "
         f"{'open' if getattr(stats, 'list_fills_open', True) else 'closed'}"
-        f"{': ' + stats.list_fills_why if getattr(stats, 'list_fills_why', '') else ''}"
+        f"{': ' + stats.list_fills_why if getattr(stats, 'list_fills_why', '') else ''}; "
+        f"assoc_get {'asks the cache' if getattr(stats, 'gets_open', True) else 'skips it'}"
+        f"{': ' + stats.gets_why if getattr(stats, 'gets_why', '') else ''}"
     )
     print(
         "targets (issue 43): cache on/off p50 and p99 <= 1.0x for the first three; "
