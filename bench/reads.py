@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import random
 import shutil
 import sqlite3
@@ -388,17 +389,21 @@ def timed(
     fns: Sequence[Callable[..., Any]], args: Sequence[tuple[Any, ...]], counts: Sequence[int]
 ) -> list[tuple[float, float]]:
     """(p50, p99) µs per function of one call each with the first `counts[i]` arguments,
-    the functions called in turn on each argument, the first of the turn rotating: a
-    busy machine slows them alike. Each store reads its own node of the turn (its
+    the functions called in turn on each argument, in every order in turn: a busy
+    machine slows them alike. Each store reads its own node of the turn (its
     arguments shifted by a share of them): a read of the node another store just
     read finds its shard pages in the CPU's caches (the stores map the same files),
     which made the store called second ~10% faster. (Timed one store after the
     other, two identical stores differed by up to 1.3x at p50 on a loaded machine.)"""
     clock = time.perf_counter_ns
     took: list[list[int]] = [[] for _ in fns]
-    n, order = len(args), list(range(len(fns)))
+    # Every order of the stores in turn, not one order rotated: rotated, a store always
+    # followed the same one (the second after the hand-written store, the third after
+    # the second), and two identical assocdb stores differed by 2-3% at p50 (the one
+    # after another assocdb store finds its code paths warm).
+    n, orders = len(args), list(itertools.permutations(range(len(fns))))
     for i in range(n):
-        for k in order[i % len(fns) :] + order[: i % len(fns)]:
+        for k in orders[i % len(orders)]:
             at = (i + k * n // len(fns)) % n  # each store a different node at a time
             if at < counts[k]:
                 start = clock()
@@ -561,7 +566,11 @@ def report(
         f"edges in {stats.entries:,} entries, {stats.bytes / 2**20:.1f} MiB; overall hit "
         f"rate {stats.hit_rate:.1%}, {stats.fills:,} fills, {stats.evictions:,} evictions; "
         f"lists filled on miss {getattr(stats, 'lists_admit_after', '?')} "
-        f"(hits per recent fill {getattr(stats, 'hits_per_fill', '?')})"
+        f"(hits per recent fill {getattr(stats, 'hits_per_fill', '?')}); list fills "
+        f"{'open' if getattr(stats, 'list_fills_open', True) else 'closed'}"
+        f"{': ' + stats.list_fills_why if getattr(stats, 'list_fills_why', '') else ''}; "
+        f"assoc_get {'asks the cache' if getattr(stats, 'gets_open', True) else 'skips it'}"
+        f"{': ' + stats.gets_why if getattr(stats, 'gets_why', '') else ''}"
     )
     print(
         "targets (issue 43): cache on/off p50 and p99 <= 1.0x for the first three; "

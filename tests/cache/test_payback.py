@@ -1,6 +1,8 @@
 """Admission that follows whether list fills pay (`cache.payback`): while recent fills
-earn fewer than PAYS hits each, a list needs one more miss to be filled (up to MOST);
-when they earn twice that, one fewer (down to `CacheConfig.admit_after`)."""
+earn less than they and the passing misses cost, list fills close (a miss reads the
+shard with no probe, one in SAMPLE fills to keep measuring) and reopen when those
+sampled fills earn REOPENS x FILL_COST hits each; fills that earn 2 x FILL_COST lower
+a list's admission (down to `CacheConfig.admit_after`)."""
 
 from __future__ import annotations
 
@@ -12,52 +14,101 @@ import pytest
 import assocdb
 from assocdb import CacheConfig, Graph
 from assocdb.cache.admission import Doorkeeper
-from assocdb.cache.payback import MOST, PAYS, WINDOW, Payback
-from assocdb.core.cachekeys import OBJECT, PREFIX
+from assocdb.cache.payback import (
+    CLOSED_WINDOW,
+    FILL_COST,
+    MOST,
+    PASS_COST,
+    REOPENS,
+    SAMPLE,
+    WINDOW,
+    Payback,
+)
+from assocdb.core.cachekeys import OBJECT
 from tests.support.helpers import statements
 
 LISTS = 3 * WINDOW + 1
-EARNS = int(2 * PAYS) + 1  # hits a fill earns: enough to lower admission
+EARNS = int(2 * FILL_COST) + 1  # hits a fill earns: enough to lower admission
 
 
-def test_fills_without_hits_raise_lists_admission_up_to_most() -> None:
+def test_fills_without_hits_close_list_fills() -> None:
     door = Doorkeeper(2)
     payback = Payback(door)
-    for verdict in range(1, MOST + 2):
-        for _ in range(WINDOW):
-            payback.filled()
-        assert door.lists_after == min(MOST, 2 + verdict)
-        assert payback.last == 0.0
+    for _ in range(WINDOW):
+        assert payback.open
+        payback.filled()
+    assert not payback.open
+    assert "0.00 hits a recent fill" in payback.why
+    assert payback.last == 0.0
+    assert door.lists_after == 2  # admission unchanged: closed fills take no probe
     assert door.admit_after == 2  # objects and home timelines keep theirs
-    assert not door.admits((PREFIX, (1, 1)))  # a list's miss needs MOST now
     assert door.admits((OBJECT, 1)) or door.admits((OBJECT, 1))
 
 
-def test_fills_that_earn_their_hits_lower_it_back_to_the_configured_admission() -> None:
+def test_passing_misses_count_against_fills() -> None:
     door = Doorkeeper(2)
     payback = Payback(door)
-    for _ in range(3 * WINDOW):
+    hits = int(FILL_COST) + 1  # pays for the fill, not for many passes besides
+    for _ in range(WINDOW):
+        stamp = payback.filled()
+        for _ in range(hits):
+            payback.hit(stamp)
+    assert payback.open
+    for _ in range(WINDOW):
+        payback.passes += int(hits / PASS_COST)  # a probe for each of many passing misses
+        stamp = payback.filled()
+        for _ in range(hits):
+            payback.hit(stamp)
+    assert not payback.open
+
+
+def test_closed_fills_are_sampled_and_reopen_when_the_samples_pay() -> None:
+    door = Doorkeeper(2)
+    payback = Payback(door)
+    for _ in range(WINDOW):
         payback.filled()
-    assert door.lists_after == 5
-    for _ in range(6):
+    assert not payback.open
+    assert sum(payback.sampled() for _ in range(10 * SAMPLE)) == 10
+    for _ in range(CLOSED_WINDOW):  # sampled fills that earn a little: still closed
+        stamp = payback.filled()
+        for _ in range(int(FILL_COST)):
+            payback.hit(stamp)
+    assert not payback.open
+    for _ in range(2):  # (the verdict counts this window and the one before)
+        for _ in range(CLOSED_WINDOW):
+            stamp = payback.filled()
+            for _ in range(int(2 * REOPENS * FILL_COST)):
+                payback.hit(stamp)
+    assert payback.open
+    assert door.lists_after == 3  # reopened a miss more selective than before
+
+
+def test_fills_that_earn_their_hits_lower_admission_back_to_the_configured_one() -> None:
+    door = Doorkeeper(2)
+    door.lists_after = MOST
+    payback = Payback(door)
+    for _ in range(MOST + 2):
         for _ in range(WINDOW):
             stamp = payback.filled()
             for _ in range(EARNS):  # each fill earns its hits at once
                 payback.hit(stamp)
     assert door.lists_after == 2  # never below `admit_after`
-    assert payback.last >= 2 * PAYS
+    assert payback.open
+    assert payback.last >= 2 * FILL_COST
 
 
 def test_between_the_two_it_stays() -> None:
     door = Doorkeeper(2)
+    door.lists_after = 4
     payback = Payback(door)
     for _ in range(3):
         for _ in range(WINDOW):
             stamp = payback.filled()
-            for _ in range(int(PAYS) + 1):
+            for _ in range(int(FILL_COST) + 1):
                 payback.hit(stamp)
-    assert door.lists_after == 2
-    assert PAYS <= payback.last < 2 * PAYS
+    assert door.lists_after == 4
+    assert payback.open
+    assert FILL_COST <= payback.last < 2 * FILL_COST
 
 
 def test_it_can_be_turned_off() -> None:
@@ -66,6 +117,7 @@ def test_it_can_be_turned_off() -> None:
     for _ in range(3 * WINDOW):
         payback.filled()
     assert door.lists_after == 1
+    assert payback.open
     assert payback.verdicts == 3
 
 
@@ -78,9 +130,7 @@ def graph(tmp_path: Path) -> Iterator[Graph]:
     g.close()
 
 
-def test_lists_read_once_stop_being_filled_and_lists_read_again_bring_fills_back(
-    graph: Graph,
-) -> None:
+def test_lists_read_once_close_fills_and_lists_read_again_reopen_them(graph: Graph) -> None:
     g = graph
     cache = g.engine.cache
     assert cache is not None
@@ -88,17 +138,43 @@ def test_lists_read_once_stop_being_filled_and_lists_read_again_bring_fills_back
         g.assoc_range(n, "likes", 0, 10)
     stats = g.cache_stats()
     assert stats is not None
-    assert (stats.fills, stats.lists_admit_after, stats.hits_per_fill) == (WINDOW, 2, 0.0)
+    assert (stats.fills, stats.hits_per_fill, stats.list_fills_open) == (WINDOW, 0.0, False)
+    assert "hits a recent fill" in stats.list_fills_why
+    # Closed: a miss is the uncached read's one statement, no probe, no entry.
+    probed = len(cache.doorkeeper)
     n = WINDOW + 1
-    assert len(statements(g, lambda: g.assoc_range(n, "likes", 0, 10))) == 1  # passes
+    assert len(statements(g, lambda: g.assoc_range(n, "likes", 0, 10))) == 1
     assert (n, 1) not in cache._lists
-    g.assoc_range(n, "likes", 0, 10)  # its second miss fills it
-    assert (n, 1) in cache._lists
-    # Traffic that rereads what it fills: each fill earns EARNS hits.
-    for n in range(WINDOW + 2, LISTS + 1):
-        for _ in range(2 + EARNS):  # (a pass, the fill, its hits)
+    assert len(cache.doorkeeper) == probed
+    # What is cached still answers, and writes keep it exact, closed or not.
+    assert statements(g, lambda: g.assoc_range(1, "likes", 0, 10)) == []
+    g.assoc_add(1, "likes", 99, time=100)
+    g.assoc_add(n, "likes", 98, time=100)
+    g.assoc_delete(2, "likes", 3)
+    got: list[list[int]] = []
+    assert statements(g, lambda: got.append([a.id2 for a in g.assoc_range(1, "likes")])) == []
+    assert got == [[99, 3, 2, 1]]
+    assert [a.id2 for a in g.assoc_range(n, "likes")] == [98, 3, 2, 1]
+    assert [a.id2 for a in g.assoc_range(2, "likes")] == [2, 1]
+    assert g.cache_stats().list_fills_open is False  # type: ignore[union-attr]
+    # One miss in SAMPLE fills; traffic that rereads those lists reopens fills.
+    lists = iter(range(WINDOW + 2, LISTS + 1))
+    cache.payback.skip = SAMPLE  # (the misses above counted down too)
+    for _ in range(SAMPLE - 1):
+        g.assoc_range(next(lists), "likes", 0, 10)
+    sampled = next(lists)
+    g.assoc_range(sampled, "likes", 0, 10)
+    assert (sampled, 1) in cache._lists
+    for _ in range(2 * CLOSED_WINDOW):
+        cache.payback.skip = 1  # (the next miss is sampled)
+        n = next(lists)
+        for _ in range(1 + int(2 * REOPENS * FILL_COST)):  # (the fill, its hits)
             g.assoc_range(n, "likes", 0, 10)
     stats = g.cache_stats()
     assert stats is not None
-    assert stats.lists_admit_after == 1
-    assert stats.hits_per_fill >= 2 * PAYS
+    assert stats.list_fills_open
+    assert stats.lists_admit_after == 2  # one miss more selective than before
+    n, probed = next(lists), len(cache.doorkeeper)
+    g.assoc_range(n, "likes", 0, 10)  # open again: a first miss passes the doorkeeper
+    assert (n, 1) not in cache._lists
+    assert len(cache.doorkeeper) == probed + 1

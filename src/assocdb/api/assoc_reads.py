@@ -10,7 +10,8 @@ from typing import Any, TypeGuard
 from ..cache import offers
 from ..cache.chunks import Columns, ListItem
 from ..cache.entries import NO_DATA, ListEntry, fill_size
-from ..cache.tier1 import Cache
+from ..cache.getgate import CLOSED_SAMPLE, SAMPLE
+from ..cache.tier1 import PASSED, Cache
 from ..core import cursor as _cursor
 from ..core import json as _json
 from ..core.cachekeys import LIST, PREFIX
@@ -66,9 +67,20 @@ class AssocReads:
         low = check_int64(low, "low") if low is not None else None
         if kind.ttl is not None:
             low = self.expiry.low(kind, low)
-        cached = None if self._cache is None else self._get_from_cache(id1, kind, wanted)
-        if cached is not None:
-            return self._assocs(id1, kind, _bounded(cached, high, low))
+        cache, timed, began = self._cache, False, 0.0
+        if cache is not None:
+            gate = cache.gets  # (does asking the cache pay? `cache.getgate`)
+            gate.skip -= 1  # (`GetGate.timed`, inlined)
+            if gate.skip <= 0:
+                gate.skip = SAMPLE if gate.open else CLOSED_SAMPLE
+                timed, began = True, perf_counter()
+            if gate.open or timed:
+                cached = self._get_from_cache(id1, kind, wanted)
+                if cached is not None:
+                    answer = self._assocs(id1, kind, _bounded(cached, high, low))
+                    if timed:
+                        gate.hit(perf_counter() - began)
+                    return answer
         shard = shard_of(id1, self._shards)
         if 0 < len(wanted) <= IN_CHUNK:  # one statement: the state in SQL
             found = self._backend.list_rows(shard, id1, kind.id, _NORMAL, wanted)
@@ -78,7 +90,10 @@ class AssocReads:
             found.sort(key=_list_key, reverse=True)
         # Rows as the shard gives them: built in one pass (`_assocs` transposes them
         # first, which pays for 50 rows, not for the few an assoc_get finds).
-        return normal_assocs(id1, kind.name, _bounded(found, high, low))
+        answer = normal_assocs(id1, kind.name, _bounded(found, high, low))
+        if timed:
+            cache.gets.missed(perf_counter() - began)  # type: ignore[union-attr]
+        return answer
 
     def assoc_count(self, id1: int, atype: str, state: StateName = "normal") -> int:
         id1 = check_id(id1, "id1")
@@ -133,15 +148,17 @@ class AssocReads:
         """With `keep` False a miss keeps no answer (`encoded`)."""
         id1 = check_id(id1, "id1")
         kind = self._engine.assoc_type(atype)
-        if self._cache is not None and type(pos) is int and type(limit) is int:
+        cache = self._cache
+        if cache is not None and type(pos) is int and type(limit) is int:
             # (pos, limit) was checked when the answer was kept
-            found = self._cache.answer((id1, kind.id), (pos, limit))
-            if found is not None and limit <= kind.limit:
+            found = cache.answer((id1, kind.id), (pos, limit), True)
+            if found is PASSED:  # list fills closed: a miss reads as if uncached
+                cache = None
+            elif found is not None and limit <= kind.limit:
                 return list(found) if kind.ttl is None else self._unexpired(kind, found)
         if type(pos) is not int or not 0 <= pos <= 2**62:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
         limit = _limit(limit, kind)
-        cache = self._cache
         # A first miss of a list that a fill could cover goes straight to the shard
         # (`passes` is what `_records_from_cache` would ask first: three calls less).
         if cache is not None and not (
@@ -378,15 +395,15 @@ class AssocReads:
         cache = self._cache
         assert cache is not None
         key = (id1, kind.id)
+        if not cache.holds_whole(key):  # (most calls: one call, no lock)
+            cache.misses += 1  # (counted as `passes` counts: approximate)
+            return None
         index: dict[int, ListRow] | None = cache.answer(key, _INDEX)
         if index is not None:
             found = [index[id2] for id2 in wanted if id2 in index]
             if len(found) > 1:
                 found.sort(key=_list_key, reverse=True)
             return found
-        if not cache.holds_list(key):
-            cache.misses += 1  # (counted as `passes` counts: approximate)
-            return None
         hot = cache.hot.is_hot((LIST, *key))
         before = cache.answers(key) if hot else None
         with cache.held(key) as entry:

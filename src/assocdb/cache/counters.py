@@ -29,4 +29,8 @@ def stats_of(cache: Cache) -> CacheStats:
         round(cache.fill_seconds * 1e6 / cache.fills, 1) if cache.fills else 0.0,
         cache.doorkeeper.lists_after,  # (`payback`: on which miss lists are filled now)
         round(cache.payback.last, 2),
+        cache.payback.open,
+        cache.payback.why,
+        cache.gets.open,
+        cache.gets.why,
     )

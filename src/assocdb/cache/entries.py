@@ -158,6 +158,14 @@ class ListEntry:
             return prefix.before(key, seek.inclusive, n)
         return None
 
+    def small_whole(self) -> bool:
+        """Whether `get` and `whole` answer: the list is empty, or all of it is cached and
+        it has at most SMALL_LIST edges."""
+        prefix = self.prefix
+        if prefix is not None and self.complete:
+            return len(prefix) <= _SMALL_GET
+        return self.empty()
+
     def get(self, id2s: Sequence[int]) -> list[ListItem] | None:
         """The visible entries of these id2s, if the whole (small) list is cached."""
         if self.empty():

@@ -4,18 +4,31 @@ A list's fill costs more than the uncached read it replaces (the rows packed, th
 fill's ticket: ~1.6-2x the read, `docs/operations.md`, "Reads on real traffic"),
 and each later hit of the list saves part of a read (a kept answer nearly all of
 it, a packed prefix decoded about half). So a fill pays when its list is hit about
-PAYS times before it is dropped; on traffic where most lists are read once or
+FILL_COST times before it is dropped; on traffic where most lists are read once or
 twice (popularity-weighted reads of a graph much larger than the hot set), fills
 are not paid back and the default cache made reads slower (issue 43).
 
 `Payback` counts the list fills and the hits of lists filled recently (within the
 last two windows of WINDOW fills: hits of long-cached hot lists say nothing of
-whether new fills pay) and, after each window, judges: fewer than PAYS such hits
-a fill, and a list needs one more recent miss to be filled (`Doorkeeper.lists_after`,
-up to MOST); 2 x PAYS or more, one fewer (down to `CacheConfig.admit_after`). The
-misses that do not fill read the shard as an uncached read does. The verdict and
-its evidence are in `CacheStats` (`lists_admit_after`, `hits_per_fill`), so an
-operator sees whether the cache earns its place.
+whether new fills pay) and, after each window, judges. A list is filled on its
+`Doorkeeper.lists_after`-th recent miss (`CacheConfig.admit_after` at first); the
+misses that do not fill read the shard as an uncached read does. But each of them
+pays the doorkeeper's probe (random reads of its sketch: ~3 µs in context, ~8% of an
+uncached read of 50 edges), and the fills of lists read a few times cost more than
+their hits save. So each verdict also weighs what the recent fills earned against
+what they and the window's passing misses cost, in hits (FILL_COST a fill, PASS_COST
+a pass: measured on `bench reads`' traffic, a fill +55-95 µs, a probe +2.3-3.5, a
+hit -7 to -35, median ~-15): when the fills lost, list fills *close* (`open` False).
+A closed cache sends a list's miss straight to the shard: no probe, no fill, the
+cost of an uncached read (what is cached still answers, and writes keep it exact as
+ever). One miss in SAMPLE is filled anyway, on that miss (`sampled`: the lists
+missed most are the likeliest sampled): those fills keep measuring, and when they
+earn REOPENS x FILL_COST hits each (the traffic now rereads its lists), fills open
+again, a list then filled on one more miss than before (up to MOST); while open
+fills earn 2 x FILL_COST or more, one fewer (down to `CacheConfig.admit_after`). The
+verdict and its evidence are in `CacheStats` (`lists_admit_after`, `hits_per_fill`,
+`list_fills_open`, `list_fills_why`), so an operator sees whether the cache earns
+its place.
 
 Counting takes no lock: the counters are ints bumped under the GIL; a lost count
 moves a verdict by one hit, never an answer.
@@ -25,13 +38,18 @@ from __future__ import annotations
 
 from .admission import Doorkeeper
 
-WINDOW = 256  # list fills a verdict is made on
-PAYS = 2.0  # hits a recent fill must earn for fills to go on as they are
+WINDOW = 256  # list fills a verdict is made on while fills are open
+CLOSED_WINDOW = 32  # sampled fills a verdict is made on while they are closed
 MOST = 8  # the most misses a list may need before it is filled
+FILL_COST = 4.0  # what a list's fill costs, in what a hit saves
+PASS_COST = 0.2  # what a passing miss's doorkeeper probe costs, in what a hit saves
+SAMPLE = 128  # while closed, one list miss in SAMPLE is filled (on that miss)
+REOPENS = 2.0  # sampled fills reopen fills at REOPENS x FILL_COST hits each
 
 
 class Payback:
-    """The fills of list prefixes and the hits they earned; sets `lists_after`."""
+    """The fills of list prefixes and the hits they earned; sets `lists_after`, and
+    closes list fills while they do not pay (`open`)."""
 
     __slots__ = (
         "current",
@@ -43,8 +61,12 @@ class Payback:
         "new_hits",
         "old_fills",
         "old_hits",
+        "open",
+        "passes",
         "previous",
+        "skip",
         "verdicts",
+        "why",
     )
 
     def __init__(self, doorkeeper: Doorkeeper, enabled: bool = True) -> None:
@@ -58,6 +80,12 @@ class Payback:
         self.old_fills = self.old_hits = self.new_fills = self.new_hits = 0
         self.last = 0.0  # hits a fill at the last verdict (0.0 before the first)
         self.verdicts = 0
+        self.passes = 0  # misses of lists that passed the doorkeeper since the last verdict
+        #: Whether a list's miss may fill (through the doorkeeper); False: closed, a
+        #: miss reads the shard, but one in SAMPLE (`sampled`), which fills.
+        self.open = True
+        self.why = ""  # why fills are closed (or were last), for an operator
+        self.skip = SAMPLE  # closed: misses until the next sampled one
 
     def hit(self, filled: int) -> None:
         """A hit of a list whose fill was stamped `filled`."""
@@ -66,23 +94,44 @@ class Payback:
         elif filled == self.previous:
             self.old_hits += 1
 
+    def sampled(self) -> bool:
+        """Closed: whether this list miss is the one in SAMPLE that fills (no lock: a
+        lost count moves a sample by one miss)."""
+        self.skip -= 1
+        if self.skip > 0:
+            return False
+        self.skip = SAMPLE
+        return True
+
     def filled(self) -> int:
         """A list's prefix was filled (call with the cache's lock held): its stamp."""
         stamp = self.current
         self.new_fills += 1
-        if self.new_fills >= WINDOW:
+        if self.new_fills >= (WINDOW if self.open else CLOSED_WINDOW):
             self._judge()
         return stamp
 
     def _judge(self) -> None:
         door = self.doorkeeper
-        self.last = ratio = (self.old_hits + self.new_hits) / (self.old_fills + self.new_fills)
+        fills = self.old_fills + self.new_fills
+        self.last = ratio = (self.old_hits + self.new_hits) / fills
+        passes = self.passes / self.new_fills  # passing misses a fill, this window
+        self.passes = 0
         self.verdicts += 1
+        gain = ratio - FILL_COST - PASS_COST * passes  # in hits, a fill
         if not self.enabled:
             pass
-        elif ratio < PAYS and door.lists_after < MOST:
-            door.lists_after = max(door.lists_after + 1, 2)
-        elif ratio >= 2 * PAYS and door.lists_after > self.least:
+        elif not self.open:
+            if ratio >= REOPENS * FILL_COST:  # sampled fills pay well: the traffic rereads
+                self.open = True  # (more selective than when fills last lost)
+                door.lists_after = min(MOST, max(door.lists_after + 1, 2))
+        elif gain < 0:
+            self.open = False
+            self.why = (
+                f"{ratio:.2f} hits a recent fill, against {FILL_COST:g} a fill costs"
+                f" and {PASS_COST:g} for each of its {passes:.1f} passing misses"
+            )
+        elif ratio >= 2 * FILL_COST and door.lists_after > self.least:
             door.lists_after -= 1
         self.previous, self.current = self.current, self.current % 256 + 1
         self.old_fills, self.old_hits = self.new_fills, self.new_hits

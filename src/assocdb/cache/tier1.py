@@ -83,13 +83,15 @@ from .entries import (
     object_bytes,
 )
 from .eviction import evict
+from .getgate import GetGate
 from .hotkeys import HotKeys
-from .payback import Payback
+from .payback import SAMPLE, Payback
 from .validity import Validity
 
 log = logging.getLogger(__name__)
 _NORMAL = State.NORMAL
 _WAITED = object()  # a fill another thread did: read the cache again
+PASSED = object()  # `answer`: a miss while list fills are closed, read the shard
 
 
 class Cache:
@@ -131,6 +133,8 @@ class Cache:
         self._writing: dict[CacheKey, int] = {}  # ticket keys a write is changing
         self.doorkeeper = Doorkeeper(self.config.admit_after)  # which misses fill
         self.payback = Payback(self.doorkeeper, self.config.payback)  # fills paid back?
+        self._sampled: CacheKey | None = None  # the list miss `passes` let fill while closed
+        self.gets = GetGate(self.config.payback)  # does asking the cache pay assoc_get?
         self._lock = threading.RLock()
         signal = foreign if self.tier2 is None else None  # (tier 2's can be lost: age)
         self._aged = Validity(self.config.max_age, clock, signal, self.invalidate).aged
@@ -213,10 +217,20 @@ class Cache:
         self.hot.seen((LIST, *key))
         return entry.counts[state]
 
-    def answer(self, key: ListKey, tag: Any) -> Any:
-        """The answer to `tag` the list's entry keeps (`keep`), or None (no lock)."""
+    def answer(self, key: ListKey, tag: Any, passing: bool = False) -> Any:
+        """The answer to `tag` the list's entry keeps (`keep`), or None (no lock). With
+        `passing`, PASSED for a list with no entry while list fills are closed (a miss,
+        counted: read the shard; see `passes`), but for a sampled miss: one call."""
         entry = self._lists.get(key)
         if entry is None:
+            payback = self.payback
+            if passing and not payback.open:
+                payback.skip -= 1  # (`Payback.sampled`, inlined)
+                if payback.skip > 0:
+                    return PASSED
+                payback.skip = SAMPLE
+                self.misses += SAMPLE - 1  # (the misses passed since the last sample)
+                self._sampled = (PREFIX, key)
             return None
         found = entry.answers.get(tag)
         if found is None or not self._touch(key, entry):
@@ -236,9 +250,11 @@ class Cache:
         floor = None if prefix is None else prefix.floor()
         return floor is not None and boundary < floor
 
-    def holds_list(self, key: ListKey) -> bool:
-        """Whether the list has an entry (no lock: `held` looks again)."""
-        return key in self._lists
+    def holds_whole(self, key: ListKey) -> bool:
+        """Whether the list's entry holds all of a small list (`ListEntry.small_whole`),
+        the only entry `held` can answer an assoc_get from (no lock: `held` looks again)."""
+        entry = self._lists.get(key)
+        return entry is not None and entry.small_whole()
 
     def answers(self, key: ListKey) -> dict[Any, Any] | None:
         """The list's answers as they are before a read: pass them to `keep` after it."""
@@ -344,10 +360,19 @@ class Cache:
         without a cache; False: ask `listed`. (A list's COUNTS are filled on their
         first miss: `fill_counts`, the statement an uncached read runs.)"""
         # No lock, no hot-key sampling: see `admission` (stats: approximate, as hits').
-        if ticket_key[1] in self._lists:
+        entry = self._lists.get(ticket_key[1])
+        payback = self.payback
+        if entry is not None and (payback.open or entry.prefix is not None):
             return False
+        if not payback.open:  # fills do not pay: no probe, one miss in SAMPLE fills
+            if ticket_key == self._sampled or payback.sampled():
+                self._sampled = ticket_key  # (`_admit` admits it; asked again: the same)
+                return False
+            self.misses += 1
+            return True
         if self.doorkeeper.passing(ticket_key):  # (False, too, if admitted on a first miss)
             self.misses += 1
+            payback.passes += 1
             return True
         return False  # (`listed` or `counts` admits it)
 
@@ -436,6 +461,9 @@ class Cache:
         """Whether a miss of this key should fill the cache (`Doorkeeper`; call with
         the lock held)."""
         self.misses += 1
+        if ticket_key == self._sampled:  # (`passes`: fills are closed, this miss sampled)
+            self._sampled = None
+            return True
         return self.doorkeeper.admits(ticket_key)
 
     def _fill(

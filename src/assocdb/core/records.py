@@ -229,8 +229,10 @@ class CacheConfig(msgspec.Struct, frozen=True):
     misses a list needs before it is cached (a list read once costs what an
     uncached read does, and does not push hot keys out; counts are cached on
     their first miss, whose fill is the read's own statement); with `payback`,
-    a list then needs more misses while its fills are not paid back by hits
-    (`cache.payback`: on traffic that reads most lists once or twice, fills
+    list fills close while their hits do not pay for them and for the passing
+    misses' probes (a miss then reads the shard as uncached, one in 128 fills to
+    keep measuring, and fills reopen when those earn their cost twice over:
+    `cache.payback`; on traffic that reads most lists once or twice, fills
     would make reads slower);
     `max_age` bounds how long another process's write goes unseen: on a
     SQLite graph without tier 2, entries live until another process writes
@@ -244,7 +246,7 @@ class CacheConfig(msgspec.Struct, frozen=True):
     prefix: int = 1000
     max_age: float = 10.0
     admit_after: int = 2  # misses of a key before it is cached (1: every miss)
-    payback: bool = True  # raise lists' admission while their fills are not paid back
+    payback: bool = True  # close list fills while they are not paid back
     redis: str | None = None  # tier 2, e.g. "redis://127.0.0.1:6379/0"
     redis_ttl: float = 60.0
 
@@ -297,6 +299,15 @@ class CacheStats(msgspec.Struct, frozen=True):
     #: fill earned at the last verdict (fills pay at about 2; 0.0 before the first).
     lists_admit_after: int = 0
     hits_per_fill: float = 0.0
+    #: Whether a list's miss may fill its prefix (True), or fills are closed because
+    #: they did not pay on this traffic: a miss then reads the shard as an uncached
+    #: read does, one in 128 fills to keep measuring (`cache.payback`); and why.
+    list_fills_open: bool = True
+    list_fills_why: str = ""
+    #: Whether assoc_get asks the cache (True), or reads the shard because its hits
+    #: did not pay for its misses' lookups (one in 64 asks, timed: `cache.getgate`).
+    gets_open: bool = True
+    gets_why: str = ""
 
 
 class HotKey(msgspec.Struct, frozen=True):

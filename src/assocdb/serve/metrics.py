@@ -203,6 +203,16 @@ class _JournalCollector(Collector):
                     cache.hits_per_fill,
                     "Hits a recent list fill earned (fills pay at about 2).",
                 ),
+                (
+                    "assocdb_cache_list_fills_open",
+                    int(cache.list_fills_open),
+                    "1: a list's miss may fill; 0: fills closed, they did not pay.",
+                ),
+                (
+                    "assocdb_cache_gets_open",
+                    int(cache.gets_open),
+                    "1: assoc_get asks the cache; 0: its hits did not pay, it reads the shard.",
+                ),
                 ("assocdb_cache_evictions", cache.evictions, "Tier-1 entries evicted."),
                 ("assocdb_cache_bytes", cache.bytes, "Tier-1 memory, bytes."),
                 ("assocdb_cache_entries", cache.entries, "Tier-1 entries."),
