@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench import reads
@@ -41,3 +43,16 @@ def test_reach_steps_agree_with_the_join_and_print_every_step(
     out = capsys.readouterr().out
     for step in ("hand-written count(DISTINCT) join", "select(select(a))", "statements alone"):
         assert step in out, step
+
+
+def test_miss_steps_classes_every_cached_call(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from bench import miss_steps
+
+    miss_steps.main(["--edges", "3000", "--rounds", "1", "--calls", "60", "--where", str(tmp_path)])
+    out = capsys.readouterr().out
+    for op in miss_steps.OPS:
+        assert f"{op}: cached p50" in out, op
+    counted = [int(line.split()[1]) for line in out.splitlines() if line.startswith("  all ")]
+    assert counted == [60, 60, 60]  # each op's calls, each classed once besides

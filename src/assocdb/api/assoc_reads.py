@@ -11,7 +11,7 @@ from ..cache import offers
 from ..cache.chunks import Columns, ListItem
 from ..cache.entries import NO_DATA, ListEntry, fill_size
 from ..cache.getgate import CLOSED_SAMPLE, SAMPLE
-from ..cache.tier1 import PASSED, Cache
+from ..cache.tier1 import Cache
 from ..core import cursor as _cursor
 from ..core import json as _json
 from ..core.cachekeys import LIST, PREFIX
@@ -105,12 +105,13 @@ class AssocReads:
             stored = self._backend.counts(shard, id1, kind.id).get(code, 0)
         else:
             key = (id1, kind.id)
-            known = cache.count(key, code)
-            # A count's fill is the statement an uncached read runs: filled on its first miss.
+            # A count's fill is the statement an uncached read runs: filled on its first
+            # miss (a list with no entry: straight to the fill, no `count` call).
+            known = None if cache.list_entry(key) is None else cache.count(key, code)
             stored = (
                 known
                 if known is not None
-                else cache.fill_counts(key, lambda: self._backend.counts(shard, id1, kind.id))[code]
+                else cache.fill_count(key, code, lambda: self._backend.counts(shard, id1, kind.id))
             )
         # A type with a ttl: the stored count less the expired tail (`api.ttl_reads`).
         return stored if kind.ttl is None else self.expiry.count(id1, kind, code, stored)
@@ -150,12 +151,20 @@ class AssocReads:
         kind = self._engine.assoc_type(atype)
         cache = self._cache
         if cache is not None and type(pos) is int and type(limit) is int:
-            # (pos, limit) was checked when the answer was kept
-            found = cache.answer((id1, kind.id), (pos, limit), True)
-            if found is PASSED:  # list fills closed: a miss reads as if uncached
-                cache = None
-            elif found is not None and limit <= kind.limit:
-                return list(found) if kind.ttl is None else self._unexpired(kind, found)
+            # A list with no entry while list fills are closed (most misses then) reads
+            # as if uncached: one dict lookup and no call (`Cache.list_entry`).
+            payback = cache.payback
+            if payback.open or cache.list_entry((id1, kind.id)) is not None:
+                found = cache.answer((id1, kind.id), (pos, limit))
+                # (pos, limit) was checked when the answer was kept
+                if found is not None and limit <= kind.limit:
+                    return list(found) if kind.ttl is None else self._unexpired(kind, found)
+            else:
+                payback.skip -= 1  # (`Payback.sampled`, inlined: one miss in SAMPLE fills)
+                if payback.skip > 0:
+                    cache = None
+                else:
+                    cache.sample_miss((id1, kind.id))
         if type(pos) is not int or not 0 <= pos <= 2**62:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
         limit = _limit(limit, kind)
@@ -359,7 +368,8 @@ class AssocReads:
             found = column_records(id1, kind.name, id2s, times, stamps, datas)
             if not shareable:
                 return found
-        if tag is not None:
+        # (past the answers' budget, a list that is not hot keeps none: not built)
+        if tag is not None and cache.decoded.may_keep(len(found), cache.hot.is_hot, (LIST, *key)):
             cache.keep(key, before, tag, tuple(found), len(found))
         return found
 

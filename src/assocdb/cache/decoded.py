@@ -84,6 +84,16 @@ class Decoded:
         """The most the answers may hold now."""
         return min(self.ceiling, max(self.floor, int(RATIO * self.rest())))
 
+    def may_keep(self, n: int, is_hot: Callable[[Hashable], bool], hot_key: Hashable) -> bool:
+        """Whether `keep` of an answer of `n` records (`Cache.keep`'s bytes) might keep it
+        or drop older answers; False: it would do neither, so the reader need not build
+        the answer's tuple nor take the lock (no lock: a racing change keeps or skips
+        one answer, never makes one wrong)."""
+        nbytes, budget = ANSWER_BYTES + n * RECORD_BYTES, self.budget()
+        if nbytes > budget:
+            return False
+        return self.bytes + nbytes <= budget or self.bytes > budget or is_hot(hot_key)
+
     def keep(
         self,
         entry: _Holder,

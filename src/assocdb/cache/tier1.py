@@ -91,7 +91,6 @@ from .validity import Validity
 log = logging.getLogger(__name__)
 _NORMAL = State.NORMAL
 _WAITED = object()  # a fill another thread did: read the cache again
-PASSED = object()  # `answer`: a miss while list fills are closed, read the shard
 
 
 class Cache:
@@ -152,6 +151,9 @@ class Cache:
         self.patch_answer: Callable[..., tuple[Any, ...] | None] | None = (
             None if answers is None else answers.patch_answer
         )
+        #: A list's entry or None (the dict's own get: no lock, no count; `assoc_range`
+        #: asks it before `answer` while list fills are closed).
+        self.list_entry: Callable[[ListKey], ListEntry | None] = self._lists.get
         self.bytes = 0
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
         self.fill_seconds = 0.0  # spent reading fills (tier 2 or the shard)
@@ -178,30 +180,40 @@ class Cache:
         return [loaded.get(0, 0), loaded.get(1, 0), loaded.get(2, 0), loaded.get(3, 0)]
 
     def fill_counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
-        """A miss of a list's counts (`count` said None): read as an uncached read does,
-        installed unless a write or invalidation began or ended meanwhile (`_generation`;
-        no ticket: it cost ~2 µs, and each concurrent miss runs the one statement)."""
+        """`fill_count`'s fill, the counts per state number."""
+        loaded = self._count_fill(key, load)
+        return [loaded.get(0, 0), loaded.get(1, 0), loaded.get(2, 0), loaded.get(3, 0)]
+
+    def fill_count(self, key: ListKey, state: int, load: Callable[[], dict[int, int]]) -> int:
+        """A miss of a list's count in `state` (`count` said None): its counts read as an
+        uncached read does, installed unless a write or invalidation began or ended
+        meanwhile (`_generation`; no ticket: it cost ~2 µs, and each concurrent miss runs
+        the one statement)."""
+        return self._count_fill(key, load).get(state, 0)
+
+    def _count_fill(self, key: ListKey, load: Callable[[], dict[int, int]]) -> dict[int, int]:
         if self.tier2 is not None:
-            return self.counts(key, load)
+            return dict(enumerate(self.counts(key, load)))
         generation = self._generation
         began = time.perf_counter()
         loaded = load()
-        counts = [loaded.get(0, 0), loaded.get(1, 0), loaded.get(2, 0), loaded.get(3, 0)]
         with self._lock:
             self.misses += 1
             self.fills += 1
             self.fill_seconds += time.perf_counter() - began
-            if generation != self._generation or (COUNTS, key) in self._writing:
+            writing = self._writing
+            if generation != self._generation or (writing and (COUNTS, key) in writing):
                 self.stale_fills += 1
             elif key in self._lists:
                 self._install((COUNTS, key), loaded)
             else:  # the most common fill: a new entry
                 entry = self._lists[key] = ListEntry(self.clock())
-                entry.counts = counts.copy()
+                get = loaded.get
+                entry.counts = [get(0, 0), get(1, 0), get(2, 0), get(3, 0)]
                 self.bytes += entry.nbytes
                 if self.bytes > self.config.max_bytes:
                     self._evict()
-        return counts
+        return loaded
 
     def known_counts(self, key: ListKey) -> list[int] | None:
         """The list's counts if they are cached (no fill)."""
@@ -217,20 +229,10 @@ class Cache:
         self.hot.seen((LIST, *key))
         return entry.counts[state]
 
-    def answer(self, key: ListKey, tag: Any, passing: bool = False) -> Any:
-        """The answer to `tag` the list's entry keeps (`keep`), or None (no lock). With
-        `passing`, PASSED for a list with no entry while list fills are closed (a miss,
-        counted: read the shard; see `passes`), but for a sampled miss: one call."""
+    def answer(self, key: ListKey, tag: Any) -> Any:
+        """The answer to `tag` the list's entry keeps (`keep`), or None (no lock)."""
         entry = self._lists.get(key)
         if entry is None:
-            payback = self.payback
-            if passing and not payback.open:
-                payback.skip -= 1  # (`Payback.sampled`, inlined)
-                if payback.skip > 0:
-                    return PASSED
-                payback.skip = SAMPLE
-                self.misses += SAMPLE - 1  # (the misses passed since the last sample)
-                self._sampled = (PREFIX, key)
             return None
         found = entry.answers.get(tag)
         if found is None or not self._touch(key, entry):
@@ -239,6 +241,13 @@ class Cache:
         if entry.filled:  # (do fills pay back?)
             self.payback.hit(entry.filled)
         return found
+
+    def sample_miss(self, key: ListKey) -> None:
+        """Closed list fills: this miss of a list with no entry is the sampled one, which
+        fills (`passes` lets it), counted with the misses passed since the last one."""
+        self.payback.skip = SAMPLE
+        self.misses += SAMPLE - 1
+        self._sampled = (PREFIX, key)
 
     def reaches_past(self, key: ListKey, boundary: tuple[int, ...]) -> bool:
         """Whether a scan from `boundary` certainly needs more than the list's cached

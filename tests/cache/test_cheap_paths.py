@@ -1,0 +1,104 @@
+"""The cache's cheap paths answer as the shard does: a count filled on its first miss
+(`Cache.fill_count`, no `count` call for a list with no entry), a list miss while list
+fills are closed (one dict lookup, then the uncached read; one miss in SAMPLE fills),
+and a hit decoded from the packed prefix whose answer cannot be kept (`may_keep`: not
+built, no lock) — each read again right after writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import assocdb
+from assocdb import CacheConfig, Graph
+from assocdb.cache.payback import SAMPLE
+from assocdb.core.records import StateName
+from tests.support.helpers import statements
+
+STATES: tuple[StateName, ...] = ("normal", "archived", "removed")
+
+
+@pytest.fixture
+def graphs(tmp_path: Path) -> Iterator[tuple[Graph, Graph]]:
+    cached = assocdb.open(
+        tmp_path / "g", shards=4, cache=CacheConfig(prefix=100, admit_after=1, max_age=3600)
+    )
+    cached.define_assoc("follows", inverse="followed_by")
+    plain = assocdb.open(tmp_path / "g", cache=None)
+    yield cached, plain
+    plain.close()
+    cached.close()
+
+
+def test_a_count_filled_on_its_first_miss_is_exact_right_after_writes(
+    graphs: tuple[Graph, Graph],
+) -> None:
+    cached, plain = graphs
+    for n in range(1, 6):
+        cached.assoc_add(n, "follows", 100)
+    assert cached.assoc_count(100, "followed_by") == 5  # the fill, on the first miss
+    assert statements(cached, lambda: cached.assoc_count(100, "followed_by")) == []
+    writes = [
+        lambda: cached.assoc_add(6, "follows", 100),
+        lambda: cached.assoc_delete(2, "follows", 100),
+        lambda: cached.assoc_archive(3, "follows", 100),
+        lambda: cached.assoc_add(3, "follows", 100),
+    ]
+    for write in writes:
+        write()
+        for state in STATES:
+            want = plain.assoc_count(100, "followed_by", state)
+            assert cached.assoc_count(100, "followed_by", state) == want, state
+    assert cached.assoc_count(100, "followed_by") == 5
+
+
+def test_list_misses_while_fills_are_closed_read_the_shard_and_one_in_sample_fills(
+    graphs: tuple[Graph, Graph],
+) -> None:
+    cached, plain = graphs
+    cache = cached.engine.cache
+    assert cache is not None
+    for n in range(1, 21):
+        cached.assoc_add(1, "follows", 100 + n, time=n)
+    cache.payback.open = False
+    cache.payback.skip = SAMPLE
+    misses = cache.misses
+    for _ in range(SAMPLE - 1):  # passes: no fill, the shard's answer
+        assert cached.assoc_range(1, "follows", 0, 10) == plain.assoc_range(1, "follows", 0, 10)
+    assert (1, cached.engine.assoc_type("follows").id) not in cache._lists
+    assert cache.misses == misses
+    assert cached.assoc_range(1, "follows", 0, 10) == plain.assoc_range(1, "follows", 0, 10)
+    assert cache.misses >= misses + SAMPLE - 1  # the sample counts the passes before it
+    assert statements(cached, lambda: cached.assoc_range(1, "follows", 0, 10)) == []  # filled
+    cached.assoc_add(1, "follows", 500, time=50)
+    cached.assoc_delete(1, "follows", 120)
+    assert cached.assoc_range(1, "follows", 0, 10) == plain.assoc_range(1, "follows", 0, 10)
+    cached.assoc_add(2, "follows", 7)  # a list with no entry, closed: read as uncached
+    assert cached.assoc_range(2, "follows") == plain.assoc_range(2, "follows")
+
+
+def test_a_decoded_hit_whose_answer_cannot_be_kept_answers_right_and_keeps_none(
+    graphs: tuple[Graph, Graph],
+) -> None:
+    cached, plain = graphs
+    cache = cached.engine.cache
+    assert cache is not None
+    for n in range(1, 31):
+        cached.assoc_add(1, "follows", 100 + n, time=n, data="d" if n % 4 else None)
+    cache.decoded.floor = cache.decoded.ceiling = 0  # no answer fits the budget
+    for _ in range(3):
+        assert cached.assoc_range(1, "follows", 0, 10) == plain.assoc_range(1, "follows", 0, 10)
+    assert cache.decoded.count == 0
+    assert not cache.decoded.may_keep(10, lambda key: True, None)
+    cached.assoc_add(1, "follows", 400, time=99)
+    cached.assoc_delete(1, "follows", 130)
+    for pos in (0, 5):
+        got = statements(cached, lambda pos=pos: cached.assoc_range(1, "follows", pos, 10))
+        assert got == []  # from the packed prefix
+        assert cached.assoc_range(1, "follows", pos, 10) == plain.assoc_range(1, "follows", pos, 10)
+    cache.decoded.floor = cache.decoded.ceiling = 1 << 20  # room again: kept
+    assert cache.decoded.may_keep(10, lambda key: False, None)
+    cached.assoc_range(1, "follows", 0, 10)
+    assert cache.decoded.count == 1
