@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 def stats_of(cache: Cache) -> CacheStats:
     """The cache's counters now (call with its lock held)."""
     lookups = cache.hits + cache.misses
+    timed = cache.fills - cache.count_fills  # (a count's fill is not timed)
     tier2 = cache.tier2
     return CacheStats(
         cache.hits,
@@ -26,7 +27,7 @@ def stats_of(cache: Cache) -> CacheStats:
         0 if tier2 is None else tier2.hits,
         0 if tier2 is None else tier2.misses,
         0 if tier2 is None else tier2.failures,
-        round(cache.fill_seconds * 1e6 / cache.fills, 1) if cache.fills else 0.0,
+        round(cache.fill_seconds * 1e6 / timed, 1) if timed else 0.0,
         cache.doorkeeper.lists_after,  # (`payback`: on which miss lists are filled now)
         round(cache.payback.last, 2),
         cache.payback.open,
