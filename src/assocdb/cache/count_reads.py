@@ -86,18 +86,18 @@ class CountReads:
         `generation` read before; installed unless a write or invalidation began or
         ended meanwhile (no ticket: it cost ~2 µs, and each concurrent miss runs the one
         statement; not timed: its read is an uncached read's)."""
+        counts = [0, 0, 0, 0]
+        for state, n in loaded.items():
+            counts[state] = n
         lock = self._lock
         lock.acquire()  # (not `with`: that costs twice as much)
         try:
-            self.misses += 1
-            self.fills += 1
-            self.count_fills += 1  # (not timed: `fill_us` is the other fills')
+            self.count_fills += 1  # (a miss and a fill, not timed: see `stats_of`)
             writing = self._writing
             if generation != self.generation or (writing and (COUNTS, key) in writing):
                 self.stale_fills += 1
                 return
-            get = loaded.get
-            entry = ListEntry(self.clock(), [get(0, 0), get(1, 0), get(2, 0), get(3, 0)])
+            entry = ListEntry(self.clock(), counts)
             if self._lists.setdefault(key, entry) is not entry:  # (raced, or aged out)
                 self._install((COUNTS, key), loaded)
                 return

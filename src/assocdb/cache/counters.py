@@ -12,13 +12,15 @@ if TYPE_CHECKING:
 
 def stats_of(cache: Cache) -> CacheStats:
     """The cache's counters now (call with its lock held)."""
-    lookups = cache.hits + cache.misses
-    timed = cache.fills - cache.count_fills  # (a count's fill is not timed)
+    # A count's first miss is a miss and a fill counted once, in `count_fills` (its fill
+    # is the uncached read's statement, not timed: `fill_us` is the other fills').
+    misses, fills = cache.misses + cache.count_fills, cache.fills + cache.count_fills
+    lookups = cache.hits + misses
     tier2 = cache.tier2
     return CacheStats(
         cache.hits,
-        cache.misses,
-        cache.fills,
+        misses,
+        fills,
         cache.stale_fills,
         cache.evictions,
         len(cache._lists) + len(cache._objects) + len(cache._homes),
@@ -27,7 +29,7 @@ def stats_of(cache: Cache) -> CacheStats:
         0 if tier2 is None else tier2.hits,
         0 if tier2 is None else tier2.misses,
         0 if tier2 is None else tier2.failures,
-        round(cache.fill_seconds * 1e6 / timed, 1) if timed else 0.0,
+        round(cache.fill_seconds * 1e6 / cache.fills, 1) if cache.fills else 0.0,
         cache.doorkeeper.lists_after,  # (`payback`: on which miss lists are filled now)
         round(cache.payback.last, 2),
         cache.payback.open,

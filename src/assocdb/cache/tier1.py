@@ -157,7 +157,7 @@ class Cache(CountReads):
         self.list_entry: Callable[[ListKey], ListEntry | None] = self._lists.get
         self.bytes = 0
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
-        self.count_fills = 0  # fills of counts only, not timed (`put_counts`)
+        self.count_fills = 0  # count misses filled by `put_counts` (not in misses, fills)
         self.fill_seconds = 0.0  # spent reading the other fills (tier 2 or the shard)
 
     # -- reads ------------------------------------------------------------------------
