@@ -300,7 +300,7 @@ class Cache(CountReads):
         no entry and this is not its `admit_after`-th miss (the miss is counted). Then
         the caller reads just what it needs from the shard, at the cost of a read
         without a cache; False: ask `listed`. (A list's COUNTS are filled on their
-        first miss: `fill_counts`, the statement an uncached read runs.)"""
+        first miss: `put_counts`, the statement an uncached read runs.)"""
         # No lock, no hot-key sampling: see `admission` (stats: approximate, as hits').
         entry = self._lists.get(ticket_key[1])
         payback = self.payback
