@@ -110,7 +110,7 @@ class AssocReads:
                 stored = known if known is not None else self._count_fill(key, shard, code)
             elif cache.tier2 is None:
                 # A first miss: the uncached read's statement, its counts then cached
-                # (`put_counts`; a doorkeeper's probe cost as much as this fill, and hits).
+                # (`put_counts`; a doorkeeper probe cost about as much as this fill, and hits).
                 generation = cache.generation
                 loaded = self._backend.counts(shard, id1, kind.id)
                 cache.put_counts(key, loaded, generation)
