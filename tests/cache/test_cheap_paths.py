@@ -1,5 +1,5 @@
 """The cache's cheap paths answer as the shard does: a count filled on its first miss
-(`Cache.fill_count`, no `count` call for a list with no entry), a list miss while list
+(`Cache.put_counts`, no `count` call for a list with no entry), a list miss while list
 fills are closed (one dict lookup, then the uncached read; one miss in SAMPLE fills),
 and a hit decoded from the packed prefix whose answer cannot be kept (`may_keep`: not
 built, no lock) — each read again right after writes."""

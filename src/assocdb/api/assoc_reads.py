@@ -105,16 +105,26 @@ class AssocReads:
             stored = self._backend.counts(shard, id1, kind.id).get(code, 0)
         else:
             key = (id1, kind.id)
-            # A count's fill is the statement an uncached read runs: filled on its first
-            # miss (a list with no entry: straight to the fill, no `count` call).
-            known = None if cache.list_entry(key) is None else cache.count(key, code)
-            stored = (
-                known
-                if known is not None
-                else cache.fill_count(key, code, lambda: self._backend.counts(shard, id1, kind.id))
-            )
+            if cache.list_entry(key) is not None:
+                known = cache.count(key, code)
+                stored = known if known is not None else self._count_fill(key, shard, code)
+            elif cache.tier2 is None:
+                # A first miss: the uncached read's statement, its counts then cached
+                # (`put_counts`; a doorkeeper probe cost about as much as this fill, and hits).
+                generation = cache.generation
+                loaded = self._backend.counts(shard, id1, kind.id)
+                cache.put_counts(key, loaded, generation)
+                stored = loaded.get(code, 0)
+            else:
+                stored = self._count_fill(key, shard, code)
         # A type with a ttl: the stored count less the expired tail (`api.ttl_reads`).
         return stored if kind.ttl is None else self.expiry.count(id1, kind, code, stored)
+
+    def _count_fill(self, key: tuple[int, int], shard: int, code: int) -> int:
+        """A count miss of a list with an entry (or with tier 2): `Cache.fill_count`."""
+        cache = self._cache
+        assert cache is not None
+        return cache.fill_count(key, code, lambda: self._backend.counts(shard, *key))
 
     def assoc_contains(self, id1: int, atype: str, id2: int) -> bool:
         edge = self._stored_edge(id1, atype, id2)

@@ -12,12 +12,15 @@ if TYPE_CHECKING:
 
 def stats_of(cache: Cache) -> CacheStats:
     """The cache's counters now (call with its lock held)."""
-    lookups = cache.hits + cache.misses
+    # A count's first miss is a miss and a fill counted once, in `count_fills` (its fill
+    # is the uncached read's statement, not timed: `fill_us` is the other fills').
+    misses, fills = cache.misses + cache.count_fills, cache.fills + cache.count_fills
+    lookups = cache.hits + misses
     tier2 = cache.tier2
     return CacheStats(
         cache.hits,
-        cache.misses,
-        cache.fills,
+        misses,
+        fills,
         cache.stale_fills,
         cache.evictions,
         len(cache._lists) + len(cache._objects) + len(cache._homes),

@@ -18,7 +18,7 @@ from .chunks import Columns, ListItem, PackedList
 from .decoded import NO_ANSWERS
 
 ENTRY_BYTES = 240  # an object's or a home timeline's entry: its own objects, dict slot and key
-_LIST_BYTES = 388  # a list's entry, measured: key, dict slot, entry, prefix, its chunk tuple
+LIST_BYTES = 388  # a list's entry, measured: key, dict slot, entry, prefix, its chunk tuple
 _CHUNK_BYTES = 180  # a chunk of a prefix, measured: the object and its two arrays' headers
 DATA_SLOT = 57  # a cached data value's dict slot and key, besides the value itself
 _NORMAL = State.NORMAL
@@ -68,8 +68,8 @@ class ListEntry:
         "used",
     )
 
-    def __init__(self, born: float) -> None:
-        self.counts: list[int] | None = None  # per state number
+    def __init__(self, born: float, counts: list[int] | None = None) -> None:
+        self.counts = counts  # per state number
         self.prefix: PackedList | None = None
         self.complete = False
         self.data = NO_DATA  # id2 -> `kept(data)` of the prefix's edges with data
@@ -85,8 +85,8 @@ class ListEntry:
         """What the entry holds, answers aside (not stored: an int would cost 32 bytes)."""
         prefix = self.prefix
         if prefix is None:
-            return _LIST_BYTES + self.data_bytes
-        return _LIST_BYTES + prefix.nbytes() + _CHUNK_BYTES * prefix.chunks() + self.data_bytes
+            return LIST_BYTES + self.data_bytes
+        return LIST_BYTES + prefix.nbytes() + _CHUNK_BYTES * prefix.chunks() + self.data_bytes
 
     def measure(self) -> int:
         return self.nbytes

@@ -27,7 +27,7 @@ new row), and `apply` updates cached entries in place (prefix and counts);
 timeline deliveries are merged into cached blobs with the shard's own rule
 (`merge_blob`). A fill that a write of its key overlapped is not installed
 (its ticket is marked stale; a count's fill, which has none, checks
-`_generation`): a slow fill never hides a newer write, so a process always
+`generation`): a slow fill never hides a newer write, so a process always
 reads its own writes.
 
 Writes of other processes are seen through tier 2 (Redis invalidations), a
@@ -67,6 +67,8 @@ from ..core.timeline_list import TimelineEntry, merge_blob
 from .admission import Doorkeeper
 from .admission import Fill as _Fill
 from .chunks import PackedList
+from .count_reads import WAITED as _WAITED
+from .count_reads import CountReads
 from .counters import stats_of
 from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, Decoded
 from .entries import (
@@ -90,10 +92,9 @@ from .validity import Validity
 
 log = logging.getLogger(__name__)
 _NORMAL = State.NORMAL
-_WAITED = object()  # a fill another thread did: read the cache again
 
 
-class Cache:
+class Cache(CountReads):
     """Tier 1. Thread-safe; the Graph consults it before the backend."""
 
     def __init__(
@@ -128,7 +129,7 @@ class Cache:
         self._homes: OrderedDict[int, tuple[bytes, float]] = OrderedDict()  # owner -> blob, born
         self._home_bytes = 0
         self._fills: dict[CacheKey, _Fill] = {}
-        self._generation = 0  # changed by every write and invalidation, begun or ended
+        self.generation = 0  # changed by every write and invalidation, begun or ended
         self._writing: dict[CacheKey, int] = {}  # ticket keys a write is changing
         self.doorkeeper = Doorkeeper(self.config.admit_after)  # which misses fill
         self.payback = Payback(self.doorkeeper, self.config.payback)  # fills paid back?
@@ -156,78 +157,10 @@ class Cache:
         self.list_entry: Callable[[ListKey], ListEntry | None] = self._lists.get
         self.bytes = 0
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
-        self.fill_seconds = 0.0  # spent reading fills (tier 2 or the shard)
+        self.count_fills = 0  # count misses filled by `put_counts` (not in misses, fills)
+        self.fill_seconds = 0.0  # spent reading the other fills (tier 2 or the shard)
 
     # -- reads ------------------------------------------------------------------------
-
-    def counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
-        """The list's counts per state number (filled on a miss)."""
-        entry = self._lists.get(key)
-        if entry is not None and entry.counts is not None and self._touch(key, entry):
-            self.hot.seen((LIST, *key))
-            return list(entry.counts)
-        if self.tier2 is None:
-            return self.fill_counts(key, load)
-        with self._lock:
-            entry = self._fresh_list(key)
-            if entry is not None and entry.counts is not None:
-                self.hits += 1
-                return list(entry.counts)
-            self.misses += 1
-        loaded = self._fill((COUNTS, key), load)
-        if loaded is _WAITED:
-            return self.counts(key, load)
-        return [loaded.get(0, 0), loaded.get(1, 0), loaded.get(2, 0), loaded.get(3, 0)]
-
-    def fill_counts(self, key: ListKey, load: Callable[[], dict[int, int]]) -> list[int]:
-        """`fill_count`'s fill, the counts per state number."""
-        loaded = self._count_fill(key, load)
-        return [loaded.get(0, 0), loaded.get(1, 0), loaded.get(2, 0), loaded.get(3, 0)]
-
-    def fill_count(self, key: ListKey, state: int, load: Callable[[], dict[int, int]]) -> int:
-        """A miss of a list's count in `state` (`count` said None): its counts read as an
-        uncached read does, installed unless a write or invalidation began or ended
-        meanwhile (`_generation`; no ticket: it cost ~2 µs, and each concurrent miss runs
-        the one statement)."""
-        return self._count_fill(key, load).get(state, 0)
-
-    def _count_fill(self, key: ListKey, load: Callable[[], dict[int, int]]) -> dict[int, int]:
-        if self.tier2 is not None:
-            return dict(enumerate(self.counts(key, load)))
-        generation = self._generation
-        began = time.perf_counter()
-        loaded = load()
-        with self._lock:
-            self.misses += 1
-            self.fills += 1
-            self.fill_seconds += time.perf_counter() - began
-            writing = self._writing
-            if generation != self._generation or (writing and (COUNTS, key) in writing):
-                self.stale_fills += 1
-            elif key in self._lists:
-                self._install((COUNTS, key), loaded)
-            else:  # the most common fill: a new entry
-                entry = self._lists[key] = ListEntry(self.clock())
-                get = loaded.get
-                entry.counts = [get(0, 0), get(1, 0), get(2, 0), get(3, 0)]
-                self.bytes += entry.nbytes
-                if self.bytes > self.config.max_bytes:
-                    self._evict()
-        return loaded
-
-    def known_counts(self, key: ListKey) -> list[int] | None:
-        """The list's counts if they are cached (no fill)."""
-        with self._lock:
-            entry = self._fresh_list(key)
-            return None if entry is None or entry.counts is None else list(entry.counts)
-
-    def count(self, key: ListKey, state: int) -> int | None:
-        """The list's count in this state if cached (a hit: no lock, no fill)."""
-        entry = self._lists.get(key)
-        if entry is None or entry.counts is None or not self._touch(key, entry):
-            return None
-        self.hot.seen((LIST, *key))
-        return entry.counts[state]
 
     def answer(self, key: ListKey, tag: Any) -> Any:
         """The answer to `tag` the list's entry keeps (`keep`), or None (no lock)."""
@@ -367,7 +300,7 @@ class Cache:
         no entry and this is not its `admit_after`-th miss (the miss is counted). Then
         the caller reads just what it needs from the shard, at the cost of a read
         without a cache; False: ask `listed`. (A list's COUNTS are filled on their
-        first miss: `fill_counts`, the statement an uncached read runs.)"""
+        first miss: `put_counts`, the statement an uncached read runs.)"""
         # No lock, no hot-key sampling: see `admission` (stats: approximate, as hits').
         entry = self._lists.get(ticket_key[1])
         payback = self.payback
@@ -607,7 +540,7 @@ class Cache:
     def written(self, tickets: Sequence[CacheKey]) -> None:
         """The write `writing` announced is applied here (or failed)."""
         with self._lock:
-            self._generation += 1
+            self.generation += 1
             writing = self._writing
             for ticket_key in tickets:
                 left = writing[ticket_key] - 1
@@ -709,7 +642,7 @@ class Cache:
             entry.prefix = None  # an empty prefix of a longer list tells nothing
 
     def _stale(self, ticket_key: CacheKey) -> None:
-        self._generation += 1  # (`_counts_fill` installs nothing read across it)
+        self.generation += 1  # (`put_counts` installs nothing read across it)
         ongoing = self._fills.get(ticket_key)
         if ongoing is not None:
             ongoing.stale = True
@@ -719,7 +652,7 @@ class Cache:
         (HOME, owner), or all."""
         with self._lock:
             if keys is None:
-                self._generation += 1
+                self.generation += 1
                 for fill in self._fills.values():
                     fill.stale = True
                 self._lists.clear()

@@ -293,7 +293,9 @@ class CacheStats(msgspec.Struct, frozen=True):
     redis_hits: int = 0
     redis_misses: int = 0
     redis_failures: int = 0
-    fill_us: float = 0.0  # the mean time a fill spent reading (tier 2 or the shard), µs
+    #: The mean time a fill spent reading (tier 2 or the shard), µs; a count's first-miss
+    #: fill, the uncached read's own statement, is not timed (counted in `fills`).
+    fill_us: float = 0.0
     #: The miss on which a list is filled now (`CacheConfig.admit_after`, raised while
     #: fills are not paid back by hits: `cache.payback`), and the hits a recent list
     #: fill earned at the last verdict (fills pay at about 2; 0.0 before the first).
