@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import InvalidRequest
 from ..core.ids import by_shard
 from ..core.query import MAX_NODES, Lists, Query, Term
-from ..core.scans import ListsUnion
+from ..core.scans import ListsUnions
 from ..storage.backend import Backend
 
 if TYPE_CHECKING:
@@ -93,8 +93,8 @@ def chunks(
     while groups:
         edge: int | None = None
         more: dict[int, list[int]] = {}
-        for shard, id1s in groups.items():
-            ids = backend.set_ids(shard, ListsUnion(id1s, atype, codes, boundary, forward, size))
+        scan = ListsUnions(groups, atype, codes, boundary, forward, size)
+        for (shard, id1s), ids in zip(groups.items(), backend.unions(scan), strict=True):
             found.update(ids)
             if len(ids) >= size:
                 more[shard] = id1s
