@@ -3,11 +3,11 @@
 A many-list term is the union of one list per node, without an object per
 list. A page or count of one (alone or in a union of plain lists of its type)
 is `_Executor._union_of_lists`: its nodes grouped by shard (`ids.by_shard`),
-one statement per shard holding any of the lists. In an intersection or a
-difference its stream reads those shards in chunks (`chunks`). What that plan
-does not cover (an id2 restriction, a type with a ttl, a probe, an upper bound
-from the counts) runs as the union of one `Term` per node, built only then
-(`expanded`).
+one statement per shard holding any of the lists, all in one backend call
+(`Backend.unions`). In an intersection or a difference its stream reads those
+shards in chunks (`chunks`). What that plan does not cover (an id2
+restriction, a type with a ttl, a probe, an upper bound from the counts) runs
+as the union of one `Term` per node, built only then (`expanded`).
 
 The nodes of a term given as a query (`g.select(g.select(a, "follows"),
 "follows")`: a two-hop reach in one call) are that query's ids, read when the

@@ -1,6 +1,6 @@
 """Set queries in id2 order, one statement each: a list's id2s past a boundary,
 two lists of one shard joined (intersection, difference), and the union of many lists of one shard.
-The `SQLBackend` methods `scan_id2` and `set_ids` call these.
+The `SQLBackend` methods `scan_id2`, `set_ids` and `unions` call these.
 
 Every statement reads the `(id1, atype, id2)` key index alone (it holds the
 state too, in SQLite's WITHOUT ROWID tables, InnoDB and PostgreSQL's INCLUDE),
