@@ -5,16 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from assocdb import InvalidRequest
-from assocdb.core.ids import (
-    MAX_INT64,
-    allocated_id,
-    by_shard,
-    check_id,
-    mix,
-    shard_of,
-    shards_of,
-    unmix,
-)
+from assocdb.core.ids import MAX_INT64, allocated_id, by_shard, check_id, mix, shard_of, unmix
 
 ids = st.integers(0, MAX_INT64)
 
@@ -67,31 +58,3 @@ def test_by_shard_groups_ids_as_shard_of_places_them(ids: list[int], shards: int
     groups = by_shard(ids, shards)
     assert {s: [i for i in ids if shard_of(i, shards) == s] for s in groups} == groups
     assert sum(map(len, groups.values())) == len(ids)
-
-
-edge_ids = st.one_of(
-    st.sampled_from([1, 2, 2**31, 2**32 - 1, 2**62, MAX_INT64 - 1, MAX_INT64]),
-    st.integers(1, MAX_INT64),
-)
-
-
-@given(
-    st.lists(edge_ids, max_size=600),
-    st.one_of(st.sampled_from([1, 2, 16, 64, 256, 257, 1000]), st.integers(1, 5000)),
-)
-def test_shards_of_many_ids_at_once_is_shard_of_each(ids: list[int], shards: int) -> None:
-    """From 8 ids on, `mix` runs in the 128-bit lanes of one integer (and in chunks
-    past 256 ids): each lane's shard must be `shard_of` of its id, whatever the ids
-    and the shard count (a power of two takes the low bits of each lane)."""
-    assert list(shards_of(ids, shards)) == [shard_of(i, shards) for i in ids]
-    groups = by_shard(ids, shards)
-    assert groups == {s: [i for i in ids if shard_of(i, shards) == s] for s in groups}
-    assert sum(map(len, groups.values())) == len(ids)
-
-
-@given(st.lists(st.integers(-(2**64), 2**65), min_size=8, max_size=40))
-def test_shards_of_ints_that_are_no_ids_is_still_mix(ints: list[int]) -> None:
-    """Past 2^63 a lane still holds the product; negative or past 2^64 an id does not
-    pack, and the chunk is mixed an id at a time: the same answers as `mix`."""
-    assert list(shards_of(ints, 16)) == [mix(i) % 16 for i in ints]
-    assert list(shards_of(ints, 7)) == [mix(i) % 7 for i in ints]

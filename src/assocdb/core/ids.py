@@ -19,9 +19,7 @@ the shard of its post (TAO's colocation).
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from collections.abc import Iterable
 
 from .errors import InvalidRequest
 
@@ -67,19 +65,9 @@ def shard_of(id: int, shards: int) -> int:
 
 
 def by_shard(ids: Iterable[int], shards: int) -> dict[int, list[int]]:
-    """`ids` grouped by `shard_of`, each group in the order given: many at once in the
-    lanes of one integer (`shards_of`), a few with `mix` inline (a two-hop reach groups
-    tens of ids per call, and a call of `shard_of` each was ~0.6 µs)."""
-    ids = ids if isinstance(ids, (list, tuple)) else list(ids)
+    """`ids` grouped by `shard_of`, each group in the order given: `mix` inline (a
+    two-hop reach groups tens of ids per call, and a call each was ~0.6 µs)."""
     groups: dict[int, list[int]] = {}
-    if len(ids) >= _LANES_FROM:
-        for id, shard in zip(ids, shards_of(ids, shards), strict=True):
-            group = groups.get(shard)
-            if group is None:
-                groups[shard] = [id]
-            else:
-                group.append(id)
-        return groups
     c1, c2, mask = _C1, _C2, _MASK
     for id in ids:
         x = id ^ (id >> 31)
@@ -93,60 +81,6 @@ def by_shard(ids: Iterable[int], shards: int) -> dict[int, list[int]]:
         else:
             group.append(id)
     return groups
-
-
-def shards_of(ids: Sequence[int], shards: int) -> Sequence[int]:
-    """`shard_of` of each of `ids`, in order. From 8 ids on, `mix` runs on all at once:
-    each id in a 128-bit lane of one integer (a product of two 63-bit numbers fits
-    one, so no carry reaches the next lane; a shift's bits from the next lane are
-    masked off), each step of `mix` one operation on the whole integer, then the
-    lanes unpacked (23 ids: ~8 µs against ~18 µs an id at a time)."""
-    if len(ids) < _LANES_FROM:
-        return [_mixed(id) % shards for id in ids]
-    found: list[int] = []
-    for start in range(0, len(ids), _LANES_MOST):
-        chunk = ids[start : start + _LANES_MOST]
-        try:
-            found += _lane_shards(chunk, shards)
-        except struct.error:  # (a negative id, or one past 2^64: an id at a time)
-            found += [_mixed(id) % shards for id in chunk]
-    return found
-
-
-_LANES_FROM = 8  # ids from which `shards_of` computes in lanes (fewer: faster one by one)
-_LANES_MOST = 256  # ids in one integer's lanes (4 KiB)
-
-
-def _mixed(id: int) -> int:
-    """`mix`, inline (~0.15 µs a call less)."""
-    x = id ^ (id >> 31)
-    x = (x * _C1) & _MASK
-    x ^= x >> 29
-    x = (x * _C2) & _MASK
-    return x ^ (x >> 32)
-
-
-def _lane_shards(ids: Sequence[int], shards: int) -> Sequence[int]:
-    n = len(ids)
-    packer, ones, mask = _lanes(n)
-    x = int.from_bytes(packer.pack(*ids), "little")  # (struct.error unless 0 <= id < 2^64)
-    x ^= (x >> 31) & mask
-    x = (x * _C1) & mask
-    x ^= (x >> 29) & mask
-    x = (x * _C2) & mask
-    if shards <= 256 and shards & (shards - 1) == 0:  # a power of two: the low bits
-        x = (x ^ (x >> 32)) & ones * (shards - 1)  # (the mask drops the next lane's bits)
-        return x.to_bytes(16 * n, "little")[::16]  # (one byte a lane)
-    x ^= (x >> 32) & mask
-    return [v % shards for v in packer.unpack(x.to_bytes(16 * n, "little"))]
-
-
-@lru_cache(maxsize=64)
-def _lanes(n: int) -> tuple[struct.Struct, int, int]:
-    """How `n` ids pack into 128-bit lanes (little-endian), 1 in every lane, and the
-    mask of the 63 low bits of each lane."""
-    ones = ((1 << (128 * n)) - 1) // ((1 << 128) - 1)
-    return struct.Struct("<" + "Q8x" * n), ones, ones * _MASK
 
 
 def allocated_id(seq: int, shard: int, shards: int) -> int:
