@@ -166,6 +166,28 @@ def test_reads_never_fail_while_one_replica_is_down(graph: Graph, hang: float) -
     assert graph.queue_stats().bad == 0
 
 
+def test_a_term_pages_its_list_newest_first_from_a_healthy_replica(graph: Graph) -> None:
+    # A query's page reads (time, id2) alone (`scan_keys`), through the map as a list read.
+    model = Model()
+    write_randomly(graph, model, 150, seed=4)
+    assert graph.drain(timeout=30)
+    fail(cluster(graph), "db2")
+    for id1 in NODES:
+        for atype in (*TYPES, "followed_by"):
+            listed = [a.id2 for a in graph.assoc_range(id1, atype, limit=1000)]
+            pages, cursor = [], None
+            while True:
+                page = graph.select(id1, atype).page(cursor, limit=3)
+                pages.append(page)
+                if page.next_cursor is None:
+                    break
+                cursor = page.next_cursor
+            assert [id2 for page in pages for id2 in page.items] == listed
+            if len(pages) > 1:  # and back: the last page's way leads to the one before it
+                back = graph.select(id1, atype).page(pages[-1].prev_cursor, limit=3)
+                assert back.items == pages[-2].items
+
+
 def test_writes_to_a_shard_whose_replicas_are_all_down_wait_in_the_journal(graph: Graph) -> None:
     model = Model()
     write_randomly(graph, model, 30, seed=4)

@@ -293,13 +293,8 @@ class _Executor:
             return self._restricted_in_list_order(q, seek, n)
         shard, atype, codes, kind = self.where(q)
         low = None if kind.ttl is None else self._expiry.low(kind)
-        runs = [
-            [
-                (r[1], r[0])
-                for r in self._backend.scan(shard, EdgeScan(q.node, atype, s, seek, n, None, low))
-            ]
-            for s in codes
-        ]
+        scan = self._backend.scan_keys
+        runs = [scan(shard, EdgeScan(q.node, atype, s, seek, n, None, low)) for s in codes]
         if len(runs) == 1:
             return runs[0]
         merged = heapq.merge(*runs, reverse=seek.forward)

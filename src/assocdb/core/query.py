@@ -134,6 +134,11 @@ class Term(Query):
     """
 
     __slots__ = ("atype", "id2s", "incoming", "node", "resolved", "states")
+    atype: str
+    incoming: bool
+    states: tuple[str, ...]
+    id2s: tuple[int, ...] | None
+    resolved: Any  # its runner's memo
 
     def __init__(
         self,
@@ -147,15 +152,7 @@ class Term(Query):
         self._runner = runner
         self._scope = None
         self.node = check_id(node, "node")
-        if not isinstance(atype, str):
-            raise InvalidRequest(f"atype must be a type name, got {atype!r}")
-        if type(incoming) is not bool:
-            raise InvalidRequest(f"incoming must be true or false, got {incoming!r}")
-        self.atype = atype
-        self.incoming = incoming
-        self.states = _states(states)
-        self.id2s = None if id2s is None else _restriction(id2s)
-        self.resolved: Any = None
+        _set_lists(self, atype, incoming, states, id2s)
 
     def _describe(self) -> bytes:
         only = "" if self.id2s is None else f";{','.join(map(str, self.id2s))}"
@@ -174,6 +171,11 @@ class Lists(Query):
     """
 
     __slots__ = ("atype", "id2s", "incoming", "nodes", "resolved", "states")
+    atype: str
+    incoming: bool
+    states: tuple[str, ...]
+    id2s: tuple[int, ...] | None
+    resolved: Any  # its runner's memo
 
     def __init__(
         self,
@@ -192,15 +194,7 @@ class Lists(Query):
             self.nodes: tuple[int, ...] | Query = nodes
         else:
             self.nodes = _nodes(nodes)
-        if not isinstance(atype, str):
-            raise InvalidRequest(f"atype must be a type name, got {atype!r}")
-        if type(incoming) is not bool:
-            raise InvalidRequest(f"incoming must be true or false, got {incoming!r}")
-        self.atype = atype
-        self.incoming = incoming
-        self.states = _states(states)
-        self.id2s = None if id2s is None else _restriction(id2s)
-        self.resolved: Any = None
+        _set_lists(self, atype, incoming, states, id2s)
 
     def _describe(self) -> bytes:
         nodes = self.nodes
@@ -208,6 +202,26 @@ class Lists(Query):
         only = "" if self.id2s is None else f";{','.join(map(str, self.id2s))}"
         direction = "<" if self.incoming else ">"
         return f"m({named}{direction}{self.atype},{'+'.join(self.states)}{only})".encode()
+
+
+def _set_lists(
+    query: Term | Lists,
+    atype: str,
+    incoming: bool,
+    states: Sequence[str],
+    id2s: Iterable[int] | None,
+) -> None:
+    """Check and set what a term and a many-list term share: the lists' type and
+    direction, the edges' states and the `id2s` they are restricted to."""
+    if not isinstance(atype, str):
+        raise InvalidRequest(f"atype must be a type name, got {atype!r}")
+    if type(incoming) is not bool:
+        raise InvalidRequest(f"incoming must be true or false, got {incoming!r}")
+    query.atype = atype
+    query.incoming = incoming
+    query.states = _states(states)
+    query.id2s = None if id2s is None else _restriction(id2s)
+    query.resolved = None
 
 
 class Compound(Query):

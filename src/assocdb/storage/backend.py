@@ -183,6 +183,9 @@ class Backend(Protocol):
     def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
         """The rows of one association list range, in the seek's direction."""
 
+    def scan_keys(self, shard: int, query: EdgeScan) -> list[tuple[int, int]]:
+        """`scan`'s range as each row's place in its list, `(time, id2)` (a page of ids)."""
+
     def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
         """The stored edges `(id1, atype, id2)` for these id2s, in any state."""
 

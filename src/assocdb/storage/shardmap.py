@@ -443,8 +443,7 @@ class ShardMapBackend:
         first = answers[0][1]
         if all(changes == first for _, changes in answers[1:]):
             return first
-        # The replicas disagreed about what changed (one had this write
-        # already): no single change set is right for the cache.
+        # Replicas disagreed (one had this write already): no change set is right for the cache.
         self._forget([changes for _, changes in answers])
         return NO_CHANGES
 
@@ -561,11 +560,10 @@ class ShardMapBackend:
         )
 
     def make_durable(self, shards: Sequence[int]) -> None:
-        # On every replica this process has written. Not through `_call`: a sync is
-        # no probe (on a database server it does nothing), so it must not tell a
-        # member's failure detector that the member works. A member that took writes
-        # and cannot sync them fails the whole call: the journal forgets the writes
-        # once this returns, and a power loss would take them back from that member.
+        # On every replica this process has written; not through `_call`: a sync is no
+        # probe (a server's does nothing) and must not tell a member's failure detector
+        # that it works. A member that took writes and cannot sync them fails the call:
+        # the journal forgets the writes once this returns, and a power cut would undo them.
         failure: AssocdbError | None = None
         for shard in shards:
             for member, _ in self._replicas[shard]:
@@ -602,6 +600,9 @@ class ShardMapBackend:
 
     def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
         return self._read(shard, lambda b: b.scan(shard, query))
+
+    def scan_keys(self, shard: int, query: EdgeScan) -> list[tuple[int, int]]:
+        return self._read(shard, lambda b: b.scan_keys(shard, query))
 
     def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
         return self._read(shard, lambda b: b.edges(shard, id1, atype, id2s))

@@ -46,7 +46,6 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from ..core.compress import pack
-from ..core.cursor import START as _START
 from ..core.errors import AssocdbError
 from ..core.merge import (
     Changes,
@@ -64,6 +63,7 @@ from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, SetSc
 from ..core.timeline_list import TimelineEntry
 from . import sqlfeed as _feed
 from . import sqlindexes as _indexes
+from . import sqlscans as _scans
 from . import sqlsets as _sets
 from . import sqltables as _tables
 from . import sqltimelines as _timelines
@@ -86,7 +86,6 @@ from .sqltext import (
     obj_row,
     past_params,
     plain_rows,
-    scan_sql,
     seek_past,
 )
 
@@ -125,9 +124,8 @@ class SQLBackend(ABC):
         self.forget_hooks: list[ForgetHook] = []  # one copy of each row: never called
         self.recovery_hooks: list[Callable[[], None]] = []  # no members: never called
         self._sql: dict[tuple[str, int], str] = {}
-        self._scans: dict[tuple[int, bool, bool, bool, bool, bool, bool], str] = {}
         self._probes: dict[tuple[int, int, int, bool, bool], str] = {}  # `_probe_sql`
-        self._first_pages: dict[int, str] = {}  # shard: the statement of a list's first page
+        self._row_scans, self._key_scans = _scans.Scans(_scans.ROWS), _scans.Scans(_scans.KEYS)
         self._tables: set[tuple[int, int]] = set()  # index tables known to exist
         self._tables_lock = threading.Lock()
         self.feed = False  # whether applies record their changes (`sqlfeed.SQLFeed.enable`)
@@ -505,47 +503,10 @@ class SQLBackend(ABC):
     # -- reads ----------------------------------------------------------------------------
 
     def scan(self, shard: int, query: EdgeScan) -> list[ListRow]:
-        # Every uncached list read comes here: the statement is looked up once
-        # by its shape, and the driver's rows are returned as they are.
-        id1, atype, state, seek, limit, high, low, offset = query
-        if seek == _START and high is None and low is None and not offset:
-            # A list's first page (assoc_range's usual read): its statement per shard.
-            sql = self._first_pages.get(shard)
-            if sql is None:
-                first = scan_sql(self.dialect.row_values, False, False, False, True, False, False)
-                sql = self._first_pages[shard] = self._render(first, shard)
-            return self._query(shard, sql, [id1, atype, state, limit])
-        boundary = seek.boundary
-        params: list[Any] = [id1, atype, state]
-        if boundary is not None:
-            # A boundary tighter than the time bound must be the one the index
-            # seeks on; otherwise SQLite seeks on time and filters its way down.
-            if seek.forward and high is not None and boundary[0] <= high:
-                high = None
-            if not seek.forward and low is not None and boundary[0] >= low:
-                low = None
-        if high is not None:
-            params.append(high)
-        if low is not None:
-            params.append(low)
-        if boundary is not None:
-            params += past_params(boundary, self.dialect.row_values)
-        params.append(limit)
-        if offset:
-            params.append(offset)
-        shape = (
-            high is not None,
-            low is not None,
-            boundary is not None,
-            seek.forward,
-            seek.inclusive,
-            bool(offset),
-        )
-        sql = self._scans.get((shard, *shape))
-        if sql is None:
-            template = scan_sql(self.dialect.row_values, *shape)
-            sql = self._scans[(shard, *shape)] = self._render(template, shard)
-        return self._query(shard, sql, params)
+        return _scans.scan(self, self._row_scans, shard, query)
+
+    def scan_keys(self, shard: int, query: EdgeScan) -> list[tuple[int, int]]:
+        return _scans.scan(self, self._key_scans, shard, query)
 
     def edges(self, shard: int, id1: int, atype: int, id2s: Sequence[int]) -> list[EdgeRow]:
         return self._edges(None, shard, id1, atype, id2s)

@@ -70,6 +70,7 @@ def scan_sql(
     forward: bool,
     inclusive: bool,
     offset: bool,
+    columns: str,
 ) -> str:
     where = "id1 = ? AND atype = ? AND state = ?"
     if high:
@@ -82,7 +83,7 @@ def scan_sql(
         )
     order = "DESC" if forward else "ASC"
     sql = (
-        f"SELECT id2, time, updated_at, data FROM {{s}}.edges WHERE {where} "
+        f"SELECT {columns} FROM {{s}}.edges WHERE {where} "
         f"ORDER BY time {order}, id2 {order} LIMIT ?"
     )
     return sql + " OFFSET ?" if offset else sql
