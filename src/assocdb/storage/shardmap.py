@@ -486,8 +486,7 @@ class ShardMapBackend:
 
         Raises `Unavailable` unless every replica took it (the journal retries
         it; these writes are idempotent merges too); returns the largest of the
-        replicas' answers (how many rows changed).
-        """
+        replicas' answers (how many rows changed)."""
         answers, failed = self._write_all(shard, fn)
         if failed or self._behind:
             self._note_misses(shard, what, answers, failed)
