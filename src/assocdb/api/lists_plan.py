@@ -3,11 +3,11 @@
 A many-list term is the union of one list per node, without an object per
 list. A page or count of one (alone or in a union of plain lists of its type)
 is `_Executor._union_of_lists`: its nodes grouped by shard (`ids.by_shard`),
-one statement per shard holding any of the lists. In an intersection or a
-difference its stream reads those shards in chunks (`chunks`). What that plan
-does not cover (an id2 restriction, a type with a ttl, a probe, an upper bound
-from the counts) runs as the union of one `Term` per node, built only then
-(`expanded`).
+one statement per shard holding any of the lists, all in one backend call
+(`Backend.unions`). In an intersection or a difference its stream reads those
+shards in chunks (`chunks`). What that plan does not cover (an id2
+restriction, a type with a ttl, a probe, an upper bound from the counts) runs
+as the union of one `Term` per node, built only then (`expanded`).
 
 The nodes of a term given as a query (`g.select(g.select(a, "follows"),
 "follows")`: a two-hop reach in one call) are that query's ids, read when the
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import InvalidRequest
 from ..core.ids import by_shard
 from ..core.query import MAX_NODES, Lists, Query, Term
-from ..core.scans import ListsUnion
+from ..core.scans import ListsUnions
 from ..storage.backend import Backend
 
 if TYPE_CHECKING:
@@ -93,8 +93,8 @@ def chunks(
     while groups:
         edge: int | None = None
         more: dict[int, list[int]] = {}
-        for shard, id1s in groups.items():
-            ids = backend.set_ids(shard, ListsUnion(id1s, atype, codes, boundary, forward, size))
+        scan = ListsUnions(groups, atype, codes, boundary, forward, size)
+        for (shard, id1s), ids in zip(groups.items(), backend.unions(scan), strict=True):
             found.update(ids)
             if len(ids) >= size:
                 more[shard] = id1s

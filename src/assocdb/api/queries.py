@@ -39,7 +39,7 @@ from ..core.ids import by_shard, shard_of
 from ..core.merge import State
 from ..core.query import Compound, Difference, Intersect, Lists, Query, Runner, Term, Union
 from ..core.records import STATE_NAMES, Assoc, Count, Page, StateName
-from ..core.scans import EdgeScan, IdsJoin, IdsProbe, ListsUnion
+from ..core.scans import EdgeScan, IdsJoin, IdsProbe, ListsUnions
 from ..core.schema import AssocType
 from ..storage.backend import Backend
 from . import lists_plan
@@ -517,9 +517,10 @@ class _Executor:
             self._by_shard(part, typed, nodes, found, boundary, forward)  # type: ignore[arg-type]
         if first is None:
             return None
-        for shard, id1s in nodes.items():
-            scan = ListsUnion(id1s, first[0], first[1], boundary, forward, n, ordered)
-            found.update(self._backend.set_ids(shard, scan))
+        for ids in self._backend.unions(
+            ListsUnions(nodes, first[0], first[1], boundary, forward, n, ordered)
+        ):
+            found.update(ids)
         return sorted(found, reverse=forward)[:n] if ordered else list(found)
 
     def _plain(self, q: Query) -> Typed | None:
@@ -553,7 +554,11 @@ class _Executor:
         ids: Sequence[int] = self.nodes(q)
         if kept:
             ids = [i for i in ids if not self._kept_into(found, i, atype, boundary, forward)]
-        for shard, group in by_shard(ids, self._engine.shards).items():
+        groups = by_shard(ids, self._engine.shards)
+        if not nodes:  # (a many-list term alone, the usual case: its groups as they are)
+            nodes.update(groups)
+            return
+        for shard, group in groups.items():
             on = nodes.get(shard)
             nodes[shard] = group if on is None else on + group
 

@@ -6,7 +6,7 @@ read paths that build records from them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from .cursor import Seek
@@ -79,6 +79,24 @@ class ListsUnion(NamedTuple):
     forward: bool
     limit: int
     ordered: bool = True
+
+
+class ListsUnions(NamedTuple):
+    """`ListsUnion` on every shard of `groups` (id1s by shard) at once: what
+    `Backend.unions` runs, one statement a shard (a two-hop reach reads ~12 shards,
+    and a call of the backend each, with its scan, cost ~2.4 µs more a shard)."""
+
+    groups: Mapping[int, Sequence[int]]
+    atype: int
+    states: tuple[int, ...]
+    boundary: int | None
+    forward: bool
+    limit: int
+    ordered: bool = True
+
+    def on(self, shard: int) -> ListsUnion:
+        """The union of `shard`'s lists, one statement."""
+        return ListsUnion(self.groups[shard], *self[1:])
 
 
 class IdsProbe(NamedTuple):

@@ -46,7 +46,16 @@ from ..core.errors import AssocdbError, InvalidRequest, Unavailable
 from ..core.feed import FeedRow
 from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, ObjRow
 from ..core.records import CountMismatch
-from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, SetScan, Tracer
+from ..core.scans import (
+    EdgeScan,
+    Id2Row,
+    IndexEntry,
+    IndexScan,
+    ListRow,
+    ListsUnions,
+    SetScan,
+    Tracer,
+)
 from ..core.timeline_list import TimelineEntry
 
 if TYPE_CHECKING:
@@ -221,6 +230,11 @@ class Backend(Protocol):
         `ListsUnion`: many lists' id2s, distinct; `IdsProbe`: ordered ids probed),
         in id2 order, at most its limit."""
 
+    def unions(self, query: ListsUnions) -> list[list[int]]:
+        """`set_ids` of the `ListsUnion` of each shard of `query.groups`, in the order
+        of `groups`: the shards of many lists read in one call (`unions_each`, unless
+        a backend has a cheaper way)."""
+
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]
     ) -> dict[tuple[int, int], NodeRow]:
@@ -353,6 +367,11 @@ _DRIVER_ERRORS: dict[str, type[AssocdbError]] = {
     "ProgrammingError": AssocdbError,  # a bug in assocdb's SQL
     "NotSupportedError": AssocdbError,
 }
+
+
+def unions_each(backend: Backend, query: ListsUnions) -> list[list[int]]:
+    """`Backend.unions` as one `set_ids` a shard."""
+    return [backend.set_ids(shard, query.on(shard)) for shard in query.groups]
 
 
 def map_driver_error(exc: Exception, where: str) -> AssocdbError:

@@ -61,7 +61,7 @@ from ..core.merge import NO_CHANGES, Changes, EdgeKey, EdgeRow, EdgeTuple, NodeR
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, SetScan, Tracer
 from ..core.timeline_list import TimelineEntry
-from .backend import Backend, ForgetHook, Older
+from .backend import Backend, ForgetHook, Older, unions_each
 from .detector import Health
 from .replfeed import ReplicatedFeed
 from .shardmap_config import ShardMap, from_dict, load, shown
@@ -356,8 +356,7 @@ class ShardMapBackend:
         """The replicas to read from, in order: a weighted random pick first.
 
         Replicas that are not behind on this shard come before those that
-        are; down replicas and weight-0 (write-only) replicas are left out.
-        """
+        are; down replicas and weight-0 (write-only) replicas are left out."""
         fresh: list[tuple[_Member, int]] = []
         stale: list[tuple[_Member, int]] = []
         behind = self._behind
@@ -487,8 +486,7 @@ class ShardMapBackend:
 
         Raises `Unavailable` unless every replica took it (the journal retries
         it; these writes are idempotent merges too); returns the largest of the
-        replicas' answers (how many rows changed).
-        """
+        replicas' answers (how many rows changed)."""
         answers, failed = self._write_all(shard, fn)
         if failed or self._behind:
             self._note_misses(shard, what, answers, failed)
@@ -646,6 +644,8 @@ class ShardMapBackend:
 
     def set_ids(self, shard: int, query: SetScan) -> list[int]:
         return self._read(shard, lambda b: b.set_ids(shard, query))
+
+    unions = unions_each  # (a shard at a time: each is read from its own replica set)
 
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]

@@ -67,7 +67,7 @@ from . import sqlscans as _scans
 from . import sqlsets as _sets
 from . import sqltables as _tables
 from . import sqltimelines as _timelines
-from .backend import ForgetHook, Older, map_driver_error
+from .backend import ForgetHook, Older, map_driver_error, unions_each
 from .dialect import Dialect, Session
 from .sqltext import (
     COUNT_COLUMNS,
@@ -554,6 +554,8 @@ class SQLBackend(ABC):
 
     def set_ids(self, shard: int, query: SetScan) -> list[int]:
         return _sets.set_ids(self, shard, query)
+
+    unions = unions_each  # (SQLite, binding each shard's ids as JSON, has a leaner loop)
 
     def _union_rows_template(self, id1s: int, states: int, bounded: bool, fwd: bool) -> str:
         return _sets.rows_template(id1s, states, bounded, fwd)  # (`sqlsets._united`)

@@ -1,6 +1,6 @@
 """Set queries in id2 order, one statement each: a list's id2s past a boundary,
 two lists of one shard joined (intersection, difference), and the union of many lists of one shard.
-The `SQLBackend` methods `scan_id2` and `set_ids` call these.
+The `SQLBackend` methods `scan_id2`, `set_ids` and `unions` call these.
 
 Every statement reads the `(id1, atype, id2)` key index alone (it holds the
 state too, in SQLite's WITHOUT ROWID tables, InnoDB and PostgreSQL's INCLUDE),
@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..core.scans import Id2Row, IdsJoin, IdsProbe, ListsUnion, SetScan
+from ..core.scans import Id2Row, IdsJoin, IdsProbe, ListsUnion, ListsUnions, SetScan
 from .sqltext import IN_CHUNK, chunks, marks
 
 if TYPE_CHECKING:
+    from .dialect import Session
     from .sql import SQLBackend
 
 _UNORDERED = 4  # a union reads up to this many times its limit of rows unordered
@@ -129,20 +130,28 @@ def _united(b: SQLBackend, shard: int, q: ListsUnion) -> list[int]:
     return ordered_union(b, shard, q, width, params)
 
 
-def packed_union(b: SQLBackend, shard: int, q: ListsUnion, sql: str) -> list[int]:
-    """`_united` on SQLite with JSON, its usual case in few steps (a two-hop reach runs
-    ~12 of them a call): the scan unpacked once, `sql` its rows statement."""
-    id1s, atype, states, boundary, forward, limit, ordered = q
+def packed_unions(
+    b: SQLBackend, q: ListsUnions, sessions: Sequence[Session], sqls: Sequence[str]
+) -> list[list[int]]:
+    """`_united` on each shard of `q` on SQLite with JSON, its usual case in few steps
+    (a two-hop reach runs ~12 a call): `sessions` and `sqls` (its rows statement) by
+    shard, the parameters past the ids built once, each statement through the choke
+    point (`_run`) and nothing else."""
+    groups, atype, states, boundary, forward, limit, ordered = q
     most = _UNORDERED * limit + 1
-    params: list[Any] = [f"[{','.join(map(str, id1s))}]", atype]
-    if boundary is not None:
-        params.append(boundary)
-    params += states
-    rows = b._query(shard, sql, [*params, most])
-    ids: list[int] = _PACKED.decode(rows[0][0])
-    if len(ids) < most:
-        return ids if not ordered else sorted(set(ids), reverse=forward)[:limit]
-    return ordered_union(b, shard, q, 0, params)
+    tail: list[Any] = [atype] if boundary is None else [atype, boundary]
+    tail += states
+    tail.append(most)
+    run, found = b._run, []
+    for shard, id1s in groups.items():
+        params = [f"[{','.join(map(str, id1s))}]", *tail]
+        ids: list[int] = _PACKED.decode(run(sessions[shard], shard, sqls[shard], params)[0][0])
+        if len(ids) >= most:
+            ids = ordered_union(b, shard, q.on(shard), 0, params[:-1])
+        elif ordered:
+            ids = sorted(set(ids), reverse=forward)[:limit]
+        found.append(ids)
+    return found
 
 
 def ordered_union(
