@@ -22,6 +22,7 @@ a whole: that stays the rule either way).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, merge_edges
@@ -116,6 +117,21 @@ def read_stored(
     return current, states
 
 
+@functools.lru_cache(maxsize=1024)
+def _combined(by_key: str, keys: int, nodes: int, feed: bool) -> str:
+    """The one statement reading `keys` edge rows, the node states of `nodes` nodes and
+    (with `feed`) the change feed's `feed` row (a template: `{s}` is the shard)."""
+    match = " OR ".join(["(id1 = ? AND atype = ? AND id2 = ?)"] * keys)
+    sql = f"SELECT 0, {EDGES} FROM {{s}}.edges{by_key} WHERE {match}"
+    if nodes:
+        # A node row padded to an edge row's width, told apart by its first column.
+        sql += (
+            " UNION ALL SELECT 1, node, atype, state, updated_at, NULL, NULL, NULL"
+            f" FROM {{s}}.node_states WHERE node IN ({marks(nodes)})"
+        )
+    return sql + _SEQ_ARM if feed else sql
+
+
 def _read(
     b: SQLBackend,
     session: Session | None,
@@ -136,26 +152,18 @@ def _read(
         else:
             stored = b._current_edges(session, shard, keys)  # type: ignore[arg-type]
         return stored, b._node_states(session, shard, sorted(wanted)) if wanted else {}, None
-    match = " OR ".join(["(id1 = ? AND atype = ? AND id2 = ?)"] * len(keys))
-    sql = f"SELECT 0, {EDGES} FROM {{s}}.edges{b._by_key} WHERE {match}"
     params: list[int] = [v for key in keys for v in key]
     if nodes:
-        # A node row padded to an edge row's width, told apart by its first column.
-        sql += (
-            " UNION ALL SELECT 1, node, atype, state, updated_at, NULL, NULL, NULL"
-            f" FROM {{s}}.node_states WHERE node IN ({marks(len(nodes))})"
-        )
         params += nodes
     feed: bool | None = None
     if session is not None and not b.change_feed().known_on(shard):
-        sql += _SEQ_ARM
         feed = False
+    # (The same template object each time: `_q` finds it by a hash already computed, and
+    # the driver's statement cache by identity, rather than a new string every read.)
+    sql = b._q(_combined(b._by_key, len(keys), len(nodes), feed is not None), shard)
     current: dict[EdgeKey, EdgeTuple] = {}
     states: dict[tuple[int, int], NodeRow] = {}
-    if session is None:
-        found = b._query(shard, b._q(sql, shard), params)
-    else:
-        found = b._run(session, shard, b._q(sql, shard), params)
+    found = b._query(shard, sql, params) if session is None else b._run(session, shard, sql, params)
     for kind, *row in found:
         if kind == 0:
             current[(row[0], row[1], row[2])] = EdgeRow(*row)
