@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from itertools import chain
+from operator import itemgetter
 
 from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, merge_edges
 from . import sqlfeed as _feed
@@ -34,6 +36,8 @@ from .sqltext import EDGES, marks
 
 __all__ = ["Opened", "open_reading", "read_stored"]
 
+_NODE = itemgetter(0)  # a list's node
+_NEW = itemgetter(1)  # a change's new row
 #: Keys read by the one combined statement (3 parameters each, under SQLite's 999).
 _MAX_KEYS = 250
 #: The change feed's `feed` row as the combined statement's last arm (8 columns).
@@ -73,7 +77,7 @@ class Opened:
         b, session, shard = self._backend, self._session, self.shard
         try:
             changed, deltas = merge_edges(self.current, edges)
-            b._store(session, shard, b._upsert_edge, [new for _, new in changed])
+            b._store(session, shard, b._upsert_edge, list(map(_NEW, changed)))
             b._store(session, shard, b._add_count, [(*k, n) for k, n in deltas.items()])
             changes = Changes(changed, [], [])
             _feed.record(b, session, shard, changes, self.feed)
@@ -144,7 +148,7 @@ def _read(
     In a transaction the one statement also reads the shard's change feed `feed` row
     (unless the feed is known on): whether it was found (None: not read)."""
     wanted = set(lists)
-    nodes = sorted({node for node, _ in wanted})
+    nodes = sorted(set(map(_NODE, wanted)))
     if not keys or len(keys) > _MAX_KEYS or len(nodes) > _MAX_KEYS:
         stored: dict[EdgeKey, EdgeTuple]
         if session is None:
@@ -152,7 +156,7 @@ def _read(
         else:
             stored = b._current_edges(session, shard, keys)  # type: ignore[arg-type]
         return stored, b._node_states(session, shard, sorted(wanted)) if wanted else {}, None
-    params: list[int] = [v for key in keys for v in key]
+    params: list[int] = list(chain.from_iterable(keys))
     if nodes:
         params += nodes
     feed: bool | None = None

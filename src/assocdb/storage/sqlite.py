@@ -298,7 +298,10 @@ class SQLiteBackend(SQLBackend):
         if cursor is None:
             cursor = session.cursor = session.conn.cursor()
         if many:
-            cursor.executemany(sql, params)
+            if len(params) == 1:  # (a lone write's upserts: no iterator over one row)
+                cursor.execute(sql, params[0])
+            else:
+                cursor.executemany(sql, params)
             return []
         return cursor.execute(sql, params).fetchall()  # type: ignore[no-any-return]
 

@@ -405,10 +405,14 @@ class Pipeline:
         )
         for job, (entry, _) in zip(jobs, live, strict=True):
             claims.bind(entry, job)  # released when the job is applied
-        applying = []
+        entries: list[_Entry] = []
+        applying: list[int] = []
+        works: list[Submitted] = []
         for job, (entry, work) in zip(jobs, live, strict=True):
             if entry.sync or more:
-                applying.append((job, entry, work))
+                entries.append(entry)
+                applying.append(job)
+                works.append(work)
                 if not entry.sync:
                     entry.answer("queued")
             else:
@@ -416,12 +420,7 @@ class Pipeline:
                 entry.answer("queued")
         if not applying:
             return None
-        return _Journaled(
-            [e for _, e, _ in applying],
-            [j for j, _, _ in applying],
-            [w for _, _, w in applying],
-            prepared,
-        )
+        return _Journaled(entries, applying, works, prepared)
 
     def _resolves_in_shards(self, entries: list[_Entry], more: bool) -> bool:
         """Whether the round is resolved inside its shard transactions
