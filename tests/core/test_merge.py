@@ -119,6 +119,20 @@ def test_count_deltas_follow_state_transitions() -> None:
     assert deltas == {(1, 1, 0): 2}
 
 
+def test_count_deltas_that_cancel_out_are_left_out() -> None:
+    # One edge of the list archived and another restored in one merge: both states'
+    # counts move by +1 and -1, and neither is a change to store.
+    a = (1, 1, 2, State.NORMAL, 10, 100, None)
+    b = (1, 1, 3, State.ARCHIVED, 10, 100, None)
+    stored = {a[:3]: a, b[:3]: b}
+    writes = [(1, 1, 2, State.ARCHIVED, 10, 101, None), (1, 1, 3, State.NORMAL, 10, 101, None)]
+    changed, deltas = merge_edges(stored, writes)
+    assert len(changed) == 2
+    assert deltas == {}
+    _, deltas = merge_edges(stored, writes[:1])  # (and one that does not cancel stays)
+    assert deltas == {(1, 1, State.NORMAL): -1, (1, 1, State.ARCHIVED): 1}
+
+
 @given(st.lists(edge_writes, max_size=12), st.randoms(use_true_random=False))
 def test_any_order_and_duplication_gives_the_same_rows(
     writes: list[EdgeTuple], rnd: random.Random

@@ -216,7 +216,8 @@ def merge_edges(
             deltas[gone] = get(gone, 0) - 1
             deltas[new] = get(new, 0) + 1
         changed.append((old, row))
-    return changed, {key: n for key, n in deltas.items() if n}
+    # (Rebuilt only if a delta cancelled out: none did, usually.)
+    return changed, deltas if all(deltas.values()) else {k: n for k, n in deltas.items() if n}
 
 
 def merge_nodes(

@@ -223,11 +223,12 @@ class Rows(msgspec.Struct, tag="rows", array_like=True, frozen=True):
     def keys(self) -> list[RowKey]:
         """What the rows write that a resolution may read: edges, objects, and the
         lists whose node state they set (`(node, atype)`)."""
-        return (
-            [row[:3] for row in self.edges]
-            + [(row[0],) for row in self.objects]
-            + [(row[0], row[1]) for row in self.nodes]
-        )
+        keys: list[RowKey] = [row[:3] for row in self.edges]
+        if self.objects:  # (each part only if there is one: an edge write has edges only)
+            keys += [(row[0],) for row in self.objects]
+        if self.nodes:
+            keys += [(row[0], row[1]) for row in self.nodes]
+        return keys
 
 
 class NodeJob(msgspec.Struct, tag="node", array_like=True, frozen=True):

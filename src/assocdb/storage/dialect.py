@@ -65,9 +65,12 @@ class Session:
     closes it rather than lend it again); `reused`: it sat idle in a pool before (the
     server may have closed it meanwhile)."""
 
-    __slots__ = ("broken", "conn", "reused")
+    __slots__ = ("broken", "conn", "cursor", "reused")
 
     def __init__(self, conn: Any, reused: bool = False) -> None:
         self.conn = conn
         self.broken = False
         self.reused = reused
+        #: A cursor the engine reuses for every statement it runs whole (SQLite's
+        #: `_execute`), or None.
+        self.cursor: Any = None

@@ -22,7 +22,10 @@ a whole: that stays the rule either way).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from itertools import chain
+from operator import itemgetter
 
 from ..core.merge import Changes, EdgeKey, EdgeRow, EdgeTuple, NodeRow, merge_edges
 from . import sqlfeed as _feed
@@ -33,6 +36,8 @@ from .sqltext import EDGES, marks
 
 __all__ = ["Opened", "open_reading", "read_stored"]
 
+_NODE = itemgetter(0)  # a list's node
+_NEW = itemgetter(1)  # a change's new row
 #: Keys read by the one combined statement (3 parameters each, under SQLite's 999).
 _MAX_KEYS = 250
 #: The change feed's `feed` row as the combined statement's last arm (8 columns).
@@ -72,7 +77,7 @@ class Opened:
         b, session, shard = self._backend, self._session, self.shard
         try:
             changed, deltas = merge_edges(self.current, edges)
-            b._store(session, shard, b._upsert_edge, [new for _, new in changed])
+            b._store(session, shard, b._upsert_edge, list(map(_NEW, changed)))
             b._store(session, shard, b._add_count, [(*k, n) for k, n in deltas.items()])
             changes = Changes(changed, [], [])
             _feed.record(b, session, shard, changes, self.feed)
@@ -116,6 +121,21 @@ def read_stored(
     return current, states
 
 
+@functools.lru_cache(maxsize=1024)
+def _combined(by_key: str, keys: int, nodes: int, feed: bool) -> str:
+    """The one statement reading `keys` edge rows, the node states of `nodes` nodes and
+    (with `feed`) the change feed's `feed` row (a template: `{s}` is the shard)."""
+    match = " OR ".join(["(id1 = ? AND atype = ? AND id2 = ?)"] * keys)
+    sql = f"SELECT 0, {EDGES} FROM {{s}}.edges{by_key} WHERE {match}"
+    if nodes:
+        # A node row padded to an edge row's width, told apart by its first column.
+        sql += (
+            " UNION ALL SELECT 1, node, atype, state, updated_at, NULL, NULL, NULL"
+            f" FROM {{s}}.node_states WHERE node IN ({marks(nodes)})"
+        )
+    return sql + _SEQ_ARM if feed else sql
+
+
 def _read(
     b: SQLBackend,
     session: Session | None,
@@ -128,7 +148,7 @@ def _read(
     In a transaction the one statement also reads the shard's change feed `feed` row
     (unless the feed is known on): whether it was found (None: not read)."""
     wanted = set(lists)
-    nodes = sorted({node for node, _ in wanted})
+    nodes = sorted(set(map(_NODE, wanted)))
     if not keys or len(keys) > _MAX_KEYS or len(nodes) > _MAX_KEYS:
         stored: dict[EdgeKey, EdgeTuple]
         if session is None:
@@ -136,26 +156,18 @@ def _read(
         else:
             stored = b._current_edges(session, shard, keys)  # type: ignore[arg-type]
         return stored, b._node_states(session, shard, sorted(wanted)) if wanted else {}, None
-    match = " OR ".join(["(id1 = ? AND atype = ? AND id2 = ?)"] * len(keys))
-    sql = f"SELECT 0, {EDGES} FROM {{s}}.edges{b._by_key} WHERE {match}"
-    params: list[int] = [v for key in keys for v in key]
+    params: list[int] = list(chain.from_iterable(keys))
     if nodes:
-        # A node row padded to an edge row's width, told apart by its first column.
-        sql += (
-            " UNION ALL SELECT 1, node, atype, state, updated_at, NULL, NULL, NULL"
-            f" FROM {{s}}.node_states WHERE node IN ({marks(len(nodes))})"
-        )
         params += nodes
     feed: bool | None = None
     if session is not None and not b.change_feed().known_on(shard):
-        sql += _SEQ_ARM
         feed = False
+    # (The same template object each time: `_q` finds it by a hash already computed, and
+    # the driver's statement cache by identity, rather than a new string every read.)
+    sql = b._q(_combined(b._by_key, len(keys), len(nodes), feed is not None), shard)
     current: dict[EdgeKey, EdgeTuple] = {}
     states: dict[tuple[int, int], NodeRow] = {}
-    if session is None:
-        found = b._query(shard, b._q(sql, shard), params)
-    else:
-        found = b._run(session, shard, b._q(sql, shard), params)
+    found = b._query(shard, sql, params) if session is None else b._run(session, shard, sql, params)
     for kind, *row in found:
         if kind == 0:
             current[(row[0], row[1], row[2])] = EdgeRow(*row)

@@ -158,6 +158,7 @@ class PgSession(Session):
         self.conn = conn
         self.broken = False
         self.reused = reused
+        self.cursor = None
         self.pool = pool
         self.deadline = deadline
 

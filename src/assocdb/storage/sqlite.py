@@ -304,25 +304,24 @@ class SQLiteBackend(SQLBackend):
         return rows
 
     def _execute(self, session: Session, sql: str, params: Any, many: bool) -> list[Any]:
+        # One cursor per session, reused: `Connection.execute` makes a new cursor per
+        # statement (each statement here is run whole, its rows fetched at once).
+        cursor = session.cursor
+        if cursor is None:
+            cursor = session.cursor = session.conn.cursor()
         if many:
-            session.conn.executemany(sql, params)
+            if len(params) == 1:  # (a lone write's upserts: no iterator over one row)
+                cursor.execute(sql, params[0])
+            else:
+                cursor.executemany(sql, params)
             return []
-        return session.conn.execute(sql, params).fetchall()  # type: ignore[no-any-return]
+        return cursor.execute(sql, params).fetchall()  # type: ignore[no-any-return]
 
     def _query(self, shard: int, sql: str, params: Any = (), slow: bool = False) -> list[Any]:
         return self._run(self._conn(shard), shard, sql, params)
 
-    @contextmanager
-    def _writing(self, shard: int, slow: bool) -> Iterator[Session]:
-        writer = self._writers[shard]
-        if not writer.acquire(timeout=self.timeout):
-            raise Unavailable(f"shard {shard}: no write turn within {self.timeout} s")
-        try:
-            yield self._conn(shard)
-        finally:
-            writer.release()
-            if self.signal is not None:  # (after the COMMIT: a reader then sees the rows)
-                self.signal.bump()
+    def _writing(self, shard: int, slow: bool) -> AbstractContextManager[Session]:
+        return _Writing(self, shard)
 
     def _bulk_new(self, session: Session, shard: int, edges: Sequence[EdgeTuple]) -> int | None:
         return self._new_rows.insert(self, session, shard, edges)
@@ -516,3 +515,35 @@ def _union_rows(id1s: int, states: int, bounded: bool, forward: bool) -> str:
         return f"SELECT json_group_array(id2) FROM ({rows})"
     rows = f"SELECT edges.id2 FROM ids CROSS JOIN edges ON edges.id1 = ids.id1 AND {on}"
     return f"WITH ids (id1) AS (VALUES {','.join(['(?)'] * id1s)}) {rows}"
+
+
+class _Writing:
+    """`SQLiteBackend._writing`: the shard's write turn in this process, and this thread's
+    session on it. A class, not a generator: every write transaction takes one (a
+    lone write two), and `contextmanager`'s generator and wrapper cost ~4 calls more."""
+
+    __slots__ = ("_b", "_shard", "_writer")
+
+    def __init__(self, backend: SQLiteBackend, shard: int) -> None:
+        self._b = backend
+        self._shard = shard
+        self._writer = backend._writers[shard]
+
+    def __enter__(self) -> Session:
+        b = self._b
+        if not self._writer.acquire(timeout=b.timeout):
+            raise Unavailable(f"shard {self._shard}: no write turn within {b.timeout} s")
+        try:
+            return b._conn(self._shard)
+        except BaseException:
+            self._exit()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self._exit()
+
+    def _exit(self) -> None:
+        self._writer.release()
+        signal = self._b.signal
+        if signal is not None:  # (after the COMMIT: a reader then sees the rows)
+            signal.bump()

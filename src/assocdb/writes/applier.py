@@ -241,11 +241,17 @@ class Applier:
         outcomes = self.shards.commit_batch(batch.prepared)
         return self._settle(list(zip(jobs, batch.rows, strict=True)), batch, outcomes)
 
-    def fill_batch(self, rows: Sequence[Rows], opened: dict[int, OpenedLeg]) -> PreparedBatch:
+    def fill_batch(
+        self,
+        rows: Sequence[Rows],
+        opened: dict[int, OpenedLeg],
+        where: dict[int, int] | None = None,
+    ) -> PreparedBatch:
         """`prepare_batch` into shard transactions opened before `rows` were resolved
         (`ShardWriter.open_leg`, one per shard they write): each filled, or rolled back
-        if no row lands there. Nothing is left open if it raises."""
-        batch = self._by_shard(rows, time.perf_counter())
+        if no row lands there. Nothing is left open if it raises. `where`: nodes' shards
+        known already."""
+        batch = self._by_shard(rows, time.perf_counter(), where)
         prepared: list[Preparing] = []
         try:
             for leg in batch.legs:
@@ -265,14 +271,21 @@ class Applier:
         """Undo a prepared batch (the journal did not take it)."""
         self.shards.rollback_batch(batch.prepared)
 
-    def _by_shard(self, jobs: Sequence[Rows], start: float) -> PreparedBatch:
-        """The jobs' rows as one leg per touched shard, in shard order."""
+    def _by_shard(
+        self, jobs: Sequence[Rows], start: float, where: dict[int, int] | None = None
+    ) -> PreparedBatch:
+        """The jobs' rows as one leg per touched shard, in shard order (`where`: nodes'
+        shards known already)."""
         by_shard: dict[int, Leg] = {}
         members: dict[int, set[int]] = {}  # shard -> indexes of the jobs with rows there
         n = self._shards
+        known = {} if where is None else where
         for index, rows in enumerate(jobs):
             for edge in rows.edges:
-                _leg(by_shard, members, shard_of(edge[0], n), index).edges.append(edge)
+                shard = known.get(edge[0])
+                if shard is None:
+                    shard = shard_of(edge[0], n)
+                _leg(by_shard, members, shard, index).edges.append(edge)
             for obj in rows.objects:
                 _leg(by_shard, members, shard_of(obj[0], n), index).objects.append(obj)
             for node in rows.nodes:
@@ -290,6 +303,11 @@ class Applier:
     ) -> list[bool]:
         """Record how a batch's shards went: the jobs applied, and the jobs with rows on a
         failed shard sent to the error queue."""
+        if not any(outcomes):  # (every shard committed: the usual case, said briefly)
+            applied = [job for job, _ in jobs]
+            self._applied(applied, {leg.shard for leg in batch.legs})
+            self.stats.record_applied(time.perf_counter() - batch.start, len(applied))
+            return [True] * len(applied)
         members = batch.members
         failed_shards = {
             leg.shard: exc for leg, exc in zip(batch.legs, outcomes, strict=True) if exc is not None
@@ -297,9 +315,7 @@ class Applier:
         hit = {index for shard in failed_shards for index in members[shard]}
         applied = [job for index, (job, _) in enumerate(jobs) if index not in hit]
         self._applied(applied, {leg.shard for leg in batch.legs})
-        seconds = time.perf_counter() - batch.start
-        for _ in applied:
-            self.stats.record(seconds, ok=True, retry=False, bad=False)
+        self.stats.record_applied(time.perf_counter() - batch.start, len(applied))
         if hit:
             shared = {shard for shard in failed_shards if len(members[shard]) > 1}
             hit_jobs = [jobs[index] for index in sorted(hit)]

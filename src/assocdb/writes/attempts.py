@@ -61,6 +61,12 @@ class ApplyStats:
             self.retries += retry
             self.bad += bad
 
+    def record_applied(self, seconds: float, count: int) -> None:
+        """`record` for `count` first attempts that all succeeded in `seconds` (a batch)."""
+        with self.lock:
+            self.latencies.extend([seconds] * count)
+            self.applied += count
+
     def percentile(self, q: float) -> float:
         with self.lock:
             ordered = sorted(self.latencies)

@@ -163,18 +163,19 @@ class Overlap:
         prepared batch to commit; None, with nothing done, if a shard could not be
         opened. Raises what the journal raised, with nothing left open."""
         applier = self.applier
-        opened = self._open(ops)
+        where: dict[int, int] = {}  # node -> its shard, for the round
+        opened = self._open(ops, where)
         if opened is None:
             return None
         try:
-            rows = [self._resolved(op, opened) for op in ops]
+            rows = [self._resolved(op, opened, where) for op in ops]
             bodies = [encode(work) for work in rows]
         except BaseException:
             applier.shards.close_opened(list(opened.values()))
             raise
         pending = self._committer().submit(applier.journal.append_many, bodies)
         try:
-            batch = applier.fill_batch(rows, opened)
+            batch = applier.fill_batch(rows, opened, where)
         except BaseException:
             pending.join()  # (an interrupt: journaled or not, not acknowledged)
             raise
@@ -185,16 +186,23 @@ class Overlap:
             raise
         return rows, jobs, batch
 
-    def _open(self, ops: Sequence[EdgeWrite]) -> dict[int, OpenedLeg] | None:
-        """Each shard the ops write, opened (in shard order) with what they read there."""
+    def _open(self, ops: Sequence[EdgeWrite], where: dict[int, int]) -> dict[int, OpenedLeg] | None:
+        """Each shard the ops write, opened (in shard order) with what they read there;
+        `where` learns each node's shard (an edge's nodes are its lists' too)."""
         n = self.applier.backend.shards
         keys: dict[int, list[EdgeKey]] = {}
         lists: dict[int, list[ListKey]] = {}
         for op in ops:
             for key in op.keys:
-                keys.setdefault(shard_of(key[0], n), []).append(key)  # type: ignore[arg-type]
+                shard = where.get(key[0])
+                if shard is None:
+                    shard = where[key[0]] = shard_of(key[0], n)
+                keys.setdefault(shard, []).append(key)  # type: ignore[arg-type]
             for lst in op.node_lists:
-                lists.setdefault(shard_of(lst[0], n), []).append(lst)
+                shard = where.get(lst[0])
+                if shard is None:
+                    shard = where[lst[0]] = shard_of(lst[0], n)
+                lists.setdefault(shard, []).append(lst)
         writer = self.applier.shards
         opened: dict[int, OpenedLeg] = {}
         try:
@@ -208,18 +216,18 @@ class Overlap:
             raise
         return opened
 
-    def _resolved(self, op: EdgeWrite, opened: dict[int, OpenedLeg]) -> Rows:
+    def _resolved(self, op: EdgeWrite, opened: dict[int, OpenedLeg], where: dict[int, int]) -> Rows:
         """`op`'s rows, resolved against what its opened shards read (as `CurrentRows`
-        reads it: the row of its key if it needs it, its lists' strongest node state)."""
+        reads it: the row of its key if it needs it, its lists' strongest node state);
+        `where`: each node's shard, from `_open`."""
         if not op.needs_current:  # (a removal: resolved against nothing, as before)
             return self.applier.resolution(op, Stored(), None)
-        n = self.applier.backend.shards
         row = None
         if op.needs_row:
-            row = opened[shard_of(op.id1, n)].opened.current.get(op.key)
+            row = opened[where[op.id1]].opened.current.get(op.key)
         state = 0
         for node, atype in op.node_lists:
-            found = opened[shard_of(node, n)].opened.states.get((node, atype))
+            found = opened[where[node]].opened.states.get((node, atype))
             if found is not None and found.state > state:
                 state = found.state
         return self.applier.resolution(op, Stored(row, state), None)

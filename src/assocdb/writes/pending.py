@@ -79,6 +79,11 @@ class Pending:
         if not keep_claims:
             self.claims.release(jobs)
 
+    def waiting(self) -> bool:
+        """Whether any pending job writes a row (a read without the lock: a job added
+        meanwhile is one journaled after the caller's writes)."""
+        return bool(self._jobs)
+
     def which_blocked(self, keys: Sequence[list[RowKey]]) -> list[bool]:
         """For each list of keys: whether a pending job writes one of them."""
         if not self._jobs:

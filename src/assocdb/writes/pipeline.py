@@ -305,25 +305,31 @@ class Pipeline:
         """Resolve, journal and apply the batch, round by round."""
         self.batches += 1
         self.writes += len(batch)
-        rest = batch
         try:
             # No other process writes between the reads a round resolves against and
             # its apply, when that would lose part of a write (`applier.exclusive`).
-            with ExitStack() as held:
-                if any(exclusive(entry.work) for entry in batch):
+            if any(exclusive(entry.work) for entry in batch):
+                with ExitStack() as held:
+                    rest = batch
                     try:
                         held.enter_context(self.applier.backend.exclusive_writes())
                     except Unavailable as exc:  # (its holder is stuck: nothing journaled)
                         rest = self._refuse_exclusive(batch, exc)
-                while rest:
-                    this_round, rest = _rounds(rest)
-                    journaled = self._journal_round(this_round, bool(rest))
-                    if journaled is not None:
-                        self._apply(journaled)
+                    self._run_rounds(rest)
+            else:
+                self._run_rounds(batch)
         except BaseException as exc:  # nothing may leave a writer without an answer
             log.exception("the write pipeline failed on a batch of %d writes", len(batch))
             for entry in batch:
                 entry.answer(exc)  # (those answered already keep their answer)
+
+    def _run_rounds(self, rest: list[_Entry]) -> None:
+        """Resolve, journal and apply `rest`, round by round."""
+        while rest:
+            this_round, rest = _rounds(rest)
+            journaled = self._journal_round(this_round, bool(rest))
+            if journaled is not None:
+                self._apply(journaled)
 
     def _refuse_exclusive(self, batch: list[_Entry], exc: Unavailable) -> list[_Entry]:
         """Answer the batch's writes that need the writer lock, which could not be
@@ -399,10 +405,14 @@ class Pipeline:
         )
         for job, (entry, _) in zip(jobs, live, strict=True):
             claims.bind(entry, job)  # released when the job is applied
-        applying = []
+        entries: list[_Entry] = []
+        applying: list[int] = []
+        works: list[Submitted] = []
         for job, (entry, work) in zip(jobs, live, strict=True):
             if entry.sync or more:
-                applying.append((job, entry, work))
+                entries.append(entry)
+                applying.append(job)
+                works.append(work)
                 if not entry.sync:
                     entry.answer("queued")
             else:
@@ -410,12 +420,7 @@ class Pipeline:
                 entry.answer("queued")
         if not applying:
             return None
-        return _Journaled(
-            [e for _, e, _ in applying],
-            [j for j, _, _ in applying],
-            [w for _, _, w in applying],
-            prepared,
-        )
+        return _Journaled(entries, applying, works, prepared)
 
     def _resolves_in_shards(self, entries: list[_Entry], more: bool) -> bool:
         """Whether the round is resolved inside its shard transactions
@@ -425,8 +430,11 @@ class Pipeline:
             return False
         if not all(isinstance(e.work, EdgeWrite) and (e.sync or more) for e in entries):
             return False
+        pending = self.applier.pending
+        if not pending.waiting():  # (nothing pending: no read is blocked)
+            return True
         reads = [reads_of(entry.work) for entry in entries]  # type: ignore[arg-type]
-        return not any(self.applier.pending.which_blocked(reads))
+        return not any(pending.which_blocked(reads))
 
     def _overlaps(self, live: list[tuple[_Entry, Submitted]], more: bool) -> bool:
         """Whether the round's shard transactions are prepared while it is journaled
@@ -581,6 +589,8 @@ def _rounds(batch: list[_Entry]) -> tuple[list[_Entry], list[_Entry]]:
     """The batch's first round, and the rest: an operation that reads a row (or a
     node state) written by an earlier entry of the round waits for the next round,
     and so does every entry after it."""
+    if len(batch) == 1:  # (a lone write is its own round)
+        return batch, []
     written: set[RowKey] = set()
     nodes: set[tuple[int, int]] = set()
     for number, entry in enumerate(batch):

@@ -285,6 +285,9 @@ def landed_somewhere(error: BaseException) -> bool:
 
 def _key_tickets(keys: Sequence[EdgeKey]) -> list[CacheKey]:
     """The cache entries writes of these edge keys change (`Cache.writing`)."""
+    if len(keys) == 1:  # (a lone write's leg)
+        one = (keys[0][0], keys[0][1])
+        return [(COUNTS, one), (PREFIX, one)]
     lists = dict.fromkeys((key[0], key[1]) for key in keys)
     return [(COUNTS, key) for key in lists] + [(PREFIX, key) for key in lists]
 
