@@ -88,6 +88,11 @@ class Queries:
         if type(limit) is not int or limit <= 0:
             raise InvalidRequest(f"limit must be a positive integer, got {limit!r}")
         run = self._executor()
+        kind = type(query)
+        if kind is Difference or kind is Intersect:  # (the usual compound: few steps)
+            pair = run.pair(query)  # type: ignore[arg-type]
+            if pair is not None:
+                return run.pair_page(query, pair, cursor, limit)  # type: ignore[arg-type]
         limit = min(limit, run.limit(query))
         if isinstance(query, Term):
             seek = _cursor.START if cursor is None else _cursor.decode(query.scope, cursor, 2)
@@ -102,7 +107,7 @@ class Queries:
         seek = _cursor.START if cursor is None else _cursor.decode(query.scope, cursor, 1)
         ids, after, before = _cursor.paginate(
             lambda s, n: run.take(query, s, n),
-            lambda id2: (id2,),
+            _id_key,
             lambda: query.scope,
             seek,
             limit,
@@ -154,14 +159,31 @@ class _Resolutions:
         self._engine = engine
         self._schema: object = None
         self._found: dict[tuple[Any, ...], Typed] = {}
+        #: by what a term says, its `_Where` on each shard (None: not asked yet)
+        self._wheres: dict[tuple[Any, ...], list[_Where | None]] = {}
 
     def where(self, q: Term) -> _Where:
-        schema = self._engine.schema
+        engine = self._engine
+        schema = engine.schema
         memo = q.resolved
         if memo is not None and memo[0] is schema:
             found: _Where = memo[1]
             return found
-        where = _Where(shard_of(q.node, self._engine.shards), *self.typed(q))
+        shards = engine.shards
+        shard = shard_of(q.node, shards)
+        if schema is not self._schema:
+            self._found, self._wheres, self._schema = {}, {}, schema
+        # One `_Where` per shard and what the term says, kept: building it was ~0.4 µs
+        # of a select (a page of two lists builds two).
+        key = (q.atype, q.incoming, q.states)
+        wheres = self._wheres.get(key)
+        if wheres is None or len(wheres) != shards:  # (a graph grown: its shards anew)
+            if len(self._wheres) >= RESOLVED:
+                self._wheres = {}
+            wheres = self._wheres[key] = [None] * shards
+        where = wheres[shard]
+        if where is None:
+            where = wheres[shard] = _Where(shard, *self.typed(q))
         q.resolved = (schema, where)
         return where
 
@@ -202,6 +224,10 @@ class _Where(NamedTuple):
     atype: int
     codes: tuple[int, ...]
     kind: AssocType
+
+
+#: A compound's two plain terms and where their lists are (`_Executor.pair`).
+_Pair = tuple[Term, Term, _Where, _Where]
 
 
 class _Executor:
@@ -372,18 +398,43 @@ class _Executor:
     # -- streams in id2 order ---------------------------------------------------------
 
     def take(self, q: Query, seek: _cursor.Seek, n: int) -> list[int]:
-        """Up to `n` ids of `q` from `seek`: a page's scan. An intersection's come a
-        probe's survivors at a time, not each through the generators of a stream."""
-        boundary = None if seek.boundary is None else seek.boundary[0]
-        if boundary is not None and seek.inclusive:  # ids are integers: b inclusive = b±1 exclusive
-            boundary += 1 if seek.forward else -1
+        """Up to `n` ids of `q` from `seek`: a page's scan."""
+        boundary = _boundary(seek)
         few = self._few_statements(q, boundary, seek.forward, n)
         if few is not None:
             return few
+        return self._take_streamed(q, boundary, seek.forward, n)
+
+    def pair_page(
+        self, q: Difference | Intersect, pair: _Pair, cursor: str | None, limit: int
+    ) -> Page[int]:
+        """A page of a difference or intersection of two plain lists (`pair`): `page`
+        and `take` in one step, the plan of few statements (`_two_lists`) straight
+        from the page, the streamed one when it has none. Its ids, cursors and errors
+        are `page`'s: the same steps, without the layers every other query takes (a
+        page of a node's two lists is one statement, and the Python around it was
+        half the call: issue 43)."""
+        a, b = pair[2], pair[3]
+        n = min(limit, a.kind.limit, b.kind.limit)
+        if cursor is None:
+            seek, boundary = _cursor.START, None
+        else:
+            seek = _cursor.decode(q.scope, cursor, 1)
+            boundary = _boundary(seek)
+        ids = self._two_lists(q, pair, boundary, seek.forward, n + 1)
+        if ids is None:
+            ids = self._take_streamed(q, boundary, seek.forward, n + 1)
+        found, after, before = _cursor.page_of(ids, _id_key, lambda: q.scope, seek, n)
+        return Page(found, after, before)
+
+    def _take_streamed(self, q: Query, boundary: int | None, forward: bool, n: int) -> list[int]:
+        """Up to `n` ids of `q` past `boundary` by the general plan, its streams. An
+        intersection's come a probe's survivors at a time, not each through the
+        generators of a stream."""
         if not isinstance(q, Intersect):
-            return list(itertools.islice(self.stream(q, boundary, seek.forward, n), n))
+            return list(itertools.islice(self.stream(q, boundary, forward, n), n))
         taken: list[int] = []
-        for found in self._intersection(q, boundary, seek.forward, n):
+        for found in self._intersection(q, boundary, forward, n):
             taken += found
             if len(taken) >= n:
                 del taken[n:]
@@ -409,21 +460,34 @@ class _Executor:
         are joined from the smaller, by the counts tier 1 mostly holds)."""
         if isinstance(q, (Union, Lists)):
             return self._union_of_lists(q, boundary, forward, n, ordered)
-        parts = q.parts if isinstance(q, Compound) else ()
-        where = []
-        for part in parts:  # (a loop, not a comprehension and any(): ~1 µs of a page)
-            if not isinstance(part, Term) or part.id2s is not None:
-                return None
-            w = self.where(part)
-            if w.kind.ttl is not None:
-                return None
-            where.append(w)
+        if not isinstance(q, (Difference, Intersect)):
+            return None
+        pair = self.pair(q)
+        return None if pair is None else self._two_lists(q, pair, boundary, forward, n)
+
+    def pair(self, q: Difference | Intersect) -> _Pair | None:
+        """The two terms of a compound of two plain lists (no id2 restriction, no ttl)
+        and where their lists are, or None."""
+        parts = q.parts
         if len(parts) != 2:
             return None
-        (left, right), (a, b) = parts, where
-        assert isinstance(left, Term)
-        assert isinstance(right, Term)
-        keep = isinstance(q, Intersect)
+        left, right = parts
+        if type(left) is not Term or type(right) is not Term:
+            return None
+        if left.id2s is not None or right.id2s is not None:
+            return None
+        a, b = self.where(left), self.where(right)
+        if a.kind.ttl is not None or b.kind.ttl is not None:
+            return None
+        return left, right, a, b
+
+    def _two_lists(
+        self, q: Difference | Intersect, pair: _Pair, boundary: int | None, forward: bool,
+        n: int,
+    ) -> list[int] | None:  # fmt: skip
+        """`_few_statements` of a compound of two plain lists (`pair`)."""
+        left, right, a, b = pair
+        keep = type(q) is Intersect
         if a.shard == b.shard:
             if keep and self._engine.cache is None:  # the counts would be two statements:
                 ids = self._short_list(left, a, boundary, forward, n)  # read the ids first
@@ -778,6 +842,21 @@ def _first(want: int | None) -> int:
     survive reads and probes ~2x its limit, not CHUNK (issue 43: 500 for a page of
     100 cost ~3x the hand-written query)."""
     return CHUNK if want is None else min(CHUNK, 2 * want + 1)
+
+
+def _boundary(seek: _cursor.Seek) -> int | None:
+    """The id a page in id2 order starts past (exclusive), from its cursor's seek."""
+    if seek.boundary is None:
+        return None
+    boundary = seek.boundary[0]
+    if seek.inclusive:  # ids are integers: b inclusive = b±1 exclusive
+        boundary += 1 if seek.forward else -1
+    return boundary
+
+
+def _id_key(id2: int) -> tuple[int]:
+    """The cursor key of an id in a page in id2 order."""
+    return (id2,)
 
 
 def _chunks(ids: Iterator[int], size: int) -> Iterator[list[int]]:

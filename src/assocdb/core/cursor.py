@@ -152,7 +152,18 @@ def paginate(
     """Read one page at `seek` with one scan: (items in list order, next, prev cursors).
     `scope` may be given as a function, called only when a cursor is made (describing
     a union of many lists costs more than a short page of it)."""
-    rows = list(scan(seek, limit + 1))
+    return page_of(list(scan(seek, limit + 1)), key, scope, seek, limit)
+
+
+def page_of(
+    rows: list[T],
+    key: Callable[[T], CursorKey],
+    scope: bytes | Callable[[], bytes],
+    seek: Seek,
+    limit: int,
+) -> tuple[list[T], str | None, str | None]:
+    """`paginate` of the `limit + 1` rows its scan read at `seek`, given (a list the
+    page keeps): for a caller that has read them already."""
     onwards = len(rows) > limit
     del rows[limit:]
     came_from_elsewhere = seek.boundary is not None

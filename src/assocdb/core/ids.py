@@ -60,8 +60,13 @@ def _unshift(y: int, k: int) -> int:
 
 
 def shard_of(id: int, shards: int) -> int:
-    """The logical shard, in 0 … shards-1, that holds the rows of `id`."""
-    return mix(id) % shards
+    """The logical shard, in 0 … shards-1, that holds the rows of `id`: `mix(id) % shards`,
+    `mix` inline (every read routes by it, and a call less is ~0.1 µs of a short one)."""
+    x = id ^ (id >> 31)
+    x = (x * _C1) & _MASK
+    x ^= x >> 29
+    x = (x * _C2) & _MASK
+    return (x ^ (x >> 32)) % shards
 
 
 def by_shard(ids: Iterable[int], shards: int) -> dict[int, list[int]]:

@@ -57,6 +57,10 @@ class Query:
 
     def intersect(self, *others: Query) -> Query:
         """The ids in this query and in every one of `others`."""
+        if len(others) == 1:  # (`a & b`: the checks inline, ~0.5 µs of a short page)
+            other = others[0]
+            if isinstance(other, Query) and other._runner is self._runner:
+                return Intersect(self._runner, (self, other))
         return Intersect(self._runner, self._operands("intersect", others))
 
     def union(self, *others: Query) -> Query:
@@ -65,8 +69,9 @@ class Query:
 
     def difference(self, other: Query) -> Query:
         """The ids in this query and not in `other`."""
-        (right,) = self._operands("difference", (other,))[1:]
-        return Difference(self._runner, self, right)
+        if not isinstance(other, Query) or other._runner is not self._runner:
+            self._operands("difference", (other,))  # (raises)
+        return Difference(self._runner, (self, other))
 
     __and__ = intersect
     __or__ = union
@@ -151,8 +156,20 @@ class Term(Query):
     ) -> None:
         self._runner = runner
         self._scope = None
-        self.node = check_id(node, "node")
-        _set_lists(self, atype, incoming, states, id2s)
+        if type(node) is not int or not 0 < node < 2**63:  # (check_id's test, inline)
+            check_id(node, "node")
+        self.node = node
+        if (
+            type(atype) is str
+            and type(incoming) is bool
+            and id2s is None
+            and type(states) is tuple
+            and states == _NORMAL_ONLY
+        ):  # (select's usual term, checked inline: ~0.4 µs a term)
+            self.atype, self.incoming, self.states, self.id2s = atype, incoming, _NORMAL_ONLY, None
+            self.resolved = None
+        else:
+            _set_lists(self, atype, incoming, states, id2s)
 
     def _describe(self) -> bytes:
         only = "" if self.id2s is None else f";{','.join(map(str, self.id2s))}"
@@ -252,9 +269,6 @@ class Union(Compound):
 class Difference(Compound):
     __slots__ = ()
     symbol = "d"
-
-    def __init__(self, runner: Runner, left: Query, right: Query) -> None:
-        super().__init__(runner, (left, right))
 
     @property
     def left(self) -> Query:

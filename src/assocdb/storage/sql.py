@@ -125,6 +125,7 @@ class SQLBackend(ABC):
         self.recovery_hooks: list[Callable[[], None]] = []  # no members: never called
         self._sql: dict[tuple[str, int], str] = {}
         self._probes: dict[tuple[int, int, int, bool, bool], str] = {}  # `_probe_sql`
+        self._set_sql: dict[tuple[Any, ...], str] = {}  # `sqlsets`' statements by shard, shape
         self._row_scans, self._key_scans = _scans.Scans(_scans.ROWS), _scans.Scans(_scans.KEYS)
         self._tables: set[tuple[int, int]] = set()  # index tables known to exist
         self._tables_lock = threading.Lock()

@@ -54,6 +54,7 @@ from .sqlfeed import ddl
 from .sqlitebulk import NewRows
 from .sqlopen import check_shards, open_graph
 from .sqlsets import packed_unions
+from .sqlsets import set_ids as sets_ids
 from .sqltext import insert, marks
 from .writerlock import WriterLock
 
@@ -265,7 +266,7 @@ class SQLiteBackend(SQLBackend):
 
     def set_ids(self, shard: int, query: SetScan) -> list[int]:
         if type(query) is not ListsUnion or not self._union_packed:
-            return super().set_ids(shard, query)
+            return sets_ids(self, shard, query)
         return self.unions(ListsUnions({shard: query.id1s}, *query[1:]))[0]
 
     def unions(self, query: ListsUnions) -> list[list[int]]:

@@ -52,7 +52,10 @@ def scan_id2(
     limit: int,
 ) -> list[Id2Row]:
     bounded = boundary is not None
-    sql = b._q(_scan_template(b._by_key, len(states), bounded, forward), shard)
+    shape = (shard, 0, len(states), bounded, forward)  # (0: no join's shape)
+    sql = b._set_sql.get(shape)
+    if sql is None:
+        sql = b._set_sql[shape] = b._q(_scan_template(b._by_key, *shape[2:]), shard)
     params = [id1, atype, boundary, *states, limit] if bounded else [id1, atype, *states, limit]
     return b._query(shard, sql, params)
 
@@ -94,13 +97,18 @@ def probe(
 
 
 def _joined(b: SQLBackend, shard: int, q: IdsJoin) -> list[int]:
-    bounded = q.boundary is not None
-    shape = (b._by_key, len(q.states), len(q.other_states), q.keep, bounded, q.forward)
-    params: list[Any] = [q.id1, q.atype]
-    if bounded:
-        params.append(q.boundary)
-    params += [*q.states, q.other, q.other_atype, *q.other_states, q.limit]
-    return [row[0] for row in b._query(shard, b._q(_join_template(*shape), shard), params)]
+    """Two lists of one shard joined (`IdsJoin`): one statement, its SQL looked up by
+    shape and shard in one dict (a page of a node's two lists is little more)."""
+    id1, atype, states, other, other_atype, other_states, keep, boundary, forward, limit = q
+    shape = (shard, len(states), len(other_states), keep, boundary is not None, forward)
+    sql = b._set_sql.get(shape)
+    if sql is None:
+        sql = b._set_sql[shape] = b._q(_join_template(b._by_key, *shape[1:]), shard)
+    if boundary is None:
+        params = [id1, atype, *states, other, other_atype, *other_states, limit]
+    else:
+        params = [id1, atype, boundary, *states, other, other_atype, *other_states, limit]
+    return [row[0] for row in b._query(shard, sql, params)]
 
 
 def _united(b: SQLBackend, shard: int, q: ListsUnion) -> list[int]:
