@@ -141,6 +141,7 @@ class SQLiteBackend(SQLBackend):
     """Shards as SQLite files `shard-NNNN.db` in one directory."""
 
     local = True
+    packed_rows = True  # `bulk_merge` takes a load's `PackedRows` (`sqlitebulk`)
     driver_errors = (sqlite3.Error,)
     # A union's rows packed by the engine into one JSON array (`_union_rows`): a
     # two-hop reach fetched ~500 rows, each a tuple and an int built by the driver.
@@ -310,7 +311,7 @@ class SQLiteBackend(SQLBackend):
         if cursor is None:
             cursor = session.cursor = session.conn.cursor()
         if many:
-            if len(params) == 1:  # (a lone write's upserts: no iterator over one row)
+            if type(params) is list and len(params) == 1:  # (a lone write's upserts)
                 cursor.execute(sql, params[0])
             else:
                 cursor.executemany(sql, params)

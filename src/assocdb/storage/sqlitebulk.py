@@ -25,12 +25,14 @@ sort on one int; a list's rows stay in the round's order, near each other).
 from __future__ import annotations
 
 import sqlite3
+from array import array
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
+from ..core.bulkrows import QUAD, PackedRows
 from ..core.errors import AssocdbError
 from ..core.merge import Changes, EdgeTuple, State
 from . import sqlfeed as _feed
@@ -41,6 +43,9 @@ _ADD_COUNTS = (
     "INSERT INTO counts VALUES (?, ?, ?, ?) "
     "ON CONFLICT (id1, atype, state) DO UPDATE SET n = n + excluded.n"
 )
+_NORMAL = int(State.NORMAL)
+#: A load's packed rows: (id1, atype, id2, time) bound, the rest its own (`{}`: updated_at).
+_PACKED = f"INSERT INTO edges VALUES (?, ?, ?, {_NORMAL}, ?, {{}}, NULL)"
 _ID1 = itemgetter(0)
 _COUNT_KEY = itemgetter(0, 1, 3)  # (id1, atype, state): a count row's key
 _SHARED = itemgetter(3, 5, 6)  # (state, updated_at, data): one value for a whole load
@@ -61,13 +66,23 @@ class NewRows:
         """Insert `edges` as new rows and count them, in the caller's transaction (`b` the
         SQLiteBackend); how many (all), or None if a key is stored or repeated (then
         nothing was written)."""
-        if not edges or self.merging.get(shard) == edges[0][5]:
+        if not edges:
+            return None
+        updated_at = edges.updated_at if isinstance(edges, PackedRows) else edges[0][5]
+        if self.merging.get(shard) == updated_at:
             return None
         run: Callable[..., list[Any]] = b._run
-        statement = _statement(edges)
-        if statement is None:
-            return None
-        sql, rows = statement
+        counted: Counter[tuple[int, int, int]]
+        rows: Iterable[Any]
+        if isinstance(edges, PackedRows) and not edges.others:  # (a fresh load, no data)
+            sql, rows = _PACKED.format(updated_at), edges.quads()
+            counted = _packed_counts(edges.packed)
+        else:
+            statement = _statement(edges)
+            if statement is None:
+                return None
+            sql, rows = statement
+            counted = Counter(map(_COUNT_KEY, edges))
         run(session, shard, "SAVEPOINT bulk_new")
         try:
             run(session, shard, sql, rows, many=True)
@@ -76,17 +91,20 @@ class NewRows:
                 raise
             run(session, shard, "ROLLBACK TO bulk_new")
             run(session, shard, "RELEASE bulk_new")
-            self.merging[shard] = edges[0][5]
+            self.merging[shard] = updated_at
             return None
         run(session, shard, "RELEASE bulk_new")
-        counts = Counter(map(_COUNT_KEY, edges))
-        run(
-            session, shard, _ADD_COUNTS, [(*key, n) for key, n in sorted(counts.items())], many=True
-        )
+        counts = [(*key, n) for key, n in sorted(counted.items())]
+        run(session, shard, _ADD_COUNTS, counts, many=True)
         if b.change_feed().turned_on(session, shard):  # (asked first: no changes to build)
             changes = Changes(list(zip(repeat(None), edges)), [], [])
             _feed.record(b, session, shard, changes, seen=True)
         return len(edges)
+
+
+def _packed_counts(packed: array[int]) -> Counter[tuple[int, int, int]]:
+    """How many rows each (id1, atype, NORMAL) list gets from the packed rows."""
+    return Counter(zip(packed[0::QUAD], packed[1::QUAD], repeat(_NORMAL)))
 
 
 def _statement(edges: Sequence[EdgeTuple]) -> tuple[str, list[Any]] | None:
