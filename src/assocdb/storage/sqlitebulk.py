@@ -39,10 +39,6 @@ from . import sqlfeed as _feed
 from .dialect import Session
 
 _INSERT = "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?)"
-_ADD_COUNTS = (
-    "INSERT INTO counts VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (id1, atype, state) DO UPDATE SET n = n + excluded.n"
-)
 _NORMAL = int(State.NORMAL)
 #: Packed rows a statement: a multi-row INSERT binds the same values as `executemany`
 #: of its rows but steps one statement (one row at a time through the sqlite3
@@ -104,8 +100,8 @@ class NewRows:
             self.merging[shard] = updated_at
             return None
         run(session, shard, "RELEASE bulk_new")
-        counts = [(*key, n) for key, n in sorted(counted.items())]
-        run(session, shard, _ADD_COUNTS, counts, many=True)
+        for sql, rows, many in _count_upserts(counted):
+            run(session, shard, sql, rows, many=many)
         if b.change_feed().turned_on(session, shard):  # (asked first: no changes to build)
             changes = Changes(list(zip(repeat(None), edges)), [], [])
             _feed.record(b, session, shard, changes, seen=True)
@@ -126,6 +122,28 @@ def _packed_inserts(packed: array[int], updated_at: int) -> list[tuple[str, Any,
         rest = (len(packed) - whole) // QUAD
         inserts.append((_INSERT_ROWS + ",".join([row] * rest), packed[whole:].tolist(), False))
     return inserts
+
+
+def _count_upserts(counted: Counter[tuple[int, int, int]]) -> list[tuple[str, Any, bool]]:
+    """The count upserts of a round, `ROWS` a statement as the rows' INSERTs (a key's
+    count row is one row of one statement: each adds to what is stored)."""
+    values = [value for key, n in sorted(counted.items()) for value in (*key, n)]
+    step = ROWS * 4
+    whole = len(values) // step * step
+    upserts: list[tuple[str, Any, bool]] = []
+    if whole:
+        chunks = (values[at : at + step] for at in range(0, whole, step))
+        upserts.append((_add_counts(ROWS), chunks, True))
+    if whole < len(values):
+        upserts.append((_add_counts((len(values) - whole) // 4), values[whole:], False))
+    return upserts
+
+
+def _add_counts(rows: int) -> str:
+    return (
+        f"INSERT INTO counts VALUES {','.join(['(?, ?, ?, ?)'] * rows)} "
+        "ON CONFLICT (id1, atype, state) DO UPDATE SET n = n + excluded.n"
+    )
 
 
 def _packed_counts(packed: array[int]) -> Counter[tuple[int, int, int]]:
