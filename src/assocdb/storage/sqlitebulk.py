@@ -16,10 +16,13 @@ lists would throw away a prefix of each round). Both paths run in the round's
 one transaction with `edges_key` in place, so no reader or writer can tell
 them apart; the feed records the rows as `bulk_merge` does.
 
-The rows are bound without the columns a load's rows share (state, `updated_at`,
-no data) when they all share them: SQLite's driver binds each value of each
-row, the larger part of an insert's cost. They are inserted in `id1` order (a
-sort on one int; a list's rows stay in the round's order, near each other).
+A load's rows come packed (`core.bulkrows.PackedRows`): the values a load's rows
+share (state, `updated_at`, no data) are written in the statement, and each
+row binds its four own, 200 rows a multi-row INSERT (`executemany` steps its
+statement once a row: ~2 of the ~3.4 µs a row took), in `id1` order as packed
+(a list's rows in the round's order, near each other). Rows with data, or
+rows given as tuples, are sorted by `id1` and bound whole or without the
+shared columns.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ row, exactly as `assoc_add` would plan them, all stamped with the load's one
 edge's position in the input. The common shapes take a fast path, since a
 load of millions of edges spends most of its Python time here.
 
-`Rounds` gathers the rows into rounds of per-shard batches; a bad edge ends
+`Rounds` gathers the rows into rounds of per-shard batches, the rows without
+data packed (`core.bulkrows`: four ints each, grouped by id1); a bad edge ends
 the rounds after the edges before it, so the caller stores those and then
 raises `Rounds.error`.
 """
