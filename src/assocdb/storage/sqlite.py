@@ -51,7 +51,7 @@ from .changesignal import ChangeSignal, open_signal
 from .dialect import Session
 from .sql import SQLBackend
 from .sqlfeed import ddl
-from .sqlitebulk import NewRows
+from .sqlitebulk import NewRows, replacing
 from .sqlopen import check_shards, open_graph
 from .sqlsets import packed_unions
 from .sqltext import insert, marks
@@ -326,6 +326,13 @@ class SQLiteBackend(SQLBackend):
 
     def _bulk_new(self, session: Session, shard: int, edges: Sequence[EdgeTuple]) -> int | None:
         return self._new_rows.insert(self, session, shard, edges)
+
+    def _bulk_store(
+        self, session: Session, shard: int, changed: Sequence[tuple[EdgeTuple | None, EdgeTuple]]
+    ) -> None:
+        # The merged rows in key order, 100 a multi-row statement (`sqlitebulk.replacing`).
+        for sql, rows, many in replacing(sorted([new for _, new in changed])):
+            self._run(session, shard, sql, rows, many=many)
 
     def _rollback(self, session: Session, shard: int) -> None:
         if session.conn.in_transaction:  # a connection survives any error: keep it

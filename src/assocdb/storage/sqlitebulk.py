@@ -127,6 +127,27 @@ def _packed_inserts(packed: array[int], updated_at: int) -> list[tuple[str, Any,
     return inserts
 
 
+def replacing(rows: list[EdgeTuple]) -> list[tuple[str, Any, bool]]:
+    """The `INSERT OR REPLACE`s of a merged round's changed rows (tuples), `ROWS` // 2 a
+    statement (7 values a row: under SQLite's old 999) and one for the rest, in the
+    order given: each row replaces what holds its keys, as one statement a row would."""
+    per = ROWS // 2
+    values = [value for row in rows for value in row]
+    step = per * 7
+    whole = len(values) // step * step
+    replaces: list[tuple[str, Any, bool]] = []
+    if whole:
+        chunks = (values[at : at + step] for at in range(0, whole, step))
+        replaces.append((_replace_rows(per), chunks, True))
+    if whole < len(values):
+        replaces.append((_replace_rows((len(values) - whole) // 7), values[whole:], False))
+    return replaces
+
+
+def _replace_rows(rows: int) -> str:
+    return "INSERT OR REPLACE INTO edges VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+
+
 def _count_upserts(counted: Counter[tuple[int, int, int]]) -> list[tuple[str, Any, bool]]:
     """The count upserts of a round, `ROWS` a statement as the rows' INSERTs (a key's
     count row is one row of one statement: each adds to what is stored)."""
