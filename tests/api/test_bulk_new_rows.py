@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import assocdb.api.assoc_writes as _assoc_writes
+import assocdb.storage.sqlitebulk as _sqlitebulk
 from assocdb import Graph
 from assocdb.storage.sql import SQLBackend
 from assocdb.storage.sqlite import SQLiteBackend
@@ -33,6 +34,8 @@ def merges(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(SQLBackend, "_bulk_current", counted)
     monkeypatch.setattr(_assoc_writes, "BULK_BATCH", 150)  # rows: several rounds per load
+    # Rows per INSERT in this process: a round's rows are several statements and a rest.
+    monkeypatch.setattr(_sqlitebulk, "ROWS", 7)
     return rounds
 
 
@@ -111,6 +114,24 @@ def test_a_key_repeated_late_in_a_round_rolls_the_inserted_rows_back_and_merges(
     assert edge is not None
     assert edge.time == 5_000
     assert graph.assoc_count(1, "likes") == 60
+    assert graph.check_counts() == []
+
+
+def test_a_key_repeated_within_one_insert_statement_rolls_back_and_merges(
+    open_graph: OpenGraph, merges: list[int]
+) -> None:
+    graph = new_graph(open_graph)
+    # 30 keys of one list, then the 2nd again with an earlier time, then 20 more: the
+    # repeat is in the rows of the 5th of the round's 7-row statements, not the rest.
+    edges: list[tuple[Any, ...]] = [(1, "likes", n, n) for n in range(100, 130)]
+    edges.append((1, "likes", 101, 1))
+    edges += [(1, "likes", n, n) for n in range(130, 150)]
+    load_and_check(graph, edges, workers=1)
+    assert not sqlite(graph) or merges == [51]
+    edge = graph.assoc_edge(1, "likes", 101)
+    assert edge is not None
+    assert edge.time == 101
+    assert graph.assoc_count(1, "likes") == 50
     assert graph.check_counts() == []
 
 

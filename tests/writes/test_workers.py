@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
+from assocdb.core.bulkrows import PackedRows
 from assocdb.storage.sqlite import SQLiteBackend
 from assocdb.writes.workers import ShardWriter
 
@@ -16,9 +18,14 @@ def test_bulk_workers_get_the_spec_outside_their_command_line(tmp_path: Path) ->
     try:
         for worker in writer._workers:
             assert str(tmp_path) not in " ".join(map(str, worker.args))
-        writer.write({0: [(1, 1, 2, 0, 5, 6, None)], 1: [(2, 1, 3, 0, 5, 6, None)]})
+        # A shard's packed rows and another's row with data (`core.bulkrows`).
+        data = (2, 1, 3, 0, 5, 6, b"[1]")
+        writer.write(
+            {0: PackedRows(array("q", [1, 1, 2, 5]), 6), 1: PackedRows(array("q"), 6, [data])}
+        )
         writer.wait()
-        assert [r.id2 for r in backend.edges(0, 1, 1, [2])] == [2]
+        assert [(r.id2, r.time, r.updated_at) for r in backend.edges(0, 1, 1, [2])] == [(2, 5, 6)]
+        assert [r.data for r in backend.edges(1, 2, 1, [3])] == [b"[1]"]
     finally:
         writer.close()
         backend.close()

@@ -51,7 +51,7 @@ from .changesignal import ChangeSignal, open_signal
 from .dialect import Session
 from .sql import SQLBackend
 from .sqlfeed import ddl
-from .sqlitebulk import NewRows
+from .sqlitebulk import NewRows, replacing
 from .sqlopen import check_shards, open_graph
 from .sqlsets import packed_unions
 from .sqlsets import set_ids as sets_ids
@@ -142,6 +142,7 @@ class SQLiteBackend(SQLBackend):
     """Shards as SQLite files `shard-NNNN.db` in one directory."""
 
     local = True
+    packed_rows = True  # `bulk_merge` takes a load's `PackedRows` (`sqlitebulk`)
     driver_errors = (sqlite3.Error,)
     # A union's rows packed by the engine into one JSON array (`_union_rows`): a
     # two-hop reach fetched ~500 rows, each a tuple and an int built by the driver.
@@ -311,7 +312,7 @@ class SQLiteBackend(SQLBackend):
         if cursor is None:
             cursor = session.cursor = session.conn.cursor()
         if many:
-            if len(params) == 1:  # (a lone write's upserts: no iterator over one row)
+            if type(params) is list and len(params) == 1:  # (a lone write's upserts)
                 cursor.execute(sql, params[0])
             else:
                 cursor.executemany(sql, params)
@@ -326,6 +327,13 @@ class SQLiteBackend(SQLBackend):
 
     def _bulk_new(self, session: Session, shard: int, edges: Sequence[EdgeTuple]) -> int | None:
         return self._new_rows.insert(self, session, shard, edges)
+
+    def _bulk_store(
+        self, session: Session, shard: int, changed: Sequence[tuple[EdgeTuple | None, EdgeTuple]]
+    ) -> None:
+        # The merged rows in key order, 100 a multi-row statement (`sqlitebulk.replacing`).
+        for sql, rows, many in replacing(sorted([new for _, new in changed])):
+            self._run(session, shard, sql, rows, many=many)
 
     def _rollback(self, session: Session, shard: int) -> None:
         if session.conn.in_transaction:  # a connection survives any error: keep it

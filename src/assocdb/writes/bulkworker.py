@@ -6,31 +6,35 @@ from __future__ import annotations
 
 import os
 import sys
+from array import array
 from typing import Any
 
 import msgspec
 
+from ..core.bulkrows import PackedRows
 from ..core.errors import AssocdbError
 from ..storage.registry import open_backend
 from .workers import FDS_VARIABLE, HEADER, SPEC_VARIABLE, send
 
 _Row = tuple[int, int, int, int, int, int, bytes | None]
-_round = msgspec.msgpack.Decoder(list[tuple[int, list[_Row]]])
+_round = msgspec.msgpack.Decoder(list[tuple[int, int, bytes, list[_Row]]])  # `workers.Frame`
 
 
 def _serve(spec: dict[str, Any]) -> None:
     """A worker: apply each round read from stdin, answer with its errors on stdout."""
     backend = open_backend(spec)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
+    packed = getattr(backend, "packed_rows", False)  # (`SQLiteBackend`: its fast path)
     while len(header := source.read(HEADER.size)) == HEADER.size:
         size = HEADER.unpack(header)[0]
         body = source.read(size)
         if len(body) < size:  # the caller stopped mid-round (Ctrl-C): nothing to apply
             break
         errors = []
-        for shard, rows in _round.decode(body):
+        for shard, updated_at, packed, others in _round.decode(body):
+            rows = PackedRows(array("q", packed), updated_at, others)
             try:
-                backend.bulk_merge(shard, rows)
+                backend.bulk_merge(shard, rows if packed else rows.rows())
             except AssocdbError as exc:
                 errors.append([type(exc).__name__, exc.message])
             except Exception as exc:  # report it, don't die: the parent decides

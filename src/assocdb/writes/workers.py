@@ -16,7 +16,8 @@ worker needs it forks the others (before it opens anything: no thread, no
 connection to share), each handed its own pair of pipes by the caller
 (`FDS_VARIABLE`), so a load pays for one interpreter start and one import
 (~0.4 s of CPU each). Each is fed length-prefixed msgpack frames on its input:
-`[[shard, rows], …]` in (one frame per round), a list of
+`[[shard, updated_at, packed, rows with data], …]` in (one frame per round; a
+shard's rows without data as the bytes of their int64 array, `PackedRows`), a list of
 `[error class, message]` back on stdout (empty when all went well). (The
 multiprocessing module would re-import the caller's `__main__`, which breaks
 scripts without a main guard; a library should not impose that.)
@@ -33,6 +34,7 @@ from typing import IO, Any
 import msgspec
 
 from ..core import errors as _errors
+from ..core.bulkrows import PackedRows
 from ..core.errors import AssocdbError, Unavailable
 from ..core.merge import EdgeTuple
 from ..storage.backend import Backend
@@ -42,6 +44,9 @@ _encode = msgspec.msgpack.encode
 SPEC_VARIABLE = "ASSOCDB_BULK_WORKER_SPEC"  # the backend's spec, for the worker to open
 #: The pipes of the workers the first one forks: "in,out;in,out…" (its own descriptors).
 FDS_VARIABLE = "ASSOCDB_BULK_WORKER_FDS"
+#: A shard's rows in a round's frame: (shard, updated_at, the packed rows' int64s as
+#: bytes, the rows with data) (`core.bulkrows.PackedRows`).
+Frame = tuple[int, int, bytes, list[EdgeTuple]]
 
 
 class ShardWriter:
@@ -89,18 +94,21 @@ class ShardWriter:
             (os.fdopen(given[1], "wb"), os.fdopen(taken[0], "rb")) for given, taken in pairs
         ]
 
-    def write(self, batch: dict[int, list[EdgeTuple]]) -> None:
+    def write(self, batch: dict[int, PackedRows]) -> None:
         """Apply one round; returns once it is under way (on workers) or done."""
         self.wait()
         if not self._pipes:
+            backend = self._backend
+            packed = getattr(backend, "packed_rows", False)  # (`SQLiteBackend`: its fast path)
             for shard, rows in sorted(batch.items()):
-                self._backend.bulk_merge(shard, rows)
+                backend.bulk_merge(shard, rows if packed else rows.rows())
             return
         # One frame per worker per round: the worker reads it whole before it
         # starts applying, so this returns while the workers are still busy.
-        frames: list[list[tuple[int, list[EdgeTuple]]]] = [[] for _ in self._pipes]
+        frames: list[list[Frame]] = [[] for _ in self._pipes]
         for shard, rows in batch.items():
-            frames[shard % len(frames)].append((shard, rows))
+            part = (shard, rows.updated_at, rows.packed.tobytes(), rows.others)
+            frames[shard % len(frames)].append(part)
         for (stream, _), frame in zip(self._pipes, frames, strict=True):
             try:
                 send(stream, frame)
