@@ -78,7 +78,7 @@ def test_the_choke_point_keeps_its_faults_and_tracers(backend: SQLiteBackend) ->
     seen: list[tuple[int, str]] = []
     backend.tracers.append(lambda shard, sql, seconds: seen.append((shard, sql)))
     backend.apply(1, [_edge(2, 10)], [])
-    assert [sql.split(maxsplit=1)[0] for shard, sql in seen if shard == 1][0] == "BEGIN"
+    assert next(sql.split(maxsplit=1)[0] for shard, sql in seen if shard == 1) == "BEGIN"
     assert seen[-1] == (1, "COMMIT")
 
     def refuse(shard: int, sql: str) -> None:
@@ -92,5 +92,6 @@ def test_the_choke_point_keeps_its_faults_and_tracers(backend: SQLiteBackend) ->
     session = backend._conn(0)
     with pytest.raises(AssocdbError) as raised:
         backend._run(session, 0, "SELECT * FROM no_such_table")
-    assert "shard 0" in str(raised.value) and session.broken
+    assert "shard 0" in str(raised.value)
+    assert session.broken
     assert backend.edges_at(1, [(1, 7, 3)]) == []
