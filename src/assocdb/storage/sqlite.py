@@ -50,6 +50,7 @@ from ..core.scans import ListRow, ListsUnion, ListsUnions, SetScan
 from .backend import map_driver_error
 from .changesignal import ChangeSignal, open_signal
 from .dialect import Session
+from .prepared import Held
 from .sql import SLOW_SECONDS, SQLBackend
 from .sqlfeed import ddl
 from .sqlitebulk import NewRows
@@ -550,32 +551,41 @@ def _union_rows(id1s: int, states: int, bounded: bool, forward: bool) -> str:
     return f"WITH ids (id1) AS (VALUES {','.join(['(?)'] * id1s)}) {rows}"
 
 
-class _Writing:
+class _Writing(Held):
     """`SQLiteBackend._writing`: the shard's write turn in this process, and this thread's
     session on it. A class, not a generator: every write transaction takes one (a
-    lone write two), and `contextmanager`'s generator and wrapper cost ~4 calls more."""
+    lone write two), and `contextmanager`'s generator and wrapper cost ~4 calls more.
+    Also a `Held` turn itself (`enter`, `close`), without a `Turn` around it."""
 
-    __slots__ = ("_b", "_shard", "_writer")
+    __slots__ = ("_b", "_held", "_shard", "_writer")
 
     def __init__(self, backend: SQLiteBackend, shard: int) -> None:
         self._b = backend
         self._shard = shard
         self._writer = backend._writers[shard]
+        self._held = False
 
-    def __enter__(self) -> Session:
+    def enter(self) -> Session:
         b = self._b
         if not self._writer.acquire(timeout=b.timeout):
             raise Unavailable(f"shard {self._shard}: no write turn within {b.timeout} s")
+        self._held = True
         try:
             return b._conn(self._shard)
         except BaseException:
-            self._exit()
+            self.close()
             raise
 
-    def __exit__(self, *exc: object) -> None:
-        self._exit()
+    __enter__ = enter
 
-    def _exit(self) -> None:
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give the turn back (a second `close` does nothing)."""
+        if not self._held:
+            return
+        self._held = False
         self._writer.release()
         signal = self._b.signal
         if signal is not None:  # (after the COMMIT: a reader then sees the rows)
