@@ -77,13 +77,8 @@ class Opened:
         b, session, shard = self._backend, self._session, self.shard
         try:
             changed, deltas = merge_edges(self.current, edges)
-            # (`SQLBackend._store`'s upserts, without its frame: a lone write fills 2 legs)
-            if changed:
-                rows = list(map(_NEW, changed))
-                b._run(session, shard, b._q(b._upsert_edge, shard), rows, many=True)
-            if deltas:
-                counts = [(*k, n) for k, n in deltas.items()]
-                b._run(session, shard, b._q(b._add_count, shard), counts, many=True)
+            b._store(session, shard, b._upsert_edge, list(map(_NEW, changed)))
+            b._store(session, shard, b._add_count, [(*k, n) for k, n in deltas.items()])
             changes = Changes(changed, [], [])
             if self.feed is not False:  # (read, and not found: nothing to record)
                 _feed.record(b, session, shard, changes, self.feed)
