@@ -17,6 +17,7 @@ from assocdb import CacheConfig, Graph
 from assocdb.cache.entries import DATA_SLOT as _DATA_SLOT
 from assocdb.cache.tier1 import Cache, _Fill
 from assocdb.core.cachekeys import COUNTS, PREFIX
+from assocdb.core.merge import Changes, EdgeRow
 from assocdb.storage.registry import open_location
 from assocdb.writes.journal import Journal
 from tests.support.helpers import statements
@@ -627,3 +628,29 @@ def test_a_count_fill_a_write_overlaps_is_not_installed(during: str) -> None:
     assert cache.fill_counts(key, lambda: {0: 6, 3: 1}) == [6, 0, 0, 1]
     assert cache.count(key, 0) == 6
     assert cache.count(key, 3) == 1
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_apply_with_its_tickets_ends_the_write(fails: bool) -> None:
+    """`apply(changes, tickets)` is `apply` then `written` under one lock: the write's
+    entries may be filled again afterwards, even when applying the changes raised."""
+    cache = Cache(CacheConfig())
+    key = (1, 2)
+    tickets = [(COUNTS, key), (PREFIX, key)]
+    cache.writing(tickets)
+    assert cache.fill_counts(key, lambda: {0: 5}) == [5, 0, 0, 0]
+    assert cache.count(key, 0) is None  # being written: not kept
+
+    def edges() -> Iterator[tuple[None, EdgeRow]]:
+        yield None, EdgeRow(1, 2, 3, 0, 10, 10_000, None)
+        if fails:
+            raise RuntimeError("a bug applying the changes")
+
+    changes = Changes(list(edges()) if not fails else edges(), [], [])  # type: ignore[arg-type]
+    if fails:
+        with pytest.raises(RuntimeError):
+            cache.apply(changes, tickets)
+    else:
+        cache.apply(changes, tickets)
+    assert cache.fill_counts(key, lambda: {0: 6}) == [6, 0, 0, 0]
+    assert cache.count(key, 0) == 6  # the write is over: the fill is kept

@@ -70,3 +70,28 @@ def test_each_thread_has_its_own_cursor(backend: SQLiteBackend) -> None:
     assert theirs[0] is not None
     assert theirs[0] is not mine
     assert backend.counts(0, 1, 7) == {State.NORMAL: 2}
+
+
+def test_the_choke_point_keeps_its_faults_and_tracers(backend: SQLiteBackend) -> None:
+    # SQLite's `_run` inlines the driver call: the faults still run before each
+    # statement, the tracers see each one, a driver error is mapped.
+    seen: list[tuple[int, str]] = []
+    backend.tracers.append(lambda shard, sql, seconds: seen.append((shard, sql)))
+    backend.apply(1, [_edge(2, 10)], [])
+    assert next(sql.split(maxsplit=1)[0] for shard, sql in seen if shard == 1) == "BEGIN"
+    assert seen[-1] == (1, "COMMIT")
+
+    def refuse(shard: int, sql: str) -> None:
+        if sql.startswith("BEGIN"):
+            raise AssocdbError("refused by a fault")
+
+    backend.faults.append(refuse)
+    with pytest.raises(AssocdbError, match="refused by a fault"):
+        backend.apply(1, [_edge(3, 11)], [])
+    backend.faults.clear()
+    session = backend._conn(0)
+    with pytest.raises(AssocdbError) as raised:
+        backend._run(session, 0, "SELECT * FROM no_such_table")
+    assert "shard 0" in str(raised.value)
+    assert session.broken
+    assert backend.edges_at(1, [(1, 7, 3)]) == []

@@ -167,3 +167,26 @@ def test_an_error_after_the_prepared_shards_committed_queues_the_writes(
     assert g.assoc_add(5, "follows", 3).status == "applied"
     assert g.assoc_count(3, "followed_by") == 2
     g.close()
+
+
+@pytest.mark.parametrize("write", ["add", "delete", "archive", "negate"])
+def test_a_writes_rows_reach_the_driver_as_plain_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: str
+) -> None:
+    """The state of an edge write is a plain int, not `State`: SQLite's driver adapts an
+    int subclass by failed `__adapt__`/`__conform__` lookups on every parameter."""
+    g = open_graph(tmp_path / "g")
+    g.assoc_add(1, "follows", 2)
+    backend = g.engine.backend
+    store, stored = backend._store, []
+
+    def recording(session: Any, shard: int, template: str, rows: Any) -> Any:
+        stored.extend(rows)
+        return store(session, shard, template, rows)
+
+    monkeypatch.setattr(backend, "_store", recording)
+    getattr(g, f"assoc_{write}")(1, "follows", 2)
+    assert stored  # the edges' and the counts' upserts
+    plain = (int, bytes, str, type(None))
+    assert all(type(value) in plain for row in stored for value in row)
+    g.close()

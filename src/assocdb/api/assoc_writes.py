@@ -24,6 +24,11 @@ MAX_LOAD_NAME = 4096  # characters (`assocdb import` names a load by its file's 
 #: The largest `first` of a load's part: its progress (`first` + edges stored) is
 #: kept in the journal, as a SQLite INTEGER (signed 64 bits).
 MAX_LOAD_FIRST = 2**62
+# States as plain ints: they reach SQLite as statement parameters, and the driver
+# adapts an int subclass (an IntEnum) by looking up `__adapt__` and `__conform__`,
+# which fail: ~3.8k instructions a parameter, two a leg (issue 37's CPU pass).
+_NORMAL = int(State.NORMAL)
+_REMOVED = int(State.REMOVED)
 
 
 class AssocWrites:
@@ -90,7 +95,7 @@ class AssocWrites:
         # data as given): re-adding one restarts its life whether or not the expired edge
         # was still stored (`core.ttl`).
         keep = kind.ttl is None
-        return EdgeWrite(kind.id, inverse, id1, id2, State.NORMAL, ua, time, raw, keep=keep), ua
+        return EdgeWrite(kind.id, inverse, id1, id2, _NORMAL, ua, time, raw, keep=keep), ua
 
     def delete_op(
         self, id1: int, atype: str, id2: int, updated_at: int | None = None
@@ -101,7 +106,7 @@ class AssocWrites:
         inverse = self._engine.inverse_id(kind)
         # The merge places the tombstone at the time of the edge it removes
         # (`core.merge`); until one is seen, at the deletion's own time.
-        return EdgeWrite(kind.id, inverse, id1, id2, State.REMOVED, ua, time=ua // 1000), ua
+        return EdgeWrite(kind.id, inverse, id1, id2, _REMOVED, ua, time=ua // 1000), ua
 
     def state_op(
         self, id1: int, atype: str, id2: int, state: int, updated_at: int | None
@@ -109,7 +114,8 @@ class AssocWrites:
         id1, id2 = check_id(id1, "id1"), check_id(id2, "id2")
         kind = self._engine.assoc_type(atype)
         ua = self._engine.stamp(updated_at)
-        return EdgeWrite(kind.id, self._engine.inverse_id(kind), id1, id2, state, ua, keep=True), ua
+        inverse = self._engine.inverse_id(kind)
+        return EdgeWrite(kind.id, inverse, id1, id2, int(state), ua, keep=True), ua
 
     def change_type_op(
         self, id1: int, atype: str, id2: int, new_atype: str, updated_at: int | None = None

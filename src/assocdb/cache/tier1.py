@@ -532,53 +532,74 @@ class Cache(CountReads):
         read the shard after the write's commit and before its `apply`, which would
         then apply the write twice)."""
         with self._lock:
-            writing = self._writing
+            writing, fills = self._writing, self._fills
             for ticket_key in tickets:
                 writing[ticket_key] = writing.get(ticket_key, 0) + 1
-                self._stale(ticket_key)
+                # (`_stale`, inlined: two tickets a leg, on every write)
+                self.generation += 1
+                ongoing = fills.get(ticket_key)
+                if ongoing is not None:
+                    ongoing.stale = True
 
     def written(self, tickets: Sequence[CacheKey]) -> None:
         """The write `writing` announced is applied here (or failed)."""
         with self._lock:
-            self.generation += 1
-            writing = self._writing
-            for ticket_key in tickets:
-                left = writing[ticket_key] - 1
-                if left:
-                    writing[ticket_key] = left
-                else:
-                    del writing[ticket_key]
+            self._done_writing(tickets)
 
-    def apply(self, changes: Changes) -> None:
-        """Bring cached entries up to date with what a leg changed (and tell tier 2)."""
+    def _done_writing(self, tickets: Sequence[CacheKey]) -> None:
+        """(Holding the lock) `written`."""
+        self.generation += 1
+        writing = self._writing
+        for ticket_key in tickets:
+            left = writing[ticket_key] - 1
+            if left:
+                writing[ticket_key] = left
+            else:
+                del writing[ticket_key]
+
+    def apply(self, changes: Changes, tickets: Sequence[CacheKey] | None = None) -> None:
+        """Bring cached entries up to date with what a leg changed (and tell tier 2).
+        With `tickets`, the write `writing` announced for them is over too (`written`,
+        under the same lock: one call and one lock a leg less), whatever happens."""
         touched: list[CacheKey] = []
+        fills = self._fills
         with self._lock:
-            for old, new in changes.edges:
-                key = (new[0], new[1])
-                touched += [(COUNTS, key), (PREFIX, key)]
-                self._stale((COUNTS, key))
-                self._stale((PREFIX, key))
-                entry = self._lists.get(key)
-                if entry is not None:
-                    patch = self.patch_answer
-                    kept = list(entry.answers.items()) if patch else []
-                    self.bytes -= self.decoded.forget(entry) + entry.nbytes
-                    self._apply_edge(entry, old, new)
-                    self.bytes += entry.nbytes
-                    if kept and patch is not None:
-                        self.bytes += self.decoded.patch(patch, key, entry, kept, old, new)
-            for row in changes.objects:
-                touched.append((OBJECT, row.id))
-                self._stale((OBJECT, row.id))
-                found = self._objects.get(row.id)
-                if found is not None:  # replaced, not changed: see ObjEntry
-                    self.bytes -= found.nbytes
-                    value = None if row.state == State.REMOVED else row
-                    written = ObjEntry(value, found.born, found.used)
-                    self._answer_obj(written)
-                    self._objects[row.id] = written
-                    self.bytes += written.nbytes
-            self._evict()
+            try:
+                for old, new in changes.edges:
+                    key = (new[0], new[1])
+                    counts, prefix = (COUNTS, key), (PREFIX, key)
+                    touched += [counts, prefix]
+                    self.generation += 2  # (`_stale` of both, inlined)
+                    if fills:
+                        for ticket_key in (counts, prefix):
+                            ongoing = fills.get(ticket_key)
+                            if ongoing is not None:
+                                ongoing.stale = True
+                    entry = self._lists.get(key)
+                    if entry is not None:
+                        patch = self.patch_answer
+                        kept = list(entry.answers.items()) if patch else []
+                        self.bytes -= self.decoded.forget(entry) + entry.nbytes
+                        self._apply_edge(entry, old, new)
+                        self.bytes += entry.nbytes
+                        if kept and patch is not None:
+                            self.bytes += self.decoded.patch(patch, key, entry, kept, old, new)
+                for row in changes.objects:
+                    touched.append((OBJECT, row.id))
+                    self._stale((OBJECT, row.id))
+                    found = self._objects.get(row.id)
+                    if found is not None:  # replaced, not changed: see ObjEntry
+                        self.bytes -= found.nbytes
+                        value = None if row.state == State.REMOVED else row
+                        written = ObjEntry(value, found.born, found.used)
+                        self._answer_obj(written)
+                        self._objects[row.id] = written
+                        self.bytes += written.nbytes
+                if self.bytes > self.config.max_bytes:  # (`evict`'s own test, a call less)
+                    self._evict()
+            finally:
+                if tickets is not None:
+                    self._done_writing(tickets)
         if self.tier2 is not None and touched:
             self.tier2.invalidate(list(dict.fromkeys(touched)))
 

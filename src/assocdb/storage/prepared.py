@@ -25,10 +25,24 @@ from ..core.merge import Changes, EdgeTuple, NodeRow, ObjRow
 from .dialect import Session
 from .sql import BULK_ROWS, SQLBackend
 
-__all__ = ["Prepared", "Turn", "can_prepare", "prepare"]
+__all__ = ["Held", "Prepared", "Turn", "can_prepare", "held_turn", "prepare"]
 
 
-class Turn:
+class Held:
+    """A shard's write turn to take (`enter`, once) and give back (`close`: a second
+    `close` does nothing). SQLite's `_writing` is one itself; any other engine's
+    context manager is wrapped in a `Turn`."""
+
+    __slots__ = ()
+
+    def enter(self) -> Session:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class Turn(Held):
     """A shard's write turn taken (`SQLBackend._writing` entered), given back by `close`
     (once: a second `close` does nothing). An `ExitStack` of one, without its
     bookkeeping: a lone write takes two turns."""
@@ -48,6 +62,12 @@ class Turn:
             writing.__exit__(None, None, None)
 
 
+def held_turn(backend: SQLBackend, shard: int, slow: bool) -> Held:
+    """The shard's write turn, to `enter` (`Held`)."""
+    writing = backend._writing(shard, slow)
+    return writing if isinstance(writing, Held) else Turn(writing)
+
+
 class Prepared:
     """An open shard transaction holding a leg's merged rows: `commit` or `rollback` it
     once, from the thread that prepared it (a `rollback` after either does nothing)."""
@@ -55,7 +75,7 @@ class Prepared:
     __slots__ = ("_backend", "_held", "_session", "changes", "finished", "shard")
 
     def __init__(
-        self, backend: SQLBackend, shard: int, held: Turn, session: Session, changes: Changes
+        self, backend: SQLBackend, shard: int, held: Held, session: Session, changes: Changes
     ) -> None:
         self._backend = backend
         self._held = held  # the shard's write turn
@@ -104,7 +124,7 @@ def prepare(
     (Only local engines prepare, `can_prepare`: SQLite's one writer per shard has no
     deadlocks to run again.)"""
     slow = len(edges) + len(objects) + len(nodes) > BULK_ROWS
-    held = Turn(backend._writing(shard, slow))
+    held = held_turn(backend, shard, slow)
     session = held.enter()
     try:
         backend._run(session, shard, backend.dialect.begin)

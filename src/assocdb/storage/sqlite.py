@@ -41,6 +41,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import lru_cache
 from operator import itemgetter
 from pathlib import Path
+from time import perf_counter
 from typing import Any, cast
 
 from ..core.errors import AssocdbError, InvalidRequest, Unavailable
@@ -49,7 +50,8 @@ from ..core.scans import ListRow, ListsUnion, ListsUnions, SetScan
 from .backend import map_driver_error
 from .changesignal import ChangeSignal, open_signal
 from .dialect import Session
-from .sql import SQLBackend
+from .prepared import Held
+from .sql import SLOW_SECONDS, SQLBackend
 from .sqlfeed import ddl
 from .sqlitebulk import NewRows, replacing
 from .sqlopen import check_shards, open_graph
@@ -319,6 +321,38 @@ class SQLiteBackend(SQLBackend):
             return []
         return cursor.execute(sql, params).fetchall()  # type: ignore[no-any-return]
 
+    def _run(
+        self, session: Session, shard: int, sql: str, params: Any = (), many: bool = False
+    ) -> list[Any]:
+        # `SQLBackend._run` with `_execute` inlined: every statement of a write comes
+        # through here (~10 a lone write), and the driver call is one frame less. The
+        # same choke point: faults, timing, tracers, the slow log, the errors mapped.
+        start = perf_counter()
+        try:
+            if self.faults:
+                for fault in self.faults:
+                    fault(shard, sql)
+            cursor = session.cursor
+            if cursor is None:
+                cursor = session.cursor = session.conn.cursor()
+            if not many:
+                rows: list[Any] = cursor.execute(sql, params).fetchall()
+            else:
+                rows = []
+                if len(params) == 1:  # (a lone write's upserts: no iterator over one row)
+                    cursor.execute(sql, params[0])
+                else:
+                    cursor.executemany(sql, params)
+        except AssocdbError:  # a fault injector's own error
+            raise
+        except sqlite3.Error as exc:
+            session.broken = True
+            raise self._map_error(exc, f"shard {shard}") from exc
+        seconds = perf_counter() - start
+        if self.tracers or seconds > SLOW_SECONDS:
+            self._report(shard, sql, seconds, many)
+        return rows
+
     def _query(self, shard: int, sql: str, params: Any = (), slow: bool = False) -> list[Any]:
         return self._run(self._conn(shard), shard, sql, params)
 
@@ -526,32 +560,41 @@ def _union_rows(id1s: int, states: int, bounded: bool, forward: bool) -> str:
     return f"WITH ids (id1) AS (VALUES {','.join(['(?)'] * id1s)}) {rows}"
 
 
-class _Writing:
+class _Writing(Held):
     """`SQLiteBackend._writing`: the shard's write turn in this process, and this thread's
     session on it. A class, not a generator: every write transaction takes one (a
-    lone write two), and `contextmanager`'s generator and wrapper cost ~4 calls more."""
+    lone write two), and `contextmanager`'s generator and wrapper cost ~4 calls more.
+    Also a `Held` turn itself (`enter`, `close`), without a `Turn` around it."""
 
-    __slots__ = ("_b", "_shard", "_writer")
+    __slots__ = ("_b", "_held", "_shard", "_writer")
 
     def __init__(self, backend: SQLiteBackend, shard: int) -> None:
         self._b = backend
         self._shard = shard
         self._writer = backend._writers[shard]
+        self._held = False
 
-    def __enter__(self) -> Session:
+    def enter(self) -> Session:
         b = self._b
         if not self._writer.acquire(timeout=b.timeout):
             raise Unavailable(f"shard {self._shard}: no write turn within {b.timeout} s")
+        self._held = True
         try:
             return b._conn(self._shard)
         except BaseException:
-            self._exit()
+            self.close()
             raise
 
-    def __exit__(self, *exc: object) -> None:
-        self._exit()
+    __enter__ = enter
 
-    def _exit(self) -> None:
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give the turn back (a second `close` does nothing)."""
+        if not self._held:
+            return
+        self._held = False
         self._writer.release()
         signal = self._b.signal
         if signal is not None:  # (after the COMMIT: a reader then sees the rows)

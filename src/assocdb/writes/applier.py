@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import ExitStack
 from functools import partial
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from ..cache.tier1 import Cache
@@ -75,6 +76,10 @@ __all__ = [
     "replay",
     "restamped",
 ]
+
+
+_FIRST = itemgetter(0)
+_SHARD = attrgetter("shard")
 
 
 class PreparedBatch(NamedTuple):
@@ -233,12 +238,17 @@ class Applier:
         touched shard's transaction opened and filled (`ShardWriter.prepare_batch`).
         Then `commit_batch` once the journal holds them, or `rollback_batch`."""
         batch = self._by_shard(rows, time.perf_counter())
-        return batch._replace(prepared=self.shards.prepare_batch(batch.legs))
+        batch.prepared.extend(self.shards.prepare_batch(batch.legs))
+        return batch
 
     def commit_batch(self, batch: PreparedBatch, jobs: Sequence[int]) -> list[bool]:
         """Commit a prepared batch whose rows the journal holds as `jobs` (in the order
         prepared); whether each job is now fully applied, as `run_batch`."""
         outcomes = self.shards.commit_batch(batch.prepared)
+        if not any(outcomes):  # (`_settle`'s usual case, without its pairs)
+            self._applied(list(jobs), set(map(_SHARD, batch.legs)))
+            self.stats.record_applied(time.perf_counter() - batch.start, len(jobs))
+            return [True] * len(jobs)
         return self._settle(list(zip(jobs, batch.rows, strict=True)), batch, outcomes)
 
     def fill_batch(
@@ -252,7 +262,7 @@ class Applier:
         if no row lands there. Nothing is left open if it raises. `where`: nodes' shards
         known already."""
         batch = self._by_shard(rows, time.perf_counter(), where)
-        prepared: list[Preparing] = []
+        prepared = batch.prepared  # (filled in place: no `_replace`, a lone write's batch)
         try:
             for leg in batch.legs:
                 found = opened.pop(leg.shard, None)
@@ -264,8 +274,9 @@ class Applier:
             self.shards.rollback_batch(prepared)
             raise
         finally:
-            self.shards.close_opened(list(opened.values()))
-        return batch._replace(prepared=prepared)
+            if opened:
+                self.shards.close_opened(list(opened.values()))
+        return batch
 
     def rollback_batch(self, batch: PreparedBatch) -> None:
         """Undo a prepared batch (the journal did not take it)."""
@@ -304,8 +315,8 @@ class Applier:
         """Record how a batch's shards went: the jobs applied, and the jobs with rows on a
         failed shard sent to the error queue."""
         if not any(outcomes):  # (every shard committed: the usual case, said briefly)
-            applied = [job for job, _ in jobs]
-            self._applied(applied, {leg.shard for leg in batch.legs})
+            applied = list(map(_FIRST, jobs))
+            self._applied(applied, set(map(_SHARD, batch.legs)))
             self.stats.record_applied(time.perf_counter() - batch.start, len(applied))
             return [True] * len(applied)
         members = batch.members

@@ -169,7 +169,7 @@ class Overlap:
             return None
         try:
             rows = [self._resolved(op, opened, where) for op in ops]
-            bodies = [encode(work) for work in rows]
+            bodies = list(map(encode, rows))
         except BaseException:
             applier.shards.close_opened(list(opened.values()))
             raise

@@ -69,6 +69,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from operator import attrgetter, itemgetter
 from typing import Literal
 
 import msgspec
@@ -89,6 +90,12 @@ Submitted = Operation | Rows
 Outcome = Literal["applied", "queued"] | BaseException
 #: A write's outcome, and the stamp its resolution raised it to if it did.
 Answer = tuple[Outcome, int | None]
+# (Comprehensions are calls of their own in this Python: a lone write's few lists
+# are built by `map` over these instead.)
+_WORK = attrgetter("work")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+_KEYS = attrgetter("keys")
 
 
 class _Ticket:
@@ -308,7 +315,7 @@ class Pipeline:
         try:
             # No other process writes between the reads a round resolves against and
             # its apply, when that would lose part of a write (`applier.exclusive`).
-            if any(exclusive(entry.work) for entry in batch):
+            if any(map(exclusive, map(_WORK, batch))):
                 with ExitStack() as held:
                     rest = batch
                     try:
@@ -355,7 +362,7 @@ class Pipeline:
         (a delete, then an add of its key) would be refused."""
         claims = self.applier.pending.claims
         if self._resolves_in_shards(entries, more):
-            ops: list[EdgeWrite] = [entry.work for entry in entries]  # type: ignore[misc]
+            ops: list[EdgeWrite] = list(map(_WORK, entries))
             try:
                 done = self.overlap.journal_resolving(ops)
             except BaseException as exc:  # not journaled: not acknowledged
@@ -400,8 +407,9 @@ class Pipeline:
         """Record a journaled round's jobs (pending, their claims), answer the writes not
         applied now (`queued`): what is left to apply, if anything."""
         claims = self.applier.pending.claims
+        unresolved = [not isinstance(w, Rows) for _, w in live]
         self.applier.pending.add_many(
-            jobs, [work.keys for _, work in live], [not isinstance(w, Rows) for _, w in live]
+            jobs, list(map(_KEYS, map(_SECOND, live))), unresolved if any(unresolved) else None
         )
         for job, (entry, _) in zip(jobs, live, strict=True):
             claims.bind(entry, job)  # released when the job is applied
@@ -428,8 +436,9 @@ class Pipeline:
         engine, none reading a row whose journaled write is still pending."""
         if not self.overlap.enabled or len(entries) < RESOLVE_IN_SHARDS_FROM:
             return False
-        if not all(isinstance(e.work, EdgeWrite) and (e.sync or more) for e in entries):
-            return False
+        for e in entries:
+            if not (isinstance(e.work, EdgeWrite) and (e.sync or more)):
+                return False
         pending = self.applier.pending
         if not pending.waiting():  # (nothing pending: no read is blocked)
             return True
@@ -542,16 +551,17 @@ class Pipeline:
         resolved after the rows it read were applied), then the unresolved ones one by
         one, in journal order."""
         applier = self.applier
-        concrete = [
-            (job, work)
-            for job, work in zip(journaled.jobs, journaled.works, strict=True)
-            if isinstance(work, Rows)
-        ]
         if journaled.prepared is not None:  # (every job of the round, in its order)
             outcomes = applier.commit_batch(journaled.prepared, journaled.jobs)
+            applied = dict(zip(journaled.jobs, outcomes, strict=True))
         else:
+            concrete = [
+                (job, work)
+                for job, work in zip(journaled.jobs, journaled.works, strict=True)
+                if isinstance(work, Rows)
+            ]
             outcomes = applier.run_batch(concrete)
-        applied = dict(zip([job for job, _ in concrete], outcomes, strict=True))
+            applied = dict(zip(map(_FIRST, concrete), outcomes, strict=True))
         journaled.handled.update(applied)
         for job, work, entry in zip(
             journaled.jobs, journaled.works, journaled.entries, strict=True

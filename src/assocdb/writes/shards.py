@@ -128,12 +128,12 @@ class ShardWriter:
                 cache.writing(tickets)  # no fill lands between the commit and `apply`
                 try:
                     changes = self.backend.apply(leg.shard, leg.edges, leg.objects, leg.nodes)
-                    # Now, not after the entries: if they fail, the retry of the leg
-                    # finds the rows stored and changes nothing, so the cache would
-                    # never learn.
-                    cache.apply(changes)
-                finally:
+                except BaseException:
                     cache.written(tickets)
+                    raise
+                # Now, not after the entries: if they fail, the retry of the leg finds
+                # the rows stored and changes nothing, so the cache would never learn.
+                cache.apply(changes, tickets)  # (and `written`, whatever happens)
         if leg.entries:  # secondary index entries: no cache holds them
             self.backend.index_apply(leg.shard, leg.entries)
 
@@ -220,12 +220,15 @@ class ShardWriter:
         return [p if isinstance(p, BaseException) else self._commit(p) for p in prepared]
 
     def _commit(self, prepared: PreparedLeg) -> BaseException | None:
-        leg = prepared.leg
+        leg, cache = prepared.leg, self.cache
+        tickets = prepared.tickets if cache is not None else None
         try:
             if prepared.txn is not None:
                 changes = prepared.txn.commit()
-                if self.cache is not None:
-                    self.cache.apply(changes)
+                if cache is not None:
+                    # (`written` too, whatever happens: one call and one lock a leg)
+                    done, tickets = tickets, None
+                    cache.apply(changes, done)
             if leg.entries:  # secondary index entries: their own transaction, as `apply`
                 self.backend.index_apply(leg.shard, leg.entries)
         except Exception as exc:
@@ -233,8 +236,8 @@ class ShardWriter:
                 self.health.leg_failed(leg.shard, exc)
             return exc
         finally:
-            if prepared.tickets and self.cache is not None:
-                self.cache.written(prepared.tickets)
+            if tickets and cache is not None:
+                cache.written(tickets)
         self.health.succeeded(leg.shard)
         return None
 
