@@ -339,7 +339,7 @@ class SQLiteBackend(SQLBackend):
                 rows: list[Any] = cursor.execute(sql, params).fetchall()
             else:
                 rows = []
-                if len(params) == 1:  # (a lone write's upserts: no iterator over one row)
+                if type(params) is list and len(params) == 1:  # (a lone write's upserts)
                     cursor.execute(sql, params[0])
                 else:
                     cursor.executemany(sql, params)
