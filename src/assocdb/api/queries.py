@@ -30,7 +30,7 @@ import bisect
 import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..cache.entries import SMALL_LIST
 from ..core import cursor as _cursor
@@ -44,11 +44,11 @@ from ..core.schema import AssocType
 from ..storage.backend import Backend
 from . import lists_plan
 from .engine import Engine
+from .query_terms import Resolutions, Typed, Where
 from .ttl_reads import Expiry
 
 CHUNK = 500  # ids per index scan and per probe
 EXACT_LIMIT = 10_000  # a compound count walks at most this many ids to be exact
-RESOLVED = 4096  # type resolutions a Queries keeps; more start the memo afresh
 _NORMAL = State.NORMAL
 _ID2S = "id2s"  # the answer tag of a whole small cached list's id2s, ascending
 _VISIBLE = (int(_NORMAL),)  # the state codes of a term on visible edges
@@ -60,7 +60,7 @@ class Queries:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._resolved = _Resolutions(engine)
+        self._resolved = Resolutions(engine)
         self._expiry = Expiry(engine)
 
     def select(
@@ -147,93 +147,14 @@ class Queries:
         return Count(sum(1 for _ in run.stream(query, None, True)), exact=True)
 
 
-class _Resolutions:
-    """Terms resolved against the schema: the type of the list each reads, its
-    shard and its state numbers. The type and states are kept by what the term
-    says (node apart: traffic reads many nodes' lists of a few types), and the
-    whole answer on the term (`Term.resolved`: a page asks it several times),
-    while the schema stays the same object: a changed schema is a new one, and
-    a new one starts the memo afresh."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._schema: object = None
-        self._found: dict[tuple[Any, ...], Typed] = {}
-        #: by what a term says, its `_Where` on each shard (None: not asked yet)
-        self._wheres: dict[tuple[Any, ...], list[_Where | None]] = {}
-
-    def where(self, q: Term) -> _Where:
-        engine = self._engine
-        schema = engine.schema
-        memo = q.resolved
-        if memo is not None and memo[0] is schema:
-            found: _Where = memo[1]
-            return found
-        shards = engine.shards
-        shard = shard_of(q.node, shards)
-        if schema is not self._schema:
-            self._found, self._wheres, self._schema = {}, {}, schema
-        # One `_Where` per shard and what the term says, kept: building it was ~0.4 µs
-        # of a select (a page of two lists builds two).
-        key = (q.atype, q.incoming, q.states)
-        wheres = self._wheres.get(key)
-        if wheres is None or len(wheres) != shards:  # (a graph grown: its shards anew)
-            if len(self._wheres) >= RESOLVED:
-                self._wheres = {}
-            wheres = self._wheres[key] = [None] * shards
-        where = wheres[shard]
-        if where is None:
-            where = wheres[shard] = _Where(shard, *self.typed(q))
-        q.resolved = (schema, where)
-        return where
-
-    def typed(self, q: Term | Lists) -> Typed:
-        """The type id, state numbers and type of the lists a term reads."""
-        schema = self._engine.schema
-        if schema is not self._schema:
-            self._found, self._schema = {}, schema  # (a racing run fills the old dict)
-        key = (q.atype, q.incoming, q.states)
-        typed = self._found.get(key)
-        if typed is None:
-            if len(self._found) >= RESOLVED:
-                self._found = {}
-            typed = self._found[key] = self._resolve(q)
-        return typed
-
-    def _resolve(self, q: Term | Lists) -> Typed:
-        kind = self._engine.assoc_type(q.atype)
-        if q.incoming:
-            inverse = self._engine.schema.inverse(kind)
-            if inverse is None:
-                raise InvalidRequest(
-                    f"{kind.name!r} has no inverse type, so incoming edges are not stored; "
-                    f"define it with inverse= or symmetric=True"
-                )
-            kind = inverse
-        return kind.id, tuple(STATE_NAMES.index(state) for state in q.states), kind
-
-
-#: A term's list type id, state numbers and type (`_Resolutions.typed`).
-Typed = tuple[int, tuple[int, ...], AssocType]
-
-
-class _Where(NamedTuple):
-    """Where a term's list is: its shard, type id and state numbers, and its type."""
-
-    shard: int
-    atype: int
-    codes: tuple[int, ...]
-    kind: AssocType
-
-
 #: A compound's two plain terms and where their lists are (`_Executor.pair`).
-_Pair = tuple[Term, Term, _Where, _Where]
+_Pair = tuple[Term, Term, Where, Where]
 
 
 class _Executor:
     """One query run: backend reads, with the counts it looked up remembered."""
 
-    def __init__(self, engine: Engine, resolved: _Resolutions, expiry: Expiry) -> None:
+    def __init__(self, engine: Engine, resolved: Resolutions, expiry: Expiry) -> None:
         self._engine = engine
         self._backend = engine.backend
         self._resolved = resolved
@@ -269,12 +190,12 @@ class _Executor:
             least = min(least, self.limit(part))
         return least
 
-    def where(self, q: Term) -> _Where:
+    def where(self, q: Term) -> Where:
         """The term's shard, list type id and state numbers (and type): its memo, read
         here (a page of two lists asks ~7 times: each call less is ~0.2 µs)."""
         memo = q.resolved
         if memo is not None and memo[0] is self._schema:
-            found: _Where = memo[1]
+            found: Where = memo[1]
             return found
         return self._resolved.where(q)
 
@@ -507,7 +428,7 @@ class _Executor:
         return self._cross_shards(left, right, a, b, boundary, forward, n)
 
     def _cross_shards(
-        self, left: Term, right: Term, a: _Where, b: _Where, boundary: int | None,
+        self, left: Term, right: Term, a: Where, b: Where, boundary: int | None,
         forward: bool, n: int,
     ) -> list[int] | None:  # fmt: skip
         """A page of the intersection of two lists on different shards: a read of a
@@ -534,7 +455,7 @@ class _Executor:
         return self._probe_term(right, ids, forward, n, ordered=True)
 
     def _short_list(
-        self, q: Term, w: _Where, boundary: int | None, forward: bool, n: int
+        self, q: Term, w: Where, boundary: int | None, forward: bool, n: int
     ) -> list[int] | None:
         """The ids past `boundary` of a list shorter than a page's first read (`_first`),
         in stream order, or None when it is longer: one statement."""
@@ -543,7 +464,7 @@ class _Executor:
         return [row[0] for row in rows] if len(rows) < size else None
 
     def _kept_id2s(
-        self, q: Term, w: _Where, boundary: int | None, forward: bool
+        self, q: Term, w: Where, boundary: int | None, forward: bool
     ) -> list[int] | None:
         """The ids past `boundary` (descending if `forward`) of a small list whose whole
         id2s tier 1 keeps from an earlier query, or None: no statement, and no fill."""
