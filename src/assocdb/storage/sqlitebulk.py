@@ -131,17 +131,8 @@ def replacing(rows: list[EdgeTuple]) -> list[tuple[str, Any, bool]]:
     """The `INSERT OR REPLACE`s of a merged round's changed rows (tuples), `ROWS` // 2 a
     statement (7 values a row: under SQLite's old 999) and one for the rest, in the
     order given: each row replaces what holds its keys, as one statement a row would."""
-    per = ROWS // 2
     values = [value for row in rows for value in row]
-    step = per * 7
-    whole = len(values) // step * step
-    replaces: list[tuple[str, Any, bool]] = []
-    if whole:
-        chunks = (values[at : at + step] for at in range(0, whole, step))
-        replaces.append((_replace_rows(per), chunks, True))
-    if whole < len(values):
-        replaces.append((_replace_rows((len(values) - whole) // 7), values[whole:], False))
-    return replaces
+    return _statements(values, 7, ROWS // 2, _replace_rows)
 
 
 def _replace_rows(rows: int) -> str:
@@ -152,15 +143,23 @@ def _count_upserts(counted: Counter[tuple[int, int, int]]) -> list[tuple[str, An
     """The count upserts of a round, `ROWS` a statement as the rows' INSERTs (a key's
     count row is one row of one statement: each adds to what is stored)."""
     values = [value for key, n in sorted(counted.items()) for value in (*key, n)]
-    step = ROWS * 4
+    return _statements(values, 4, ROWS, _add_counts)
+
+
+def _statements(
+    values: list[Any], width: int, per: int, sql: Callable[[int], str]
+) -> list[tuple[str, Any, bool]]:
+    """Rows of `width` values (flat, in order) as multi-row statements `sql(n)` of `per`
+    rows, run many (one parameter set a chunk), and one statement for the rest."""
+    step = per * width
     whole = len(values) // step * step
-    upserts: list[tuple[str, Any, bool]] = []
+    statements: list[tuple[str, Any, bool]] = []
     if whole:
         chunks = (values[at : at + step] for at in range(0, whole, step))
-        upserts.append((_add_counts(ROWS), chunks, True))
+        statements.append((sql(per), chunks, True))
     if whole < len(values):
-        upserts.append((_add_counts((len(values) - whole) // 4), values[whole:], False))
-    return upserts
+        statements.append((sql((len(values) - whole) // width), values[whole:], False))
+    return statements
 
 
 def _add_counts(rows: int) -> str:
