@@ -2,11 +2,13 @@
 
     python -m bench.write_cpu --make DIR [--preload N]
     python -m bench.write_cpu --graph DIR [--writes W] [--threads T] [--rounds R]
+    python -m bench.write_cpu --graph DIR --batch N [--writes W] [--rounds R]
 
 `--make` preloads a 16-shard graph in DIR with N random `follows` edges
 (inverse `followed_by`, ids over 2,000,000; default 200,000) and stops.
 `--graph` copies that graph, writes W random edges (lone `assoc_add`s, or T
-threads one write at a time each) and prints the process's CPU time per
+threads one write at a time each, or `g.batch()`es of N writes with
+`--batch N`) and prints the process's CPU time per
 write (`time.process_time`: every thread, the journal's helper included) and
 the writing thread's (`time.thread_time`, one thread only). CPU time still
 moves with the machine's load (caches, frequency); instruction counts do not:
@@ -15,7 +17,9 @@ moves with the machine's load (caches, frequency); instruction counts do not:
     valgrind --tool=callgrind python -m bench.write_cpu --graph DIR --writes 408
 
 and the difference of the two runs' `I refs` over 304 writes is the
-instructions per write, start-up and preload excluded.
+instructions per write, start-up and preload excluded. For batches, the same
+with two run lengths that are multiples of N (`--batch 100 --writes 200` and
+`--writes 800`: the difference over 600 writes).
 """
 
 from __future__ import annotations
@@ -42,7 +46,18 @@ def parse(args: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=0, help="g.batch()es of N writes")
     return parser.parse_args(args)
+
+
+def write_batches(graph: assocdb.Graph, writes: int, size: int, seed: int) -> None:
+    """`writes` random edges in `g.batch()`es of `size`, from one thread."""
+    rnd = random.Random(seed)
+    for start in range(0, writes, size):
+        with graph.batch() as batch:
+            add = batch.assoc_add
+            for _ in range(min(size, writes - start)):
+                add(rnd.randrange(1, NODES), "follows", rnd.randrange(1, NODES))
 
 
 def write(graph: assocdb.Graph, writes: int, threads: int, seed: int) -> None:
@@ -82,7 +97,10 @@ def main(args: list[str] | None = None) -> None:
             shutil.copytree(options.graph, directory / "graph")
             graph = assocdb.open(directory / "graph")
             started = (time.perf_counter(), time.process_time(), time.thread_time())
-            write(graph, options.writes, options.threads, 4 + number * 100)
+            if options.batch:
+                write_batches(graph, options.writes, options.batch, 4 + number * 100)
+            else:
+                write(graph, options.writes, options.threads, 4 + number * 100)
             wall.append(time.perf_counter() - started[0])
             process.append(time.process_time() - started[1])
             thread.append(time.thread_time() - started[2])
@@ -90,12 +108,13 @@ def main(args: list[str] | None = None) -> None:
         finally:
             shutil.rmtree(directory, ignore_errors=True)
     per = 1e6 / options.writes
+    who = f"batches of {options.batch}" if options.batch else f"{options.threads} thread(s)"
     print(
-        f"{options.threads} thread(s), µs per write, median (min-max) of {options.rounds} "
+        f"{who}, µs per write, median (min-max) of {options.rounds} "
         f"rounds of {options.writes}"
     )
     rows = [("wall", wall), ("CPU, process", process)]
-    if options.threads == 1:
+    if options.threads == 1:  # a batch's helper thread journals; its writer is this one
         rows.append(("CPU, the writing thread", thread))
     for label, values in rows:
         us = [v * per for v in values]
