@@ -109,10 +109,7 @@ def main(args: list[str] | None = None) -> None:
             shutil.rmtree(directory, ignore_errors=True)
     per = 1e6 / options.writes
     who = f"batches of {options.batch}" if options.batch else f"{options.threads} thread(s)"
-    print(
-        f"{who}, µs per write, median (min-max) of {options.rounds} "
-        f"rounds of {options.writes}"
-    )
+    print(f"{who}, µs per write, median (min-max) of {options.rounds} rounds of {options.writes}")
     rows = [("wall", wall), ("CPU, process", process)]
     if options.threads == 1:  # a batch's helper thread journals; its writer is this one
         rows.append(("CPU, the writing thread", thread))
