@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from assocdb.storage.sqlite import SQLiteBackend
 from bench import write_cpu
 
 
@@ -18,3 +19,18 @@ def test_writes_on_a_copy_and_prints_cpu_per_write(
     assert "2 thread(s)" in out
     assert "CPU, process" in out
     assert "wall" in out
+
+
+def test_batches_and_the_cpu_of_each_kind_of_shard_statement(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = SQLiteBackend._run
+    write_cpu.main(["--make", str(tmp_path / "g"), "--preload", "50"])
+    graph = ["--graph", str(tmp_path / "g")]
+    write_cpu.main([*graph, "--batch", "10", "--writes", "20", "--warm", "10", "--statements"])
+    out = capsys.readouterr().out
+    assert "batches of 10" in out
+    assert "CPU, the writing thread" in out
+    for kind in ("BEGIN", "SELECT", "INSERT edges", "INSERT counts", "COMMIT"):
+        assert f"  {kind} " in out
+    assert SQLiteBackend._run is run  # (the statements are no longer timed)

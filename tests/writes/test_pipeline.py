@@ -1169,3 +1169,25 @@ def test_only_batches_keeping_part_of_a_row_take_the_writer_lock(
     g.obj_add("user", {"name": "bob"})  # a new object's unique keys are checked
     assert len(taken) == 4
     g.close()
+
+
+def test_answering_a_round_at_once_answers_each_write_once() -> None:
+    """`_answer_all` answers a round's writes under one lock per submit call: each
+    ticket's writer is woken once all its writes are answered, and a write answered
+    already (`queued`, unsynced) keeps its first answer."""
+    first, second = pipeline_module._Ticket(3), pipeline_module._Ticket(1)
+    entries = [
+        pipeline_module._Entry(None, first, True, False),  # type: ignore[arg-type]
+        pipeline_module._Entry(None, first, False, False),  # type: ignore[arg-type]
+        pipeline_module._Entry(None, second, True, False),  # type: ignore[arg-type]
+        pipeline_module._Entry(None, first, True, False),  # type: ignore[arg-type]
+    ]
+    entries[1].answer("queued")
+    pipeline_module._answer_all(entries, "applied")
+    assert [e.outcome for e in entries] == ["applied", "queued", "applied", "applied"]
+    assert (first.left, second.left) == (0, 0)
+    assert first.done.acquire(blocking=False)
+    assert second.done.acquire(blocking=False)
+    pipeline_module._answer_all(entries, "queued")  # a second answer changes nothing
+    assert [e.outcome for e in entries] == ["applied", "queued", "applied", "applied"]
+    assert (first.left, second.left) == (0, 0)

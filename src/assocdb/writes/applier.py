@@ -83,13 +83,12 @@ _SHARD = attrgetter("shard")
 
 
 class PreparedBatch(NamedTuple):
-    """A batch of jobs' rows as one leg per touched shard (in shard order), the jobs
-    with rows on each shard (by index), when it started, and, once prepared, each
-    leg's open transaction or why it could not be opened."""
+    """A batch of jobs' rows as one leg per touched shard (in shard order), when it
+    started, and, once prepared, each leg's open transaction or why it could not be
+    opened."""
 
     rows: list[Rows]
     legs: list[Leg]
-    members: dict[int, set[int]]
     start: float
     prepared: list[Preparing]
 
@@ -288,23 +287,26 @@ class Applier:
         """The jobs' rows as one leg per touched shard, in shard order (`where`: nodes'
         shards known already)."""
         by_shard: dict[int, Leg] = {}
-        members: dict[int, set[int]] = {}  # shard -> indexes of the jobs with rows there
         n = self._shards
         known = {} if where is None else where
-        for index, rows in enumerate(jobs):
-            for edge in rows.edges:
+        found = by_shard.get
+        for rows in jobs:
+            for edge in rows.edges:  # (two a write: `_leg` inlined)
                 shard = known.get(edge[0])
                 if shard is None:
                     shard = shard_of(edge[0], n)
-                _leg(by_shard, members, shard, index).edges.append(edge)
+                leg = found(shard)
+                if leg is None:
+                    leg = by_shard[shard] = Leg(shard, [], [], [], [])
+                leg.edges.append(edge)
             for obj in rows.objects:
-                _leg(by_shard, members, shard_of(obj[0], n), index).objects.append(obj)
+                _leg(by_shard, shard_of(obj[0], n)).objects.append(obj)
             for node in rows.nodes:
-                _leg(by_shard, members, shard_of(node[0], n), index).nodes.append(node)
+                _leg(by_shard, shard_of(node[0], n)).nodes.append(node)
             for shard, *entry in rows.index:
-                _leg(by_shard, members, shard, index).entries.append(tuple(entry))  # type: ignore[arg-type]
+                _leg(by_shard, shard).entries.append(tuple(entry))  # type: ignore[arg-type]
         legs = [by_shard[shard] for shard in sorted(by_shard)]
-        return PreparedBatch(list(jobs), legs, members, start, [])
+        return PreparedBatch(list(jobs), legs, start, [])
 
     def _settle(
         self,
@@ -319,7 +321,7 @@ class Applier:
             self._applied(applied, set(map(_SHARD, batch.legs)))
             self.stats.record_applied(time.perf_counter() - batch.start, len(applied))
             return [True] * len(applied)
-        members = batch.members
+        members = _members(batch.rows, self._shards)
         failed_shards = {
             leg.shard: exc for leg, exc in zip(batch.legs, outcomes, strict=True) if exc is not None
         }
@@ -545,14 +547,22 @@ def reads_of(op: Operation) -> list[RowKey]:
     return [*op.keys, *op.node_lists]
 
 
-def _leg(by_shard: dict[int, Leg], members: dict[int, set[int]], shard: int, job: int) -> Leg:
-    """The batch's leg on `shard`, noting that job number `job` has rows there."""
+def _leg(by_shard: dict[int, Leg], shard: int) -> Leg:
+    """The batch's leg on `shard`."""
     leg = by_shard.get(shard)
     if leg is None:
         leg = by_shard[shard] = Leg(shard, [], [], [], [])
-        members[shard] = set()
-    members[shard].add(job)
     return leg
+
+
+def _members(jobs: Sequence[Rows], shards: int) -> dict[int, set[int]]:
+    """The jobs (by index) with rows on each shard, as `Applier._by_shard` placed them:
+    wanted only when a shard failed, so worked out then, not for every batch."""
+    members: dict[int, set[int]] = {}
+    for index, rows in enumerate(jobs):
+        for leg in legs(rows, shards):
+            members.setdefault(leg.shard, set()).add(index)
+    return members
 
 
 def replay(applier: Applier, journal: Journal, on_job: Callable[[int], None] | None = None) -> int:

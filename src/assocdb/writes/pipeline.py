@@ -553,6 +553,12 @@ class Pipeline:
         applier = self.applier
         if journaled.prepared is not None:  # (every job of the round, in its order)
             outcomes = applier.commit_batch(journaled.prepared, journaled.jobs)
+            if all(outcomes):  # (the usual case: every job concrete rows, all applied)
+                journaled.handled.update(journaled.jobs)
+                _answer_all(journaled.entries, "applied")
+                if applier.unfenced() >= FENCE_JOBS:
+                    applier.fence()
+                return
             applied = dict(zip(journaled.jobs, outcomes, strict=True))
         else:
             concrete = [
@@ -576,6 +582,28 @@ class Pipeline:
             entry.answer("applied" if ok else "queued")
         if applier.unfenced() >= FENCE_JOBS:
             applier.fence()
+
+
+def _answer_all(entries: list[_Entry], outcome: Outcome) -> None:
+    """`_Entry.answer` for each entry, under one lock per submit call (a batch's entries
+    share their ticket), not one per entry."""
+    start, count = 0, len(entries)
+    while start < count:
+        ticket = entries[start].ticket
+        end = start + 1
+        while end < count and entries[end].ticket is ticket:
+            end += 1
+        with ticket.lock:
+            left = ticket.left
+            for entry in entries[start:end]:
+                if entry.outcome is None:  # (a second answer is ignored)
+                    entry.outcome = outcome
+                    left -= 1
+            if left != ticket.left:
+                ticket.left = left
+                if left == 0:
+                    ticket.done.release()
+        start = end
 
 
 def _as_add(work: Submitted) -> ObjectWrite | None:
@@ -610,8 +638,10 @@ def _rounds(batch: list[_Entry]) -> tuple[list[_Entry], list[_Entry]]:
             nodes.update((row[0], row[1]) for row in work.nodes)
             continue
         keys = work.keys
-        if work.needs_current and (
-            any(key in written for key in keys) or any(lst in nodes for lst in work.node_lists)
+        # (`isdisjoint`, not `any` over a generator: a call less per key, on every
+        # write of a batch; `nodes` is empty unless the batch writes node rows)
+        if work.needs_current and not (
+            written.isdisjoint(keys) and (not nodes or nodes.isdisjoint(work.node_lists))
         ):
             return batch[:number], batch[number:]
         written.update(keys)
