@@ -241,7 +241,17 @@ def _objects(g: Graph) -> Iterator[None]:
     g.obj_delete(g.obj_add("user"))
 
 
-@pytest.mark.parametrize("writer", [_cascade, _dangling, _timeline, _nodes, _objects])
+def _indexed(g: Graph) -> Iterator[None]:
+    g.define_object("user")
+    g.define_index("user_by_email", "user", ["email"], unique=True)
+    yield
+    ada = g.obj_add("user", {"email": "ada@example.org"})
+    g.obj_update(ada, {"email": "ada@example.net"})
+    g.obj_delete(ada)
+    assert g.drain(30)
+
+
+@pytest.mark.parametrize("writer", [_cascade, _dangling, _timeline, _nodes, _objects, _indexed])
 def test_other_writers_rows_reach_the_driver_as_plain_values(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: Any
 ) -> None:
