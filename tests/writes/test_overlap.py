@@ -9,6 +9,7 @@ killed meanwhile: tests/system/test_crash.py.)
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -189,4 +190,86 @@ def test_a_writes_rows_reach_the_driver_as_plain_values(
     assert stored  # the edges' and the counts' upserts
     plain = (int, bytes, str, type(None))
     assert all(type(value) in plain for row in stored for value in row)
+    g.close()
+
+
+def _social(g: Graph) -> tuple[int, int]:
+    g.define_assoc("authored", inverse="author", on_delete="deep")
+    g.define_assoc("author", inverse="authored", on_delete="shallow")
+    g.define_object("user")
+    g.define_object("post", owned=True)
+    ada, post = g.obj_add("user"), g.obj_add("post")
+    g.assoc_add(ada, "authored", post)
+    g.assoc_add(ada, "follows", 2)
+    return ada, post
+
+
+def _cascade(g: Graph) -> Iterator[None]:
+    ada, _ = _social(g)
+    yield
+    g.obj_delete(ada, cascade=True)
+    assert g.deletions.wait(30)
+
+
+def _dangling(g: Graph) -> Iterator[None]:
+    _, post = _social(g)
+    g.obj_delete(post)  # a plain delete: its edges stay, dangling
+    yield
+    assert g.deletions.dangling(repair=True).repaired
+
+
+def _timeline(g: Graph) -> Iterator[None]:
+    g.define_timeline("follows")
+    g.assoc_add(8, "follows", 7)
+    yield
+    g.post(7, 1001, time=1000)
+    g.post(7, 1002, time=1001)
+    g.post_delete(7, 1002)
+    assert g.drain(30)
+
+
+def _nodes(g: Graph) -> Iterator[None]:
+    g.assoc_add(1, "follows", 2)
+    yield
+    g.node_archive(1, "follows", direction="both")
+    assert g.drain(30)
+
+
+def _objects(g: Graph) -> Iterator[None]:
+    g.define_object("user")
+    yield
+    g.obj_delete(g.obj_add("user"))
+
+
+def _indexed(g: Graph) -> Iterator[None]:
+    g.define_object("user")
+    g.define_index("user_by_email", "user", ["email"], unique=True)
+    yield
+    ada = g.obj_add("user", {"email": "ada@example.org"})
+    g.obj_update(ada, {"email": "ada@example.net"})
+    g.obj_delete(ada)
+    assert g.drain(30)
+
+
+@pytest.mark.parametrize("writer", [_cascade, _dangling, _timeline, _nodes, _objects, _indexed])
+def test_other_writers_rows_reach_the_driver_as_plain_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: Any
+) -> None:
+    """Cascades, dangling repairs, timeline posts, node states and objects store
+    plain ints too (not `State`), in every row they write."""
+    g = open_graph(tmp_path / "g")
+    steps = writer(g)
+    next(steps)  # set up, unrecorded
+    backend = g.engine.backend
+    store, stored = backend._store, []
+
+    def recording(session: Any, shard: int, template: str, rows: Any) -> Any:
+        stored.extend(rows)
+        return store(session, shard, template, rows)
+
+    monkeypatch.setattr(backend, "_store", recording)
+    next(steps, None)
+    assert stored
+    plain = (int, bytes, str, type(None))
+    assert [row for row in stored if any(type(value) not in plain for value in row)] == []
     g.close()

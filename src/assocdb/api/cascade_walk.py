@@ -32,6 +32,7 @@ from .engine import Engine
 from .timelines import Timelines
 
 LIVE = [State.NORMAL, State.NEGATIVE, State.ARCHIVED]
+_REMOVED = int(State.REMOVED)  # a plain int reaches the driver unadapted (not an IntEnum)
 
 #: (object, type, the id2s of its live edges found) for one list's page
 _Found = tuple[int, AssocType, list[int]]
@@ -224,16 +225,14 @@ class CascadeWalk:
     def apply(self, chunk: Chunk) -> None:
         """Write the chunk's removals (applied before this returns)."""
         ua = chunk.updated_at
-        writes: list[Operation] = [
-            ObjectWrite(r.id, ua, state=State.REMOVED) for r in chunk.objects
-        ]
+        writes: list[Operation] = [ObjectWrite(r.id, ua, state=_REMOVED) for r in chunk.objects]
         posts = self.posts_type()
         for row, _ in chunk.edges:
             if row.atype == posts:
                 self._unpost(row.id1, row.id2)
             kind = self._engine.schema.assoc_by_id(row.atype)
             inverse = self._engine.inverse_id(kind)
-            writes.append(EdgeWrite(row.atype, inverse, row.id1, row.id2, State.REMOVED, ua))
+            writes.append(EdgeWrite(row.atype, inverse, row.id1, row.id2, _REMOVED, ua))
         self._submit(writes, ua)
         homes = [(chunk.node, chunk.home)] if chunk.home else []
         for node, held in [*homes, *chunk.homes]:

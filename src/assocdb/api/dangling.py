@@ -24,6 +24,8 @@ from ..core.merge import EdgeRow, State
 from ..core.ops import EdgeWrite, Operation
 from .engine import Engine
 
+_REMOVED = int(State.REMOVED)  # a plain int reaches the driver unadapted (not an IntEnum)
+
 PAGE = 5000
 
 
@@ -84,7 +86,7 @@ def _remove(engine: Engine, found: list[tuple[EdgeRow, int, str]]) -> None:
     writes: list[tuple[Operation, int]] = []
     for row, _, _ in found:
         inverse = engine.inverse_id(engine.schema.assoc_by_id(row.atype))
-        writes.append((EdgeWrite(row.atype, inverse, row.id1, row.id2, State.REMOVED, ua), ua))
+        writes.append((EdgeWrite(row.atype, inverse, row.id1, row.id2, _REMOVED, ua), ua))
     for result in engine.submit_many(writes, sync=True):
         if isinstance(result, BaseException) and not isinstance(result, NotFound):
             raise result

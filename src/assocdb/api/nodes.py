@@ -84,7 +84,7 @@ class Nodes:
     def _node_set(
         self, node: int, atype: str, state: int, direction: Direction, updated_at: int | None
     ) -> WriteResult:
-        node = check_id(node, "node")
+        node, state = check_id(node, "node"), int(state)  # a plain int for the driver
         lists = self._node_lists(self._engine.assoc_type(atype), direction)
         ua = self._engine.stamp(updated_at)
         stored = self._engine.backend.node_states(

@@ -19,7 +19,8 @@ from ..storage.backend import Backend
 from .engine import Engine
 from .kept import GONE, object_answer
 
-_REMOVED = State.REMOVED
+# Plain ints: the driver adapts an IntEnum parameter by failed `__adapt__`/`__conform__` lookups.
+_NORMAL, _REMOVED = int(State.NORMAL), int(State.REMOVED)
 
 
 class Objects:
@@ -67,7 +68,7 @@ class Objects:
         new_id = self._allocate(near_shard)
         ua = self._engine.stamp(updated_at)
         # A freshly allocated id has no stored row: the write is concrete already.
-        return Rows(objects=[ObjRow(new_id, kind.id, State.NORMAL, 1, ua, raw)]), ua, new_id
+        return Rows(objects=[ObjRow(new_id, kind.id, _NORMAL, 1, ua, raw)]), ua, new_id
 
     def obj_get(self, id: int) -> Obj | None:
         id = check_id(id)

@@ -62,6 +62,8 @@ _FANNED_KEY = "timeline_fanned_out"  # set once the graph has been in write or h
 _STARS_ASKED = 2000  # celebrities a hybrid read asks about at most, before reading follows
 _CONFIG_SECONDS = 1.0  # how long a process trusts its copy of the config
 _ALL_STATES: list[int] = [State.NORMAL, State.NEGATIVE, State.ARCHIVED, State.REMOVED]
+# The states a write stores, as plain ints: the driver adapts an IntEnum by failed lookups.
+_NORMAL, _REMOVED = int(State.NORMAL), int(State.REMOVED)
 
 
 class Timelines:
@@ -148,11 +150,11 @@ class Timelines:
         deliver = config.mode == "write" or (
             config.mode == "hybrid" and not self._celebrity(author, followers, config)
         )
-        post = EdgeWrite(posts.id, None, author, item, State.NORMAL, ua, keep=True, new_time=time)
+        post = EdgeWrite(posts.id, None, author, item, _NORMAL, ua, keep=True, new_time=time)
         result = self._engine.submit(post, ua)
         if deliver:
             delivery = entry(0, item, author, ua)  # its time: the stored post's
-            job = FanoutJob(author, followers.id, [State.NORMAL], delivery, config.cap)
+            job = FanoutJob(author, followers.id, [_NORMAL], delivery, config.cap)
             self._engine.submit_background(msgspec.structs.replace(job, posts=posts.id))
         return result
 
@@ -166,7 +168,7 @@ class Timelines:
         time = stored[1]
         ua = self._engine.stamp(updated_at)
         result = self._engine.submit(
-            EdgeWrite(posts.id, None, author, item, State.REMOVED, ua, time, None), ua
+            EdgeWrite(posts.id, None, author, item, _REMOVED, ua, time, None), ua
         )
         # Home lists may hold the item if the graph ever fanned out on write: a
         # later switch back to write mode must not bring a deleted item back.

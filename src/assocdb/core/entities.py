@@ -46,8 +46,8 @@ from .ids import shard_of
 from .merge import ObjRow, State, obj_rank
 from .schema import IndexDef
 
-_REMOVED = State.REMOVED
-_NORMAL = State.NORMAL
+# Plain ints in the index entries written: the driver adapts an IntEnum by failed lookups.
+_REMOVED, _NORMAL = int(State.REMOVED), int(State.NORMAL)
 
 #: An entry as written: (index id, key, object id, updated_at, version, state).
 Entry = tuple[int, bytes, int, int, int, int]

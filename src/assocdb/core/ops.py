@@ -37,7 +37,8 @@ from .errors import AssocdbError, Conflict, NotFound
 from .ids import shard_of
 from .merge import EdgeTuple, NodeRow, ObjRow, State
 
-_REMOVED = State.REMOVED
+# Plain ints, not `State`: SQLite's driver adapts an IntEnum parameter by failed lookups.
+_NORMAL, _REMOVED = int(State.NORMAL), int(State.REMOVED)
 #: A stored row's identity: (id1, atype, id2) for an edge, (id,) for an object.
 RowKey = tuple[int, ...]
 ListKey = tuple[int, int]  # (node, atype): one association list
@@ -49,7 +50,7 @@ class Stored(NamedTuple):
     """What resolving an operation needs from the store."""
 
     row: Any = None  # the stored edge or object of the operation's key, or None
-    node_state: int = State.NORMAL  # the strongest node state of the lists it writes
+    node_state: int = _NORMAL  # the strongest node state of the lists it writes
 
 
 class EdgeWrite(msgspec.Struct, tag="edge", array_like=True, frozen=True):
@@ -165,7 +166,7 @@ class ObjectWrite(msgspec.Struct, tag="obj", array_like=True, frozen=True):
 
     id: int
     updated_at: int
-    state: int = State.NORMAL
+    state: int = _NORMAL
     otype: int | None = None
     data: bytes | None = None
     patch: bytes | None = None
@@ -196,7 +197,7 @@ class ObjectWrite(msgspec.Struct, tag="obj", array_like=True, frozen=True):
             assert current is not None
             merged = {**_json.decode(current.data), **_json.decode(self.patch)}
             raw = _json.encode(merged, MAX_OBJECT_DATA, "object data after the update")
-            return ObjRow(self.id, current.otype, State.NORMAL, version, ua, raw)
+            return ObjRow(self.id, current.otype, _NORMAL, version, ua, raw)
         assert self.otype is not None
         assert self.data is not None
         if live:
@@ -204,7 +205,7 @@ class ObjectWrite(msgspec.Struct, tag="obj", array_like=True, frozen=True):
             if (current.otype, current.data) != (self.otype, self.data):
                 raise Conflict(f"object {self.id} already exists", id=self.id)
             return current  # adding the same object again changes nothing
-        return ObjRow(self.id, self.otype, State.NORMAL, version, self.updated_at, self.data)
+        return ObjRow(self.id, self.otype, _NORMAL, version, self.updated_at, self.data)
 
 
 Operation = EdgeWrite | TypeChange | ObjectWrite
