@@ -57,15 +57,14 @@ def test_a_count_miss_is_one_statement_kept_on_probation_and_its_next_read_a_hit
     read = lambda: cached.assoc_count(100, "followed_by")  # noqa: E731
     assert len(statements(cached, read)) == 1  # a first miss: the uncached read
     assert key not in cache._lists
-    assert key in cache._young
+    assert key in cache.probation
     assert cache.bytes == held
     after = cached.cache_stats()
     assert after is not None
     assert (after.misses, after.fills) == (before.misses + 1, before.fills)
     assert statements(cached, read) == []  # read again: a hit, which makes it an entry
     assert cache._lists[key].counts == [5, 0, 0, 0]
-    assert key not in cache._young
-    assert key not in cache._old
+    assert key not in cache.probation
     after = cached.cache_stats()
     assert after is not None
     assert (after.hits, after.fills) == (before.hits + 1, before.fills + 1)
@@ -102,11 +101,10 @@ def test_a_write_drops_counts_on_probation(graphs: tuple[Graph, Graph]) -> None:
     ):
         cache.invalidate([(COUNTS, key)])  # (no entry: the next read is a first miss)
         assert cached.assoc_count(300, "followed_by") == plain.assoc_count(300, "followed_by")
-        assert key in cache._young
+        assert key in cache.probation
         assert key not in cache._lists
         write()
-        assert key not in cache._young
-        assert key not in cache._old
+        assert key not in cache.probation
         agree(cached, plain, 300)
 
 
@@ -118,27 +116,34 @@ def test_an_invalidation_drops_counts_on_probation(graphs: tuple[Graph, Graph]) 
     cached.assoc_count(400, "followed_by")
     cached.assoc_count(401, "followed_by")
     cache.invalidate([(COUNTS, (400, kind))])
-    assert (400, kind) not in cache._young
-    assert (401, kind) in cache._young
+    assert (400, kind) not in cache.probation
+    assert (401, kind) in cache.probation
     cache.invalidate()
-    assert not cache._young
-    assert not cache._old
+    assert not cache.probation
 
 
-def test_probation_holds_two_generations_and_ages_as_entries_do() -> None:
+def test_probation_drops_its_older_half_when_full_and_ages_as_entries_do() -> None:
     now = [0.0]
     cache = Cache(CacheConfig(max_age=10), clock=lambda: now[0])
-    for id1 in range(2 * PROBATION + 1):
+    for id1 in range(2 * PROBATION):
         cache.put_probation((id1, 1), {0: id1}, cache.generation)
-    assert cache.probation_count((0, 1), 0) is None  # the first generation: dropped
-    assert len(cache._old) == PROBATION
-    assert len(cache._young) == 1
+    assert list(cache.probation) == [(id1, 1) for id1 in range(PROBATION, 2 * PROBATION)]
     assert cache.bytes == 0  # (probation is not in the cache's bytes)
-    assert cache.probation_count((PROBATION, 1), 0) == PROBATION  # a hit: an entry now
+    found = cache.probation_get((PROBATION, 1))
+    assert found is not None
+    assert cache.probation_hit((PROBATION, 1), found)  # a hit: an entry now
     assert cache.count((PROBATION, 1), 0) == PROBATION
+    assert (PROBATION, 1) not in cache.probation
     assert cache.bytes == sum(entry.nbytes for entry in cache._lists.values())
-    now[0] = 10.0  # as old as `max_age`: refilled, as an entry would be
-    assert cache.probation_count((2 * PROBATION, 1), 0) is None
+    now[0] = 10.0  # its oldest counts as old as `max_age`: refilled, as an entry would be
+    found = cache.probation_get((2 * PROBATION - 1, 1))
+    assert found is not None
+    assert not cache.probation_hit((2 * PROBATION - 1, 1), found)
+    assert not cache.probation
+    cache.put_probation((1, 1), {0: 1}, cache.generation)  # (kept from now on)
+    found = cache.probation_get((1, 1))
+    assert found is not None
+    assert cache.probation_hit((1, 1), found)
 
 
 def test_counts_on_probation_promoted_onto_an_entry_filled_meanwhile() -> None:
@@ -147,7 +152,9 @@ def test_counts_on_probation_promoted_onto_an_entry_filled_meanwhile() -> None:
     cache.put_probation(key, {0: 1, 2: 3}, cache.generation)
     cache._install((PREFIX, key), ([(7, 70, 70, None)], True))  # (a range read's fill)
     assert cache._lists[key].counts is None
-    assert cache.probation_count(key, 2) == 3
+    found = cache.probation_get(key)
+    assert found is not None
+    assert cache.probation_hit(key, found)
     assert cache._lists[key].counts == [1, 0, 3, 0]
     assert cache.count(key, 0) == 1
     assert cache.bytes == sum(entry.nbytes for entry in cache._lists.values())
@@ -190,7 +197,7 @@ def test_a_count_miss_that_a_write_overlaps_keeps_nothing(tmp_path: Path, during
         return stored(shard, id1, atype)
 
     def kept() -> bool:
-        return key in cache._lists or key in cache._young or key in cache._old
+        return key in cache._lists or key in cache.probation
 
     backend.counts = overlapped  # type: ignore[method-assign]
     if during == "begun":  # a write between its commit and `apply` when the read began
@@ -204,7 +211,7 @@ def test_a_count_miss_that_a_write_overlaps_keeps_nothing(tmp_path: Path, during
         assert not kept()  # still being written
         cache.written(ticket)
     assert cached.assoc_count(100, "followed_by") == 1  # on probation now
-    assert key in cache._young
+    assert key in cache.probation
     assert statements(cached, lambda: cached.assoc_count(100, "followed_by")) == []
     assert cache._lists[key].counts == [1, 0, 0, 0]
     cached.assoc_add(2, "follows", 100)
@@ -242,6 +249,22 @@ def test_a_write_between_a_probation_hit_and_its_promotion_keeps_nothing() -> No
     key = (1, 2)
     cache.put_probation(key, {0: 1}, cache.generation)
     armed.append(lambda: cache.invalidate([(COUNTS, key)]))
-    assert cache.probation_count(key, 0) == 1  # as read before the write
+    found = cache.probation_get(key)
+    assert found is not None
+    assert cache.probation_hit(key, found)  # answered as read before the write
     assert key not in cache._lists
-    assert cache.probation_count(key, 0) is None
+    assert cache.probation_get(key) is None
+
+
+def test_probation_ages_from_its_oldest_counts_not_from_the_first_ever() -> None:
+    now = [0.0]
+    cache = Cache(CacheConfig(max_age=10), clock=lambda: now[0])
+    for round_ in range(3):  # each round fills probation: its older half dropped
+        now[0] = 5.0 * round_
+        for id1 in range(PROBATION):
+            cache.put_probation((round_ * PROBATION + id1, 1), {0: 1}, cache.generation)
+    now[0] = 12.0  # the oldest counts kept were read at 5.0: not aged
+    key = (3 * PROBATION - 1, 1)
+    found = cache.probation_get(key)
+    assert found is not None
+    assert cache.probation_hit(key, found)

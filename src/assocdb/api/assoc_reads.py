@@ -111,13 +111,12 @@ class AssocReads:
             elif cache.tier2 is None:
                 # No entry: counts a first miss left on probation (a hit), or a miss: the
                 # uncached read's statement, its counts put on probation (`put_probation`).
-                known = cache.probation_count(key, code)
-                if known is None:
+                found = cache.probation_get(key)
+                if found is None or not cache.probation_hit(key, found):
                     generation = cache.generation
-                    loaded = self._backend.counts(shard, id1, kind.id)
-                    cache.put_probation(key, loaded, generation)
-                    known = loaded.get(code, 0)
-                stored = known
+                    found = self._backend.counts(shard, id1, kind.id)
+                    cache.put_probation(key, found, generation)
+                stored = found.get(code, 0)
             else:
                 stored = self._count_fill(key, shard, code)
         # A type with a ttl: the stored count less the expired tail (`api.ttl_reads`).

@@ -4,11 +4,11 @@ installed only if no write or invalidation began or ended while it read (`genera
 
 `assoc_count`'s first miss of a list with no entry keeps its counts on probation
 (`put_probation`): one dict store, no lock, no entry, so the miss costs what an
-uncached read does. Its next read is a hit (`probation_count`) and makes them the
+uncached read does. Its next read is a hit (`probation_hit`) and makes them the
 list's entry (`_promote`, under the lock: the cost lands on a hit, ~1 µs, not on the
-miss). Probation is two generations of at most PROBATION lists, the older dropped
-when the newer fills, so a list read once costs the cache nothing but its slot for a
-while; writes and invalidations drop a list's counts from it as from its entry.
+miss). Probation holds at most 2 x PROBATION lists, the older half dropped when it is
+full, so a list read once costs the cache nothing but its slot for a while; writes and
+invalidations drop a list's counts from it as from its entry.
 (Installed on the miss, the entry cost ~1.2 µs of a ~8 µs read, and with under half
 the reads hits the median count read was such a miss: cache on/off p50 1.09-1.14x.)
 
@@ -20,6 +20,7 @@ does and the hits falling from 38% to 24%: probation keeps the first miss's coun
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ..core.cachekeys import COUNTS, LIST, CacheKey
@@ -28,10 +29,9 @@ from .entries import LIST_BYTES, ListEntry, ListKey, Tier2
 from .hotkeys import HotKeys
 
 WAITED = object()  # a fill another thread did: read the cache again
-#: Lists a generation of probation holds (two generations: ~0.3 MiB each, not in `bytes`).
+#: Probation holds the counts of at most 2 x PROBATION lists (~0.5 MiB, not in `bytes`);
+#: when full, the older half is dropped.
 PROBATION = 2048
-#: Probation's value: when it was read (the cache's clock) and its counts by state.
-Probation = tuple[float, dict[int, int]]
 
 
 class CountReads:
@@ -53,8 +53,9 @@ class CountReads:
         _lists: dict[ListKey, ListEntry]
         _writing: dict[CacheKey, int]
         _lock: Any
-        _young: dict[ListKey, Probation]
-        _old: dict[ListKey, Probation]
+        probation: dict[ListKey, dict[int, int]]
+        _probation_born: float
+        _probation_trimmed: float
         _aged: Callable[[float], bool]
         count_promotions: int
 
@@ -137,52 +138,53 @@ class CountReads:
         self.hot.seen((LIST, *key))
         return entry.counts[state]
 
-    def probation_count(self, key: ListKey, state: int) -> int | None:
-        """The count of a list with no entry if its first miss left its counts on
-        probation (a hit, which makes them the list's entry: `_promote`), else None."""
-        found = self._young.get(key)
-        if found is None:
-            found = self._old.get(key)
-            if found is None:
-                return None
-        if self._aged(found[0]):
-            return None
+    def probation_hit(self, key: ListKey, found: dict[int, int]) -> bool:
+        """Whether `found`, the counts `probation_get(key)` gave, may answer (a hit,
+        which makes them the list's entry: `_promote`); False: they aged, read the shard."""
+        if self._aged(self._probation_born):  # (its oldest counts' age, not each one's)
+            with self._lock:
+                self.probation.clear()
+                self._probation_born = self._probation_trimmed = self.clock()
+            return False
         self.hits += 1
         self._promote(key, found)
-        return found[1].get(state, 0)
+        return True
 
     def put_probation(self, key: ListKey, loaded: dict[int, int], generation: int) -> None:
         """A count miss of a list with no entry (no tier 2): the counts `loaded` as an
         uncached read does, `generation` read before, kept on probation. No lock: the
         counts are stored first, then dropped again if a write or invalidation began or
         ended since `generation` (a write that begins later drops them in `apply`)."""
-        young = self._young
-        young[key] = (self.clock(), loaded)  # (a dict of ints: not tracked by the gc)
+        probation = self.probation
+        probation[key] = loaded  # (a dict of ints: not tracked by the gc)
         self.misses += 1
         writing = self._writing
         if generation != self.generation or (writing and (COUNTS, key) in writing):
-            self.drop_probation(key)
+            probation.pop(key, None)
             self.stale_fills += 1
-        elif len(young) >= PROBATION:
-            with self._lock:  # (one swap: a dict swapped out is never put back)
-                if len(self._young) >= PROBATION:
-                    self._old, self._young = self._young, {}
+        elif len(probation) >= 2 * PROBATION:
+            self._trim_probation()
 
-    def drop_probation(self, key: ListKey) -> None:
-        """Forget the list's counts on probation (a write or invalidation of it)."""
-        self._young.pop(key, None)
-        self._old.pop(key, None)
+    def _trim_probation(self) -> None:
+        """Drop the older half of probation (under the lock: what is dropped is gone)."""
+        with self._lock:
+            probation = self.probation
+            if len(probation) < 2 * PROBATION:
+                return
+            for key in list(islice(probation, len(probation) - PROBATION)):
+                del probation[key]
+            self._probation_born, self._probation_trimmed = self._probation_trimmed, self.clock()
 
-    def _promote(self, key: ListKey, found: Probation) -> None:
+    def _promote(self, key: ListKey, found: dict[int, int]) -> None:
         """Probation's counts `found`, read again, as the list's entry (if no write
         dropped them meanwhile; an entry made meanwhile keeps its own counts)."""
         with self._lock:
-            if self._young.get(key) is not found and self._old.get(key) is not found:
+            if self.probation.get(key) is not found:
                 return
-            self.drop_probation(key)
+            del self.probation[key]
             self.count_promotions += 1
             counts = [0, 0, 0, 0]
-            for state, n in found[1].items():
+            for state, n in found.items():
                 counts[state] = n
             entry = self._lists.get(key)
             if entry is not None:  # (a list's prefix filled meanwhile)

@@ -68,7 +68,7 @@ from .admission import Doorkeeper
 from .admission import Fill as _Fill
 from .chunks import PackedList
 from .count_reads import WAITED as _WAITED
-from .count_reads import CountReads, Probation
+from .count_reads import CountReads
 from .counters import stats_of
 from .decoded import ANSWER_BYTES, NO_ANSWERS, RECORD_BYTES, Decoded
 from .entries import (
@@ -159,8 +159,10 @@ class Cache(CountReads):
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
         self.count_fills = 0  # count misses filled by `put_counts` (not in misses, fills)
         self.count_promotions = 0  # counts on probation made entries (`_promote`)
-        self._young: dict[ListKey, Probation] = {}  # counts on probation (`put_probation`)
-        self._old: dict[ListKey, Probation] = {}
+        #: Counts on probation (`put_probation`) and its `get` (the dict is never replaced).
+        self.probation: dict[ListKey, dict[int, int]] = {}
+        self.probation_get = self.probation.get
+        self._probation_born = self._probation_trimmed = clock()  # (its oldest: `_aged`)
         self.fill_seconds = 0.0  # spent reading the other fills (tier 2 or the shard)
 
     # -- reads ------------------------------------------------------------------------
@@ -573,8 +575,7 @@ class Cache(CountReads):
                     counts, prefix = (COUNTS, key), (PREFIX, key)
                     touched += [counts, prefix]
                     self.generation += 2  # (`_stale` of both, inlined)
-                    self._young.pop(key, None)  # (`drop_probation`, inlined)
-                    self._old.pop(key, None)
+                    self.probation.pop(key, None)
                     if fills:
                         for ticket_key in (counts, prefix):
                             ongoing = fills.get(ticket_key)
@@ -682,7 +683,7 @@ class Cache(CountReads):
                 for fill in self._fills.values():
                     fill.stale = True
                 self._lists.clear()
-                self._young, self._old = {}, {}
+                self.probation.clear()
                 self.decoded.clear()
                 self._objects.clear()
                 self._homes.clear()
@@ -702,7 +703,7 @@ class Cache(CountReads):
                 else:
                     self._stale((COUNTS, key))
                     self._stale((PREFIX, key))
-                    self.drop_probation(key)
+                    self.probation.pop(key, None)
                     if self._drop_list(key):
                         self.doorkeeper.readmit((COUNTS, key))
                         self.doorkeeper.readmit((PREFIX, key))
