@@ -109,12 +109,14 @@ class AssocReads:
                 known = cache.count(key, code)
                 stored = known if known is not None else self._count_fill(key, shard, code)
             elif cache.tier2 is None:
-                # A first miss: the uncached read's statement, its counts then cached
-                # (`put_counts`; a doorkeeper probe cost about as much as this fill, and hits).
-                generation = cache.generation
-                loaded = self._backend.counts(shard, id1, kind.id)
-                cache.put_counts(key, loaded, generation)
-                stored = loaded.get(code, 0)
+                # No entry: counts a first miss left on probation (a hit), or a miss: the
+                # uncached read's statement, its counts put on probation (`put_probation`).
+                found = cache.probation_get(key)
+                if found is None or not cache.probation_hit(key, found):
+                    generation = cache.generation
+                    found = self._backend.counts(shard, id1, kind.id)
+                    cache.put_probation(key, found, generation)
+                stored = found.get(code, 0)
             else:
                 stored = self._count_fill(key, shard, code)
         # A type with a ttl: the stored count less the expired tail (`api.ttl_reads`).

@@ -14,7 +14,9 @@ def stats_of(cache: Cache) -> CacheStats:
     """The cache's counters now (call with its lock held)."""
     # A count's first miss is a miss and a fill counted once, in `count_fills` (its fill
     # is the uncached read's statement, not timed: `fill_us` is the other fills').
-    misses, fills = cache.misses + cache.count_fills, cache.fills + cache.count_fills
+    # Counts kept on probation are a miss there and a fill when read again (a hit).
+    misses = cache.misses + cache.count_fills
+    fills = cache.fills + cache.count_fills + cache.count_promotions
     lookups = cache.hits + misses
     tier2 = cache.tier2
     return CacheStats(

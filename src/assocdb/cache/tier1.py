@@ -158,6 +158,11 @@ class Cache(CountReads):
         self.bytes = 0
         self.hits = self.misses = self.fills = self.stale_fills = self.evictions = 0
         self.count_fills = 0  # count misses filled by `put_counts` (not in misses, fills)
+        self.count_promotions = 0  # counts on probation made entries (`_promote`)
+        #: Counts on probation (`put_probation`) and its `get` (the dict is never replaced).
+        self.probation: dict[ListKey, dict[int, int]] = {}
+        self.probation_get = self.probation.get
+        self._probation_born = self._probation_trimmed = clock()  # (its oldest: `_aged`)
         self.fill_seconds = 0.0  # spent reading the other fills (tier 2 or the shard)
 
     # -- reads ------------------------------------------------------------------------
@@ -570,6 +575,7 @@ class Cache(CountReads):
                     counts, prefix = (COUNTS, key), (PREFIX, key)
                     touched += [counts, prefix]
                     self.generation += 2  # (`_stale` of both, inlined)
+                    self.probation.pop(key, None)
                     if fills:
                         for ticket_key in (counts, prefix):
                             ongoing = fills.get(ticket_key)
@@ -677,6 +683,7 @@ class Cache(CountReads):
                 for fill in self._fills.values():
                     fill.stale = True
                 self._lists.clear()
+                self.probation.clear()
                 self.decoded.clear()
                 self._objects.clear()
                 self._homes.clear()
@@ -696,6 +703,7 @@ class Cache(CountReads):
                 else:
                     self._stale((COUNTS, key))
                     self._stale((PREFIX, key))
+                    self.probation.pop(key, None)
                     if self._drop_list(key):
                         self.doorkeeper.readmit((COUNTS, key))
                         self.doorkeeper.readmit((PREFIX, key))
