@@ -170,14 +170,8 @@ def test_an_error_after_the_prepared_shards_committed_queues_the_writes(
     g.close()
 
 
-@pytest.mark.parametrize("write", ["add", "delete", "archive", "negate"])
-def test_a_writes_rows_reach_the_driver_as_plain_values(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: str
-) -> None:
-    """The state of an edge write is a plain int, not `State`: SQLite's driver adapts an
-    int subclass by failed `__adapt__`/`__conform__` lookups on every parameter."""
-    g = open_graph(tmp_path / "g")
-    g.assoc_add(1, "follows", 2)
+def _recorded_rows(g: Graph, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The rows every later statement of `g`'s backend stores, as they reach the driver."""
     backend = g.engine.backend
     store, stored = backend._store, []
 
@@ -186,6 +180,18 @@ def test_a_writes_rows_reach_the_driver_as_plain_values(
         return store(session, shard, template, rows)
 
     monkeypatch.setattr(backend, "_store", recording)
+    return stored
+
+
+@pytest.mark.parametrize("write", ["add", "delete", "archive", "negate"])
+def test_a_writes_rows_reach_the_driver_as_plain_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: str
+) -> None:
+    """The state of an edge write is a plain int, not `State`: SQLite's driver adapts an
+    int subclass by failed `__adapt__`/`__conform__` lookups on every parameter."""
+    g = open_graph(tmp_path / "g")
+    g.assoc_add(1, "follows", 2)
+    stored = _recorded_rows(g, monkeypatch)
     getattr(g, f"assoc_{write}")(1, "follows", 2)
     assert stored  # the edges' and the counts' upserts
     plain = (int, bytes, str, type(None))
@@ -260,14 +266,7 @@ def test_other_writers_rows_reach_the_driver_as_plain_values(
     g = open_graph(tmp_path / "g")
     steps = writer(g)
     next(steps)  # set up, unrecorded
-    backend = g.engine.backend
-    store, stored = backend._store, []
-
-    def recording(session: Any, shard: int, template: str, rows: Any) -> Any:
-        stored.extend(rows)
-        return store(session, shard, template, rows)
-
-    monkeypatch.setattr(backend, "_store", recording)
+    stored = _recorded_rows(g, monkeypatch)
     next(steps, None)
     assert stored
     plain = (int, bytes, str, type(None))
