@@ -59,7 +59,16 @@ def parse(args: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--statements", action="store_true", help="the CPU of each kind of shard statement"
     )
-    return parser.parse_args(args)
+    parsed = parser.parse_args(args)
+    if parsed.graph is not None and not parsed.graph.is_dir():
+        parser.error(f"--graph {parsed.graph}: no such graph (make one with --make DIR)")
+    for name in ("writes", "threads", "rounds"):
+        if getattr(parsed, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    for name in ("batch", "warm", "preload"):
+        if getattr(parsed, name) < 0:
+            parser.error(f"--{name} must not be negative")
+    return parsed
 
 
 def write_batches(graph: assocdb.Graph, writes: int, size: int, seed: int) -> None:

@@ -34,3 +34,20 @@ def test_batches_and_the_cpu_of_each_kind_of_shard_statement(
     for kind in ("BEGIN", "SELECT", "INSERT edges", "INSERT counts", "COMMIT"):
         assert f"  {kind} " in out
     assert SQLiteBackend._run is run  # (the statements are no longer timed)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--graph", "/no/such/graph"], "no such graph"),
+        (["--make", "/tmp/unused", "--writes", "0"], "--writes must be at least 1"),
+        (["--make", "/tmp/unused", "--batch", "-1"], "--batch must not be negative"),
+    ],
+)
+def test_a_wrong_argument_is_one_error_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit:
+        write_cpu.parse(args)
+    assert exit.value.code == 2
+    assert message in capsys.readouterr().err
