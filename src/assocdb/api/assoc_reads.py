@@ -17,6 +17,7 @@ from ..core import json as _json
 from ..core.cachekeys import LIST, PREFIX
 from ..core.errors import InvalidRequest
 from ..core.ids import MAX_INT64, check_id, check_int64, shard_of
+from ..core.merge import PLAIN_NORMAL as _NORMAL
 from ..core.merge import EdgeRow, State, user_data
 from ..core.records import STATE_NAMES, Assoc, Page, StateName
 from ..core.scans import EdgeScan, ListRow, normal_assocs
@@ -28,7 +29,6 @@ from .ttl_reads import Expiry
 
 # A plain int, not the IntEnum member: a driver adapts an int subclass on a slower
 # path (psycopg: about 6 µs of a 60 µs uncached read).
-_NORMAL = int(State.NORMAL)
 _SCALARS = (int, str, type(None))  # arguments a kept answer's tag may hold
 _STORED = {bytes, type(None)}  # the types of data read from a shard
 _INTS = {int}

@@ -11,6 +11,8 @@ from typing import Any
 from ..core import json as _json
 from ..core.errors import AssocdbError, InvalidRequest, NotFound
 from ..core.ids import check_id, check_time
+from ..core.merge import PLAIN_NORMAL as _NORMAL
+from ..core.merge import PLAIN_REMOVED as _REMOVED
 from ..core.merge import State
 from ..core.ops import MAX_ASSOC_DATA, EdgeWrite, TypeChange
 from ..core.records import WriteResult
@@ -24,11 +26,6 @@ MAX_LOAD_NAME = 4096  # characters (`assocdb import` names a load by its file's 
 #: The largest `first` of a load's part: its progress (`first` + edges stored) is
 #: kept in the journal, as a SQLite INTEGER (signed 64 bits).
 MAX_LOAD_FIRST = 2**62
-# States as plain ints: they reach SQLite as statement parameters, and the driver
-# adapts an int subclass (an IntEnum) by looking up `__adapt__` and `__conform__`,
-# which fail: ~3.8k instructions a parameter, two a leg (issue 37's CPU pass).
-_NORMAL = int(State.NORMAL)
-_REMOVED = int(State.REMOVED)
 
 
 class AssocWrites:

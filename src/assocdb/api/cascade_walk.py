@@ -24,6 +24,7 @@ from ..core.deletion import (
 )
 from ..core.errors import NotFound, Unavailable
 from ..core.ids import shard_of
+from ..core.merge import PLAIN_REMOVED as _REMOVED
 from ..core.merge import EdgeRow, ObjRow, State
 from ..core.ops import EdgeWrite, ObjectWrite, Operation
 from ..core.schema import AssocType
@@ -32,7 +33,6 @@ from .engine import Engine
 from .timelines import Timelines
 
 LIVE = [State.NORMAL, State.NEGATIVE, State.ARCHIVED]
-_REMOVED = int(State.REMOVED)  # a plain int reaches the driver unadapted (not an IntEnum)
 
 #: (object, type, the id2s of its live edges found) for one list's page
 _Found = tuple[int, AssocType, list[int]]

@@ -20,11 +20,10 @@ from collections.abc import Callable
 from ..core.deletion import DanglingEdge, DanglingReport, Orphan
 from ..core.errors import NotFound
 from ..core.ids import shard_of
+from ..core.merge import PLAIN_REMOVED as _REMOVED
 from ..core.merge import EdgeRow, State
 from ..core.ops import EdgeWrite, Operation
 from .engine import Engine
-
-_REMOVED = int(State.REMOVED)  # a plain int reaches the driver unadapted (not an IntEnum)
 
 PAGE = 5000
 

@@ -23,12 +23,12 @@ import msgspec
 from ..cache.decoded import patched_range
 from ..cache.entries import ListEntry, kept
 from ..core import json as _json
+from ..core.merge import PLAIN_NORMAL as _NORMAL
 from ..core.merge import ObjRow, State
 from ..core.records import Assoc, Obj
 from ..core.schema import Schema
 
 _REMOVED = State.REMOVED
-_NORMAL = int(State.NORMAL)
 GONE = object()  # kept on an entry that says "no such object" (or a tombstone)
 _IMMUTABLE = frozenset({str, int, float, bool, type(None)})
 _KEPT_BYTES = 200  # a kept Obj (or a Nested, its Obj and an empty dict)

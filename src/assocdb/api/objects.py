@@ -12,15 +12,14 @@ from ..cache.tier1 import Cache
 from ..core import json as _json
 from ..core.errors import InvalidRequest, Unavailable
 from ..core.ids import allocated_id, check_id, shard_of
-from ..core.merge import ObjRow, State
+from ..core.merge import PLAIN_NORMAL as _NORMAL
+from ..core.merge import PLAIN_REMOVED as _REMOVED
+from ..core.merge import ObjRow
 from ..core.ops import MAX_OBJECT_DATA, ObjectWrite, Rows
 from ..core.records import Obj, WriteResult
 from ..storage.backend import Backend
 from .engine import Engine
 from .kept import GONE, object_answer
-
-# Plain ints: the driver adapts an IntEnum parameter by failed `__adapt__`/`__conform__` lookups.
-_NORMAL, _REMOVED = int(State.NORMAL), int(State.REMOVED)
 
 
 class Objects:

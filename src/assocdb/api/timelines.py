@@ -35,6 +35,8 @@ import msgspec
 from ..core import cursor as _cursor
 from ..core.errors import InvalidRequest, NotFound, UnknownType
 from ..core.ids import check_id, check_time, shard_of
+from ..core.merge import PLAIN_NORMAL as _NORMAL
+from ..core.merge import PLAIN_REMOVED as _REMOVED
 from ..core.merge import State
 from ..core.ops import EdgeWrite
 from ..core.records import Mode, Page, TimelineConfig, TimelineItem, WriteResult
@@ -62,8 +64,6 @@ _FANNED_KEY = "timeline_fanned_out"  # set once the graph has been in write or h
 _STARS_ASKED = 2000  # celebrities a hybrid read asks about at most, before reading follows
 _CONFIG_SECONDS = 1.0  # how long a process trusts its copy of the config
 _ALL_STATES: list[int] = [State.NORMAL, State.NEGATIVE, State.ARCHIVED, State.REMOVED]
-# The states a write stores, as plain ints: the driver adapts an IntEnum by failed lookups.
-_NORMAL, _REMOVED = int(State.NORMAL), int(State.REMOVED)
 
 
 class Timelines:

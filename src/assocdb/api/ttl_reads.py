@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from ..core import cursor as _cursor
 from ..core.ids import shard_of
-from ..core.merge import State
+from ..core.merge import PLAIN_NORMAL as _NORMAL
 from ..core.scans import EdgeScan
 from ..core.schema import AssocType
 from ..core.ttl import lowest_visible
 from .engine import Engine
-
-_NORMAL = int(State.NORMAL)
 
 
 class Expiry:

@@ -51,7 +51,7 @@ from collections.abc import Callable, Hashable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from ..core.merge import State
+from ..core.merge import PLAIN_NORMAL as _NORMAL
 
 log = logging.getLogger(__name__)
 SHARE = 0.25  # of CacheConfig.max_bytes, at most
@@ -59,7 +59,6 @@ RATIO = 0.25  # of what the rest of the cache holds, at most (unless that is und
 FLOOR = 1 / 128  # of CacheConfig.max_bytes: kept whatever the rest holds (1 MiB by default)
 RECORD_BYTES = 200  # one decoded edge
 ANSWER_BYTES = 120  # one answer's own objects and its dict slot
-_NORMAL = int(State.NORMAL)
 #: An entry's answers until it is first asked for them (`Cache.answers`): shared, read-only,
 #: so that a list nobody reads twice pays no dict of its own.
 NO_ANSWERS: Mapping[Any, Any] = MappingProxyType({})

@@ -17,9 +17,9 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from .merge import EdgeTuple, State
+from .merge import PLAIN_NORMAL as _NORMAL
+from .merge import EdgeTuple
 
-_NORMAL = int(State.NORMAL)
 QUAD = 4  # (id1, atype, id2, time) per packed row
 
 

@@ -43,11 +43,10 @@ from . import json as _json
 from . import keys as _keys
 from .errors import InvalidRequest
 from .ids import shard_of
-from .merge import ObjRow, State, obj_rank
+from .merge import PLAIN_NORMAL as _NORMAL
+from .merge import PLAIN_REMOVED as _REMOVED
+from .merge import ObjRow, obj_rank
 from .schema import IndexDef
-
-# Plain ints in the index entries written: the driver adapts an IntEnum by failed lookups.
-_REMOVED, _NORMAL = int(State.REMOVED), int(State.NORMAL)
 
 #: An entry as written: (index id, key, object id, updated_at, version, state).
 Entry = tuple[int, bytes, int, int, int, int]

@@ -57,6 +57,11 @@ class State(IntEnum):
     REMOVED = 3
 
 
+#: NORMAL and REMOVED as plain ints, as rows carry them to a driver: SQLite's adapts an
+#: IntEnum parameter by failed `__adapt__`/`__conform__` lookups (~3.5k instructions each).
+PLAIN_NORMAL, PLAIN_REMOVED = int(State.NORMAL), int(State.REMOVED)
+
+
 EdgeKey = tuple[int, int, int]  # (id1, atype id, id2)
 #: An edge as written and merged: (id1, atype, id2, state, time, updated_at, data).
 #: Plain tuples, so a bulk load builds and ships millions of them cheaply.

@@ -35,10 +35,10 @@ import msgspec
 from . import json as _json
 from .errors import AssocdbError, Conflict, NotFound
 from .ids import shard_of
-from .merge import EdgeTuple, NodeRow, ObjRow, State
+from .merge import PLAIN_NORMAL as _NORMAL
+from .merge import PLAIN_REMOVED as _REMOVED
+from .merge import EdgeTuple, NodeRow, ObjRow
 
-# Plain ints, not `State`: SQLite's driver adapts an IntEnum parameter by failed lookups.
-_NORMAL, _REMOVED = int(State.NORMAL), int(State.REMOVED)
 #: A stored row's identity: (id1, atype, id2) for an edge, (id,) for an object.
 RowKey = tuple[int, ...]
 ListKey = tuple[int, int]  # (node, atype): one association list

@@ -37,12 +37,12 @@ from typing import Any
 
 from ..core.bulkrows import QUAD, PackedRows
 from ..core.errors import AssocdbError
+from ..core.merge import PLAIN_NORMAL as _NORMAL
 from ..core.merge import Changes, EdgeTuple, State
 from . import sqlfeed as _feed
 from .dialect import Session
 
 _INSERT = "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?)"
-_NORMAL = int(State.NORMAL)
 #: Packed rows a statement: a multi-row INSERT binds the same values as `executemany`
 #: of its rows but steps one statement (one row at a time through the sqlite3
 #: module cost ~2 us of its ~3.4 a row; 800 values stay under SQLite's old 999).

@@ -23,12 +23,11 @@ from ..core import json as _json
 from ..core.bulkrows import PackedRows
 from ..core.errors import AssocdbError, InvalidRequest
 from ..core.ids import MAX_INT64, MIN_TIME, by_shard, check_id, check_time, shard_of
-from ..core.merge import EdgeTuple, State
+from ..core.merge import PLAIN_NORMAL as _NORMAL
+from ..core.merge import EdgeTuple
 
 #: name -> (type id, inverse type id or None)
 Resolve = Callable[[object], tuple[int, int | None]]
-
-_NORMAL = int(State.NORMAL)
 
 
 Batch = dict[int, PackedRows]  # shard -> rows
