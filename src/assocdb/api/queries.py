@@ -39,7 +39,7 @@ from ..core.ids import by_shard, shard_of
 from ..core.merge import State
 from ..core.query import Compound, Difference, Intersect, Lists, Query, Runner, Term, Union
 from ..core.records import STATE_NAMES, Assoc, Count, Page, StateName
-from ..core.scans import EdgeScan, IdsJoin, IdsProbe, ListsUnions
+from ..core.scans import EdgeScan, IdsJoin, IdsProbe, ListsUnions, ShortProbe
 from ..core.schema import AssocType
 from ..storage.backend import Backend
 from . import lists_plan
@@ -411,9 +411,9 @@ class _Executor:
         keep = type(q) is Intersect
         if a.shard == b.shard:
             if keep and self._engine.cache is None:  # the counts would be two statements:
-                ids = self._short_list(left, a, boundary, forward, n)  # read the ids first
-                if ids is not None:
-                    return self._probe_term(right, ids, forward, n, ordered=True)
+                found = self._short_probe(left, a, right, b, boundary, forward, n)  # ids first
+                if found is not None:
+                    return found
             if keep and self.upper(right) < self.upper(left):  # walk the smaller
                 (left, right), (a, b) = (right, left), (b, a)
             join = IdsJoin(
@@ -442,26 +442,27 @@ class _Executor:
             return [i for i in ids if i in inside][:n]
         if kept is not None:  # the right side is small and in tier 1: probe the left
             return self._probe_term(left, kept, forward, n, ordered=True)
-        if ids is None:
-            ids = self._short_list(left, a, boundary, forward, n)
-            if ids is None:  # long
-                if self._engine.cache is not None:
-                    return None  # the plan from the counts: tier 1 has them, and small lists
-                # Uncached: is the right side short? (a read, not two of the counts)
-                ids = self._short_list(right, b, boundary, forward, n)
-                if ids is None:  # both long: the plan from the counts
-                    return None
-                left, right = right, left
-        return self._probe_term(right, ids, forward, n, ordered=True)
+        if ids is not None:  # the left side is, not the right
+            return self._probe_term(right, ids, forward, n, ordered=True)
+        found = self._short_probe(left, a, right, b, boundary, forward, n)
+        if found is not None or self._engine.cache is not None:
+            return found  # (None: long; the plan from the counts, tier 1 has them)
+        # Uncached: is the right side short? (a read, not two of the counts; both long:
+        # None, the plan from the counts)
+        return self._short_probe(right, b, left, a, boundary, forward, n)
 
-    def _short_list(
-        self, q: Term, w: Where, boundary: int | None, forward: bool, n: int
-    ) -> list[int] | None:
-        """The ids past `boundary` of a list shorter than a page's first read (`_first`),
-        in stream order, or None when it is longer: one statement."""
-        size = _first(n)
-        rows = self._backend.scan_id2(w.shard, q.node, w.atype, w.codes, boundary, forward, size)
-        return [row[0] for row in rows] if len(rows) < size else None
+    def _short_probe(
+        self, q: Term, w: Where, other: Term, o: Where, boundary: int | None, forward: bool,
+        n: int,
+    ) -> list[int] | None:  # fmt: skip
+        """The first `n` ids past `boundary` of `q`'s list that are in `other`'s, when the
+        list is shorter than a page's first read (`_first`), or None when it is longer:
+        two statements, the list's ids handed from one to the other by the backend."""
+        probe = ShortProbe(
+            q.node, w.atype, w.codes, o.shard, other.node, o.atype, o.codes, boundary,
+            forward, _first(n), n,
+        )  # fmt: skip
+        return self._backend.probe_short(w.shard, probe)
 
     def _kept_id2s(
         self, q: Term, w: Where, boundary: int | None, forward: bool

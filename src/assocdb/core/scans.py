@@ -113,6 +113,26 @@ class IdsProbe(NamedTuple):
     limit: int | None
 
 
+class ShortProbe(NamedTuple):
+    """The ids of list `(id1, atype)` in `states` past id2 `boundary` in id2 order
+    (descending when `forward`), when it has fewer than `size` of them, probed in the
+    list `(other, other_atype)` in `other_states` on shard `other_shard`: those found,
+    at most `limit` (`Backend.probe_short`: an intersection's short list read and
+    probed in the other, two statements; None when the list has `size` or more)."""
+
+    id1: int
+    atype: int
+    states: tuple[int, ...]
+    other_shard: int
+    other: int
+    other_atype: int
+    other_states: tuple[int, ...]
+    boundary: int | None
+    forward: bool
+    size: int
+    limit: int
+
+
 #: A set statement on one shard (`Backend.set_ids`).
 SetScan = IdsJoin | ListsUnion | IdsProbe
 

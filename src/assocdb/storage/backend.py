@@ -49,11 +49,13 @@ from ..core.records import CountMismatch
 from ..core.scans import (
     EdgeScan,
     Id2Row,
+    IdsProbe,
     IndexEntry,
     IndexScan,
     ListRow,
     ListsUnions,
     SetScan,
+    ShortProbe,
     Tracer,
 )
 from ..core.timeline_list import TimelineEntry
@@ -230,6 +232,11 @@ class Backend(Protocol):
         `ListsUnion`: many lists' id2s, distinct; `IdsProbe`: ordered ids probed),
         in id2 order, at most its limit."""
 
+    def probe_short(self, shard: int, query: ShortProbe) -> list[int] | None:
+        """The ids of a short list found in another (`ShortProbe`), or None when the list
+        is not short: its read and the probe (`probe_short_each`, unless a backend has a
+        cheaper way)."""
+
     def unions(self, query: ListsUnions) -> list[list[int]]:
         """`set_ids` of the `ListsUnion` of each shard of `query.groups`, in the order
         of `groups`: the shards of many lists read in one call (`unions_each`, unless
@@ -367,6 +374,19 @@ _DRIVER_ERRORS: dict[str, type[AssocdbError]] = {
     "ProgrammingError": AssocdbError,  # a bug in assocdb's SQL
     "NotSupportedError": AssocdbError,
 }
+
+
+def probe_short_each(backend: Backend, shard: int, query: ShortProbe) -> list[int] | None:
+    """`Backend.probe_short` as a `scan_id2` of the short list and a `set_ids` probe."""
+    q = query
+    rows = backend.scan_id2(shard, q.id1, q.atype, q.states, q.boundary, q.forward, q.size)
+    if len(rows) >= q.size:
+        return None
+    if not rows:
+        return []
+    ids = [row[0] for row in rows]
+    probe = IdsProbe(q.other, q.other_atype, q.other_states, ids, q.forward, q.limit)
+    return backend.set_ids(q.other_shard, probe)
 
 
 def unions_each(backend: Backend, query: ListsUnions) -> list[list[int]]:

@@ -61,7 +61,7 @@ from ..core.merge import NO_CHANGES, Changes, EdgeKey, EdgeRow, EdgeTuple, NodeR
 from ..core.records import CountMismatch
 from ..core.scans import EdgeScan, Id2Row, IndexEntry, IndexScan, ListRow, SetScan, Tracer
 from ..core.timeline_list import TimelineEntry
-from .backend import Backend, ForgetHook, Older, unions_each
+from .backend import Backend, ForgetHook, Older, probe_short_each, unions_each
 from .detector import Health
 from .replfeed import ReplicatedFeed
 from .shardmap_config import ShardMap, from_dict, load, shown
@@ -646,6 +646,7 @@ class ShardMapBackend:
         return self._read(shard, lambda b: b.set_ids(shard, query))
 
     unions = unions_each  # (a shard at a time: each is read from its own replica set)
+    probe_short = probe_short_each  # (the two lists' shards may be on two servers)
 
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]

@@ -67,7 +67,7 @@ from . import sqlscans as _scans
 from . import sqlsets as _sets
 from . import sqltables as _tables
 from . import sqltimelines as _timelines
-from .backend import ForgetHook, Older, map_driver_error, unions_each
+from .backend import ForgetHook, Older, map_driver_error, probe_short_each, unions_each
 from .dialect import Dialect, Session
 from .sqltext import (
     COUNT_COLUMNS,
@@ -557,6 +557,7 @@ class SQLBackend(ABC):
         return _sets.set_ids(self, shard, query)
 
     unions = unions_each  # (SQLite, binding each shard's ids as JSON, has a leaner loop)
+    probe_short = probe_short_each  # (SQLite passes the ids on as the engine's JSON)
 
     def _union_rows_template(self, id1s: int, states: int, bounded: bool, fwd: bool) -> str:
         return _sets.rows_template(id1s, states, bounded, fwd)  # (`sqlsets._united`)

@@ -187,6 +187,13 @@ def _scan_template(by_key: str, states: int, bounded: bool, forward: bool) -> st
     )
 
 
+def short_ids_template(by_key: str, states: int, bounded: bool, forward: bool) -> str:
+    """`_scan_template`'s ids as one JSON array, and how many (SQLite with JSON:
+    `SQLiteBackend.probe_short` binds the array for its probe as it comes)."""
+    scan = _scan_template(by_key, states, bounded, forward)
+    return f"SELECT count(*), json_group_array(id2) FROM ({scan})"
+
+
 @lru_cache(maxsize=256)
 def _join_template(
     by_key: str, states: int, other_states: int, keep: bool, bounded: bool, forward: bool
