@@ -188,6 +188,23 @@ def test_a_term_pages_its_list_newest_first_from_a_healthy_replica(graph: Graph)
                 assert back.items == pages[-2].items
 
 
+def test_an_intersection_of_two_nodes_lists_across_the_map_answers_as_its_lists(
+    graph: Graph,
+) -> None:
+    # A mutual of two nodes on shards of different members: the short list read, then
+    # probed in the other (`Backend.probe_short` through the map: `probe_short_each`).
+    model = Model()
+    write_randomly(graph, model, 150, seed=5)
+    assert graph.drain(timeout=30)
+    fail(cluster(graph), "db2")
+    for a in NODES:
+        for b in NODES:
+            mine = {e.id2 for e in graph.assoc_range(a, "follows", limit=1000)}
+            theirs = {e.id2 for e in graph.assoc_range(b, "follows", limit=1000)}
+            q = graph.select(a, "follows") & graph.select(b, "follows")
+            assert q.page(limit=2).items == sorted(mine & theirs, reverse=True)[:2]
+
+
 def test_writes_to_a_shard_whose_replicas_are_all_down_wait_in_the_journal(graph: Graph) -> None:
     model = Model()
     write_randomly(graph, model, 30, seed=4)

@@ -645,8 +645,7 @@ class ShardMapBackend:
     def set_ids(self, shard: int, query: SetScan) -> list[int]:
         return self._read(shard, lambda b: b.set_ids(shard, query))
 
-    unions = unions_each  # (a shard at a time: each is read from its own replica set)
-    probe_short = probe_short_each  # (the two lists' shards may be on two servers)
+    unions, probe_short = unions_each, probe_short_each  # (a shard at a time: its replicas)
 
     def node_states(
         self, shard: int, keys: Sequence[tuple[int, int]]
