@@ -52,6 +52,7 @@ from typing import Any
 import assocdb
 from assocdb.core.ids import shard_of
 from assocdb.storage.sqlite import _DDL as SHARD_DDL
+from assocdb.writes.journal import _DDL as JOURNAL_DDL
 
 from . import reads
 from .bulk import EDGES, NODES, slashdot_like
@@ -109,7 +110,7 @@ class OneFile:
             self.conn.executescript(shard_ddl(n))
         self.journal = None
         if journal:
-            self.journal = OwnStatements._open(directory / "journal.db", "FULL", _JOURNAL_DDL)
+            self.journal = OwnStatements._open(directory / "journal.db", "FULL", JOURNAL_DDL)
 
     def preload(self, edges: int, rnd: random.Random) -> None:
         for start in range(0, edges, 100_000):
@@ -159,9 +160,6 @@ class OneFile:
         self.conn.close()
         if self.journal is not None:
             self.journal.close()
-
-
-_JOURNAL_DDL = __import__("assocdb.writes.journal", fromlist=["_DDL"])._DDL
 
 
 def _legs(writes: int, rnd: random.Random, now: int) -> dict[int, list[tuple[Any, ...]]]:

@@ -86,7 +86,8 @@ def probe(
         return found
     for chunk in (ordered,) if len(ordered) <= IN_CHUNK else chunks(ordered):  # (no copy)
         left = None if limit is None else limit - len(found)
-        sql = b._probe_sql(shard, len(chunk), len(states), forward, left is not None)
+        width = 0 if b._union_packed else len(chunk)  # (bound as one JSON array: one shape)
+        sql = b._probe_sql(shard, width, len(states), forward, left is not None)
         params = b._probe_params(id1, atype, chunk, states, left)
         found += [row[0] for row in b._query(shard, sql, params)]
         if limit is not None and len(found) >= limit:
