@@ -62,3 +62,59 @@ def test_a_list_known_empty_is_not_read(graph: Graph) -> None:
     for _ in range(2):
         assert g.assoc_count(5, "likes") == 0  # the count is cached: 0
     assert statements(g, lambda: g.assoc_range(5, "likes", 0, 10)) == []
+
+
+def test_the_fill_keeps_its_answer_so_the_next_read_is_a_kept_hit(graph: Graph) -> None:
+    g = graph
+    cache = g.engine.cache
+    assert cache is not None
+    g.assoc_range(1, "likes", 0, 20)  # a first miss
+    filled = g.assoc_range(1, "likes", 0, 20)  # the fill
+    kept = cache.answer((1, 1), (0, 20))
+    assert kept is not None
+    assert list(kept) == filled
+    assert [a.id2 for a in filled] == list(range(80, 60, -1))
+    # The next read is the kept answer (a decode of the prefix would build new records).
+    again = g.assoc_range(1, "likes", 0, 20)
+    assert again == filled
+    assert all(a is b for a, b in zip(again, filled, strict=True))
+    g.assoc_add(1, "likes", 1000, time=1000)  # a write patches or drops the kept answer
+    assert [a.id2 for a in g.assoc_range(1, "likes", 0, 20)] == [1000, *range(80, 61, -1)]
+
+
+def test_a_write_between_the_install_and_the_keep_keeps_nothing(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = graph
+    cache = g.engine.cache
+    assert cache is not None
+    offer = offers.offer
+
+    def offer_then_write(*args: object, **kw: object) -> object:
+        fresh = offer(*args, **kw)  # type: ignore[arg-type]
+        assert fresh is not None  # installed: the entry's answers, empty
+        g.assoc_add(1, "likes", 1000, time=1000)  # lands before the reader keeps
+        return fresh
+
+    monkeypatch.setattr(offers, "offer", offer_then_write)
+    g.assoc_range(1, "likes", 0, 20)  # a first miss
+    stale = g.assoc_range(1, "likes", 0, 20)  # the fill: read before the write
+    assert stale[0].id2 == 80
+    monkeypatch.setattr(offers, "offer", offer)
+    assert cache.answer((1, 1), (0, 20)) is None or cache.answer((1, 1), (0, 20))[0].id2 == 1000
+    assert [a.id2 for a in g.assoc_range(1, "likes", 0, 20)][:2] == [1000, 80]
+
+
+def test_a_fill_with_data_keeps_no_answer(tmp_path: Path) -> None:
+    g = assocdb.open(tmp_path / "d", shards=2, cache=CacheConfig(max_age=3600))
+    g.define_assoc("likes")
+    g.bulk_load([(1, "likes", m, m, {"n": m}) for m in range(1, 11)])
+    cache = g.engine.cache
+    assert cache is not None
+    for _ in range(2):  # a first miss, then the fill
+        found = g.assoc_range(1, "likes", 0, 5)
+    assert (1, 1) in cache._lists
+    assert cache.answer((1, 1), (0, 5)) is None  # records with objects are not shared
+    found[0].data["n"] = -1  # a caller's change reaches no other reader
+    assert g.assoc_range(1, "likes", 0, 5)[0].data == {"n": 10}
+    g.close()

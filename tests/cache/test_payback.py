@@ -1,7 +1,8 @@
 """Admission that follows whether list fills pay (`cache.payback`): while recent fills
 earn less than they and the passing misses cost, list fills close (a miss reads the
-shard with no probe, one in SAMPLE fills to keep measuring) and reopen when those
-sampled fills earn REOPENS x FILL_COST hits each; fills that earn 2 x FILL_COST lower
+shard with no probe and no fill; one in SAMPLE makes its list a ghost, whose later
+misses count as the hits its fill would have earned, to keep measuring) and reopen when
+those ghosts earn REOPENS x FILL_COST hits each; fills that earn 2 x FILL_COST lower
 a list's admission (down to `CacheConfig.admit_after`)."""
 
 from __future__ import annotations
@@ -83,6 +84,30 @@ def test_closed_fills_are_sampled_and_reopen_when_the_samples_pay() -> None:
     assert door.lists_after == 3  # reopened a miss more selective than before
 
 
+def test_a_ghost_counts_as_a_fill_and_its_misses_as_hits_for_two_windows() -> None:
+    payback = Payback(Doorkeeper(2))
+    for _ in range(WINDOW):
+        payback.filled()
+    assert not payback.open
+    payback.ghost((1, 1))
+    payback.ghost((1, 1))  # (sampled again: one ghost, one fill)
+    assert payback.ghosts == {(1, 1): payback.current}
+    assert payback.new_fills == 1
+    payback.ghost_hit((1, 1))
+    payback.ghost_hit((2, 1))  # not a ghost: nothing counted
+    assert payback.new_hits == 1
+    for n in range(2, CLOSED_WINDOW + 1):  # the window's verdict: still closed
+        payback.ghost((n, 1))
+    assert not payback.open
+    assert (1, 1) in payback.ghosts  # the window before still counts its hits
+    payback.ghost_hit((1, 1))
+    assert payback.old_hits == 2
+    for n in range(CLOSED_WINDOW + 1, 2 * CLOSED_WINDOW + 1):  # and the next window's
+        payback.ghost((n, 1))
+    assert (1, 1) not in payback.ghosts  # two windows old: dropped
+    assert len(payback.ghosts) == CLOSED_WINDOW
+
+
 def test_fills_that_earn_their_hits_lower_admission_back_to_the_configured_one() -> None:
     door = Doorkeeper(2)
     door.lists_after = MOST
@@ -157,22 +182,29 @@ def test_lists_read_once_close_fills_and_lists_read_again_reopen_them(graph: Gra
     assert [a.id2 for a in g.assoc_range(n, "likes")] == [98, 3, 2, 1]
     assert [a.id2 for a in g.assoc_range(2, "likes")] == [2, 1]
     assert g.cache_stats().list_fills_open is False  # type: ignore[union-attr]
-    # One miss in SAMPLE fills; traffic that rereads those lists reopens fills.
+    # One miss in SAMPLE makes its list a ghost (nothing filled); traffic that rereads
+    # those lists reopens fills.
     lists = iter(range(WINDOW + 2, LISTS + 1))
     cache.payback.skip = SAMPLE  # (the misses above counted down too)
     for _ in range(SAMPLE - 1):
         g.assoc_range(next(lists), "likes", 0, 10)
+    assert not cache.payback.ghosts
     sampled = next(lists)
-    g.assoc_range(sampled, "likes", 0, 10)
-    assert (sampled, 1) in cache._lists
+    assert len(statements(g, lambda: g.assoc_range(sampled, "likes", 0, 10))) == 1
+    assert (sampled, 1) not in cache._lists
+    assert (sampled, 1) in cache.payback.ghosts
     for _ in range(2 * CLOSED_WINDOW):
         cache.payback.skip = 1  # (the next miss is sampled)
         n = next(lists)
-        for _ in range(1 + int(2 * REOPENS * FILL_COST)):  # (the fill, its hits)
-            g.assoc_range(n, "likes", 0, 10)
+        for _ in range(1 + int(2 * REOPENS * FILL_COST)):  # (the sample, its ghost's hits)
+            closed = not cache.payback.open
+            read = statements(g, lambda n=n: g.assoc_range(n, "likes", 0, 10))
+            assert len(read) == 1 or not closed  # closed: each the shard's read, no fill
+        assert (n, 1) not in cache._lists or cache.payback.open
     stats = g.cache_stats()
     assert stats is not None
     assert stats.list_fills_open
+    assert not cache.payback.ghosts  # (open: none kept)
     assert stats.lists_admit_after == 2  # one miss more selective than before
     n, probed = next(lists), len(cache.doorkeeper)
     g.assoc_range(n, "likes", 0, 10)  # open again: a first miss passes the doorkeeper

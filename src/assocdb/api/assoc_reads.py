@@ -171,12 +171,14 @@ class AssocReads:
                 # (pos, limit) was checked when the answer was kept
                 if found is not None and limit <= kind.limit:
                     return list(found) if kind.ttl is None else self._unexpired(kind, found)
-            else:
-                payback.skip -= 1  # (`Payback.sampled`, inlined: one miss in SAMPLE fills)
-                if payback.skip > 0:
-                    cache = None
-                else:
+            else:  # closed, no entry: the uncached read (`Payback.ghost_hit`, `.sampled`)
+                stamp = payback.ghosts.get((id1, kind.id))
+                if stamp is not None:
+                    payback.hit(stamp)
+                payback.skip -= 1
+                if payback.skip <= 0:
                     cache.sample_miss((id1, kind.id))
+                cache = None
         if type(pos) is not int or not 0 <= pos <= 2**62:
             raise InvalidRequest(f"pos must be a non-negative integer, got {pos!r}")
         limit = _limit(limit, kind)
@@ -321,7 +323,7 @@ class AssocReads:
         if cache is not None and not pos and offers.unfilled(cache, key):  # the newest edges
             if not self._cache_may_answer(cache, key, limit) or cache.passes((PREFIX, key)):
                 return None
-            found = self._read_and_offer(id1, kind, cache, limit)
+            found = self._read_and_offer(id1, kind, cache, limit, keep)
             if found is not None:
                 return found
         ask = lambda entry: entry.range(pos, limit)  # noqa: E731
@@ -386,12 +388,15 @@ class AssocReads:
         return found
 
     def _read_and_offer(
-        self, id1: int, kind: AssocType, cache: Cache, need: int
+        self, id1: int, kind: AssocType, cache: Cache, need: int, keep: bool = True
     ) -> list[Assoc] | None:
         """The newest `need` edges of a list with no prefix cached, read from the shard as
         an uncached read does (with what a fill of them reads: `fill_size`) and offered
         to the cache as the list's fill (`cache.offers`); None: another read filled it
-        meanwhile, ask the cache."""
+        meanwhile, ask the cache. A fill installed keeps the records as the answer to
+        `(0, need)` (if `keep` and they carry no data, as `_fill_rows`): the list's next
+        such read is a kept answer's hit (decoding the prefix just packed, it cost ~2x
+        an uncached read, and it came after every fill)."""
         key = (id1, kind.id)
         ticket = offers.claim(cache, key)
         if ticket is None:
@@ -403,8 +408,18 @@ class AssocReads:
         except BaseException:
             offers.abandon(cache, key, ticket)
             raise
-        offers.offer(cache, key, rows[:want], len(rows) <= want, ticket, perf_counter() - began)
-        return normal_assocs(id1, kind.name, rows[:need])
+        fresh = offers.offer(
+            cache, key, rows[:want], len(rows) <= want, ticket, perf_counter() - began
+        )
+        found = normal_assocs(id1, kind.name, rows[:need])
+        if (
+            fresh is not None
+            and keep
+            and not any(row[3] is not None for row in rows[:need])
+            and cache.decoded.may_keep(len(found), cache.hot.is_hot, (LIST, *key))
+        ):
+            cache.keep(key, fresh, (0, need), tuple(found), len(found))
+        return found
 
     def _get_from_cache(self, id1: int, kind: AssocType, wanted: list[int]) -> list[ListRow] | None:
         """The rows of `wanted` in a whole small list the cache holds, newest first, or

@@ -15,7 +15,7 @@ write marks stale and the others wait on.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.cachekeys import LIST, PREFIX
 from ..core.scans import ListRow
@@ -54,26 +54,30 @@ def claim(cache: Cache, key: ListKey) -> _Fill | None:
 
 def offer(
     cache: Cache, key: ListKey, rows: Sequence[ListRow], whole: bool, ticket: _Fill, took: float
-) -> None:
+) -> dict[Any, Any] | None:
     """A miss of a list's newest edges that read them from the shard itself (`rows`,
     newest first; `whole`: all of them; `took` seconds) as an uncached read does,
     under the `claim`ed ticket: installed as the list's prefix if this miss admits
     it (`_admit`) and no write of it began meanwhile (the ticket is not stale). The
     read answers from its own rows: a fill costs packing them, not a second pass
     through the cache and an answer decoded from the prefix (issue 43: a fill cost
-    ~2x an uncached read, and fills were the cache's p99)."""
+    ~2x an uncached read, and fills were the cache's p99).
+
+    The installed entry's answers (empty) if this installed it, else None: pass them
+    to `Cache.keep` with the read's answer, so the list's next read is a kept answer's
+    hit, not a decode of the prefix just packed (which cost ~2x an uncached read)."""
     try:
         with cache._lock:
             del cache._fills[(PREFIX, key)]
             entry = cache._lists.get(key)
             if (entry is not None and entry.prefix is not None) or not cache._admit((PREFIX, key)):
-                return  # filled meanwhile, or not admitted yet
+                return None  # filled meanwhile, or not admitted yet
             cache.fills += 1
             cache.fill_seconds += took
             if ticket.stale:
                 cache.stale_fills += 1
-            else:
-                cache._install((PREFIX, key), (rows, whole))
+                return None
+            return cache._install((PREFIX, key), (rows, whole))
     finally:
         ticket.done.release()
 

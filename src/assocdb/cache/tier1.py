@@ -133,7 +133,6 @@ class Cache(CountReads):
         self._writing: dict[CacheKey, int] = {}  # ticket keys a write is changing
         self.doorkeeper = Doorkeeper(self.config.admit_after)  # which misses fill
         self.payback = Payback(self.doorkeeper, self.config.payback)  # fills paid back?
-        self._sampled: CacheKey | None = None  # the list miss `passes` let fill while closed
         self.gets = GetGate(self.config.payback)  # does asking the cache pay assoc_get?
         self._lock = threading.RLock()
         signal = foreign if self.tier2 is None else None  # (tier 2's can be lost: age)
@@ -181,11 +180,13 @@ class Cache(CountReads):
         return found
 
     def sample_miss(self, key: ListKey) -> None:
-        """Closed list fills: this miss of a list with no entry is the sampled one, which
-        fills (`passes` lets it), counted with the misses passed since the last one."""
-        self.payback.skip = SAMPLE
-        self.misses += SAMPLE - 1
-        self._sampled = (PREFIX, key)
+        """Closed list fills: this miss of a list is the sampled one (`Payback.ghost`: its
+        list a ghost, nothing filled), counted with the misses passed since the last one."""
+        payback = self.payback
+        payback.skip = SAMPLE
+        self.misses += SAMPLE
+        with self._lock:  # (a verdict is made under it)
+            payback.ghost(key)
 
     def reaches_past(self, key: ListKey, boundary: tuple[int, ...]) -> bool:
         """Whether a scan from `boundary` certainly needs more than the list's cached
@@ -311,11 +312,13 @@ class Cache(CountReads):
         payback = self.payback
         if entry is not None and (payback.open or entry.prefix is not None):
             return False
-        if not payback.open:  # fills do not pay: no probe, one miss in SAMPLE fills
-            if ticket_key == self._sampled or payback.sampled():
-                self._sampled = ticket_key  # (`_admit` admits it; asked again: the same)
-                return False
+        if not payback.open:  # fills do not pay: no probe, no fill; one miss in SAMPLE a ghost
+            key = ticket_key[1]
+            payback.ghost_hit(key)
             self.misses += 1
+            if payback.sampled():
+                with self._lock:  # (a verdict is made under it)
+                    payback.ghost(key)
             return True
         if self.doorkeeper.passing(ticket_key):  # (False, too, if admitted on a first miss)
             self.misses += 1
@@ -408,9 +411,6 @@ class Cache(CountReads):
         """Whether a miss of this key should fill the cache (`Doorkeeper`; call with
         the lock held)."""
         self.misses += 1
-        if ticket_key == self._sampled:  # (`passes`: fills are closed, this miss sampled)
-            self._sampled = None
-            return True
         return self.doorkeeper.admits(ticket_key)
 
     def _fill(
