@@ -411,11 +411,12 @@ class AssocReads:
         fresh = offers.offer(
             cache, key, rows[:want], len(rows) <= want, ticket, perf_counter() - began
         )
-        found = normal_assocs(id1, kind.name, rows[:need])
+        newest = rows[:need]
+        found = normal_assocs(id1, kind.name, newest)
         if (
             fresh is not None
             and keep
-            and not any(row[3] is not None for row in rows[:need])
+            and all(row[3] is None for row in newest)
             and cache.decoded.may_keep(len(found), cache.hot.is_hot, (LIST, *key))
         ):
             cache.keep(key, fresh, (0, need), tuple(found), len(found))
