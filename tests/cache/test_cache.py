@@ -325,8 +325,9 @@ def test_the_cache_can_be_turned_off(tmp_path: Path) -> None:
 
 
 def full_cache(tmp_path: Path) -> Graph:
-    """A graph whose small cache is already full of other lists."""
-    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=60_000))
+    """A graph whose small cache is already full of other lists. (Each is read twice:
+    with `payback` such fills, never hit, would close fills at the first verdict.)"""
+    g = assocdb.open(tmp_path / "g", shards=2, cache=CacheConfig(max_bytes=60_000, payback=False))
     g.define_assoc("likes")
     g.bulk_load([(1, "likes", n, n) for n in range(1, 2000)])
     g.bulk_load([(id1, "likes", n, n) for id1 in range(10, 200) for n in range(1, 4)])
