@@ -44,7 +44,7 @@ def graph(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Graph]:
         urls = [stores.MYSQL_URL]
     elif kind == "postgres":
         urls = [stores.postgres_url("{name}", options="")]
-    path = write_map(tmp_path, urls=urls)
+    path = write_map(tmp_path, urls=urls, query_timeout=10.0)  # no member hangs here
     g = assocdb.open(path, retry=FAST)
     try:
         g.define_assoc("follows", inverse="followed_by")

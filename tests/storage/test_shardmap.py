@@ -574,7 +574,9 @@ def test_a_map_may_mix_engines(tmp_path: Path) -> None:
     require("postgres")
     mysql = stores.MYSQL_URL if stores._mysql_problem() is None else None
     urls = [None, stores.postgres_url("{name}", options=""), mysql]
-    path = write_map(tmp_path, urls=urls)
+    # Its faults fail at once: no statement need time out (at 0.2 s, on CI's loaded
+    # machine, PostgreSQL's first catalog query at open did).
+    path = write_map(tmp_path, urls=urls, query_timeout=10.0)
     try:
         g = open_cluster(lambda: path)
         try:

@@ -15,13 +15,15 @@ def write_map(
     replicas: int = 2,
     threshold: int = 2,
     urls: list[str | None] | None = None,
+    query_timeout: float = 0.2,
 ) -> Path:
     """A map placing shard s on members s, s+1, … (mod len(members)), primary first.
 
     With `urls` (MySQL servers, one per member) the members are those servers;
     otherwise they are SQLite directories under `root`. A url with `{name}` in it
     is a template of the member's URL (a PostgreSQL URL's path is not last); a
-    None among them is a SQLite directory.
+    None among them is a SQLite directory. `query_timeout`: short, so that a hung
+    member is found out fast; a test that hangs none may wait longer on a loaded server.
     """
     lines = [f"shards = {shards}", ""]
     graph = f"sm{uuid.uuid4().hex[:8]}"  # MySQL schemas {graph}_{member}_s{n}, unique per map
@@ -34,7 +36,7 @@ def write_map(
             lines.append(f'url = "{url.rstrip("/")}/{graph}_{name}"')
         else:
             lines.append(f'path = "{name}"')
-        lines += ["query_timeout = 0.2", ""]
+        lines += [f"query_timeout = {query_timeout}", ""]
     lines += ["[detector]", f"threshold = {threshold}", "probe_interval = 0.02"]
     lines += ["probe_max = 0.1", ""]
     for shard in range(shards):
