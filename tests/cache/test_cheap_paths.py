@@ -106,6 +106,7 @@ def test_a_decoded_hit_whose_answer_cannot_be_kept_answers_right_and_keeps_none(
     for n in range(1, 31):
         cached.assoc_add(1, "follows", 100 + n, time=n, data="d" if n % 4 else None)
     cache.decoded.floor = cache.decoded.ceiling = 0  # no answer fits the budget
+    cache.decoded.room = 0  # nor the room of hot lists' answers past it
     for _ in range(3):
         assert cached.assoc_range(1, "follows", 0, 10) == plain.assoc_range(1, "follows", 0, 10)
     assert cache.decoded.count == 0

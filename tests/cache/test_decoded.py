@@ -114,3 +114,59 @@ def test_reads_of_lists_without_kept_answers_agree_with_the_shard(tmp_path: Path
     assert unkept  # some lists answered from their packed prefix
     cached.close()
     plain.close()
+
+
+def test_a_hot_lists_answer_past_the_budget_is_kept_in_a_room_of_its_own() -> None:
+    """LinkBench: a hot list's answer of 10,000 links (~2 MiB) outgrew the whole budget
+    (~1 MiB), so each hit decoded its prefix again. Such answers of hot lists are kept
+    in the room of BIG of max_bytes, oldest out first; any other is not."""
+    decoded = Decoded(1 << 20, lambda: 0)  # budget: the floor, 8 KiB; room 64 KiB
+
+    class Entry:
+        def __init__(self) -> None:
+            self.answers: dict[Any, Any] = {}
+            self.answer_bytes = 0
+
+    small, cold, first, second, third = (Entry() for _ in range(5))
+    assert decoded.keep(small, small.answers, "t", 0, 4000) == 4000  # within the budget
+    assert decoded.keep(cold, cold.answers, "t", 1, 30_000, hot=False) == 0
+    assert decoded.keep(first, first.answers, "t", 1, 30_000) == 30_000
+    assert decoded.keep(second, second.answers, "t", 2, 30_000) == 30_000
+    assert decoded.keep(third, third.answers, "t", 3, 30_000) == 0  # first went
+    assert (first.answers, first.answer_bytes) == ({}, 0)
+    assert second.answers == {"t": 2}
+    assert third.answers == {"t": 3}
+    assert decoded.keep(cold, cold.answers, "t", 9, 70_000) == 0  # past the room too
+    assert (decoded.bytes, decoded.big_bytes, decoded.count) == (64_000, 60_000, 3)
+    assert decoded.forget(second) == 30_000  # a write to the list
+    assert (decoded.bytes, decoded.big_bytes) == (34_000, 30_000)
+    # The budget's answers are dropped for the budget's, never for the room's.
+    for n in range(3):
+        entry = Entry()
+        decoded.keep(entry, entry.answers, "t", n, 4000)
+    assert small.answers == {}
+    assert third.answers == {"t": 3}
+    assert decoded.bytes - decoded.big_bytes <= decoded.budget()
+
+
+def test_a_long_hot_list_read_whole_agrees_with_the_shard_through_writes(tmp_path: Path) -> None:
+    """Its answer is kept in the room (past the budget) and patched or dropped by writes."""
+    config = CacheConfig(max_bytes=16 << 20, admit_after=1, max_age=3600, prefix=3001)
+    cached = assocdb.open(tmp_path / "g", shards=2, cache=config)
+    plain = assocdb.open(tmp_path / "g", cache=None)
+    cached.define_assoc("likes", limit=3001)
+    cached.bulk_load([(1, "likes", m, m * 10) for m in range(1, 3001)])
+    cache = cached.engine.cache
+    assert cache is not None
+    cache.hot._hot = frozenset({(LIST, 1, cached.engine.assoc_type("likes").id)})
+    for step in range(6):
+        assert cached.assoc_range(1, "likes", 0, 3001) == plain.assoc_range(1, "likes", 0, 3001)
+        if step == 1:
+            assert cache.decoded.big_bytes > cache.decoded.budget()  # kept, past the budget
+        if step % 2:
+            cached.assoc_add(1, "likes", 5000 + step, time=40_000 + step)
+        else:
+            cached.assoc_delete(1, "likes", step + 1)
+    assert cache.bytes == sum(e.nbytes + e.answer_bytes for e in cache._lists.values())
+    cached.close()
+    plain.close()

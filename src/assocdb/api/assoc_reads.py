@@ -217,7 +217,7 @@ class AssocReads:
         if type(args[-1]) is not int or args[-1] > kind.limit or kind.ttl is not None:
             return _encoded(self._records(read, id1, atype, args), encode)
         key, tag = (id1, kind.id), (encode, read, *args)
-        kept: tuple[bytes, int] | None = cache.answer(key, tag)
+        kept: tuple[bytes, int] | None = cache.answer(key, tag, encoded=True)
         if kept is not None:
             return kept
         before = cache.answers(key)  # None before the list's first read: kept from the next

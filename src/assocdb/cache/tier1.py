@@ -166,8 +166,9 @@ class Cache(CountReads):
 
     # -- reads ------------------------------------------------------------------------
 
-    def answer(self, key: ListKey, tag: Any) -> Any:
-        """The answer to `tag` the list's entry keeps (`keep`), or None (no lock)."""
+    def answer(self, key: ListKey, tag: Any, encoded: bool = False) -> Any:
+        """The answer to `tag` the list's entry keeps (`keep`), or None (no lock). Its
+        edges are `len(answer)`, or an `encoded` answer's second item."""
         entry = self._lists.get(key)
         if entry is None:
             return None
@@ -176,7 +177,7 @@ class Cache(CountReads):
             return None
         self.hot.seen((LIST, *key))
         if entry.filled:  # (do fills pay back?)
-            self.payback.hit(entry.filled)
+            self.payback.hit(entry.filled, found[1] if encoded else len(found))
         return found
 
     def sample_miss(self, key: ListKey) -> None:
@@ -278,8 +279,9 @@ class Cache(CountReads):
             entry = self._fresh_list(key)
             if entry is not None and entry.holds(want if need is None else need):
                 self.hits += 1
-                if entry.filled:
-                    self.payback.hit(entry.filled)
+                if entry.filled:  # (the rows it may answer: all it holds, or `need`)
+                    held = len(entry.prefix) if entry.prefix is not None else 0
+                    self.payback.hit(entry.filled, held if need is None else min(need, held))
                 yield entry
                 return
             if entry is not None and entry.prefix is not None:  # in use, too short: grow
@@ -510,7 +512,7 @@ class Cache(CountReads):
                         if r[3] is not None:
                             entry.set_data(r[0], r[3])
                 fresh = entry.answers = {}  # (`forget` left the shared NO_ANSWERS)
-                entry.filled = self.payback.filled()
+                entry.filled = self.payback.filled(len(rows))
             self.bytes += entry.nbytes
         self._evict()
         return fresh

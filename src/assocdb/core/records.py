@@ -298,7 +298,8 @@ class CacheStats(msgspec.Struct, frozen=True):
     fill_us: float = 0.0
     #: The miss on which a list is filled now (`CacheConfig.admit_after`, raised while
     #: fills are not paid back by hits: `cache.payback`), and the hits a recent list
-    #: fill earned at the last verdict (fills pay at about 2; 0.0 before the first).
+    #: fill earned at the last verdict, both weighed by their rows, in reads of 50
+    #: edges (fills pay at about 4; 0.0 before the first).
     lists_admit_after: int = 0
     hits_per_fill: float = 0.0
     #: Whether a list's miss may fill its prefix (True), or fills are closed because

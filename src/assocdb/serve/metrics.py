@@ -201,7 +201,7 @@ class _JournalCollector(Collector):
                 (
                     "assocdb_cache_hits_per_fill",
                     cache.hits_per_fill,
-                    "Hits a recent list fill earned (fills pay at about 2).",
+                    "Hits a recent list fill earned, weighed by rows (fills pay at about 4).",
                 ),
                 (
                     "assocdb_cache_list_fills_open",
