@@ -121,3 +121,28 @@ def test_a_decoded_hit_whose_answer_cannot_be_kept_answers_right_and_keeps_none(
     assert cache.decoded.may_keep(10, lambda key: False, None)
     cached.assoc_range(1, "follows", 0, 10)
     assert cache.decoded.count == 1
+
+
+def test_a_long_read_fills_its_list_on_the_first_miss(tmp_path: Path) -> None:
+    """A read of LONG edges or more costs milliseconds: its list is filled on its first
+    miss, not its second (LinkBench read each long list whole twice before a hit). A
+    read that asks for as many but finds a short list leaves it to the doorkeeper."""
+    from assocdb.cache.offers import LONG
+
+    config = CacheConfig(prefix=LONG + 1, max_age=3600)  # admit_after: the default, 2
+    cached = assocdb.open(tmp_path / "g", shards=2, cache=config)
+    plain = assocdb.open(tmp_path / "g", cache=None)
+    cached.define_assoc("likes", limit=LONG + 1)
+    cached.bulk_load([(1, "likes", m, m * 10) for m in range(1, LONG + 2)])
+    cached.bulk_load([(2, "likes", m, m * 10) for m in range(1, 6)])
+    for id1 in (1, 2):  # the first read of each: a miss, from the shard
+        assert cached.assoc_range(id1, "likes", 0, LONG) == plain.assoc_range(id1, "likes", 0, LONG)
+    got = statements(cached, lambda: cached.assoc_range(1, "likes", 0, LONG))
+    assert got == []  # the long list was filled by its first read
+    assert len(statements(cached, lambda: cached.assoc_range(2, "likes", 0, LONG))) == 1
+    cached.assoc_delete(1, "likes", LONG + 1)  # writes keep the filled list exact
+    cached.assoc_add(1, "likes", 5000, time=1)
+    for limit in (10, LONG):
+        assert cached.assoc_range(1, "likes", 0, limit) == plain.assoc_range(1, "likes", 0, limit)
+    cached.close()
+    plain.close()

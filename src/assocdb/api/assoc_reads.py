@@ -185,7 +185,9 @@ class AssocReads:
         # A first miss of a list that a fill could cover goes straight to the shard
         # (`passes` is what `_records_from_cache` would ask first: three calls less).
         if cache is not None and not (
-            pos + limit <= cache.config.prefix and cache.passes((PREFIX, (id1, kind.id)))
+            pos + limit <= cache.config.prefix
+            and not (not pos and offers.long_read(cache, limit))
+            and cache.passes((PREFIX, (id1, kind.id)))
         ):
             cached = self._columns_from_cache(id1, kind, pos, limit, keep)
             if cached is not None:
@@ -321,7 +323,9 @@ class AssocReads:
         """assoc_range from the cache, built column-wise (the hot path of a cached read)."""
         cache, key = self._cache, (id1, kind.id)
         if cache is not None and not pos and offers.unfilled(cache, key):  # the newest edges
-            if not self._cache_may_answer(cache, key, limit) or cache.passes((PREFIX, key)):
+            if not self._cache_may_answer(cache, key, limit) or (
+                not offers.long_read(cache, limit) and cache.passes((PREFIX, key))
+            ):
                 return None
             found = self._read_and_offer(id1, kind, cache, limit, keep)
             if found is not None:

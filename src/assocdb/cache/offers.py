@@ -10,6 +10,14 @@ rows, and offers them to the cache (`offer`), which installs them if this
 miss admits the list and no write of it began meanwhile. Concurrent misses
 still share one read: the read holds the fill's ticket (`claim`), which a
 write marks stale and the others wait on.
+
+A read that asks for LONG edges or more (`long_read`) takes that way on its
+list's first miss too, and a read that found LONG or more is installed
+whatever the doorkeeper says: such a read costs milliseconds (LinkBench asks
+for up to 10,000 links a read), so its list's second read pays the packing
+many times over. Behind the doorkeeper each long list was read whole twice
+before its first hit: on LinkBench 136 misses of lists of 1,000+ links took
+1,496 ms of its `get_link_list`s' 1,545.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from ..core.scans import ListRow
 from .admission import Fill as _Fill
 from .entries import ListKey
 
+LONG = 1000  # edges a read asks for or finds: filled on the list's first miss
+
 if TYPE_CHECKING:
     from .tier1 import Cache
 
@@ -33,6 +43,12 @@ def unfilled(cache: Cache, key: ListKey) -> bool:
     entry = cache._lists.get(key)
     fill = entry is None or (entry.prefix is None and not entry.empty())
     return fill and cache.tier2 is None
+
+
+def long_read(cache: Cache, need: int) -> bool:
+    """Whether a read of a list's newest `need` edges is long: its first miss is offered
+    as the fill (`claim`, `offer`), not passed by the doorkeeper (while fills are open)."""
+    return need >= LONG and cache.payback.open
 
 
 def claim(cache: Cache, key: ListKey) -> _Fill | None:
@@ -58,7 +74,8 @@ def offer(
     """A miss of a list's newest edges that read them from the shard itself (`rows`,
     newest first; `whole`: all of them; `took` seconds) as an uncached read does,
     under the `claim`ed ticket: installed as the list's prefix if this miss admits
-    it (`_admit`) and no write of it began meanwhile (the ticket is not stale). The
+    it (`_admit`) or it read LONG edges or more, and no write of it began meanwhile
+    (the ticket is not stale). The
     read answers from its own rows: a fill costs packing them, not a second pass
     through the cache and an answer decoded from the prefix (issue 43: a fill cost
     ~2x an uncached read, and fills were the cache's p99).
@@ -70,8 +87,10 @@ def offer(
         with cache._lock:
             del cache._fills[(PREFIX, key)]
             entry = cache._lists.get(key)
-            if (entry is not None and entry.prefix is not None) or not cache._admit((PREFIX, key)):
-                return None  # filled meanwhile, or not admitted yet
+            if entry is not None and entry.prefix is not None:
+                return None  # filled meanwhile
+            if not cache._admit((PREFIX, key)) and len(rows) < LONG:
+                return None  # not admitted yet
             cache.fills += 1
             cache.fill_seconds += took
             if ticket.stale:
