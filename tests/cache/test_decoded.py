@@ -9,7 +9,7 @@ import pytest
 
 import assocdb
 from assocdb import CacheConfig
-from assocdb.cache.decoded import RATIO, Decoded
+from assocdb.cache.decoded import PART, RATIO, Decoded
 from assocdb.cache.tier1 import Cache
 from assocdb.core.cachekeys import LIST, PREFIX
 
@@ -118,8 +118,9 @@ def test_reads_of_lists_without_kept_answers_agree_with_the_shard(tmp_path: Path
 
 def test_a_hot_lists_answer_past_the_budget_is_kept_in_a_room_of_its_own() -> None:
     """LinkBench: a hot list's answer of 10,000 links (~2 MiB) outgrew the whole budget
-    (~1 MiB), so each hit decoded its prefix again. Such answers of hot lists are kept
-    in the room of BIG of max_bytes, oldest out first; any other is not."""
+    (~1 MiB), so each hit decoded its prefix again; kept within a budget of a few MiB,
+    first in first out, it was soon pushed out. A hot list's answer over 1/PART of the
+    budget is kept in the room of BIG of max_bytes, oldest out first; no other is."""
     decoded = Decoded(1 << 20, lambda: 0)  # budget: the floor, 8 KiB; room 64 KiB
 
     class Entry:
@@ -128,7 +129,7 @@ def test_a_hot_lists_answer_past_the_budget_is_kept_in_a_room_of_its_own() -> No
             self.answer_bytes = 0
 
     small, cold, first, second, third = (Entry() for _ in range(5))
-    assert decoded.keep(small, small.answers, "t", 0, 4000) == 4000  # within the budget
+    assert decoded.keep(small, small.answers, "t", 0, 4000, hot=False) == 4000  # the budget's
     assert decoded.keep(cold, cold.answers, "t", 1, 30_000, hot=False) == 0
     assert decoded.keep(first, first.answers, "t", 1, 30_000) == 30_000
     assert decoded.keep(second, second.answers, "t", 2, 30_000) == 30_000
@@ -140,12 +141,17 @@ def test_a_hot_lists_answer_past_the_budget_is_kept_in_a_room_of_its_own() -> No
     assert (decoded.bytes, decoded.big_bytes, decoded.count) == (64_000, 60_000, 3)
     assert decoded.forget(second) == 30_000  # a write to the list
     assert (decoded.bytes, decoded.big_bytes) == (34_000, 30_000)
+    # A hot list's answer of a third of the budget: large, in the room too.
+    assert decoded.budget() // PART < 3000 < decoded.budget()
+    decoded.keep(first, first.answers, "t", 4, 3000)
+    assert decoded.big_bytes == 33_000
     # The budget's answers are dropped for the budget's, never for the room's.
-    for n in range(3):
+    for n in range(3):  # (hot, but small: within the budget)
         entry = Entry()
-        decoded.keep(entry, entry.answers, "t", n, 4000)
+        decoded.keep(entry, entry.answers, "t", n, 2000)
     assert small.answers == {}
     assert third.answers == {"t": 3}
+    assert first.answers == {"t": 4}
     assert decoded.bytes - decoded.big_bytes <= decoded.budget()
 
 

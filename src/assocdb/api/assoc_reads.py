@@ -359,7 +359,8 @@ class AssocReads:
             return None
         before = cache.answers(key)
         filled: list[Sequence[ListRow]] = []
-        with cache.listed(key, self._loader(id1, kind), need, filled) as entry:
+        tail = self._tail(id1, kind)
+        with cache.listed(key, self._loader(id1, kind), need, filled, tail) as entry:
             if entry is None:
                 return None
             rows = None
@@ -405,7 +406,7 @@ class AssocReads:
         ticket = offers.claim(cache, key)
         if ticket is None:
             return None
-        want = fill_size(need, cache.config.prefix)
+        want = fill_size(need, cache.keeps)
         began = perf_counter()
         try:
             rows = self._loader(id1, kind)(want + 1)
@@ -479,6 +480,16 @@ class AssocReads:
             return self._backend.scan(shard, EdgeScan(id1, kind.id, _NORMAL, _cursor.START, n))
 
         return load
+
+    def _tail(self, id1: int, kind: AssocType) -> Callable[[tuple[int, int], int], list[ListRow]]:
+        """How the cache grows the list's prefix: the n rows past its last (`cache.growth`)."""
+        shard = shard_of(id1, self._shards)
+
+        def tail(last: tuple[int, int], n: int) -> list[ListRow]:
+            seek = _cursor.Seek(True, last, False)
+            return self._backend.scan(shard, EdgeScan(id1, kind.id, _NORMAL, seek, n))
+
+        return tail
 
     def from_cache(
         self,

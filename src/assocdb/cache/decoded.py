@@ -41,11 +41,14 @@ keys by request rate) drops the oldest answers (first in, first out) to
 make room, and any other is not kept: its list answers from the packed
 prefix, decoding what the read returns.
 
-An answer of a hot list larger than the whole budget (LinkBench reads lists of up to
-10,000 links, ~2 MiB decoded, against a budget of ~1 MiB on its graph) is kept in
-a room of its own, BIG of `max_bytes` (oldest out first), outside the budget: the
-hits of a few long, hot lists were most of LinkBench's time, each decoding its whole
-prefix again (`get_link_list` mean 358-512 µs, against 86-107 with such answers kept).
+A large answer of a hot list, over 1/PART of the budget (LinkBench reads lists of up
+to 10,000 links, ~2 MiB decoded, against a budget of ~1-2 MiB on its graph), is kept
+in a room of its own, BIG of `max_bytes` (oldest out first), outside the budget:
+the hits of a few long, hot lists were most of LinkBench's time, each decoding its
+whole prefix again (`get_link_list` mean 358-512 µs, against 86-107 with such
+answers kept); and one kept within the budget, first in first out, pushed out a
+share of the other answers and was soon pushed out itself (its list's next read
+decoded 10,000 records again, ~10 ms: ~100 reads a LinkBench run).
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ log = logging.getLogger(__name__)
 SHARE = 0.25  # of CacheConfig.max_bytes, at most
 RATIO = 0.25  # of what the rest of the cache holds, at most (unless that is under FLOOR)
 FLOOR = 1 / 128  # of CacheConfig.max_bytes: kept whatever the rest holds (1 MiB by default)
-BIG = 1 / 16  # of CacheConfig.max_bytes: the room for hot lists' answers past the budget
+BIG = 1 / 16  # of CacheConfig.max_bytes: the room for hot lists' large answers
+PART = 4  # a hot list's answer larger than 1/PART of the budget is large
 RECORD_BYTES = 200  # one decoded edge
 ANSWER_BYTES = 120  # one answer's own objects and its dict slot
 #: An entry's answers until it is first asked for them (`Cache.answers`): shared, read-only,
@@ -109,8 +113,8 @@ class Decoded:
         the answer's tuple nor take the lock (no lock: a racing change keeps or skips
         one answer, never makes one wrong)."""
         nbytes, budget, pooled = ANSWER_BYTES + n * RECORD_BYTES, self.budget(), self._pooled()
-        if nbytes > budget:
-            return nbytes <= self.room and is_hot(hot_key)
+        if nbytes > budget // PART:
+            return (nbytes <= self.room and is_hot(hot_key)) or nbytes <= budget
         return pooled + nbytes <= budget or pooled > budget or is_hot(hot_key)
 
     def keep(
@@ -131,8 +135,10 @@ class Decoded:
         if tag in answers:
             return 0
         freed = 0
-        if nbytes > budget:
-            if not hot or nbytes > self.room:
+        if nbytes > budget and not hot:
+            return 0
+        if hot and nbytes > budget // PART:  # large: in the room (see the module doc)
+            if nbytes > self.room:
                 return 0
             while self.big and self.big_bytes + nbytes > self.room:
                 freed += self._drop_big()

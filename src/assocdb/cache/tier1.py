@@ -81,11 +81,13 @@ from .entries import (
     covers,
     fill_size,
     home_bytes,
+    kept_most,
     newest,
     object_bytes,
 )
 from .eviction import evict
 from .getgate import GetGate
+from .growth import Tail, grow
 from .hotkeys import HotKeys
 from .payback import SAMPLE, Payback
 from .validity import Validity
@@ -113,6 +115,7 @@ class Cache(CountReads):
         `foreign` says whether another process wrote the graph since it was last
         asked (used without tier 2: entries then do not age, `validity`)."""
         self.config = config or CacheConfig()
+        self.keeps = kept_most(self.config.prefix)  # the most edges of a list an entry holds
         self.clock = clock
         self.tier2: Tier2 | None = tier2
         if tier2 is None and self.config.redis is not None:
@@ -256,6 +259,7 @@ class Cache(CountReads):
         load: Callable[[int], Sequence[ListRow]],
         need: int | None = None,
         filled: list[Sequence[ListRow]] | None = None,
+        tail: Tail | None = None,
     ) -> Iterator[ListEntry | None]:
         """The list's entry, its prefix filled on a miss, locked while in use.
 
@@ -263,7 +267,8 @@ class Cache(CountReads):
         cache keeps, for reads of the whole list or past a boundary). A miss fills
         that (at least 50: `fill_size`), not the whole prefix. An entry whose prefix
         is shorter than `need` (and not the whole list) is filled again, longer: the
-        prefix grows with the reads of the list.
+        prefix grows with the reads of the list (by its `tail` alone, if given and it
+        lacks a few edges: `cache.growth`).
 
         None when it is not cached: the key was missed for the first time (admitted
         on its `admit_after`-th miss), or a write raced the fill. Read the shard.
@@ -274,7 +279,7 @@ class Cache(CountReads):
         it just packed.
         """
         self.hot.seen((LIST, *key))
-        want = fill_size(need, self.config.prefix)
+        want = fill_size(need, self.keeps)
         with self._lock:
             entry = self._fresh_list(key)
             if entry is not None and entry.holds(want if need is None else need):
@@ -284,7 +289,8 @@ class Cache(CountReads):
                     self.payback.hit(entry.filled, held if need is None else min(need, held))
                 yield entry
                 return
-            if entry is not None and entry.prefix is not None:  # in use, too short: grow
+            growing = entry is not None and entry.prefix is not None
+            if growing:  # in use, too short: grow
                 self.misses += 1
                 admitted = True
             else:
@@ -292,6 +298,12 @@ class Cache(CountReads):
         if not admitted:  # read once so far: the caller reads just what it needs
             yield None
             return
+        if growing and tail is not None and grow(self, key, tail, want):
+            with self._lock:
+                entry = self._lists.get(key)
+                if entry is not None and entry.holds(want if need is None else need):
+                    yield entry
+                    return
         installed: list[Any] = []
         value = self._fill((PREFIX, key), lambda: newest(load(want + 1), want), want, installed)
         with self._lock:
@@ -300,7 +312,7 @@ class Cache(CountReads):
                 yield None
                 return
             if filled is not None and installed and entry.answers is installed[0]:
-                filled.append(value[0][: self.config.prefix])  # what the entry holds
+                filled.append(value[0][: self.keeps])  # what the entry holds
             yield entry
 
     def passes(self, ticket_key: CacheKey) -> bool:
@@ -501,7 +513,7 @@ class Cache(CountReads):
             if kind == COUNTS:
                 entry.counts = [value.get(s, 0) for s in range(4)]
             else:
-                cap = self.config.prefix
+                cap = self.keeps
                 rows, whole = value  # (tier 2's may come from a process with another cap)
                 entry.complete = whole and len(rows) <= cap
                 rows = rows[:cap]
@@ -663,7 +675,7 @@ class Cache(CountReads):
                 prefix.insert((new[4], id2, new[5]))
                 if new[6] is not None:
                     entry.set_data(id2, new[6])
-                if len(prefix) > self.config.prefix:
+                if len(prefix) > self.keeps:
                     _, dropped, _ = prefix.pop_last()
                     entry.drop_data(dropped)
                     entry.complete = False
