@@ -126,3 +126,21 @@ def test_a_delete_of_the_newest_keeps_the_answer_of_the_newest_n(
         assert cached.assoc_range(1, "likes", 0, N) == plain.assoc_range(1, "likes", 0, N)
         entry = cache._lists[(1, cached.engine.assoc_type("likes").id)]
         assert (0, N) in entry.answers  # patched, still kept
+
+
+def test_a_tail_read_that_fails_leaves_no_fill_in_flight(graphs: tuple[Graph, Graph]) -> None:
+    cached, plain = graphs
+    assert cached.assoc_range(1, "likes", 0, N) == plain.assoc_range(1, "likes", 0, N)
+    cache = cached.engine.cache
+    assert cache is not None
+    key = (1, cached.engine.assoc_type("likes").id)
+    for id2 in range(2 * N - 1, 2 * N - 2 - N // MARGIN, -1):
+        cached.assoc_delete(1, "likes", id2)
+
+    def tail(last: tuple[int, int], n: int) -> list[tuple[int, int, int, None]]:
+        raise OSError("disk I/O error")
+
+    with pytest.raises(OSError, match="disk I/O error"):
+        growth.grow(cache, key, tail, N + N // MARGIN)
+    assert cache._fills == {}
+    assert cached.assoc_range(1, "likes", 0, N) == plain.assoc_range(1, "likes", 0, N)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..core.cachekeys import PREFIX
 from ..core.scans import ListRow
+from . import offers
 from .admission import Fill as _Fill
 from .entries import ListKey
 
@@ -55,10 +56,7 @@ def grow(cache: Cache, key: ListKey, tail: Tail, want: int) -> bool:
     try:
         rows = tail(last, lacking + 1)
     except BaseException:
-        with cache._lock:
-            del cache._fills[ticket_key]
-        ticket.stale = True
-        ticket.done.release()
+        offers.abandon(cache, key, ticket)  # (its waiters read for themselves)
         raise
     try:
         with cache._lock:
