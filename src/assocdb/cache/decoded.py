@@ -86,7 +86,7 @@ _Kept = tuple[_Holder, dict[Hashable, Any], Hashable, int]  # entry, its answers
 class Decoded:
     """The answers kept in every entry, oldest first, within a byte budget: RATIO of
     `rest()` (the bytes the cache holds besides answers), within FLOOR and SHARE of
-    `max_bytes`; and hot lists' answers past it, within BIG of `max_bytes`."""
+    `max_bytes`; and hot lists' large answers, within BIG of `max_bytes`."""
 
     def __init__(self, max_bytes: int, rest: Callable[[], int]) -> None:
         self.floor, self.ceiling = int(max_bytes * FLOOR), int(max_bytes * SHARE)
@@ -96,7 +96,7 @@ class Decoded:
         self.count = 0
         # the answers within the budget: stale items are skipped and compacted
         self._order: deque[_Kept] = deque()
-        self.big: list[_Kept] = []  # the answers past the budget, oldest first
+        self.big: list[_Kept] = []  # hot lists' large answers, in the room, oldest first
         self.big_bytes = 0
 
     def _pooled(self) -> int:
@@ -128,9 +128,9 @@ class Decoded:
     ) -> int:
         """Add an answer to `entry`'s `answers` (the caller checked they are current) if
         it fits the budget, or if its list is `hot` (older answers are dropped to make
-        room; past the budget, in the room of BIG); the bytes it added net of what was
-        dropped (negative: the budget shrank with the rest of the cache, and old
-        answers went)."""
+        room; a large one, over 1/PART of the budget, in the room of BIG); the bytes it
+        added net of what was dropped (negative: the budget shrank with the rest of
+        the cache, and old answers went)."""
         budget = self.budget()
         if tag in answers:
             return 0
