@@ -18,6 +18,7 @@ from assocdb.cache.admission import Doorkeeper
 from assocdb.cache.payback import (
     CLOSED_WINDOW,
     FILL_COST,
+    LONG,
     MOST,
     PASS_COST,
     READ,
@@ -79,12 +80,30 @@ def test_hits_and_fills_weigh_the_rows_they_answer_and_read() -> None:
             payback.hit(stamp, 2000)
     assert payback.open  # 2 hits a fill in 8, counted one each, would have closed them
     assert payback.last > FILL_COST
-    for _ in range(2 * WINDOW):  # fills of long lists whose hits read 5 edges of them
-        stamp = payback.filled(2000)
+    for _ in range(2 * WINDOW):  # fills of 500 edges whose hits read 5 of them
+        stamp = payback.filled(500)
         for _ in range(int(2 * FILL_COST)):
             payback.hit(stamp, 5)
     assert not payback.open
     assert "in reads of 50 edges" in payback.why
+
+
+def test_long_fills_are_outside_the_verdict() -> None:
+    """A fill of LONG edges or more pays on its first hit (its read costs milliseconds):
+    it is neither counted nor stamped, so its hits count for no window either, and
+    fills of short lists are judged on their own (LinkBench's hot lists of 10,000
+    links swung the verdict both ways)."""
+    payback = Payback(Doorkeeper(2))
+    for _ in range(3 * WINDOW):
+        stamp = payback.filled(LONG)
+        assert stamp == 0
+        payback.hit(stamp, LONG)  # (a hit of an entry never stamped counts nowhere)
+    assert payback.verdicts == 0
+    assert payback.new_fills == 0
+    assert payback.new_hits == payback.old_hits == 0.0
+    for _ in range(WINDOW):  # short fills never hit: closed, whatever the long ones earned
+        payback.filled(LONG - 1)
+    assert not payback.open
 
 
 def test_closed_fills_are_sampled_and_reopen_when_the_samples_pay() -> None:

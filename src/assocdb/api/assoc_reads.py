@@ -166,7 +166,11 @@ class AssocReads:
             # A list with no entry while list fills are closed (most misses then) reads
             # as if uncached: one dict lookup and no call (`Cache.list_entry`).
             payback = cache.payback
-            if payback.open or cache.list_entry((id1, kind.id)) is not None:
+            if (
+                payback.open
+                or offers.long_read(limit)  # (filled however short lists' fills do)
+                or cache.list_entry((id1, kind.id)) is not None
+            ):
                 found = cache.answer((id1, kind.id), (pos, limit))
                 # (pos, limit) was checked when the answer was kept
                 if found is not None and limit <= kind.limit:
@@ -186,7 +190,7 @@ class AssocReads:
         # (`passes` is what `_records_from_cache` would ask first: three calls less).
         if cache is not None and not (
             pos + limit <= cache.config.prefix
-            and not (not pos and offers.long_read(cache, limit))
+            and not (not pos and offers.long_read(limit))
             and cache.passes((PREFIX, (id1, kind.id)))
         ):
             cached = self._columns_from_cache(id1, kind, pos, limit, keep)
@@ -324,7 +328,7 @@ class AssocReads:
         cache, key = self._cache, (id1, kind.id)
         if cache is not None and not pos and offers.unfilled(cache, key):  # the newest edges
             if not self._cache_may_answer(cache, key, limit) or (
-                not offers.long_read(cache, limit) and cache.passes((PREFIX, key))
+                not offers.long_read(limit) and cache.passes((PREFIX, key))
             ):
                 return None
             found = self._read_and_offer(id1, kind, cache, limit, keep)
@@ -354,7 +358,7 @@ class AssocReads:
         if (
             cache is None
             or not self._cache_may_answer(cache, key, need)
-            or cache.passes((PREFIX, key))
+            or (not offers.long_read(need) and cache.passes((PREFIX, key)))
         ):
             return None
         before = cache.answers(key)
@@ -510,7 +514,7 @@ class AssocReads:
         if (
             cache is None
             or not self._cache_may_answer(cache, key, need)
-            or cache.passes((PREFIX, key))
+            or (not offers.long_read(need) and cache.passes((PREFIX, key)))
         ):
             return None
         with cache.listed(key, self._loader(id1, kind), need) as entry:

@@ -13,11 +13,12 @@ write marks stale and the others wait on.
 
 A read that asks for LONG edges or more (`long_read`) takes that way on its
 list's first miss too, and a read that found LONG or more is installed
-whatever the doorkeeper says: such a read costs milliseconds (LinkBench asks
-for up to 10,000 links a read), so its list's second read pays the packing
-many times over. Behind the doorkeeper each long list was read whole twice
-before its first hit: on LinkBench 136 misses of lists of 1,000+ links took
-1,496 ms of its `get_link_list`s' 1,545.
+whatever the doorkeeper says, and whether list fills are open or closed
+(`cache.payback`: long fills are outside its verdict): such a read costs
+milliseconds (LinkBench asks for up to 10,000 links a read), so its list's
+second read pays the packing many times over. Behind the doorkeeper each long
+list was read whole twice before its first hit: on LinkBench 136 misses of
+lists of 1,000+ links took 1,496 ms of its `get_link_list`s' 1,545.
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from ..core.cachekeys import LIST, PREFIX
 from ..core.scans import ListRow
 from .admission import Fill as _Fill
 from .entries import ListKey
-
-LONG = 1000  # edges a read asks for or finds: filled on the list's first miss
+from .payback import LONG  # edges a read asks for or finds: filled on the list's first miss
 
 if TYPE_CHECKING:
     from .tier1 import Cache
@@ -45,10 +45,11 @@ def unfilled(cache: Cache, key: ListKey) -> bool:
     return fill and cache.tier2 is None
 
 
-def long_read(cache: Cache, need: int) -> bool:
-    """Whether a read of a list's newest `need` edges is long: its first miss is offered
-    as the fill (`claim`, `offer`), not passed by the doorkeeper (while fills are open)."""
-    return need >= LONG and cache.payback.open
+def long_read(need: int | None) -> bool:
+    """Whether a read of `need` edges of a list is long (None: unknown, not long): its
+    first miss fills the list (the newest edges' read offered as the fill: `claim`,
+    `offer`), not passed by the doorkeeper, whether list fills are open or not."""
+    return need is not None and need >= LONG
 
 
 def claim(cache: Cache, key: ListKey) -> _Fill | None:
@@ -73,9 +74,9 @@ def offer(
 ) -> dict[Any, Any] | None:
     """A miss of a list's newest edges that read them from the shard itself (`rows`,
     newest first; `whole`: all of them; `took` seconds) as an uncached read does,
-    under the `claim`ed ticket: installed as the list's prefix if this miss admits
-    it (`_admit`) or it read LONG edges or more, and no write of it began meanwhile
-    (the ticket is not stale). The
+    under the `claim`ed ticket: installed as the list's prefix if it read LONG edges
+    or more, or this miss admits it (`_admit`) while short lists' fills are open
+    (`cache.payback`), and no write of it began meanwhile (the ticket is not stale). The
     read answers from its own rows: a fill costs packing them, not a second pass
     through the cache and an answer decoded from the prefix (issue 43: a fill cost
     ~2x an uncached read, and fills were the cache's p99).
@@ -89,8 +90,8 @@ def offer(
             entry = cache._lists.get(key)
             if entry is not None and entry.prefix is not None:
                 return None  # filled meanwhile
-            if not cache._admit((PREFIX, key)) and len(rows) < LONG:
-                return None  # not admitted yet
+            if len(rows) < LONG and not (cache.payback.open and cache._admit((PREFIX, key))):
+                return None  # not admitted (yet), or short lists' fills are closed
             cache.fills += 1
             cache.fill_seconds += took
             if ticket.stale:

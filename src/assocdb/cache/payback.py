@@ -60,6 +60,12 @@ FILL_COST = 4.0  # what a list's fill costs, in what a hit saves
 PASS_COST = 0.2  # what a passing miss's doorkeeper probe costs, in what a hit saves
 SAMPLE = 128  # while closed, one list miss in SAMPLE is sampled (its list a ghost)
 REOPENS = 2.0  # sampled fills reopen fills at REOPENS x FILL_COST hits each
+#: Fills of this many edges or more are outside the verdict: a read of them costs
+#: milliseconds and its fill packs rows already read, so one hit pays it back; they
+#: are made whether fills are open or closed (`offers.long_read`), and neither they nor
+#: their lists' hits count (LinkBench's few hot lists of 10,000 links swung the
+#: verdict on short lists both ways: closed, every read of them went to the shard).
+LONG = 1000
 READ = 50  # the edges of the read a hit's weight is counted in (a weight of 1)
 #: What a read's call costs beside its rows, in rows (an uncached read of n edges takes
 #: ~c + n rows' time: newest 50 ~15 µs, a count's one row ~8, on the machine that set
@@ -152,7 +158,9 @@ class Payback:
 
     def filled(self, rows: int = READ) -> int:
         """A list's prefix of `rows` edges was filled (call with the cache's lock held):
-        its stamp."""
+        its stamp (0, not counted, for a LONG fill)."""
+        if rows >= LONG:
+            return 0
         stamp = self.current
         self.new_fills += 1
         self.new_weight += weight(rows)

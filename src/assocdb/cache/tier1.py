@@ -89,6 +89,7 @@ from .eviction import evict
 from .getgate import GetGate
 from .growth import Tail, grow
 from .hotkeys import HotKeys
+from .offers import long_read
 from .payback import SAMPLE, Payback
 from .validity import Validity
 
@@ -293,8 +294,8 @@ class Cache(CountReads):
             if growing:  # in use, too short: grow
                 self.misses += 1
                 admitted = True
-            else:
-                admitted = self._admit((PREFIX, key))
+            else:  # (a long read fills on its first miss, as `offers.long_read` says)
+                admitted = self._admit((PREFIX, key)) or long_read(need)
         if not admitted:  # read once so far: the caller reads just what it needs
             yield None
             return
