@@ -98,6 +98,7 @@ class DeletionModel:
         )
 
     def cascade(self, root: int) -> None:
+        deleted = root not in self.objects  # (before this cascade takes it)
         record = Record()
         queue, seen, candidates = [root], {root}, set()
         while queue:
@@ -126,8 +127,10 @@ class DeletionModel:
                     queue.append(target)
             candidates -= seen
         before = self.latest.get(root)
-        if before is not None and before.status == "done" and root not in self.objects:
-            # deleting a deleted object again adds to its deletion (one restore undoes both)
+        if before is not None and before.status == "done" and deleted:
+            # deleting a deleted object again adds to its deletion (one restore undoes both);
+            # one that came back live since (another deletion's restore took it back with
+            # it) starts a new deletion (docs/api.md, "deleting it again")
             record.objects = {**before.objects, **record.objects}
             record.edges = {**before.edges, **record.edges}
             record.homes = {
