@@ -9,9 +9,9 @@ no I/O), and prints each side's p50 and mean latency. On the 2-core VM this
 was built on, at times the fsync's completion is noticed only at the next
 timer tick (4 ms) when no thread keeps a virtual CPU busy: the same commit
 took p50 4,000 µs alone and 1,222 µs beside the spinner (issue 37). A write
-path whose own threads are busy while its fsync is in flight (the journal's
-helper thread committing while the writer fills the shards,
-`writes/overlap.py`) is woken sooner than one that sleeps in it.
+path whose own threads are busy while its fsync is in flight (a helper thread
+filling the shards while the writer commits the journal, `writes/overlap.py`)
+is woken sooner than one that sleeps in it.
 """
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ def measure(options: argparse.Namespace, spent: Counter[str]) -> None:
     who = f"batches of {options.batch}" if options.batch else f"{options.threads} thread(s)"
     print(f"{who}, µs per write, median (min-max) of {options.rounds} rounds of {options.writes}")
     rows = [("wall", wall), ("CPU, process", process)]
-    if options.threads == 1:  # a batch's helper thread journals; its writer is this one
+    if options.threads == 1:  # a helper thread fills the shards; the writer is this one
         rows.append(("CPU, the writing thread", thread))
     for label, values in rows:
         us = [v * per for v in values]

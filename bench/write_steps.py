@@ -14,8 +14,8 @@ each). Each step of assocdb's write path is timed by wrapping its method
 * resolve: the reads before journaling (`Pipeline._read_current`, one
   statement per shard and kind) and the pure resolution around them;
 * journal + prepare, overlapped (`Overlap.journal`): the journal's INSERT
-  and fsynced COMMIT (`Journal._commit`, on the helper thread) while the
-  writer's thread opens and fills the shard transactions
+  and its synced commit (`Journal._commit`, on the writer's thread) while a
+  helper thread opens and fills the shard transactions
   (`Applier.prepare_batch`: BEGIN IMMEDIATE, read the written keys, upsert
   the edges and the counts, per touched shard; no COMMIT);
 * commit: the shards' COMMITs, the cache's changes, the applier's

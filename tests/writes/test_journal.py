@@ -41,6 +41,24 @@ def test_ids_are_never_reused(journal: Journal) -> None:
     assert journal.append(b"b") > first
 
 
+@pytest.mark.parametrize("pending", [False, True])
+def test_jobs_appended_together_get_their_ids_in_order(journal: Journal, pending: bool) -> None:
+    """Jobs committed together are inserted by one statement (up to 200, its own
+    transaction when nothing rides along; more, or with completions to record, in a
+    transaction): each job's id is its own, in order, and never reused."""
+    if pending:  # (a completion to record: the transaction's path)
+        journal.complete([journal.append(b"done")])
+    for n in (1, 3, 200, 450):
+        bodies = [b"%d-%d" % (n, i) for i in range(n)]
+        ids = journal.append_many(bodies)
+        assert ids == sorted(set(ids))
+        assert [journal.get(job).body for job in ids] == bodies  # type: ignore[union-attr]
+        journal.complete(ids[-1:])
+        journal.flush()  # the newest id gone: still not reused
+        assert journal.append(b"next") == ids[-1] + 1
+    assert journal.counts()["new"] == 1 + 3 + 200 + 450 - 4 + 4
+
+
 def test_concurrent_appends_share_commits(journal: Journal) -> None:
     barrier = threading.Barrier(16)
     ids: list[int] = []
@@ -135,7 +153,8 @@ def test_an_unwritable_journal_refuses_to_acknowledge(tmp_path: Path) -> None:
 
 class FailingConnection:
     """The journal's connection with a fault at its choke point: statements whose SQL
-    starts with one of `failing` raise SQLITE_FULL, as on a full disk."""
+    starts with one of `failing` raise SQLITE_FULL, as on a full disk. A write outside
+    a transaction (a lone job's INSERT) commits itself: it fails as a COMMIT does."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -143,8 +162,11 @@ class FailingConnection:
         self.before_commit: Callable[[], None] = lambda: None
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        if sql == "COMMIT":
+        if sql == "COMMIT" or (
+            not self.conn.in_transaction and sql.startswith(("INSERT", "UPDATE", "DELETE"))
+        ):
             self.before_commit()
+            self._check("COMMIT")
         self._check(sql)
         return self.conn.execute(sql, *args)
 

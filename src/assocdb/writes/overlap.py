@@ -3,10 +3,11 @@
 A durable write waits for one fsync, the journal's; its shard transactions
 need none of their own (shards sync lazily, at fences). Done one after the
 other, a lone write cost the fsync *plus* its shard transactions. Here the
-journal's commit (its INSERTs and fsynced COMMIT, which release the GIL)
-runs on a helper thread while the writer's own thread opens and fills the
-round's shard transactions (`Applier.prepare_batch`, `storage.prepared`);
-the writer commits them only once the journal's commit returned:
+writer's own thread runs the journal's commit (`Journal.append_many`: a
+round's jobs are one INSERT, its own synced transaction, one driver call that
+releases the GIL for the whole fsync) while a helper thread opens and fills the
+round's shard transactions (`Applier.prepare_batch`, `storage.prepared`); the
+writer commits them only once the journal's commit returned:
 
 * acknowledged still means journaled and fsynced: nothing is committed on a
   shard, nor answered, before the journal holds it;
@@ -16,6 +17,15 @@ the writer commits them only once the journal's commit returned:
   engine discards them) and the journal with the round or without it; a
   replay applies what it holds.
 
+The journal on the writer's thread and the shards on the helper's, not the
+other way round: the helper's wake-up (~40 µs on a VM's idle core) then falls
+inside the fsync instead of before it, and the writer finds the fill done
+when the fsync returns (another ~30 µs wake-up less); and the journal's
+commit, one driver call, takes the GIL back once instead of at each of its
+three statements, each of which had waited for the filling thread to let go
+of it (`bench.write_steps`, a lone `assoc_add` on a tree of 200,000 edges:
+667 -> 405 µs, against a bare same-work write's ~240).
+
 Only rounds of concrete rows that are applied now (synced, or followed by
 another round) overlap, on a local engine (`storage.prepared.can_prepare`);
 others journal, then apply, as before.
@@ -24,7 +34,8 @@ A round of edge writes goes further (`journal_resolving`): its shard
 transactions are opened *first*, each reading in one statement the stored
 rows and node states the round's writes depend on (`storage.opened`); the
 writes are resolved against those rows, journaled, and the transactions
-filled meanwhile, merging against the rows already read. This replaces the
+filled meanwhile (on the helper thread, through the sessions opened on the
+writer's), merging against the rows already read. This replaces the
 reads before journaling, one statement per shard and kind outside any
 transaction, and the shard transactions' own second read of the same keys.
 A shard that cannot be opened sends the round the usual way. Every round
@@ -33,15 +44,10 @@ opening its shards cannot overlap the journal's fsync (the journal needs the
 resolved rows), but it replaces the reads before journaling, and the
 transactions' second read of the same keys, so a lone write runs 5 shard
 statements per shard instead of 7 (the opened read also takes the change
-feed's row, `storage.opened`), and -23% instructions per write in all with
-the lighter hand-off below (issue 37's CPU pass: `bench.write_cpu` under
-callgrind, 1.29M against 0.99M). From two writes on it paid before: 8
-writers one write at a time (rounds of ~7) ran +13-17% faster (7 of 9 A/B
-rounds on a tree of 1M edges, load 6-8) with 11% less CPU per write, and a
-round of 100 1.2-1.5x (CPU per write -24%).
+feed's row, `storage.opened`).
 
-The helper thread is a `_Committer`: one thread, a queue and a lock per
-call, without a `ThreadPoolExecutor`'s futures, conditions and semaphores.
+The helper thread is a `_Helper`: one thread, a queue and a lock per call,
+without a `ThreadPoolExecutor`'s futures, conditions and semaphores.
 """
 
 from __future__ import annotations
@@ -67,7 +73,7 @@ A = TypeVar("A")
 
 
 class _Call(Generic[A, T]):
-    """One call run on the committer's thread: `wait` for its result (or its error)."""
+    """One call run on the helper's thread: `wait` for its result (or its error)."""
 
     __slots__ = ("_done", "arg", "error", "fn", "result")
 
@@ -77,7 +83,7 @@ class _Call(Generic[A, T]):
         self.result: T | None = None
         self.error: BaseException | None = None
         self._done = threading.Lock()
-        self._done.acquire()  # released by the committer's thread once the call returned
+        self._done.acquire()  # released by the helper's thread once the call returned
 
     def run(self) -> None:
         try:
@@ -100,15 +106,15 @@ class _Call(Generic[A, T]):
         return self.result  # type: ignore[return-value]
 
 
-class _Committer:
+class _Helper:
     """A thread that runs one call at a time for the writer: a `ThreadPoolExecutor` of
     one thread without its futures, conditions and semaphores (a lone write hands
-    the journal's commit over once per write: issue 37 measured the executor's
+    its shards' fill over once per write: issue 37 measured the executor's
     bookkeeping at ~4% of a lone write's instructions)."""
 
     def __init__(self) -> None:
         self._calls: SimpleQueue[_Call[object, object] | None] = SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="assocdb-journal", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="assocdb-fill", daemon=True)
         self._thread.start()
 
     def submit(self, fn: Callable[[A], T], arg: A) -> _Call[A, T]:
@@ -128,12 +134,12 @@ class _Committer:
 
 
 class Overlap:
-    """The helper thread that commits the journal while the writer prepares shards."""
+    """The helper thread that prepares a round's shards while the writer journals it."""
 
     def __init__(self, applier: Applier) -> None:
         self.applier = applier
         self.enabled = can_prepare(applier.backend)
-        self._pool: _Committer | None = None
+        self._pool: _Helper | None = None
         self._lock = threading.Lock()
 
     def journal(
@@ -143,18 +149,16 @@ class Overlap:
         transactions; the jobs' ids and the prepared batch to commit. Raises what the
         journal raised, with nothing prepared left open."""
         applier = self.applier
-        pending = self._committer().submit(applier.journal.append_many, bodies)
+        preparing = self._helper().submit(applier.prepare_batch, rows)
         try:
-            batch = applier.prepare_batch(rows)
-        except BaseException:
-            pending.join()  # (an interrupt: journaled or not, not acknowledged)
+            jobs = applier.journal.append_many(bodies)
+        except BaseException:  # not journaled (or interrupted): undo what was prepared
+            preparing.join()
+            if preparing.error is None:
+                applier.rollback_batch(preparing.result)  # type: ignore[arg-type]
             raise
-        try:
-            jobs = pending.wait()
-        except BaseException:
-            applier.rollback_batch(batch)
-            raise
-        return jobs, batch
+        # The preparing's error, if it failed: journaled, not acknowledged (replayed).
+        return jobs, preparing.wait()
 
     def journal_resolving(
         self, ops: Sequence[EdgeWrite]
@@ -174,18 +178,22 @@ class Overlap:
         except BaseException:
             applier.shards.close_opened(list(opened.values()))
             raise
-        pending = self._committer().submit(applier.journal.append_many, bodies)
+        filling = self._helper().submit(self._fill, (rows, opened, where))
         try:
-            batch = applier.fill_batch(rows, opened, where)
-        except BaseException:
-            pending.join()  # (an interrupt: journaled or not, not acknowledged)
+            jobs = applier.journal.append_many(bodies)
+        except BaseException:  # not journaled (or interrupted): undo the fill
+            filling.join()
+            if filling.error is None:
+                applier.rollback_batch(filling.result)  # type: ignore[arg-type]
             raise
-        try:
-            jobs = pending.wait()
-        except BaseException:
-            applier.rollback_batch(batch)
-            raise
-        return rows, jobs, batch
+        # The fill's error, if it failed: journaled, not acknowledged (a replay applies it).
+        return rows, jobs, filling.wait()
+
+    def _fill(
+        self, args: tuple[Sequence[Rows], dict[int, OpenedLeg], dict[int, int]]
+    ) -> PreparedBatch:
+        """`Applier.fill_batch`, on the helper thread (`journal_resolving`)."""
+        return self.applier.fill_batch(*args)
 
     def _open(self, ops: Sequence[EdgeWrite], where: dict[int, int]) -> dict[int, OpenedLeg] | None:
         """Each shard the ops write, opened (in shard order) with what they read there;
@@ -235,12 +243,12 @@ class Overlap:
                 state = found.state
         return Rows(edges=op.resolve(Stored(row, state)))
 
-    def _committer(self) -> _Committer:
+    def _helper(self) -> _Helper:
         pool = self._pool
         if pool is None:
             with self._lock:
                 if self._pool is None:
-                    self._pool = _Committer()
+                    self._pool = _Helper()
                 pool = self._pool
         return pool
 
