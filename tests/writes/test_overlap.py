@@ -38,8 +38,9 @@ def failing_journal(g: Graph) -> FailingConnection:
 
 
 def test_shard_transactions_are_prepared_while_the_journal_commits(tmp_path: Path) -> None:
-    """The journal's COMMIT waits here until a shard transaction has begun and stored
-    its rows (so they overlap); no shard commits before the journal's COMMIT returned."""
+    """The journal's commit (on the writer's thread) waits here until the helper thread
+    has begun a shard transaction and stored its rows (so they overlap); no shard
+    commits before the journal's commit returned."""
     g = open_graph(tmp_path / "g")
     assert g.engine.pipeline.overlap.enabled
     conn = failing_journal(g)
@@ -51,7 +52,7 @@ def test_shard_transactions_are_prepared_while_the_journal_commits(tmp_path: Pat
             events.append(sql.split(maxsplit=1)[0])
             cond.notify_all()
 
-    def journal_commit() -> None:  # (the journal's thread, just before its COMMIT)
+    def journal_commit() -> None:  # (the writer's thread, as the journal commits)
         with cond:
             events.append("journal COMMIT")
             assert cond.wait_for(lambda: "INSERT" in events, timeout=30)

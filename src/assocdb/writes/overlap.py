@@ -55,7 +55,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from queue import SimpleQueue
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..core.ids import shard_of
 from ..core.merge import EdgeKey
@@ -148,17 +148,8 @@ class Overlap:
         """Journal `bodies` (the encoded `rows`) and meanwhile prepare the rows' shard
         transactions; the jobs' ids and the prepared batch to commit. Raises what the
         journal raised, with nothing prepared left open."""
-        applier = self.applier
-        preparing = self._helper().submit(applier.prepare_batch, rows)
-        try:
-            jobs = applier.journal.append_many(bodies)
-        except BaseException:  # not journaled (or interrupted): undo what was prepared
-            preparing.join()
-            if preparing.error is None:
-                applier.rollback_batch(preparing.result)  # type: ignore[arg-type]
-            raise
-        # The preparing's error, if it failed: journaled, not acknowledged (replayed).
-        return jobs, preparing.wait()
+        preparing = self._helper().submit(self.applier.prepare_batch, rows)
+        return self._journaled(bodies, preparing), self._prepared(preparing)
 
     def journal_resolving(
         self, ops: Sequence[EdgeWrite]
@@ -179,21 +170,42 @@ class Overlap:
             applier.shards.close_opened(list(opened.values()))
             raise
         filling = self._helper().submit(self._fill, (rows, opened, where))
-        try:
-            jobs = applier.journal.append_many(bodies)
-        except BaseException:  # not journaled (or interrupted): undo the fill
-            filling.join()
-            if filling.error is None:
-                applier.rollback_batch(filling.result)  # type: ignore[arg-type]
-            raise
-        # The fill's error, if it failed: journaled, not acknowledged (a replay applies it).
-        return rows, jobs, filling.wait()
+        return rows, self._journaled(bodies, filling), self._prepared(filling)
 
     def _fill(
         self, args: tuple[Sequence[Rows], dict[int, OpenedLeg], dict[int, int]]
     ) -> PreparedBatch:
         """`Applier.fill_batch`, on the helper thread (`journal_resolving`)."""
         return self.applier.fill_batch(*args)
+
+    def _journaled(
+        self, bodies: Sequence[bytes], preparing: _Call[Any, PreparedBatch]
+    ) -> list[int]:
+        """Journal `bodies` on this thread while the helper prepares their shards: the
+        jobs' ids; if the journal fails (or this is interrupted), what was prepared is
+        rolled back and the error raised: nothing applied that was not journaled."""
+        try:
+            return self.applier.journal.append_many(bodies)
+        except BaseException:
+            self._undo(preparing)
+            raise
+
+    def _prepared(self, preparing: _Call[Any, PreparedBatch]) -> PreparedBatch:
+        """The batch the helper prepared, once the journal holds it; raises the helper's
+        error (the jobs journaled, not acknowledged: a replay applies them). Interrupted
+        while waiting, it rolls the batch back (the journal's replay applies it)."""
+        try:
+            return preparing.wait()
+        except BaseException:
+            if preparing.error is None:  # (interrupted: not the preparing's own error)
+                self._undo(preparing)
+            raise
+
+    def _undo(self, preparing: _Call[Any, PreparedBatch]) -> None:
+        """Wait for the helper's preparing to end, and roll back what it prepared."""
+        preparing.join()
+        if preparing.error is None:
+            self.applier.rollback_batch(preparing.result)  # type: ignore[arg-type]
 
     def _open(self, ops: Sequence[EdgeWrite], where: dict[int, int]) -> dict[int, OpenedLeg] | None:
         """Each shard the ops write, opened (in shard order) with what they read there;
