@@ -176,3 +176,36 @@ def test_a_long_hot_list_read_whole_agrees_with_the_shard_through_writes(tmp_pat
     assert cache.bytes == sum(e.nbytes + e.answer_bytes for e in cache._lists.values())
     cached.close()
     plain.close()
+
+
+def test_a_long_lists_answer_read_again_is_kept_though_the_list_is_not_hot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LinkBench: a list of 10,000 links outside the hottest keys (by rate) decoded its
+    prefix at each read, ~2 ms, its answer never kept. An answer of LONG edges or more
+    built a second time lately is kept in the room as a hot list's is; a shorter one
+    of a list that is not hot is not (decoding it costs little)."""
+    from assocdb.cache.payback import LONG
+
+    config = CacheConfig(max_bytes=16 << 20, admit_after=1, max_age=3600, prefix=LONG + 1)
+    cached = assocdb.open(tmp_path / "g", shards=2, cache=config)
+    plain = assocdb.open(tmp_path / "g", cache=None)
+    cached.define_assoc("likes", limit=LONG + 1)
+    cached.bulk_load([(n, "likes", m, m * 10) for n in (1, 2) for m in range(1, LONG + 2)])
+    cache = cached.engine.cache
+    assert cache is not None
+    monkeypatch.setattr(cache.hot, "is_hot", lambda key: False)
+    atype = cached.engine.assoc_type("likes").id
+    cached.assoc_range(1, "likes", 0, LONG)  # the fill: its answer built, refused, remembered
+    assert cache.answer((1, atype), (0, LONG)) is None
+    assert cached.assoc_range(1, "likes", 0, LONG) == plain.assoc_range(1, "likes", 0, LONG)
+    assert cache.answer((1, atype), (0, LONG)) is not None  # built again: kept, in the room
+    assert cache.decoded.big_bytes > cache.decoded.budget()
+    for _ in range(3):  # a short answer of a list that is not hot: past the budget, never
+        cached.assoc_range(2, "likes", 0, LONG - 1)
+    assert cache.answer((2, atype), (0, LONG - 1)) is None
+    cached.assoc_add(1, "likes", 5000, time=1)  # writes patch it, as a hot list's
+    assert cache.answer((1, atype), (0, LONG)) is not None
+    assert cached.assoc_range(1, "likes", 0, LONG) == plain.assoc_range(1, "likes", 0, LONG)
+    cached.close()
+    plain.close()

@@ -48,7 +48,12 @@ the hits of a few long, hot lists were most of LinkBench's time, each decoding i
 whole prefix again (`get_link_list` mean 358-512 µs, against 86-107 with such
 answers kept); and one kept within the budget, first in first out, pushed out a
 share of the other answers and was soon pushed out itself (its list's next read
-decoded 10,000 records again, ~10 ms: ~100 reads a LinkBench run).
+decoded 10,000 records again, ~10 ms: ~100 reads a LinkBench run). An answer of
+LONG edges or more (`cache.payback.LONG`) of a list that is not hot goes there too
+when it is built a second time lately (`again`, the last AGAIN such lists): such a
+list's rate may leave it outside the hottest keys while each of its reads decodes
+thousands of records (LinkBench: 57-87 reads of ~3.5 ms a run, the newest 10,000 of
+lists outside them; with `again`, 14).
 """
 
 from __future__ import annotations
@@ -57,10 +62,12 @@ import logging
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
+from contextlib import suppress
 from types import MappingProxyType
 from typing import Any, Protocol
 
 from ..core.merge import PLAIN_NORMAL as _NORMAL
+from .payback import LONG
 
 log = logging.getLogger(__name__)
 SHARE = 0.25  # of CacheConfig.max_bytes, at most
@@ -68,6 +75,9 @@ RATIO = 0.25  # of what the rest of the cache holds, at most (unless that is und
 FLOOR = 1 / 128  # of CacheConfig.max_bytes: kept whatever the rest holds (1 MiB by default)
 BIG = 1 / 16  # of CacheConfig.max_bytes: the room for hot lists' large answers
 PART = 4  # a hot list's answer larger than 1/PART of the budget is large
+#: The lists whose large answer of LONG edges or more was built and not kept lately (not
+#: hot): the next one built is kept in the room all the same (`again`).
+AGAIN = 64
 RECORD_BYTES = 200  # one decoded edge
 ANSWER_BYTES = 120  # one answer's own objects and its dict slot
 #: An entry's answers until it is first asked for them (`Cache.answers`): shared, read-only,
@@ -98,6 +108,8 @@ class Decoded:
         self._order: deque[_Kept] = deque()
         self.big: list[_Kept] = []  # hot lists' large answers, in the room, oldest first
         self.big_bytes = 0
+        #: Lists (their hot keys) whose large answer was refused lately (`again`), oldest first.
+        self.refused: dict[Hashable, None] = {}
 
     def _pooled(self) -> int:
         """What the answers within the budget hold."""
@@ -114,8 +126,25 @@ class Decoded:
         one answer, never makes one wrong)."""
         nbytes, budget, pooled = ANSWER_BYTES + n * RECORD_BYTES, self.budget(), self._pooled()
         if nbytes > budget // PART:
-            return (nbytes <= self.room and is_hot(hot_key)) or nbytes <= budget
+            if nbytes <= self.room and (is_hot(hot_key) or (n >= LONG and self.again(hot_key))):
+                return True
+            return nbytes <= budget
         return pooled + nbytes <= budget or pooled > budget or is_hot(hot_key)
+
+    def again(self, hot_key: Hashable) -> bool:
+        """Whether the list's large answer was built and refused lately (so this one is
+        kept, as a hot list's is); else it is remembered as refused now. A list read a
+        few thousand edges at a time costs milliseconds a decode: its second read earns
+        the room, whether or not its rate puts it among the hottest keys (LinkBench: a
+        list of 10,000 links outside them decoded all of them at each read, ~2 ms)."""
+        refused = self.refused
+        if hot_key in refused:
+            return True
+        refused[hot_key] = None
+        if len(refused) > AGAIN:
+            with suppress(RuntimeError, StopIteration, KeyError):  # (no lock: a race skips one)
+                del refused[next(iter(refused))]
+        return False
 
     def keep(
         self,
