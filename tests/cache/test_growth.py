@@ -13,6 +13,7 @@ import assocdb
 from assocdb import CacheConfig, Graph
 from assocdb.cache import growth
 from assocdb.cache.entries import MARGIN
+from assocdb.cache.tier1 import Cache
 from tests.support.helpers import statements
 
 N = 300  # the newest edges each read asks for
@@ -29,6 +30,14 @@ def graphs(tmp_path: Path) -> Iterator[tuple[Graph, Graph]]:
     yield cached, plain
     plain.close()
     cached.close()
+
+
+def _read_list(cached: Graph, plain: Graph) -> tuple[Cache, tuple[int, int]]:
+    """List 1's newest N read through the cache (agreeing with the shard): its cache and key."""
+    assert cached.assoc_range(1, "likes", 0, N) == plain.assoc_range(1, "likes", 0, N)
+    cache = cached.engine.cache
+    assert cache is not None
+    return cache, (1, cached.engine.assoc_type("likes").id)
 
 
 def test_a_prefix_a_delete_left_short_reads_only_its_tail(graphs: tuple[Graph, Graph]) -> None:
@@ -91,10 +100,7 @@ def test_a_prefix_lacking_more_than_most_is_filled_again_whole(
 
 def test_a_write_during_the_tail_read_appends_nothing(graphs: tuple[Graph, Graph]) -> None:
     cached, plain = graphs
-    assert cached.assoc_range(1, "likes", 0, N) == plain.assoc_range(1, "likes", 0, N)
-    cache = cached.engine.cache
-    assert cache is not None
-    key = (1, cached.engine.assoc_type("likes").id)
+    cache, key = _read_list(cached, plain)
     cached.assoc_delete(1, "likes", 2 * N - 1)
     entry = cache._lists[key]
     assert entry.prefix is not None
@@ -130,10 +136,7 @@ def test_a_delete_of_the_newest_keeps_the_answer_of_the_newest_n(
 
 def test_a_tail_read_that_fails_leaves_no_fill_in_flight(graphs: tuple[Graph, Graph]) -> None:
     cached, plain = graphs
-    assert cached.assoc_range(1, "likes", 0, N) == plain.assoc_range(1, "likes", 0, N)
-    cache = cached.engine.cache
-    assert cache is not None
-    key = (1, cached.engine.assoc_type("likes").id)
+    cache, key = _read_list(cached, plain)
     for id2 in range(2 * N - 1, 2 * N - 2 - N // MARGIN, -1):
         cached.assoc_delete(1, "likes", id2)
 
