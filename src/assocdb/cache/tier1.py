@@ -90,7 +90,7 @@ from .getgate import GetGate
 from .growth import Tail, grow
 from .hotkeys import HotKeys
 from .offers import long_read
-from .payback import LONG, SAMPLE, Payback
+from .payback import SAMPLE, Payback
 from .validity import Validity
 
 log = logging.getLogger(__name__)
@@ -243,7 +243,7 @@ class Cache(CountReads):
             nbytes = ANSWER_BYTES + (n * RECORD_BYTES if nbytes is None else nbytes)
             hot_key = (LIST, *key)  # past their budget, answers of hot lists only (or long
             # answers asked for again: `Decoded.again`)
-            hot = self.hot.is_hot(hot_key) or (n >= LONG and hot_key in self.decoded.refused)
+            hot = self.hot.is_hot(hot_key) or (long_read(n) and hot_key in self.decoded.refused)
             self.bytes += self.decoded.keep(entry, before, tag, value, nbytes, hot)
             self._evict()
 
